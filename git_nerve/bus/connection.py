@@ -1,0 +1,171 @@
+"""Opening the bus.
+
+Connections run in autocommit mode (``isolation_level=None``): Python's own
+transaction handling starts deferred transactions that lose updates under
+concurrency. Every read-then-write goes through :meth:`Bus.write`, which
+issues ``BEGIN IMMEDIATE`` (the write lock is taken before the read) and
+retries when the lock cannot be had within the busy timeout. Callers must not
+run git or any subprocess inside a write block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import sqlite3
+import stat
+import time
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import DatabaseError
+from ..paths import BUS_FILE, ensure_local_filesystem
+from .schema import MIGRATIONS, SCHEMA_VERSION
+
+BUSY_TIMEOUT_MS = 30_000
+RETRIES = 8
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    msg = str(exc).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def make_private_dir(path: Path) -> None:
+    """mkdir -p honouring the umask, but never world-writable."""
+    if path.is_dir():
+        return
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & stat.S_IWOTH:
+            path.chmod(mode & ~stat.S_IWOTH)
+    except OSError as exc:
+        raise DatabaseError(f"cannot create {path}: {exc.strerror or exc}") from exc
+
+
+class Bus:
+    """A connection to ``<git-common-dir>/nerve/bus.db``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True):
+        self.path = Path(path)
+        self.conn = self._open(create)
+
+    # -- opening -----------------------------------------------------------
+    def _open(self, create: bool) -> sqlite3.Connection:
+        exists = self.path.exists()
+        if not exists and not create:
+            raise DatabaseError(f"no bus at {self.path}; run `git nerve init` or `git worker spawn` first")
+        if not exists:
+            make_private_dir(self.path.parent)
+        ensure_local_filesystem(self.path.parent)
+        if exists and not os.access(self.path, os.R_OK):
+            raise DatabaseError(f"cannot read the bus {self.path}: permission denied")
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"cannot open the bus {self.path}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self._retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise DatabaseError(
+                    f"the bus {self.path} has schema version {version}, newer than this git-nerve understands "
+                    f"({SCHEMA_VERSION}); upgrade git-nerve"
+                )
+            if version < SCHEMA_VERSION:
+                self._migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise DatabaseError(f"the bus {self.path} is unreadable ({exc}); it was left untouched") from exc
+        except DatabaseError:
+            conn.close()
+            raise
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        def apply() -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                for number in range(version, SCHEMA_VERSION):
+                    for statement in _split(MIGRATIONS[number]):
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version={number + 1}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+        self._retry(apply)
+
+    # -- transactions --------------------------------------------------------
+    def _retry(self, fn):
+        delay = 0.01
+        for attempt in range(RETRIES):
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or attempt == RETRIES - 1:
+                    if _is_busy(exc):
+                        raise DatabaseError(f"the bus {self.path} stayed locked by another process; try again") from exc
+                    raise DatabaseError(f"bus error: {exc}") from exc
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 1.0)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction: check-then-write is atomic inside it."""
+        self._retry(lambda: self.conn.execute("BEGIN IMMEDIATE"))
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        else:
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+                raise DatabaseError(f"could not commit to the bus: {exc}") from exc
+
+    def read(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+        cur = self._retry(lambda: self.conn.execute(sql, params))
+        return cur.fetchall()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Bus":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _split(script: str) -> list[str]:
+    statements, buf = [], []
+    for line in script.splitlines():
+        stripped = line.split("--", 1)[0] if "--" in line else line
+        buf.append(stripped)
+        if stripped.rstrip().endswith(";"):
+            stmt = "\n".join(buf).strip()
+            if stmt.strip(";").strip():
+                statements.append(stmt)
+            buf = []
+    tail = "\n".join(buf).strip()
+    if tail:
+        statements.append(tail)
+    return statements
+
+
+def open_bus(common_dir: str | os.PathLike[str], *, create: bool = True) -> Bus:
+    """Open (creating and migrating if needed) the bus of a repository."""
+    return Bus(Path(common_dir) / "nerve" / BUS_FILE, create=create)

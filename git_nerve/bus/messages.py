@@ -1,0 +1,48 @@
+"""The append-only message log: every state change, heartbeat, commit, review."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Message:
+    id: int
+    ts: float
+    task_id: str | None
+    kind: str
+    payload: dict[str, Any]
+
+
+def publish(conn: sqlite3.Connection, task_id: str | None, kind: str, payload: dict[str, Any] | None, ts: float) -> int:
+    """Append one message; call inside the same write transaction as the change it records."""
+    cur = conn.execute(
+        "INSERT INTO messages(ts, task_id, kind, payload) VALUES (?, ?, ?, ?)",
+        (ts, task_id, kind, json.dumps(payload or {}, ensure_ascii=False, sort_keys=True)),
+    )
+    return int(cur.lastrowid)
+
+
+def _row(r: tuple) -> Message:
+    return Message(id=r[0], ts=r[1], task_id=r[2], kind=r[3], payload=json.loads(r[4]))
+
+
+def for_task(conn: sqlite3.Connection, task_id: str, *, kinds: tuple[str, ...] | None = None) -> list[Message]:
+    sql = "SELECT id, ts, task_id, kind, payload FROM messages WHERE task_id = ?"
+    params: list[Any] = [task_id]
+    if kinds:
+        sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+        params.extend(kinds)
+    return [_row(r) for r in conn.execute(sql + " ORDER BY id", params)]
+
+
+def since(conn: sqlite3.Connection, after_id: int = 0, *, kinds: tuple[str, ...] | None = None) -> list[Message]:
+    sql = "SELECT id, ts, task_id, kind, payload FROM messages WHERE id > ?"
+    params: list[Any] = [after_id]
+    if kinds:
+        sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+        params.extend(kinds)
+    return [_row(r) for r in conn.execute(sql + " ORDER BY id", params)]

@@ -1,0 +1,82 @@
+"""Versioned schema migrations, tracked in ``PRAGMA user_version``.
+
+Append a migration to :data:`MIGRATIONS` to change the schema; never edit one
+that has shipped. Each runs inside the ``BEGIN IMMEDIATE`` transaction that
+opened the bus, so concurrent first opens cannot apply one twice.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: workers, the append-only message log, thread rounds, steering.
+    """
+    CREATE TABLE workers (
+        task_id          TEXT PRIMARY KEY,
+        task_key         TEXT NOT NULL UNIQUE,      -- casefolded id: ids that differ only in case collide
+        state            TEXT NOT NULL,
+        branch           TEXT NOT NULL,
+        worktree         TEXT NOT NULL,
+        base             TEXT NOT NULL,             -- the ref the task was spawned from
+        integration      TEXT NOT NULL,             -- integration branch name (e.g. main)
+        description      TEXT NOT NULL DEFAULT '',
+        assigned_at      REAL NOT NULL,
+        state_changed_at REAL NOT NULL,
+        last_heartbeat   REAL,
+        last_activity    REAL NOT NULL,
+        approved_at      REAL,
+        heartbeat_status TEXT,
+        progress         REAL
+    );
+    CREATE INDEX workers_state ON workers(state);
+
+    CREATE TABLE messages (
+        id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts      REAL NOT NULL,
+        task_id TEXT,
+        kind    TEXT NOT NULL,
+        payload TEXT NOT NULL DEFAULT '{}'           -- JSON object
+    );
+    CREATE INDEX messages_task ON messages(task_id, id);
+
+    CREATE TABLE rounds (
+        id        INTEGER PRIMARY KEY AUTOINCREMENT,
+        thread_id TEXT NOT NULL,
+        round     INTEGER NOT NULL,                  -- 1-based, sequential per thread, never renumbered
+        ts        REAL NOT NULL,
+        role      TEXT,
+        metadata  TEXT,                              -- JSON object or NULL
+        content   TEXT NOT NULL,
+        size      INTEGER NOT NULL                   -- characters counted against a thread budget
+    );
+    -- keyset paging backwards reads (round, size) from this index alone
+    CREATE UNIQUE INDEX rounds_thread ON rounds(thread_id, round, size);
+
+    CREATE TABLE inbox (                             -- messages from a person to running work (`git nerve tell`)
+        id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts      REAL NOT NULL,
+        scope   TEXT NOT NULL,                       -- 'task' | 'all' | 'queue'
+        task_id TEXT,                                -- the task addressed (scope 'task'), or NULL
+        kind    TEXT NOT NULL,                       -- 'stop' | 'skip' | 'add' | 'note'
+        target  TEXT,                                -- the task named by skip/add
+        text    TEXT NOT NULL
+    );
+
+    CREATE TABLE cursors (                           -- one per consumer: the last inbox id it has acted on
+        consumer   TEXT PRIMARY KEY,
+        last_id    INTEGER NOT NULL DEFAULT 0,
+        updated_at REAL NOT NULL
+    );
+
+    CREATE TABLE outbox (                            -- acknowledgements and notifications for people
+        id       INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts       REAL NOT NULL,
+        consumer TEXT,
+        inbox_id INTEGER,
+        kind     TEXT NOT NULL,
+        text     TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX outbox_once ON outbox(consumer, inbox_id, kind) WHERE inbox_id IS NOT NULL;
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)

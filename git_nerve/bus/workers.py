@@ -1,0 +1,106 @@
+"""The workers table: one row per task, its state and liveness."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+COLUMNS = (
+    "task_id", "state", "branch", "worktree", "base", "integration", "description",
+    "assigned_at", "state_changed_at", "last_heartbeat", "last_activity", "approved_at",
+    "heartbeat_status", "progress",
+)
+
+
+@dataclass(frozen=True)
+class Worker:
+    task_id: str
+    state: str
+    branch: str
+    worktree: str
+    base: str
+    integration: str
+    description: str
+    assigned_at: float
+    state_changed_at: float
+    last_heartbeat: float | None
+    last_activity: float
+    approved_at: float | None
+    heartbeat_status: str | None
+    progress: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_SELECT = f"SELECT {', '.join(COLUMNS)} FROM workers"
+
+
+def task_key(task_id: str) -> str:
+    return task_id.casefold()
+
+
+def insert(conn: sqlite3.Connection, w: Worker) -> None:
+    """Insert a new worker. Raises sqlite3.IntegrityError if the id (or its casefold) exists."""
+    values = [getattr(w, f.name) for f in fields(Worker)]
+    conn.execute(
+        f"INSERT INTO workers({', '.join(COLUMNS)}, task_key) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
+        (*values, task_key(w.task_id)),
+    )
+
+
+def get(conn: sqlite3.Connection, task_id: str) -> Worker | None:
+    row = conn.execute(f"{_SELECT} WHERE task_id = ?", (task_id,)).fetchone()
+    return Worker(*row) if row else None
+
+
+def get_by_key(conn: sqlite3.Connection, task_id: str) -> Worker | None:
+    row = conn.execute(f"{_SELECT} WHERE task_key = ?", (task_key(task_id),)).fetchone()
+    return Worker(*row) if row else None
+
+
+def all_workers(conn: sqlite3.Connection, *, states: tuple[str, ...] | None = None) -> list[Worker]:
+    sql, params = _SELECT, ()
+    if states:
+        sql += f" WHERE state IN ({','.join('?' * len(states))})"
+        params = states
+    return [Worker(*r) for r in conn.execute(sql + " ORDER BY assigned_at, task_id", params)]
+
+
+def set_state(conn: sqlite3.Connection, task_id: str, expected: str, new: str, ts: float, **extra: Any) -> bool:
+    """Compare-and-set the state; True when this call changed it."""
+    sets = ["state = ?", "state_changed_at = ?", "last_activity = ?"]
+    params: list[Any] = [new, ts, ts]
+    for col, val in extra.items():
+        if col not in COLUMNS:
+            raise ValueError(col)
+        sets.append(f"{col} = ?")
+        params.append(val)
+    params += [task_id, expected]
+    cur = conn.execute(f"UPDATE workers SET {', '.join(sets)} WHERE task_id = ? AND state = ?", params)
+    return cur.rowcount == 1
+
+
+def update(conn: sqlite3.Connection, task_id: str, **values: Any) -> bool:
+    for col in values:
+        if col not in COLUMNS or col == "task_id":
+            raise ValueError(col)
+    cur = conn.execute(
+        f"UPDATE workers SET {', '.join(f'{c} = ?' for c in values)} WHERE task_id = ?",
+        (*values.values(), task_id),
+    )
+    return cur.rowcount == 1
+
+
+def heartbeat(conn: sqlite3.Connection, task_id: str, ts: float, status: str | None, progress: float | None) -> bool:
+    cur = conn.execute(
+        "UPDATE workers SET last_heartbeat = ?, last_activity = ?, "
+        "heartbeat_status = COALESCE(?, heartbeat_status), progress = COALESCE(?, progress) WHERE task_id = ?",
+        (ts, ts, status, progress, task_id),
+    )
+    return cur.rowcount == 1
+
+
+def delete(conn: sqlite3.Connection, task_id: str) -> None:
+    conn.execute("DELETE FROM workers WHERE task_id = ?", (task_id,))

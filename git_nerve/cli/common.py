@@ -1,0 +1,81 @@
+"""What every command shares: error mapping, JSON output, colour (NO_COLOR), repo lookup."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sqlite3
+import sys
+from typing import Any, Callable
+
+import click
+
+from ..errors import DatabaseError, ExitCode, NerveError
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def color_enabled(stream=None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set (any value)."""
+    if "NO_COLOR" in os.environ:
+        return False
+    stream = stream or sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def style(text: str, **kw: Any) -> str:
+    return click.style(text, **kw) if color_enabled() else text
+
+
+def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    click.echo(text, err=err, nl=nl, color=color_enabled(sys.stderr if err else sys.stdout))
+
+
+def warn(text: str) -> None:
+    prefix = click.style("warning:", fg="yellow") if color_enabled(sys.stderr) else "warning:"
+    click.echo(f"{prefix} {text}", err=True)
+
+
+def echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def fail(exc: NerveError) -> None:
+    prefix = click.style("error:", fg="red", bold=True) if color_enabled(sys.stderr) else "error:"
+    click.echo(f"{prefix} {exc.message}", err=True)
+    for line in exc.details:
+        click.echo(line, err=True)
+    sys.exit(int(exc.exit_code))
+
+
+def handle_errors(fn: Callable) -> Callable:
+    """Turn our exceptions into one clear line on stderr and the documented exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except NerveError as exc:
+            fail(exc)
+        except sqlite3.Error as exc:
+            fail(DatabaseError(f"bus error: {exc}"))
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(int(ExitCode.INTERRUPTED))
+        except BrokenPipeError:
+            # output piped into `head` and the like: not an error of ours
+            try:
+                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+            except OSError:
+                pass
+            sys.exit(0)
+
+    return wrapper
+
+
+class NerveGroup(click.Group):
+    """A group whose usage errors exit 2 with one line (click's default) and that lists commands in order."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)

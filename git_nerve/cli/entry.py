@@ -1,0 +1,32 @@
+"""Console-script entry points: ``git-worker`` and ``git-nerve``.
+
+``git worker heartbeat`` is called every few seconds by agents and wrappers;
+it takes a standard-library-only path (no click, no pygit2) unless help is
+asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def worker_main() -> None:
+    argv = sys.argv[1:]
+    if argv[:1] == ["heartbeat"] and not {"-h", "--help"} & set(argv):
+        from ..worker.heartbeat import main as heartbeat_main
+
+        sys.exit(heartbeat_main(argv[1:]))
+    if argv[:1] == ["help"]:
+        sys.argv = [sys.argv[0], *argv[1:], "--help"]
+    from .worker import worker
+
+    worker(prog_name="git worker")
+
+
+def nerve_main() -> None:
+    argv = sys.argv[1:]
+    if argv[:1] == ["help"]:
+        sys.argv = [sys.argv[0], *argv[1:], "--help"]
+    from .nerve import nerve
+
+    nerve(prog_name="git nerve")

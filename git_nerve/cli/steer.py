@@ -1,0 +1,3 @@
+"""Placeholder: this feature's commands are being written."""
+
+COMMANDS: list = []

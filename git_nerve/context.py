@@ -1,0 +1,77 @@
+"""The per-worktree context file ``<git-dir>/nerve/.worker-ctx.json``.
+
+It says which task a worktree belongs to, so agent commands run from
+anywhere inside the worktree find their task. It lives under the worktree's
+own git dir, so nothing of ours shows in ``git status``. SQLite stays the
+only source of truth for state; this file only names the task.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .errors import UsageError
+from .paths import CTX_FILE, NERVE
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    task_id: str
+    branch: str
+    worktree: str
+    created_at: str
+    description: str = ""
+
+
+def ctx_path(git_dir: str | os.PathLike[str]) -> Path:
+    return Path(git_dir) / NERVE / CTX_FILE
+
+
+def read(git_dir: str | os.PathLike[str]) -> WorkerContext | None:
+    """The context of the worktree whose git dir is ``git_dir``, or None."""
+    path = ctx_path(git_dir)
+    if path.is_symlink():
+        raise UsageError(f"refusing to read {path}: it is a symlink")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(raw)
+        return WorkerContext(
+            task_id=str(data["task_id"]),
+            branch=str(data["branch"]),
+            worktree=str(data["worktree"]),
+            created_at=str(data.get("created_at", "")),
+            description=str(data.get("description", "")),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{path} is not a valid worker context ({exc}); re-run `git worker spawn`") from exc
+
+
+def write(git_dir: str | os.PathLike[str], ctx: WorkerContext) -> Path:
+    """Write atomically (temp file + rename); refuse to follow a symlink."""
+    path = ctx_path(git_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():
+        raise UsageError(f"refusing to write {path}: it is a symlink")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(asdict(ctx), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def resolve_task(git_dir: str | os.PathLike[str], explicit: str | None) -> str:
+    """The task a command acts on: ``--task`` if given, else this worktree's context."""
+    if explicit:
+        return explicit
+    ctx = read(git_dir)
+    if ctx is None:
+        raise UsageError("not inside a worker's worktree (no .worker-ctx.json); pass --task TASK")
+    return ctx.task_id

@@ -1,0 +1,67 @@
+"""Exit codes and the exception types that carry them.
+
+Every user-facing failure is a :class:`NerveError` subclass. The CLI layer
+prints ``error: <message>`` on one line and exits with ``exc.exit_code``.
+This module imports only the standard library: hooks and the heartbeat path
+load it.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    FAILURE = 1  # a command that ran and reports failure (e.g. a workflow that ended unsuccessfully)
+    USAGE = 2  # bad input or usage
+    INVALID_TRANSITION = 3
+    GIT = 4
+    DATABASE = 5
+    CONFLICT = 6
+    CHECK_FAILED = 7  # `merge --check CMD` exited non-zero: nothing moved
+    INTERRUPTED = 130
+
+
+class NerveError(Exception):
+    """Base class: a failure the user should see as one clear line."""
+
+    exit_code: ExitCode = ExitCode.FAILURE
+
+    def __init__(self, message: str, *, details: list[str] | None = None):
+        super().__init__(message)
+        self.message = message
+        #: extra lines printed after the error line (e.g. resolution steps)
+        self.details = list(details or [])
+
+
+class UsageError(NerveError):
+    exit_code = ExitCode.USAGE
+
+
+class InvalidTransition(NerveError):
+    exit_code = ExitCode.INVALID_TRANSITION
+
+
+class GitError(NerveError):
+    exit_code = ExitCode.GIT
+
+
+class DatabaseError(NerveError):
+    exit_code = ExitCode.DATABASE
+
+
+class ConflictError(NerveError):
+    exit_code = ExitCode.CONFLICT
+
+    def __init__(self, message: str, *, files: list[str] | None = None, details: list[str] | None = None):
+        super().__init__(message, details=details)
+        self.files = list(files or [])
+
+
+class CheckFailed(NerveError):
+    exit_code = ExitCode.CHECK_FAILED
+
+
+class Interrupted(NerveError):
+    exit_code = ExitCode.INTERRUPTED

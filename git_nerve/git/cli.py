@@ -1,0 +1,114 @@
+"""The one boundary where the git binary is run.
+
+Standard library only. Every call is an argv list (never a shell); errors
+become :class:`~git_nerve.errors.GitError` with git's own last message line.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Mapping, Sequence
+
+from ..errors import GitError
+
+#: Variables that tie a git process to one repository or worktree. Hooks run
+#: with these set for *their* worktree; they must not leak into git commands
+#: aimed at another worktree. (`git rev-parse --local-env-vars`, minus the
+#: `-c` configuration, which the user meant for every git we run.)
+LOCATION_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_IMPLICIT_WORK_TREE",
+    "GIT_GRAFT_FILE",
+    "GIT_NO_REPLACE_OBJECTS",
+    "GIT_REPLACE_REF_BASE",
+    "GIT_PREFIX",
+    "GIT_INTERNAL_SUPER_PREFIX",
+    "GIT_SHALLOW_FILE",
+    "GIT_QUARANTINE_PATH",
+    "GIT_REFLOG_ACTION",
+)
+
+
+def clean_env(extra: Mapping[str, str] | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of the environment without the repository-locating GIT_* vars."""
+    env = {k: v for k, v in (base if base is not None else os.environ).items() if k not in LOCATION_VARS}
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run(
+    args: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    inherit_location: bool = False,
+    check: bool = True,
+    input: str | bytes | None = None,
+    text: bool = True,
+    timeout: float | None = None,
+    capture: bool = True,
+) -> subprocess.CompletedProcess:
+    """Run ``git <args>``.
+
+    By default the repository-locating GIT_* variables are stripped so that
+    ``cwd`` alone says which repository is meant; pass ``inherit_location``
+    to keep them (a hook acting on its own worktree).
+    """
+    argv = ["git", *[os.fspath(a) for a in args]]
+    if env is None:
+        env = dict(os.environ) if inherit_location else clean_env()
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            env=env,
+            input=input,
+            text=text,
+            stdout=subprocess.PIPE if capture else None,
+            stderr=subprocess.PIPE if capture else None,
+            timeout=timeout,
+        )
+    except FileNotFoundError as exc:
+        if cwd is not None and not os.path.isdir(cwd):
+            raise GitError(f"directory does not exist: {cwd}") from exc
+        raise GitError("git is not installed or not on PATH") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise GitError(f"git {args[0] if args else ''} timed out after {timeout}s") from exc
+    if check and proc.returncode != 0:
+        raise GitError(f"git {' '.join(map(str, args[:2]))} failed: {last_line(proc.stderr) or last_line(proc.stdout) or f'exit {proc.returncode}'}")
+    return proc
+
+
+def out(args: Sequence[str], **kw) -> str:
+    """stdout of ``git <args>`` without the trailing newline."""
+    return run(args, **kw).stdout.rstrip("\n")
+
+
+def ok(args: Sequence[str], **kw) -> bool:
+    """True when ``git <args>`` exits 0."""
+    kw.setdefault("check", False)
+    return run(args, **kw).returncode == 0
+
+
+def last_line(s: str | bytes | None) -> str:
+    if not s:
+        return ""
+    if isinstance(s, bytes):
+        s = s.decode("utf-8", "replace")
+    lines = [ln.strip() for ln in s.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    # git prefixes its messages with "fatal: " / "error: "; keep the substance.
+    line = lines[-1]
+    for prefix in ("fatal: ", "error: "):
+        if line.startswith(prefix):
+            line = line[len(prefix):]
+    return line

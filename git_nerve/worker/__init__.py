@@ -1,0 +1,10 @@
+"""Floor 2: the `git worker` lifecycle.
+
+* :mod:`.states`: the transition table (pure).
+* :mod:`.ids`: task id rules (pure).
+
+* :mod:`.transitions`: compare-and-set state changes on the bus.
+* :mod:`.settings`: nerve.* git config, the integration branch and remote.
+* :mod:`.lifecycle`: spawn, start, done, review, merge, cancel, retry.
+* :mod:`.status`: staleness and the dashboard rows.
+"""

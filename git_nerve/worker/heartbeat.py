@@ -1,0 +1,97 @@
+"""Heartbeats: the liveness signal of a task. Standard library only.
+
+``git worker heartbeat`` runs every few seconds from agents and wrappers, and
+the git hooks record one per commit, rewrite and push, so this path must not
+import click, pygit2 or filelock (see :mod:`git_nerve.cli.entry`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .. import clock
+from ..bus import messages, workers
+from ..bus.connection import Bus
+from ..errors import NerveError, UsageError
+
+
+def record(
+    bus: Bus,
+    task_id: str,
+    *,
+    status: str | None = None,
+    progress: float | None = None,
+    source: str = "cli",
+    extra: dict | None = None,
+) -> float:
+    """Record a heartbeat for ``task_id``; returns its timestamp. Unknown task -> UsageError."""
+    ts = clock.now()
+    payload: dict = {"source": source}
+    if status is not None:
+        payload["status"] = status
+    if progress is not None:
+        payload["progress"] = progress
+    if extra:
+        payload.update(extra)
+    with bus.write() as conn:
+        if not workers.heartbeat(conn, task_id, ts, status, progress):
+            raise UsageError(f"unknown task {task_id!r}")
+        messages.publish(conn, task_id, "heartbeat", payload, ts)
+    return ts
+
+
+USAGE = "usage: git worker heartbeat [--task TASK] [--status TEXT] [--progress 0..1] [--json]"
+
+
+def _parse(argv: list[str]) -> dict:
+    opts: dict = {"task": None, "status": None, "progress": None, "json": False}
+    it = iter(argv)
+    for arg in it:
+        key, _, inline = arg.partition("=")
+        if key in ("--task", "--status", "--progress"):
+            value = inline if _ else next(it, None)
+            if value is None:
+                raise UsageError(f"{key} needs a value\n{USAGE}")
+            opts[key[2:]] = value
+        elif arg == "--json":
+            opts["json"] = True
+        else:
+            raise UsageError(f"unexpected argument {arg!r}\n{USAGE}")
+    if opts["progress"] is not None:
+        try:
+            opts["progress"] = float(opts["progress"])
+        except ValueError:
+            raise UsageError(f"--progress must be a number between 0 and 1, not {opts['progress']!r}") from None
+        if not 0.0 <= opts["progress"] <= 1.0:
+            raise UsageError("--progress must be between 0 and 1")
+    return opts
+
+
+def main(argv: list[str]) -> int:
+    """`git worker heartbeat` without click: one bus write, one git rev-parse."""
+    import sqlite3
+
+    from ..context import resolve_task
+    from ..paths import discover
+
+    try:
+        opts = _parse(argv)
+        paths = discover()
+        task_id = resolve_task(paths.git_dir, opts["task"])
+        bus = Bus(paths.bus_path, create=False)
+        try:
+            ts = record(bus, task_id, status=opts["status"], progress=opts["progress"])
+        finally:
+            bus.close()
+    except NerveError as exc:
+        sys.stderr.write(f"error: {exc.message}\n")
+        return int(exc.exit_code)
+    except sqlite3.Error as exc:
+        sys.stderr.write(f"error: bus error: {exc}\n")
+        return 5
+    if opts["json"]:
+        sys.stdout.write(json.dumps({"task_id": task_id, "last_heartbeat": clock.iso(ts)}) + "\n")
+    else:
+        sys.stdout.write(f"heartbeat: {task_id} at {clock.iso(ts)}\n")
+    return 0

@@ -1,0 +1,116 @@
+"""Hermetic test setup: real git repositories, a temporary HOME, no system
+config, a fixed identity, an empty template dir, no network."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fixtures.repos import build  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(autouse=True)
+def hermetic(tmp_path_factory, monkeypatch):
+    home = tmp_path_factory.mktemp("home")
+    env = build.hermetic_env(home)
+    # our console scripts (git-worker, git-nerve) first, so `git worker` is this checkout's
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    for key in list(os.environ):
+        if key not in env:
+            monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A repository on `main` with no remote."""
+    return build.simple(tmp_path)
+
+
+@pytest.fixture
+def remote_repo(tmp_path):
+    """A clone of a bare `origin`."""
+    return build.with_origin(tmp_path)
+
+
+@pytest.fixture
+def diverging_repo(tmp_path):
+    return build.diverging(tmp_path)
+
+
+class Result:
+    def __init__(self, code: int, out: str, err: str):
+        self.code, self.out, self.err = code, out, err
+
+    def __repr__(self) -> str:  # shown by pytest on failure
+        return f"Result(code={self.code}, out={self.out!r}, err={self.err!r})"
+
+
+def run(argv: list[str] | str, cwd: Path, *, input: str | None = None, env: dict | None = None, timeout: float = 120) -> Result:
+    """Run a real process (e.g. ``git worker status``) and capture its output."""
+    if isinstance(argv, str):
+        argv = shlex.split(argv)
+    proc = subprocess.run(
+        argv, cwd=cwd, text=True, capture_output=True, input=input, env=env or dict(os.environ), timeout=timeout
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+def cli(args: list[str] | str, cwd: Path, *, input: str | None = None, prog: str = "worker") -> Result:
+    """Run `git worker`/`git nerve` in process (fast), from ``cwd``."""
+    from git_nerve.cli.nerve import nerve
+    from git_nerve.cli.worker import worker
+
+    if isinstance(args, str):
+        args = shlex.split(args)
+    command = worker if prog == "worker" else nerve
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        res = CliRunner().invoke(command, args, input=input, prog_name=f"git {prog}", catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    return Result(res.exit_code, res.stdout, res.stderr)
+
+
+@pytest.fixture
+def gw():
+    """``gw("spawn t1", cwd)``: `git worker` in process."""
+    return lambda args, cwd, **kw: cli(args, cwd, prog="worker", **kw)
+
+
+@pytest.fixture
+def gn():
+    """``gn("thread", cwd)``: `git nerve` in process."""
+    return lambda args, cwd, **kw: cli(args, cwd, prog="nerve", **kw)
+
+
+@pytest.fixture
+def sh():
+    """``sh(["git", "worker", "status"], cwd)``: a real subprocess."""
+    return run
+
+
+def git(cwd: Path, *args: str, **kw) -> str:
+    return build.git(cwd, *args, **kw)
+
+
+def fsck(path: Path) -> None:
+    """Assert `git fsck` finds nothing wrong."""
+    proc = subprocess.run(["git", "fsck", "--no-progress"], cwd=path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    bad = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln and not ln.startswith(("dangling", "notice"))]
+    assert not bad, bad
