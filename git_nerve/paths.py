@@ -61,6 +61,11 @@ def discover(cwd: str | os.PathLike[str] | None = None, *, inherit_location: boo
     ``inherit_location`` keeps GIT_DIR and friends, so a hook (or a user who
     set GIT_DIR) is resolved exactly as git resolves it.
     """
+    if cwd is None:
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            raise UsageError("the current directory no longer exists (was its worktree removed?); cd somewhere else") from None
     base = ["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"]
     proc = cli.run([*base, "--show-toplevel"], cwd=cwd, inherit_location=inherit_location, check=False)
     toplevel: str | None = None

@@ -70,6 +70,11 @@ def handle_errors(fn: Callable) -> Callable:
             except OSError:
                 pass
             sys.exit(0)
+        except OSError as exc:  # disk full, permission denied, ...: one line, not a traceback
+            if os.environ.get("NERVE_DEBUG"):
+                raise
+            where = f": {exc.filename}" if exc.filename else ""
+            fail(NerveError(f"{exc.strerror or exc}{where}"))
 
     return wrapper
 

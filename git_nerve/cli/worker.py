@@ -1,0 +1,471 @@
+"""`git worker ...`: one task = one branch = one worktree.
+
+Orchestrator commands take a TASK-ID; agent commands (start, done, heartbeat,
+fail) find their task from the worktree they run in, or --task.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from .common import CONTEXT_SETTINGS, NerveGroup, echo, echo_json, handle_errors, style, warn
+
+EXIT_CODES = """\b
+Exit codes:
+  0 ok              2 usage or bad input    3 invalid transition
+  4 git error       5 database error        6 conflict
+  7 --check failed (merge)
+"""
+
+
+@click.group(cls=NerveGroup, context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES)
+@click.version_option(package_name="git-nerve", prog_name="git worker")
+def worker() -> None:
+    """Run many agents on one repository: one task = one branch = one worktree.
+
+    \b
+    Orchestrator:  spawn, status, show, approve, request-changes, merge, cancel, retry
+    Agent:         start, heartbeat, done, fail, run   (inside the task's worktree)
+    """
+
+
+def _repo(create: bool = True):
+    from ..worker.lifecycle import open_repo
+
+    return open_repo(create=create)
+
+
+def _task(repo, explicit: str | None) -> str:
+    from ..context import resolve_task
+
+    return resolve_task(repo.paths.git_dir, explicit)
+
+
+def _row(repo, task_id: str) -> dict:
+    from ..bus import workers
+    from ..worker.status import row
+
+    w = workers.get(repo.bus.conn, task_id)
+    return row(w, _settings_or_none(repo))
+
+
+def _settings_or_none(repo):
+    try:
+        return repo.settings
+    except Exception:  # status must work even when settings cannot be resolved
+        return None
+
+
+def _state_line(outcome, verb_done: str, task_id: str) -> None:
+    if outcome.changed:
+        echo(f"{verb_done}: {task_id} ({outcome.previous} -> {style(outcome.current, bold=True)})")
+    else:
+        echo(f"{verb_done}: {task_id} (already {outcome.current})")
+
+
+task_option = click.option("--task", "task", metavar="TASK", help="Act on TASK instead of the worktree's own task.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+# -- orchestrator ---------------------------------------------------------------------
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id")
+@click.option("--description", "-d", default="", help="What the task is about.")
+@click.option("--from", "from_ref", metavar="REF", help="Branch from REF (default: the integration branch).")
+@click.option("--no-fetch", is_flag=True, help="Do not fetch the base from the remote first.")
+@json_option
+@handle_errors
+def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, as_json: bool) -> None:
+    """Create TASK_ID's branch and worktree and assign it (-> ASSIGNED)."""
+    from ..worker import lifecycle
+
+    repo = _repo()
+    try:
+        res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch)
+        for w in res.warnings:
+            warn(w)
+        if as_json:
+            echo_json(_row(repo, task_id))
+            return
+        w = res.worker
+        echo(f"{'Created' if res.created else 'Exists'} worker: {w.task_id}")
+        echo(f"  Branch:   {w.branch}")
+        echo(f"  Worktree: {w.worktree}")
+        echo(f"  Base:     {w.base}")
+        echo(f"  State:    {w.state}")
+        if res.hooks_installed:
+            echo("  Hooks:    installed (post-commit, post-rewrite, pre-push)")
+    finally:
+        repo.close()
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--state", "states", multiple=True, metavar="STATE", help="Only tasks in STATE (repeatable).")
+@click.option("--stale", is_flag=True, help="Only stale tasks (no heartbeat or activity for too long).")
+@click.option("--watch", is_flag=True, help="Redraw every 2 seconds until Ctrl-C.")
+@click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.2), help="Seconds between redraws.")
+@json_option
+@handle_errors
+def status(states: tuple[str, ...], stale: bool, watch: bool, interval: float, as_json: bool) -> None:
+    """Dashboard of all workers."""
+    from ..worker.states import parse
+
+    try:
+        wanted = tuple(parse(s).value for s in states)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--state") from None
+    repo = _repo()
+    try:
+        if not watch:
+            _print_status(repo, wanted, stale, as_json)
+            return
+        try:
+            while True:
+                if sys.stdout.isatty():
+                    click.echo("\x1b[H\x1b[2J", nl=False)
+                _print_status(repo, wanted, stale, as_json)
+                sys.stdout.flush()
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            return
+    finally:
+        repo.close()
+
+
+def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool) -> None:
+    from .. import clock
+    from ..bus import workers
+    from ..worker.status import row
+
+    settings = _settings_or_none(repo)
+    now = clock.now()
+    rows = [row(w, settings, now) for w in workers.all_workers(repo.bus.conn, states=states or None)]
+    if stale_only:
+        rows = [r for r in rows if r["stale"]]
+    if as_json:
+        echo_json(rows)
+        return
+    if not rows:
+        echo("no workers" + (" match" if states or stale_only else " yet; create one with `git worker spawn <task-id>`"))
+        return
+    by_id = {w.task_id: w for w in workers.all_workers(repo.bus.conn)}
+    header = f"{'TASK':<24} {'STATE':<11} {'BRANCH':<28} {'HEARTBEAT':<10} {'AGE':<6} DESCRIPTION"
+    echo(style(header, bold=True))
+    for r in rows:
+        w = by_id[r["task_id"]]
+        state = r["state"]
+        shown = style(f"{state:<11}", fg=_COLORS.get(state))
+        if r["stale"]:
+            shown = style(f"{'STALE':<11}", fg="red", bold=True)
+        hb = clock.ago(w.last_heartbeat, now) + (" ago" if w.last_heartbeat else "")
+        desc = (w.description.splitlines() or [""])[0][:40]
+        echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb:<10} {clock.ago(w.assigned_at, now):<6} {desc}")
+
+
+_COLORS = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIEW": "yellow",
+           "APPROVED": "green", "COMPLETED": "bright_black", "FAILED": "magenta"}
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id")
+@json_option
+@handle_errors
+def show(task_id: str, as_json: bool) -> None:
+    """A task's state and its whole message history."""
+    from .. import clock
+    from ..worker import lifecycle
+    from ..worker.status import row
+
+    repo = _repo(create=False)
+    try:
+        w, msgs = lifecycle.show(repo, task_id)
+        if as_json:
+            echo_json({"worker": row(w, _settings_or_none(repo)),
+                       "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload} for m in msgs]})
+            return
+        echo(f"{style(w.task_id, bold=True)}  {w.state}  {w.branch}  {w.worktree}")
+        if w.description:
+            echo(f"  {w.description}")
+        pending_hb = 0
+        for m in msgs:
+            if m.kind == "heartbeat":
+                pending_hb += 1
+                continue
+            if pending_hb:
+                echo(f"{'':20}  ({pending_hb} heartbeat{'s' if pending_hb > 1 else ''})")
+                pending_hb = 0
+            echo(f"{clock.iso(m.ts)}  {m.kind:<16} {_summary(m.kind, m.payload)}")
+        if pending_hb:
+            echo(f"{'':20}  ({pending_hb} heartbeat{'s' if pending_hb > 1 else ''})")
+    finally:
+        repo.close()
+
+
+def _summary(kind: str, p: dict) -> str:
+    if kind == "state_change":
+        return f"{p.get('from')} -> {p.get('to')} ({p.get('by')})"
+    if kind == "commit":
+        return f"{str(p.get('sha', ''))[:10]} {p.get('subject', '')}"
+    if kind == "rewrite":
+        return f"{len(p.get('pairs', []))} commit(s) rewritten by {p.get('source')}"
+    parts = [f"{k}={v}" for k, v in p.items() if v not in (None, "", [], {})]
+    text = " ".join(parts)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id")
+@click.option("--by", help="Who approves (default: your git user).")
+@click.option("--comment", help="Review comment; also added to the task's thread.")
+@json_option
+@handle_errors
+def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) -> None:
+    """Approve reviewed work (IN_REVIEW -> APPROVED)."""
+    from ..worker import lifecycle
+
+    repo = _repo(create=False)
+    try:
+        outcome = lifecycle.approve(repo, task_id, by=by or repo.config.get("user.name"), comment=comment)
+        if as_json:
+            echo_json(_row(repo, task_id))
+        else:
+            _state_line(outcome, "Approved", task_id)
+    finally:
+        repo.close()
+
+
+@worker.command("request-changes", context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id")
+@click.option("--comment", help="What to change; also added to the task's thread.")
+@click.option("--by", help="Who asks (default: your git user).")
+@json_option
+@handle_errors
+def request_changes(task_id: str, comment: str | None, by: str | None, as_json: bool) -> None:
+    """Send work back for revision (IN_REVIEW -> WORKING)."""
+    from ..worker import lifecycle
+
+    repo = _repo(create=False)
+    try:
+        outcome = lifecycle.request_changes(repo, task_id, comment=comment, by=by or repo.config.get("user.name"))
+        if as_json:
+            echo_json(_row(repo, task_id))
+        else:
+            _state_line(outcome, "Changes requested", task_id)
+    finally:
+        repo.close()
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id")
+@click.option("--delete-branch", is_flag=True, help="Also delete the task's branch (local and remote) once merged.")
+@click.option("--check", metavar="CMD", help="Run CMD on the merge result first; if it fails nothing moves.")
+@click.option("--force", is_flag=True, help="Archive uncommitted changes in the worker's worktree and remove it anyway.")
+@json_option
+@handle_errors
+def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_json: bool) -> None:
+    """Merge approved work into the integration branch (APPROVED -> COMPLETED)."""
+    from ..worker import lifecycle
+
+    repo = _repo(create=False)
+    try:
+        res = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
+        for w in res.warnings:
+            warn(w)
+        if as_json:
+            echo_json({**_row(repo, task_id), "merge_commit": res.commit, "pushed": res.pushed,
+                       "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
+                       "branch_deleted": res.deleted_branch})
+            return
+        if res.already:
+            echo(f"Merged: {task_id} (already COMPLETED)")
+        else:
+            echo(f"Merged: {task_id} into {res.into} as {res.commit[:12] if res.commit else '?'}"
+                 + (" (pushed)" if res.pushed else ""))
+        if res.archive_ref:
+            echo(f"  Archived tip: {res.archive_ref}")
+        if res.removed_worktree:
+            echo("  Worktree removed")
+        if res.deleted_branch:
+            echo("  Branch deleted")
+    finally:
+        repo.close()
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id")
+@click.option("--reason", help="Why the task is cancelled.")
+@click.option("--cleanup", is_flag=True, help="Remove the worktree and branch (the tip is archived first).")
+@click.option("--force", is_flag=True, help="With --cleanup: archive uncommitted changes and remove anyway.")
+@json_option
+@handle_errors
+def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json: bool) -> None:
+    """Abort a task (-> FAILED)."""
+    from ..worker import lifecycle
+
+    repo = _repo(create=False)
+    try:
+        res = lifecycle.cancel(repo, task_id, reason=reason, cleanup=cleanup, force=force)
+        if as_json:
+            echo_json({**_row(repo, task_id), "archive_ref": res.archive_ref,
+                       "worktree_removed": res.removed_worktree, "branch_deleted": res.deleted_branch})
+            return
+        _state_line(res.outcome, "Cancelled", task_id)
+        if res.archive_ref:
+            echo(f"  Archived tip: {res.archive_ref}")
+        if res.removed_worktree:
+            echo("  Worktree removed")
+    finally:
+        repo.close()
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id")
+@json_option
+@handle_errors
+def retry(task_id: str, as_json: bool) -> None:
+    """Assign a failed task again (FAILED -> ASSIGNED)."""
+    from ..worker import lifecycle
+
+    repo = _repo(create=False)
+    try:
+        outcome = lifecycle.retry(repo, task_id)
+        if as_json:
+            echo_json(_row(repo, task_id))
+        else:
+            _state_line(outcome, "Retrying", task_id)
+            echo(f"  Worktree: {outcome.worker.worktree}")
+    finally:
+        repo.close()
+
+
+# -- agent ---------------------------------------------------------------------------------
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@task_option
+@json_option
+@handle_errors
+def start(task: str | None, as_json: bool) -> None:
+    """Begin work (ASSIGNED -> WORKING). Run inside the task's worktree."""
+    from ..worker import lifecycle
+
+    repo = _repo(create=False)
+    try:
+        task_id = _task(repo, task)
+        outcome = lifecycle.start(repo, task_id)
+        if not outcome.changed:
+            warn(f"{task_id} is already WORKING")
+        if as_json:
+            echo_json(_row(repo, task_id))
+        else:
+            _state_line(outcome, "Started", task_id)
+    finally:
+        repo.close()
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@task_option
+@click.option("--skip-rebase", is_flag=True, help="The rebase is done (after resolving a conflict): just push and ask for review.")
+@json_option
+@handle_errors
+def done(task: str | None, skip_rebase: bool, as_json: bool) -> None:
+    """Finish: rebase onto the integration branch, push, ask for review (-> IN_REVIEW)."""
+    from ..errors import ConflictError
+    from ..worker import lifecycle
+
+    repo = _repo(create=False)
+    try:
+        task_id = _task(repo, task)
+        try:
+            res = lifecycle.done(repo, task_id, skip_rebase=skip_rebase)
+        except ConflictError as exc:
+            if as_json:
+                echo_json({**_row(repo, task_id), "conflicts": exc.files})
+            raise
+        if as_json:
+            echo_json({**_row(repo, task_id), "rebased": res.rebased, "pushed": res.pushed, "tip": res.tip})
+            return
+        if res.already:
+            echo(f"Ready for review: {task_id} (already)")
+            return
+        if res.rebased:
+            echo(f"Rebased {len(res.rewritten)} commit(s) onto the integration branch")
+        if res.pushed:
+            echo("Pushed")
+        echo(f"Ready for review: {task_id}")
+    finally:
+        repo.close()
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@task_option
+@click.option("--status", "status_text", metavar="TEXT", help="What the agent is doing.")
+@click.option("--progress", type=click.FloatRange(0, 1), help="Progress between 0 and 1.")
+@json_option
+@handle_errors
+def heartbeat(task: str | None, status_text: str | None, progress: float | None, as_json: bool) -> None:
+    """Liveness signal (call every 10-30 s, or let the hooks and `git worker run` do it)."""
+    # The console script takes a faster path (no click); this one serves --help and in-process use.
+    from ..worker.heartbeat import main
+
+    argv = [*(["--task", task] if task else []), *(["--status", status_text] if status_text else []),
+            *(["--progress", str(progress)] if progress is not None else []), *(["--json"] if as_json else [])]
+    code = main(argv)
+    if code:
+        sys.exit(code)
+
+
+@worker.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("reason")
+@task_option
+@json_option
+@handle_errors
+def fail(reason: str, task: str | None, as_json: bool) -> None:
+    """Give up on the task (-> FAILED), saying why."""
+    from ..worker import lifecycle
+
+    repo = _repo(create=False)
+    try:
+        task_id = _task(repo, task)
+        outcome = lifecycle.fail(repo, task_id, reason)
+        if as_json:
+            echo_json(_row(repo, task_id))
+        else:
+            _state_line(outcome, "Failed", task_id)
+    finally:
+        repo.close()
+
+
+@worker.command("help", context_settings=CONTEXT_SETTINGS)
+@click.argument("command", required=False)
+@click.pass_context
+def help_command(ctx: click.Context, command: str | None) -> None:
+    """Show help for git worker or one of its commands."""
+    parent = ctx.parent or ctx
+    target = worker.get_command(ctx, command) if command else None
+    if target is None:
+        click.echo(worker.get_help(parent))
+    else:
+        with click.Context(target, info_name=command, parent=parent) as sub:
+            click.echo(target.get_help(sub))
+
+
+def _register_extra() -> None:
+    from . import workflow
+
+    for command in getattr(workflow, "WORKER_COMMANDS", []):
+        worker.add_command(command)
+    from . import steer
+
+    for command in getattr(steer, "WORKER_COMMANDS", []):
+        if command.name in worker.commands:  # a feature may extend an existing command (e.g. merge --all)
+            worker.commands.pop(command.name)
+        worker.add_command(command)
+
+
+_register_extra()

@@ -1,0 +1,79 @@
+"""References: resolving, compare-and-set updates, archives. Through the git
+binary: ``git update-ref <ref> <new> <old>`` is git's own atomic CAS."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import GitError
+from . import cli
+
+ZERO = "0" * 40
+Cwd = "str | os.PathLike[str]"
+
+
+def resolve(cwd, rev: str) -> str | None:
+    """The commit a revision names, or None."""
+    proc = cli.run(["rev-parse", "-q", "--verify", "--end-of-options", f"{rev}^{{commit}}"], cwd=cwd, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def full_name(cwd, rev: str) -> str | None:
+    """``origin/main`` -> ``refs/remotes/origin/main``; None for a plain sha or unknown name."""
+    proc = cli.run(["rev-parse", "--symbolic-full-name", "--end-of-options", rev], cwd=cwd, check=False)
+    name = proc.stdout.strip() if proc.returncode == 0 else ""
+    return name or None
+
+
+def exists(cwd, ref: str) -> bool:
+    return cli.ok(["show-ref", "--verify", "--quiet", ref], cwd=cwd)
+
+
+def update(cwd, ref: str, new: str, old: str | None, message: str) -> bool:
+    """Move ``ref`` to ``new`` only if it still points at ``old`` (None: must not exist).
+
+    Returns False when the ref moved under us (the CAS lost), True on success.
+    """
+    proc = cli.run(
+        ["update-ref", "-m", message, ref, new, old if old is not None else ZERO],
+        cwd=cwd,
+        check=False,
+    )
+    if proc.returncode == 0:
+        return True
+    err = proc.stderr
+    if "cannot lock ref" in err or "is at" in err or "but expected" in err or "reference already exists" in err:
+        return False
+    raise GitError(f"cannot update {ref}: {cli.last_line(err)}")
+
+
+def delete(cwd, ref: str, old: str | None = None) -> None:
+    args = ["update-ref", "-d", ref]
+    if old:
+        args.append(old)
+    cli.run(args, cwd=cwd)
+
+
+def is_ancestor(cwd, ancestor: str, descendant: str) -> bool:
+    proc = cli.run(["merge-base", "--is-ancestor", ancestor, descendant], cwd=cwd, check=False)
+    if proc.returncode in (0, 1):
+        return proc.returncode == 0
+    raise GitError(f"cannot compare {ancestor[:12]} and {descendant[:12]}: {cli.last_line(proc.stderr)}")
+
+
+def symbolic(cwd, name: str) -> str | None:
+    proc = cli.run(["symbolic-ref", "-q", name], cwd=cwd, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def commit_subject(cwd, rev: str) -> str:
+    return cli.out(["log", "-1", "--format=%s", rev], cwd=cwd)
+
+
+def commits_between(cwd, base: str, tip: str) -> list[str]:
+    out = cli.out(["rev-list", "--reverse", f"{base}..{tip}"], cwd=cwd)
+    return out.split() if out else []
+
+
+def archive_name(task_id: str) -> str:
+    return f"refs/nerve/archive/{task_id}"

@@ -1,0 +1,154 @@
+"""Worktrees through the git binary (measured faster than pygit2's add_worktree)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import GitError
+from . import cli
+
+
+@dataclass(frozen=True)
+class WorktreeInfo:
+    path: Path
+    head: str | None
+    branch: str | None  #: full ref name, e.g. refs/heads/main; None when detached
+    bare: bool = False
+    locked: bool = False
+    prunable: bool = False
+
+
+def list_all(cwd) -> list[WorktreeInfo]:
+    out = cli.out(["worktree", "list", "--porcelain", "-z"], cwd=cwd)
+    items: list[WorktreeInfo] = []
+    cur: dict = {}
+    for field in out.split("\0"):
+        if not field:
+            if cur:
+                items.append(_info(cur))
+                cur = {}
+            continue
+        key, _, value = field.partition(" ")
+        cur[key] = value
+    if cur:
+        items.append(_info(cur))
+    return items
+
+
+def _info(d: dict) -> WorktreeInfo:
+    return WorktreeInfo(
+        path=Path(d["worktree"]),
+        head=d.get("HEAD"),
+        branch=d.get("branch"),
+        bare="bare" in d,
+        locked="locked" in d,
+        prunable="prunable" in d,
+    )
+
+
+def find_for_branch(cwd, branch_ref: str) -> WorktreeInfo | None:
+    for wt in list_all(cwd):
+        if wt.branch == branch_ref and not wt.prunable:
+            return wt
+    return None
+
+
+def add(cwd, path: Path, *, branch: str, start: str | None) -> None:
+    """Create ``path`` checked out on ``branch`` (created at ``start`` if given), with no upstream tracking.
+
+    ``--no-track`` keeps git from writing branch tracking into .git/config,
+    whose lock would make concurrent spawns fail.
+    """
+    if start is not None:
+        args = ["worktree", "add", "--quiet", "--no-track", "-b", branch, os.fspath(path), start]
+    else:
+        args = ["worktree", "add", "--quiet", os.fspath(path), branch]
+    cli.run(args, cwd=cwd)
+
+
+def add_detached(cwd, path: Path, commit: str) -> None:
+    cli.run(["worktree", "add", "--quiet", "--detach", os.fspath(path), commit], cwd=cwd)
+
+
+def remove(cwd, path: Path, *, force: bool = False) -> None:
+    args = ["worktree", "remove"]
+    if force:
+        args += ["--force", "--force"]
+    cli.run([*args, os.fspath(path)], cwd=cwd)
+
+
+def prune(cwd) -> None:
+    cli.run(["worktree", "prune"], cwd=cwd, check=False)
+
+
+def discard(cwd, path: Path) -> None:
+    """Remove a worktree we just created (rollback): force, then prune leftovers."""
+    cli.run(["worktree", "remove", "--force", "--force", os.fspath(path)], cwd=cwd, check=False)
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+    prune(cwd)
+
+
+def dirty_files(worktree: Path, *, untracked: bool = True) -> list[str]:
+    """Paths with uncommitted changes (and untracked, non-ignored files when asked)."""
+    args = ["status", "--porcelain=v1", "-z", f"--untracked-files={'normal' if untracked else 'no'}"]
+    out = cli.run(args, cwd=worktree).stdout
+    files = []
+    entries = out.split("\0")
+    i = 0
+    while i < len(entries):
+        entry = entries[i]
+        if not entry:
+            i += 1
+            continue
+        files.append(entry[3:])
+        if entry[:1] in ("R", "C"):
+            i += 1  # the rename source follows
+        i += 1
+    return files
+
+
+def operation_in_progress(git_dir: Path) -> str | None:
+    """'rebase', 'merge', 'cherry-pick' or 'revert' when one is under way in this worktree."""
+    if (git_dir / "rebase-merge").exists() or (git_dir / "rebase-apply").exists():
+        return "rebase"
+    if (git_dir / "MERGE_HEAD").exists():
+        return "merge"
+    if (git_dir / "CHERRY_PICK_HEAD").exists():
+        return "cherry-pick"
+    if (git_dir / "REVERT_HEAD").exists():
+        return "revert"
+    return None
+
+
+def git_dir_of(worktree: Path) -> Path:
+    return Path(cli.out(["rev-parse", "--path-format=absolute", "--git-dir"], cwd=worktree))
+
+
+def conflicted_files(worktree: Path) -> list[str]:
+    out = cli.run(["diff", "--name-only", "--diff-filter=U", "-z"], cwd=worktree, check=False).stdout
+    return [f for f in out.split("\0") if f]
+
+
+def snapshot(worktree: Path, parent: str, message: str) -> str:
+    """A commit of everything in the worktree, untracked files included, that moves nothing.
+
+    Like ``git stash create``, but untracked (non-ignored) files are kept too:
+    a temporary index receives ``git add -A`` and becomes a commit on top of
+    ``parent``. Nothing in the worktree, its index or any ref changes.
+    """
+    tmp_index = git_dir_of(worktree) / "nerve" / f"snapshot-{os.getpid()}.index"
+    tmp_index.parent.mkdir(parents=True, exist_ok=True)
+    env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
+    try:
+        cli.run(["read-tree", parent], cwd=worktree, env=env)
+        cli.run(["add", "-A", "--", "."], cwd=worktree, env=env)
+        tree = cli.out(["write-tree"], cwd=worktree, env=env)
+        return cli.out(["commit-tree", tree, "-p", parent, "-m", message], cwd=worktree, env=env)
+    except GitError:
+        raise
+    finally:
+        tmp_index.unlink(missing_ok=True)

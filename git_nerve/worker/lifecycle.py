@@ -1,0 +1,735 @@
+"""The task lifecycle: spawn, start, done, review, merge, cancel, retry, fail.
+
+Rules every function here keeps:
+
+* The bus is the only source of truth; every state change is a
+  compare-and-set (:mod:`.transitions`).
+* No git or subprocess work runs while a bus write transaction is open.
+* Git work happens first, the bus row last, so a command killed half-way is
+  finished by running it again (each command is idempotent).
+* Nothing unmerged is ever destroyed: before a branch or worktree is removed
+  its tip (and, with ``--force``, a snapshot of uncommitted work) is kept
+  under ``refs/nerve/archive/<task-id>``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sqlite3
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import clock
+from ..bus import messages, workers
+from ..bus.connection import Bus
+from ..context import WorkerContext
+from ..context import write as write_ctx
+from ..errors import CheckFailed, ConflictError, GitError, InvalidTransition, UsageError
+from ..git import cli, refs
+from ..git import config as gitconfig
+from ..git import remote as gitremote
+from ..git import worktrees
+from ..locks import hold
+from ..paths import RepoPaths, discover
+from . import ids
+from .settings import Settings
+from .settings import load as load_settings
+from .states import State
+from .transitions import Outcome, get, transition, unknown
+
+MERGE_ATTEMPTS = 3
+
+
+# -- the repository handle -------------------------------------------------------
+
+
+class Repo:
+    """One command's view of a repository: where it lives, its bus, its settings."""
+
+    def __init__(self, paths: RepoPaths, bus: Bus):
+        self.paths = paths
+        self.bus = bus
+        self._config: gitconfig.GitConfig | None = None
+        self._settings: Settings | None = None
+
+    @property
+    def cwd(self) -> Path:
+        """Where repository-wide git commands run."""
+        return self.paths.toplevel or self.paths.common_dir
+
+    @property
+    def config(self) -> gitconfig.GitConfig:
+        if self._config is None:
+            self._config = gitconfig.read(self.cwd)
+        return self._config
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.paths, self.config)
+        return self._settings
+
+    def lock_path(self, name: str) -> Path:
+        return self.paths.nerve_dir / "locks" / f"{name}.lock"
+
+    def close(self) -> None:
+        self.bus.close()
+
+
+def open_repo(cwd: str | os.PathLike[str] | None = None, *, create: bool = True) -> Repo:
+    paths = discover(cwd)
+    return Repo(paths, Bus(paths.bus_path, create=create))
+
+
+# -- helpers ------------------------------------------------------------------------
+
+
+def integration_ref(repo: Repo, integration: str, *, fetch: bool) -> str:
+    """The ref that holds the integration branch's current tip, fetching first when there is a remote."""
+    remote = repo.settings.remote
+    if remote:
+        if fetch:
+            gitremote.fetch(repo.cwd, remote, [integration])
+        ref = f"refs/remotes/{remote}/{integration}"
+        if refs.exists(repo.cwd, ref):
+            return ref
+    ref = f"refs/heads/{integration}"
+    if not refs.exists(repo.cwd, ref):
+        raise GitError(f"the integration branch {integration!r} does not exist (set `git config nerve.integration <branch>`)")
+    return ref
+
+
+def _require_tip(cwd: Path, rev: str, what: str) -> str:
+    sha = refs.resolve(cwd, rev)
+    if sha is None:
+        raise GitError(f"{what} {rev!r} does not name a commit")
+    return sha
+
+
+def _publish(bus: Bus, task_id: str, kind: str, payload: dict) -> None:
+    with bus.write() as conn:
+        messages.publish(conn, task_id, kind, payload, clock.now())
+
+
+@dataclass
+class SpawnResult:
+    worker: workers.Worker
+    created: bool
+    hooks_installed: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+# -- spawn ----------------------------------------------------------------------------
+
+
+def spawn(
+    repo: Repo,
+    task_id: str,
+    *,
+    description: str = "",
+    from_ref: str | None = None,
+    fetch: bool = True,
+) -> SpawnResult:
+    """Create branch ``<prefix><task-id>`` and its worktree, then the bus row (ASSIGNED).
+
+    Idempotent: spawning an existing task returns it. A spawn that fails
+    half-way removes what it created; one that was killed is completed by
+    running it again (an existing branch or worktree of this task is adopted).
+    """
+    ids.validate(task_id)
+    if "\0" in description:
+        raise UsageError("the description must not contain NUL characters")
+    existing = workers.get_by_key(repo.bus.conn, task_id)
+    if existing is not None:
+        if existing.task_id != task_id:
+            raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
+        _ensure_worktree(repo, existing)
+        return SpawnResult(existing, created=False)
+
+    settings = repo.settings
+    cwd = repo.cwd
+    if from_ref:
+        full = refs.full_name(cwd, from_ref) or ""
+        if fetch and settings.remote and full.startswith(f"refs/remotes/{settings.remote}/"):
+            gitremote.fetch(cwd, settings.remote, [full[len(f"refs/remotes/{settings.remote}/"):]])
+        base_ref = full or from_ref
+        base_sha = refs.resolve(cwd, from_ref)
+        if base_sha is None:
+            raise UsageError(f"--from {from_ref!r} does not name a commit")
+    else:
+        if refs.resolve(cwd, "HEAD") is None and not refs.exists(cwd, f"refs/heads/{settings.integration}"):
+            raise GitError("the repository has no commits yet; make a first commit before spawning workers")
+        base_ref = integration_ref(repo, settings.integration, fetch=fetch)
+        base_sha = _require_tip(cwd, base_ref, "integration branch")
+
+    branch = f"{settings.branch_prefix}{task_id}"
+    if not cli.ok(["check-ref-format", f"refs/heads/{branch}"], cwd=cwd):
+        raise UsageError(f"{branch!r} is not a valid branch name (check nerve.branchPrefix)")
+    path = (settings.worktree_root / task_id).absolute()
+    created_branch = created_worktree = False
+    try:
+        with hold(repo.lock_path("worktrees"), what="the worktree lock"):
+            wt = worktrees.find_for_branch(cwd, f"refs/heads/{branch}")
+            if wt is not None and wt.path.resolve() != path.resolve():
+                raise UsageError(f"branch {branch} is already checked out at {wt.path}")
+            if wt is None:
+                if path.exists() and any(path.iterdir()):
+                    raise UsageError(f"{path} already exists and is not this task's worktree")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if refs.exists(cwd, f"refs/heads/{branch}"):
+                    worktrees.add(cwd, path, branch=branch, start=None)
+                else:
+                    worktrees.add(cwd, path, branch=branch, start=base_sha)
+                    created_branch = True
+                created_worktree = True
+        ts = clock.now()
+        write_ctx(
+            worktrees.git_dir_of(path),
+            WorkerContext(task_id=task_id, branch=branch, worktree=str(path), created_at=clock.iso(ts) or "", description=description),
+        )
+        row = workers.Worker(
+            task_id=task_id, state=State.ASSIGNED.value, branch=branch, worktree=str(path), base=base_ref,
+            integration=settings.integration, description=description, assigned_at=ts, state_changed_at=ts,
+            last_heartbeat=None, last_activity=ts, approved_at=None, heartbeat_status=None, progress=None,
+        )
+        with repo.bus.write() as conn:
+            other = workers.get_by_key(conn, task_id)
+            if other is not None:
+                # lost a race with a concurrent spawn of the same task: theirs stands
+                created_branch = created_worktree = False
+                return SpawnResult(other, created=False)
+            workers.insert(conn, row)
+            messages.publish(
+                conn, task_id, "task_assign",
+                {"to": "ASSIGNED", "branch": branch, "worktree": str(path), "base": base_ref, "base_sha": base_sha,
+                 "description": description},
+                ts,
+            )
+    except BaseException:
+        if created_worktree:
+            worktrees.discard(cwd, path)
+        if created_branch:
+            cli.run(["update-ref", "-d", f"refs/heads/{branch}", base_sha], cwd=cwd, check=False)
+        raise
+    result = SpawnResult(row, created=True)
+    result.hooks_installed, warning = _ensure_hooks(repo)
+    if warning:
+        result.warnings.append(warning)
+    return result
+
+
+def _ensure_hooks(repo: Repo) -> tuple[bool, str | None]:
+    try:
+        from ..hooks import install as hooks_install
+    except ImportError:  # hooks not available in this build
+        return False, None
+    try:
+        if hooks_install.installed(repo.paths):
+            return False, None
+        hooks_install.install(repo.paths)
+        return True, None
+    except Exception as exc:  # a hook problem must not fail the spawn
+        return False, f"could not install git hooks: {exc}"
+
+
+def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
+    """Recreate a missing worktree of a live task (e.g. after a crash or a manual removal)."""
+    path = Path(w.worktree)
+    if w.state in (State.COMPLETED.value, State.FAILED.value) or path.exists():
+        return
+    with hold(repo.lock_path("worktrees"), what="the worktree lock"):
+        worktrees.prune(repo.cwd)
+        if path.exists():
+            return
+        if not refs.exists(repo.cwd, f"refs/heads/{w.branch}"):
+            archived = refs.resolve(repo.cwd, refs.archive_name(w.task_id))
+            if archived is None:
+                raise GitError(f"branch {w.branch} of task {w.task_id} is gone and no archive ref exists")
+            refs.update(repo.cwd, f"refs/heads/{w.branch}", _archived_tip(repo, w.task_id), None, "nerve: restore from archive")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        worktrees.add(repo.cwd, path, branch=w.branch, start=None)
+    write_ctx(
+        worktrees.git_dir_of(path),
+        WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path), created_at=clock.iso(w.assigned_at) or "",
+                      description=w.description),
+    )
+
+
+# -- agent commands -------------------------------------------------------------------------
+
+
+def start(repo: Repo, task_id: str) -> Outcome:
+    """ASSIGNED -> WORKING, with a first heartbeat. Idempotent when already WORKING."""
+    ts = clock.now()
+    return transition(
+        repo.bus, task_id, State.WORKING, allowed_from=[State.ASSIGNED], already=[State.WORKING], verb="start",
+        extra_messages=[("heartbeat", {"source": "start"})], columns={"last_heartbeat": ts},
+    )
+
+
+def fail(repo: Repo, task_id: str, reason: str) -> Outcome:
+    """The agent gives up: ASSIGNED/WORKING/CONFLICTED -> FAILED."""
+    if not reason.strip():
+        raise UsageError("give a reason: git worker fail <reason>")
+    return transition(
+        repo.bus, task_id, State.FAILED,
+        allowed_from=[State.ASSIGNED, State.WORKING, State.CONFLICTED], already=[State.FAILED], verb="fail",
+        extra_messages=[("task_failed", {"reason": reason, "by": "agent"})],
+    )
+
+
+@dataclass
+class DoneResult:
+    outcome: Outcome | None
+    rebased: bool = False
+    rewritten: list[tuple[str, str]] = field(default_factory=list)
+    pushed: bool = False
+    tip: str | None = None
+    already: bool = False
+
+
+REBASE_STEPS = [
+    "To resolve:",
+    "  1. fix the conflicts in the worktree",
+    "  2. git add <files>",
+    "  3. git rebase --continue",
+    "  4. git worker done --skip-rebase",
+]
+
+
+def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
+    """WORKING/CONFLICTED -> IN_REVIEW: rebase onto the integration branch, push, ask for review.
+
+    The rebase runs in memory first (pygit2); a clean result moves the branch
+    (only if it did not move meanwhile) and the worktree with it. On a
+    conflict, git's own ``git rebase`` is started in the worktree so that the
+    agent sees git's usual state and ``git rebase --continue`` works; the task
+    becomes CONFLICTED and :class:`ConflictError` (exit 6) is raised.
+    """
+    w = get(repo.bus, task_id)
+    if w.state in (State.IN_REVIEW.value, State.APPROVED.value, State.COMPLETED.value):
+        return DoneResult(None, already=True)
+    if w.state not in (State.WORKING.value, State.CONFLICTED.value):
+        raise InvalidTransition(
+            f"cannot finish {task_id}: it is {w.state}" + (" (run `git worker start` first)" if w.state == "ASSIGNED" else "")
+        )
+    wt = Path(w.worktree)
+    if not wt.is_dir():
+        raise GitError(f"the worktree of {task_id} is missing ({wt}); run `git worker spawn {task_id}` to recreate it")
+    git_dir = worktrees.git_dir_of(wt)
+    op = worktrees.operation_in_progress(git_dir)
+    if op:
+        files = worktrees.conflicted_files(wt)
+        raise ConflictError(
+            f"a {op} is in progress in {wt}" + (f"; conflicting files: {', '.join(files)}" if files else ""),
+            files=files, details=REBASE_STEPS if op == "rebase" else [f"finish or abort the {op} first"],
+        )
+    if refs.symbolic(wt, "HEAD") != f"refs/heads/{w.branch}":
+        raise GitError(f"the worktree {wt} is not on branch {w.branch}; check it out again first")
+    dirty = worktrees.dirty_files(wt, untracked=False)
+    if dirty:
+        raise GitError(f"the worktree has uncommitted changes ({', '.join(dirty[:5])}{', ...' if len(dirty) > 5 else ''}); commit or stash them first")
+    tip = _require_tip(wt, "HEAD", "branch")
+    onto_ref = integration_ref(repo, w.integration, fetch=True)
+    onto = _require_tip(repo.cwd, onto_ref, "integration branch")
+    result = DoneResult(None, tip=tip)
+
+    if not refs.is_ancestor(wt, onto, tip):
+        if skip_rebase:
+            raise ConflictError(
+                f"{w.branch} does not contain the latest {w.integration}; run `git worker done` (without --skip-rebase) to rebase",
+            )
+        new_tip, rewritten = _rebase(repo, w, wt, tip, onto, onto_ref)
+        result.rebased, result.rewritten, result.tip = True, rewritten, new_tip
+        tip = new_tip
+
+    remote = repo.settings.remote
+    if remote:
+        push = gitremote.push(wt, remote, f"refs/heads/{w.branch}", w.branch, force_with_lease=True,
+                              env_extra={"NERVE_INTERNAL_PUSH": "done"})
+        if not push.ok:
+            raise GitError(f"could not push {w.branch} to {remote}: {push.message}")
+        result.pushed = True
+    result.outcome = transition(
+        repo.bus, task_id, State.IN_REVIEW, allowed_from=[State.WORKING, State.CONFLICTED],
+        already=[State.IN_REVIEW, State.APPROVED, State.COMPLETED], verb="done",
+        extra_messages=[("review_request", {"sha": tip, "onto": onto, "pushed": result.pushed})],
+    )
+    return result
+
+
+def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_ref: str) -> tuple[str, list[tuple[str, str]]]:
+    from ..git import objects  # pygit2 loads only when a rebase is needed
+
+    base = cli.out(["merge-base", tip, onto], cwd=wt)
+    committer = objects.identity(wt)
+    rb = objects.rebase_in_memory(repo.paths.common_dir, tip, base, onto, committer)
+    if rb.clean:
+        if refs.resolve(wt, "HEAD") != tip:
+            raise ConflictError(f"{w.branch} moved while it was being rebased; run `git worker done` again")
+        cli.run(["reset", "--quiet", "--keep", rb.tip], cwd=wt)
+        if refs.resolve(wt, "ORIG_HEAD") != tip:  # a commit slipped in between: put it back
+            cli.run(["reset", "--quiet", "--keep", "ORIG_HEAD"], cwd=wt, check=False)
+            raise ConflictError(f"{w.branch} moved while it was being rebased; run `git worker done` again")
+        # libgit2 runs no hooks: record what post-rewrite would have
+        _publish(repo.bus, w.task_id, "rewrite", {"source": "rebase", "pairs": [list(p) for p in rb.rewritten], "by": "done"})
+        return rb.tip, rb.rewritten
+    # A conflict: hand over to git's own rebase so the agent gets git's normal state.
+    proc = cli.run(["rebase", onto], cwd=wt, check=False, env=cli.clean_env({"GIT_EDITOR": "true"}))
+    if proc.returncode == 0:  # git resolved what libgit2 could not (e.g. renames): carry on
+        new_tip = _require_tip(wt, "HEAD", "branch")
+        return new_tip, []
+    files = worktrees.conflicted_files(wt) or rb.conflicts
+    if w.state != State.CONFLICTED.value:
+        transition(
+            repo.bus, w.task_id, State.CONFLICTED, allowed_from=[State.WORKING], already=[State.CONFLICTED],
+            verb="done", extra_messages=[("rebase_conflict", {"files": files, "onto": onto, "onto_ref": onto_ref})],
+        )
+    raise ConflictError(
+        f"rebase conflict with {w.integration}; {w.task_id} is CONFLICTED",
+        files=files,
+        details=[f"Conflicting files: {', '.join(files)}", f"Worktree: {wt}", *REBASE_STEPS],
+    )
+
+
+# -- review ---------------------------------------------------------------------------------------
+
+
+def approve(repo: Repo, task_id: str, *, by: str | None = None, comment: str | None = None) -> Outcome:
+    """IN_REVIEW -> APPROVED. A comment also becomes a `reviewer` round in the task's thread."""
+    payload = {"by": by, "comment": comment}
+    return transition(
+        repo.bus, task_id, State.APPROVED, allowed_from=[State.IN_REVIEW], already=[State.APPROVED], verb="approve",
+        extra_messages=[("review_approved", payload)], columns={"approved_at": clock.now()},
+        round_=_review_round("approved", by, comment),
+    )
+
+
+def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by: str | None = None) -> Outcome:
+    """IN_REVIEW (or APPROVED) -> WORKING. The comment reaches the agent through its thread."""
+    return transition(
+        repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
+        verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment})],
+        columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
+    )
+
+
+def _review_round(verdict: str, by: str | None, comment: str | None) -> dict | None:
+    if not comment:
+        return None
+    meta = {"verdict": verdict}
+    if by:
+        meta["by"] = by
+    return {"role": "reviewer", "content": comment, "metadata": meta}
+
+
+# -- merge -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class MergeResult:
+    outcome: Outcome | None
+    commit: str | None = None
+    into: str = ""
+    pushed: bool = False
+    attempts: int = 0
+    archive_ref: str | None = None
+    removed_worktree: bool = False
+    deleted_branch: bool = False
+    already: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+
+def merge(
+    repo: Repo,
+    task_id: str,
+    *,
+    delete_branch: bool = False,
+    check: str | None = None,
+    force: bool = False,
+) -> MergeResult:
+    """APPROVED -> COMPLETED: a ``--no-ff`` merge built in memory, published by compare-and-set.
+
+    With a remote: fetch, merge, push (a lease on the tip that was merged),
+    retrying up to three times when the push loses a race. A conflict sends
+    the task back to WORKING (exit 6). ``check`` runs on the merge result in a
+    temporary worktree before anything moves; if it fails nothing moves
+    (exit 7). Afterwards the worker's worktree is removed (its tip archived).
+    """
+    w = get(repo.bus, task_id)
+    if w.state == State.COMPLETED.value:
+        res = MergeResult(None, already=True, into=w.integration)
+        _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
+        return res
+    if w.state != State.APPROVED.value:
+        raise InvalidTransition(f"cannot merge {task_id}: it is {w.state} (merge needs APPROVED)")
+    check_argv = _parse_check(check)
+    cwd = repo.cwd
+    settings = repo.settings
+    integration = w.integration
+    wt = Path(w.worktree)
+    if wt.is_dir() and not force:
+        dirty = worktrees.dirty_files(wt)
+        if dirty:
+            raise GitError(
+                f"the worktree of {task_id} has uncommitted changes ({', '.join(dirty[:5])}); "
+                "commit them (and have them reviewed) or pass --force to archive them"
+            )
+    target_wt = worktrees.find_for_branch(cwd, f"refs/heads/{integration}")
+    if target_wt is not None and worktrees.dirty_files(target_wt.path, untracked=False):
+        raise GitError(
+            f"{integration} is checked out at {target_wt.path} with uncommitted changes; commit or stash them, then merge again"
+        )
+    branch_ref = f"refs/heads/{w.branch}"
+    tip = refs.resolve(cwd, branch_ref) or refs.resolve(cwd, refs.archive_name(task_id))
+    if tip is None:
+        raise GitError(f"branch {w.branch} of {task_id} does not exist")
+
+    from ..git import objects
+
+    res = MergeResult(None, into=integration)
+    committer = objects.identity(cwd)
+    author = objects.identity(cwd, "GIT_AUTHOR_IDENT")
+    message = f"Merge {w.branch} ({task_id})\n" + (f"\n{w.description}\n" if w.description else "")
+    with hold(repo.lock_path("merge"), what="the merge lock"):
+        merged: str | None = None
+        for attempt in range(1, MERGE_ATTEMPTS + 1):
+            res.attempts = attempt
+            target_ref = integration_ref(repo, integration, fetch=True)
+            ours = _require_tip(cwd, target_ref, "integration branch")
+            if refs.is_ancestor(cwd, tip, ours):
+                merged = ours  # already merged (a previous run was interrupted after publishing)
+                break
+            mr = objects.merge_commit(repo.paths.common_dir, ours, tip, message, author, committer)
+            if mr.commit is None:
+                transition(
+                    repo.bus, task_id, State.WORKING, allowed_from=[State.APPROVED], verb="merge",
+                    extra_messages=[("merge_conflict", {"files": mr.conflicts, "into": integration, "onto": ours})],
+                    columns={"approved_at": None},
+                )
+                raise ConflictError(
+                    f"merging {task_id} into {integration} conflicts; the task is back to WORKING",
+                    files=mr.conflicts,
+                    details=[f"Conflicting files: {', '.join(mr.conflicts)}", "To resolve:",
+                             f"  1. in {wt}: git worker done   (rebases onto {integration})",
+                             "  2. get it approved again", f"  3. git worker merge {task_id}"],
+                )
+            if check_argv:
+                _run_check(repo, mr.commit, check_argv)
+            if settings.remote:
+                push = gitremote.push(repo.paths.common_dir, settings.remote, mr.commit, integration, expect=ours,
+                                      env_extra={"NERVE_INTERNAL_PUSH": "merge"})
+                if push.ok:
+                    merged, res.pushed = mr.commit, True
+                    break
+                if push.rejected:
+                    continue  # the remote moved between fetch and push: merge again on the new tip
+                raise GitError(f"could not push {integration} to {settings.remote}: {push.message}")
+            if _advance_local(repo, integration, ours, mr.commit, target_wt):
+                merged = mr.commit
+                break
+        if merged is None:
+            raise GitError(f"{integration} kept moving; gave up after {MERGE_ATTEMPTS} attempts (run merge again)")
+        if settings.remote:
+            warning = _sync_local_integration(repo, integration, merged, target_wt)
+            if warning:
+                res.warnings.append(warning)
+    res.commit = merged
+    res.outcome = transition(
+        repo.bus, task_id, State.COMPLETED, allowed_from=[State.APPROVED], already=[State.COMPLETED], verb="merge",
+        extra_messages=[("merged", {"commit": merged, "into": integration, "tip": tip, "pushed": res.pushed})],
+    )
+    _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
+    return res
+
+
+def _parse_check(check: str | None) -> list[str] | None:
+    if not check:
+        return None
+    try:
+        argv = shlex.split(check)
+    except ValueError as exc:
+        raise UsageError(f"--check: {exc}") from None
+    if not argv:
+        raise UsageError("--check needs a command")
+    return argv
+
+
+def _run_check(repo: Repo, commit: str, argv: list[str]) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="nerve-check-"))
+    path = tmp / "tree"
+    worktrees.add_detached(repo.cwd, path, commit)
+    try:
+        try:
+            proc = subprocess.run(argv, cwd=path, env=cli.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        except FileNotFoundError:
+            raise CheckFailed(f"--check: command not found: {argv[0]}; nothing was merged") from None
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stdout.splitlines()[-15:])
+            raise CheckFailed(
+                f"--check `{shlex.join(argv)}` failed with exit {proc.returncode}; nothing was merged",
+                details=[tail] if tail else [],
+            )
+    finally:
+        worktrees.discard(repo.cwd, path)
+        tmp.rmdir() if tmp.exists() and not any(tmp.iterdir()) else None
+
+
+def _advance_local(repo: Repo, integration: str, old: str, new: str, target_wt: worktrees.WorktreeInfo | None) -> bool:
+    """Move local ``integration`` from ``old`` to ``new``; False if it moved meanwhile."""
+    if target_wt is None:
+        return refs.update(repo.cwd, f"refs/heads/{integration}", new, old, f"nerve: merge into {integration}")
+    if refs.resolve(target_wt.path, "HEAD") != old:
+        return False
+    proc = cli.run(["merge", "--ff-only", "--quiet", new], cwd=target_wt.path, check=False)
+    if proc.returncode != 0:
+        if refs.resolve(target_wt.path, "HEAD") != old:
+            return False
+        raise GitError(f"could not fast-forward {integration} in {target_wt.path}: {cli.last_line(proc.stderr)}")
+    return True
+
+
+def _sync_local_integration(repo: Repo, integration: str, merged: str, target_wt: worktrees.WorktreeInfo | None) -> str | None:
+    """After a push, bring the local integration branch (and its checkout) up to the remote."""
+    local = refs.resolve(repo.cwd, f"refs/heads/{integration}")
+    if local is None or local == merged:
+        return None
+    if not refs.is_ancestor(repo.cwd, local, merged):
+        return f"local {integration} has commits that are not on the remote; it was left as it is"
+    if target_wt is not None:
+        proc = cli.run(["merge", "--ff-only", "--quiet", merged], cwd=target_wt.path, check=False)
+        if proc.returncode != 0:
+            return f"could not fast-forward {integration} in {target_wt.path}: {cli.last_line(proc.stderr)}"
+        return None
+    refs.update(repo.cwd, f"refs/heads/{integration}", merged, local, f"nerve: sync {integration}")
+    return None
+
+
+# -- cleanup, cancel, retry --------------------------------------------------------------------------
+
+
+def _archived_tip(repo: Repo, task_id: str) -> str:
+    """The branch tip kept in the archive (a snapshot's parent, when uncommitted work was archived)."""
+    ref = refs.archive_name(task_id)
+    sha = _require_tip(repo.cwd, ref, "archive")
+    if cli.out(["log", "-1", "--format=%s", sha], cwd=repo.cwd).startswith("nerve snapshot"):
+        return cli.out(["rev-parse", f"{sha}^1"], cwd=repo.cwd)
+    return sha
+
+
+def _archive(repo: Repo, w: workers.Worker, *, force: bool) -> str | None:
+    """Keep the branch tip (plus, with force, uncommitted work) under refs/nerve/archive/<task>."""
+    cwd = repo.cwd
+    wt = Path(w.worktree)
+    tip = refs.resolve(cwd, f"refs/heads/{w.branch}")
+    if wt.is_dir():
+        dirty = worktrees.dirty_files(wt)
+        if dirty and not force:
+            raise GitError(
+                f"the worktree {wt} has uncommitted changes ({', '.join(dirty[:5])}); "
+                "commit them, or pass --force to archive them and remove the worktree"
+            )
+        head = refs.resolve(wt, "HEAD")
+        if dirty and head:
+            tip = worktrees.snapshot(wt, head, f"nerve snapshot of {w.task_id}: uncommitted work at removal")
+        elif head:
+            tip = head
+    if tip is None:
+        return None
+    ref = refs.archive_name(w.task_id)
+    cli.run(["update-ref", "-m", f"nerve: archive {w.task_id}", ref, tip], cwd=cwd)
+    return ref
+
+
+def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: bool, force: bool) -> None:
+    wt = Path(w.worktree)
+    if wt.is_dir() or (delete_branch and refs.exists(repo.cwd, f"refs/heads/{w.branch}")):
+        res.archive_ref = _archive(repo, w, force=force)
+    if wt.is_dir():
+        worktrees.remove(repo.cwd, wt, force=force)
+        res.removed_worktree = True
+    if delete_branch:
+        res.deleted_branch = _delete_branch(repo, w)
+    if res.removed_worktree or res.deleted_branch:
+        _publish(repo.bus, w.task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
+                                                  "branch_deleted": res.deleted_branch})
+
+
+def _delete_branch(repo: Repo, w: workers.Worker) -> bool:
+    deleted = False
+    ref = f"refs/heads/{w.branch}"
+    sha = refs.resolve(repo.cwd, ref)
+    if sha is not None:
+        refs.delete(repo.cwd, ref, sha)
+        deleted = True
+    remote = repo.settings.remote
+    if remote and refs.exists(repo.cwd, f"refs/remotes/{remote}/{w.branch}"):
+        gitremote.delete_branch(repo.cwd, remote, w.branch)
+        cli.run(["update-ref", "-d", f"refs/remotes/{remote}/{w.branch}"], cwd=repo.cwd, check=False)
+        deleted = True
+    return deleted
+
+
+@dataclass
+class CancelResult:
+    outcome: Outcome
+    archive_ref: str | None = None
+    removed_worktree: bool = False
+    deleted_branch: bool = False
+
+
+def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool = False, force: bool = False) -> CancelResult:
+    """Any live state -> FAILED. ``cleanup`` archives the tip, then removes the worktree and branch."""
+    outcome = transition(
+        repo.bus, task_id, State.FAILED,
+        allowed_from=[State.ASSIGNED, State.WORKING, State.CONFLICTED, State.IN_REVIEW, State.APPROVED],
+        already=[State.FAILED], verb="cancel",
+        extra_messages=[("task_failed", {"reason": reason or "cancelled", "by": "cancel"})],
+    )
+    res = CancelResult(outcome)
+    if cleanup:
+        w = outcome.worker
+        wt = Path(w.worktree)
+        if wt.is_dir() and worktrees.operation_in_progress(worktrees.git_dir_of(wt)) and not force:
+            raise GitError(f"a rebase or merge is in progress in {wt}; finish or abort it, or pass --force")
+        res.archive_ref = _archive(repo, w, force=force)
+        if wt.is_dir():
+            worktrees.remove(repo.cwd, wt, force=force)
+            res.removed_worktree = True
+        res.deleted_branch = _delete_branch(repo, w)
+        _publish(repo.bus, task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
+                                                "branch_deleted": res.deleted_branch})
+    return res
+
+
+def retry(repo: Repo, task_id: str) -> Outcome:
+    """FAILED -> ASSIGNED, recreating the worktree (from the archive if the branch was removed)."""
+    outcome = transition(repo.bus, task_id, State.ASSIGNED, allowed_from=[State.FAILED], verb="retry",
+                         extra_messages=[("task_retry", {})], columns={"last_heartbeat": None})
+    _ensure_worktree(repo, outcome.worker)
+    return outcome
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+def show(repo: Repo, task_id: str) -> tuple[workers.Worker, list[messages.Message]]:
+    w = workers.get(repo.bus.conn, task_id)
+    if w is None:
+        raise unknown(task_id)
+    return w, messages.for_task(repo.bus.conn, task_id)
+
+
+def heartbeat(repo: Repo, task_id: str, *, status: str | None = None, progress: float | None = None) -> float:
+    from .heartbeat import record
+
+    return record(repo.bus, task_id, status=status, progress=progress)
+
+
+__all__ = [
+    "Repo", "open_repo", "spawn", "start", "done", "fail", "approve", "request_changes", "merge", "cancel",
+    "retry", "show", "heartbeat", "SpawnResult", "DoneResult", "MergeResult", "CancelResult", "sqlite3",
+]
