@@ -1,0 +1,77 @@
+"""`git nerve init`: make a repository ready for many agents.
+
+Creates ``<git-common-dir>/nerve/`` and the bus, installs the hooks, pins the
+integration branch in git config (so it cannot drift with whatever is checked
+out later) and writes a default ``nerve.toml`` at the top of the worktree
+when there is none. Running it again changes nothing that is already set up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .bus.connection import Bus
+from .git import config as gitconfig
+from .paths import RepoPaths, discover
+
+
+@dataclass
+class InitReport:
+    nerve_dir: Path
+    bus: Path
+    integration: str | None
+    integration_pinned: bool = False
+    hooks: str = "unavailable"
+    nerve_toml: Path | None = None
+    nerve_toml_created: bool = False
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "nerve_dir": str(self.nerve_dir), "bus": str(self.bus), "integration": self.integration,
+            "integration_pinned": self.integration_pinned, "hooks": self.hooks,
+            "nerve_toml": str(self.nerve_toml) if self.nerve_toml else None, "nerve_toml_created": self.nerve_toml_created,
+            "warnings": self.warnings,
+        }
+
+
+def init(cwd=None) -> InitReport:
+    paths: RepoPaths = discover(cwd)
+    Bus(paths.bus_path).close()  # creates and migrates
+    report = InitReport(nerve_dir=paths.nerve_dir, bus=paths.bus_path, integration=None)
+    where = paths.toplevel or paths.common_dir
+    cfg = gitconfig.read(where)
+    from .worker.settings import load as load_settings
+
+    try:
+        settings = load_settings(paths, cfg)
+        report.integration = settings.integration
+        if not cfg.get("nerve.integration"):
+            gitconfig.set_value(where, "nerve.integration", settings.integration)
+            report.integration_pinned = True
+    except Exception as exc:  # detached HEAD and no remote: say so, keep going
+        report.warnings.append(str(exc))
+    try:
+        from .hooks import install as hooks_install
+
+        report.hooks = "already installed" if hooks_install.installed(paths) else "installed"
+        if report.hooks == "installed":
+            hooks_install.install(paths)
+    except ImportError:
+        report.hooks = "unavailable"
+    except Exception as exc:
+        report.hooks = "failed"
+        report.warnings.append(f"could not install hooks: {exc}")
+    if paths.toplevel is not None:
+        try:
+            from .workflow import config as wf_config
+        except ImportError:
+            wf_config = None
+        if wf_config is not None:
+            target = paths.toplevel / "nerve.toml"
+            report.nerve_toml = target
+            if not target.exists():
+                wf_config.write_default(paths.toplevel)
+                report.nerve_toml_created = True
+    return report
