@@ -3,13 +3,10 @@ binary: ``git update-ref <ref> <new> <old>`` is git's own atomic CAS."""
 
 from __future__ import annotations
 
-import os
-
 from ..errors import GitError
 from . import cli
 
 ZERO = "0" * 40
-Cwd = "str | os.PathLike[str]"
 
 
 def resolve(cwd, rev: str) -> str | None:

@@ -48,9 +48,9 @@ def _parse(argv: list[str]) -> dict:
     opts: dict = {"task": None, "status": None, "progress": None, "json": False}
     it = iter(argv)
     for arg in it:
-        key, _, inline = arg.partition("=")
+        key, sep, inline = arg.partition("=")
         if key in ("--task", "--status", "--progress"):
-            value = inline if _ else next(it, None)
+            value = inline if sep else next(it, None)
             if value is None:
                 raise UsageError(f"{key} needs a value\n{USAGE}")
             opts[key[2:]] = value

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import shlex
-import sqlite3
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass, field
@@ -575,7 +575,7 @@ def _run_check(repo: Repo, commit: str, argv: list[str]) -> None:
             )
     finally:
         worktrees.discard(repo.cwd, path)
-        tmp.rmdir() if tmp.exists() and not any(tmp.iterdir()) else None
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _advance_local(repo: Repo, integration: str, old: str, new: str, target_wt: worktrees.WorktreeInfo | None) -> bool:
@@ -731,5 +731,5 @@ def heartbeat(repo: Repo, task_id: str, *, status: str | None = None, progress: 
 
 __all__ = [
     "Repo", "open_repo", "spawn", "start", "done", "fail", "approve", "request_changes", "merge", "cancel",
-    "retry", "show", "heartbeat", "SpawnResult", "DoneResult", "MergeResult", "CancelResult", "sqlite3",
+    "retry", "show", "heartbeat", "SpawnResult", "DoneResult", "MergeResult", "CancelResult",
 ]
