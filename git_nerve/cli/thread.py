@@ -1,3 +1,89 @@
-"""Placeholder: this feature's commands are being written."""
+"""`git nerve thread` and `git nerve post`: a task's conversation, pulled on demand."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import UsageError
+from ..thread import service
+from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors
+
+
+@click.command("thread", context_settings=CONTEXT_SETTINGS)
+@click.argument("thread_id", required=False, metavar="[THREAD_ID]")
+@click.option("--before", "before", metavar="N", help="Show the rounds before round N (the next page back).")
+@click.option(
+    "--budget", "budget", metavar="CHARS", default=str(service.DEFAULT_BUDGET), show_default=True,
+    help="Characters of content and metadata to show; the round that reaches it is still shown.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the selection as JSON.")
+@handle_errors
+def thread(thread_id: str | None, before: str | None, budget: str, as_json: bool) -> None:
+    """Show a task's thread within a budget.
+
+    THREAD_ID is a task id; inside a worker's worktree it defaults to that
+    worktree's task. Without --before: round 1, then the newest rounds going
+    back until the budget is reached; a line `... K messages omitted (use
+    --before M to load) ...` marks what was left out. With --before N: the
+    rounds before N going back, ending with a hint when older rounds remain.
+    """
+    view = service.show(
+        thread_id,
+        before=None if before is None else service.parse_positive("--before", before, "a round id"),
+        budget=service.parse_positive("--budget", budget, "a number of characters"),
+    )
+    if as_json:
+        echo_json(view.as_dict())
+    elif view.rounds or view.omitted:
+        echo(view.render())
+    else:
+        where = f"before round {before}" if before is not None else "yet"
+        echo(f"thread {view.thread!r} has no rounds {where}", err=True)
+
+
+@click.command("post", context_settings=CONTEXT_SETTINGS)
+@click.argument("content", required=False, metavar="[CONTENT | -]")
+@click.option("--task", "task", metavar="TASK", help="The task whose thread to post to (default: this worktree's).")
+@click.option("--role", "role", required=True, metavar="ROLE", help="Who speaks: tester, reviewer, ...")
+@click.option(
+    "--meta", "meta", multiple=True, metavar="KEY=VALUE",
+    help="Metadata; the value is read as a YAML scalar (true, 3, 0.5 stay typed). Repeatable.",
+)
+@click.option("--meta-json", "meta_json", metavar="JSON", help="Metadata as a JSON object (--meta keys override it).")
+@click.option("--json", "as_json", is_flag=True, help="Print {thread, round} as JSON.")
+@handle_errors
+def post(content: str | None, task: str | None, role: str, meta: tuple[str, ...], meta_json: str | None, as_json: bool) -> None:
+    """Append a round to a task's thread and print its round id.
+
+    The content is CONTENT, or standard input when CONTENT is `-` or absent
+    and standard input is not a terminal.
+    """
+    metadata = service.parse_metadata(meta, meta_json)
+    service.check_role(role)
+    if content == "-" or (content is None and sys.stdin is not None and not sys.stdin.isatty()):
+        content = _read_stdin()
+    elif content is None:
+        raise UsageError("no content: pass CONTENT, or `-` to read it from standard input")
+    thread_id, number = service.post_here(task, role=role, content=content, metadata=metadata)
+    if as_json:
+        echo_json({"thread": thread_id, "round": number})
+    else:
+        echo(str(number))
+
+
+def _read_stdin() -> str:
+    if sys.stdin is None:
+        raise UsageError("no standard input to read the content from")
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text-only stdin: already decoded
+        return sys.stdin.read()
+    data = stream.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"standard input is not valid UTF-8 (byte {exc.start})") from exc
+
+
+COMMANDS = [thread, post]
