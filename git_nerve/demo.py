@@ -24,7 +24,7 @@ class DemoFailed(NerveError):
 
 
 def _say(text: str) -> None:
-    click.echo(click.style(f"\n== {text}", bold=True) if "NO_COLOR" not in os.environ and sys.stdout.isatty() else f"\n== {text}")
+    click.echo(click.style(f"\n== {text}", bold=True) if not os.environ.get("NO_COLOR") and sys.stdout.isatty() else f"\n== {text}")
 
 
 def _env() -> dict[str, str]:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+from .. import faults
 from ..errors import DatabaseError
 from ..paths import BUS_FILE, ensure_local_filesystem
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -57,9 +58,9 @@ class Bus:
         exists = self.path.exists()
         if not exists and not create:
             raise DatabaseError(f"no bus at {self.path}; run `git nerve init` or `git worker spawn` first")
+        ensure_local_filesystem(self.path.parent)  # before anything is created there
         if not exists:
             make_private_dir(self.path.parent)
-        ensure_local_filesystem(self.path.parent)
         if exists and not os.access(self.path, os.R_OK):
             raise DatabaseError(f"cannot read the bus {self.path}: permission denied")
         try:
@@ -130,6 +131,7 @@ class Bus:
             raise
         else:
             try:
+                faults.point("bus.commit")
                 self.conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 with contextlib.suppress(sqlite3.Error):

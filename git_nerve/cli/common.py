@@ -17,8 +17,8 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 def color_enabled(stream=None) -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set (any value)."""
-    if "NO_COLOR" in os.environ:
+    """Colour only on a terminal, and never when NO_COLOR is set to a non-empty value (no-color.org)."""
+    if os.environ.get("NO_COLOR"):
         return False
     stream = stream or sys.stdout
     return bool(getattr(stream, "isatty", lambda: False)())

@@ -7,6 +7,7 @@ become :class:`~git_nerve.errors.GitError` with git's own last message line.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from typing import Mapping, Sequence
 
@@ -98,11 +99,28 @@ def ok(args: Sequence[str], **kw) -> bool:
     return run(args, **kw).returncode == 0
 
 
+_LOCK_EXISTS = re.compile(r"Unable to create '([^']+\.lock)': File exists")
+
+
+def lock_file_in(s: str) -> str | None:
+    """The path of the lock file git found in its way (``Unable to create '<x>.lock': File exists``), if any."""
+    m = _LOCK_EXISTS.search(s)
+    return m[1] if m else None
+
+
+def stale_lock_message(path: str) -> str:
+    return (f"git's lock file {path} exists: another git process is running there, or one was killed; "
+            f"if no git is running, remove {path}")
+
+
 def last_line(s: str | bytes | None) -> str:
     if not s:
         return ""
     if isinstance(s, bytes):
         s = s.decode("utf-8", "replace")
+    lock = lock_file_in(s)
+    if lock:  # git's own explanation spans six lines and ends in an unhelpful one
+        return stale_lock_message(lock)
     lines = [ln.strip() for ln in s.strip().splitlines() if ln.strip()]
     if not lines:
         return ""

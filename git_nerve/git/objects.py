@@ -72,12 +72,9 @@ def rebase_in_memory(repo_path, branch_tip: str, upstream: str, onto: str, commi
                 rebase.abort()
                 return RebaseResult(tip=onto, conflicts=files)
             original = repo[op.id]
-            try:
-                new = rebase.commit(committer=committer, author=original.author, message=original.message)
-            except pygit2.GitError as exc:
-                if "already" in str(exc).lower() or "applied" in str(exc).lower():
-                    continue  # the change is already upstream: drop it, as git rebase does
-                raise
+            new = rebase.commit(committer=committer, author=original.author, message=original.message)
+            if new is None:
+                continue  # the change is already upstream: drop it, as git rebase does
             last = str(new)
             result.rewritten.append((str(op.id), last))
         rebase.finish(committer)

@@ -3,6 +3,9 @@ binary: ``git update-ref <ref> <new> <old>`` is git's own atomic CAS."""
 
 from __future__ import annotations
 
+import os
+import time
+
 from ..errors import GitError
 from . import cli
 
@@ -17,7 +20,8 @@ def resolve(cwd, rev: str) -> str | None:
 
 def full_name(cwd, rev: str) -> str | None:
     """``origin/main`` -> ``refs/remotes/origin/main``; None for a plain sha or unknown name."""
-    proc = cli.run(["rev-parse", "--symbolic-full-name", "--end-of-options", rev], cwd=cwd, check=False)
+    # --verify: without it rev-parse echoes "--end-of-options" as an output line
+    proc = cli.run(["rev-parse", "--symbolic-full-name", "--verify", "-q", "--end-of-options", rev], cwd=cwd, check=False)
     name = proc.stdout.strip() if proc.returncode == 0 else ""
     return name or None
 
@@ -39,9 +43,24 @@ def update(cwd, ref: str, new: str, old: str | None, message: str) -> bool:
     if proc.returncode == 0:
         return True
     err = proc.stderr
+    lock = cli.lock_file_in(err)
+    if lock and stale_lock(lock):
+        # not a concurrent update (git drops its lock within milliseconds): a killed git left it
+        raise GitError(f"cannot update {ref}: {cli.stale_lock_message(lock)}")
     if "cannot lock ref" in err or "is at" in err or "but expected" in err or "reference already exists" in err:
         return False
     raise GitError(f"cannot update {ref}: {cli.last_line(err)}")
+
+
+def stale_lock(path: str | os.PathLike[str], wait: float = 1.0) -> bool:
+    """True when git's lock file ``path`` exists and is still there after ``wait`` seconds
+    (a running git holds one for milliseconds; one that stays was left by a killed git)."""
+    deadline = time.monotonic() + wait
+    while os.path.exists(path):
+        if time.monotonic() >= deadline:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def delete(cwd, ref: str, old: str | None = None) -> None:

@@ -28,11 +28,12 @@ def fetch(cwd, remote: str, branches: list[str]) -> None:
     specs = [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in branches]
     proc = cli.run(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *specs], cwd=cwd, check=False)
     if proc.returncode != 0:
-        if "couldn't find remote ref" in proc.stderr and len(branches) > 1:
-            for b in branches:
-                if _remote_has(cwd, remote, b):
-                    fetch(cwd, remote, [b])
-            return
+        if "couldn't find remote ref" in proc.stderr:
+            present = [b for b in branches if _remote_has(cwd, remote, b)]
+            if len(present) < len(branches):
+                if present:
+                    fetch(cwd, remote, present)
+                return
         raise GitError(f"git fetch {remote} failed: {cli.last_line(proc.stderr)}")
 
 

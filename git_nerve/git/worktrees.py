@@ -7,7 +7,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import GitError
 from . import cli
 
 
@@ -133,12 +132,13 @@ def conflicted_files(worktree: Path) -> list[str]:
     return [f for f in out.split("\0") if f]
 
 
-def snapshot(worktree: Path, parent: str, message: str) -> str:
+def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | None = None) -> str:
     """A commit of everything in the worktree, untracked files included, that moves nothing.
 
     Like ``git stash create``, but untracked (non-ignored) files are kept too:
     a temporary index receives ``git add -A`` and becomes a commit on top of
-    ``parent``. Nothing in the worktree, its index or any ref changes.
+    ``parent`` (or of ``parents``, in that order, to keep more history
+    reachable). Nothing in the worktree, its index or any ref changes.
     """
     tmp_index = git_dir_of(worktree) / "nerve" / f"snapshot-{os.getpid()}.index"
     tmp_index.parent.mkdir(parents=True, exist_ok=True)
@@ -147,8 +147,7 @@ def snapshot(worktree: Path, parent: str, message: str) -> str:
         cli.run(["read-tree", parent], cwd=worktree, env=env)
         cli.run(["add", "-A", "--", "."], cwd=worktree, env=env)
         tree = cli.out(["write-tree"], cwd=worktree, env=env)
-        return cli.out(["commit-tree", tree, "-p", parent, "-m", message], cwd=worktree, env=env)
-    except GitError:
-        raise
+        parent_args = [arg for p in (parents or [parent]) for arg in ("-p", p)]
+        return cli.out(["commit-tree", tree, *parent_args, "-m", message], cwd=worktree, env=env)
     finally:
         tmp_index.unlink(missing_ok=True)

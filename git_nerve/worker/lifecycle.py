@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import clock
+from .. import clock, faults
 from ..bus import messages, workers
 from ..bus.connection import Bus
 from ..context import WorkerContext
@@ -57,8 +57,13 @@ class Repo:
 
     @property
     def cwd(self) -> Path:
-        """Where repository-wide git commands run."""
-        return self.paths.toplevel or self.paths.common_dir
+        """Where repository-wide git commands run.
+
+        The common dir once this worktree is gone (``merge`` or ``cancel
+        --cleanup`` run from inside the task's own worktree removes it).
+        """
+        top = self.paths.toplevel
+        return top if top is not None and top.is_dir() else self.paths.common_dir
 
     @property
     def config(self) -> gitconfig.GitConfig:
@@ -147,7 +152,12 @@ def spawn(
         if existing.task_id != task_id:
             raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
         _ensure_worktree(repo, existing)
-        return SpawnResult(existing, created=False)
+        # a spawn killed after its bus row never reached the hooks: finish that too
+        res = SpawnResult(existing, created=False)
+        res.hooks_installed, warning = _ensure_hooks(repo)
+        if warning:
+            res.warnings.append(warning)
+        return res
 
     settings = repo.settings
     cwd = repo.cwd
@@ -176,20 +186,21 @@ def spawn(
             if wt is not None and wt.path.resolve() != path.resolve():
                 raise UsageError(f"branch {branch} is already checked out at {wt.path}")
             if wt is None:
-                if path.exists() and any(path.iterdir()):
+                if path.is_symlink() or (path.exists() and (not path.is_dir() or any(path.iterdir()))):
                     raise UsageError(f"{path} already exists and is not this task's worktree")
                 path.parent.mkdir(parents=True, exist_ok=True)
-                if refs.exists(cwd, f"refs/heads/{branch}"):
-                    worktrees.add(cwd, path, branch=branch, start=None)
-                else:
-                    worktrees.add(cwd, path, branch=branch, start=base_sha)
-                    created_branch = True
+                # set before git runs: a `git worktree add` that fails half-way (e.g. a failing
+                # post-checkout hook) has already created the branch and the worktree
+                created_branch = not refs.exists(cwd, f"refs/heads/{branch}")
                 created_worktree = True
+                worktrees.add(cwd, path, branch=branch, start=base_sha if created_branch else None)
+                faults.point("spawn.after-worktree")
         ts = clock.now()
         write_ctx(
             worktrees.git_dir_of(path),
             WorkerContext(task_id=task_id, branch=branch, worktree=str(path), created_at=clock.iso(ts) or "", description=description),
         )
+        faults.point("spawn.after-ctx")
         row = workers.Worker(
             task_id=task_id, state=State.ASSIGNED.value, branch=branch, worktree=str(path), base=base_ref,
             integration=settings.integration, description=description, assigned_at=ts, state_changed_at=ts,
@@ -198,6 +209,8 @@ def spawn(
         with repo.bus.write() as conn:
             other = workers.get_by_key(conn, task_id)
             if other is not None:
+                if other.task_id != task_id:  # a concurrent spawn of an id differing only in case won
+                    raise UsageError(f"task id {task_id!r} collides with existing task {other.task_id!r} (ids are case-insensitive)")
                 # lost a race with a concurrent spawn of the same task: theirs stands
                 created_branch = created_worktree = False
                 return SpawnResult(other, created=False)
@@ -208,12 +221,14 @@ def spawn(
                  "description": description},
                 ts,
             )
+            faults.point("spawn.before-commit")  # killed holding the bus write lock
     except BaseException:
         if created_worktree:
             worktrees.discard(cwd, path)
         if created_branch:
             cli.run(["update-ref", "-d", f"refs/heads/{branch}", base_sha], cwd=cwd, check=False)
         raise
+    faults.point("spawn.after-bus")
     result = SpawnResult(row, created=True)
     result.hooks_installed, warning = _ensure_hooks(repo)
     if warning:
@@ -262,10 +277,23 @@ def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
 
 
 def start(repo: Repo, task_id: str) -> Outcome:
-    """ASSIGNED -> WORKING, with a first heartbeat. Idempotent when already WORKING."""
+    """ASSIGNED -> WORKING, with a first heartbeat. Idempotent when already WORKING.
+
+    Also CONFLICTED -> WORKING once the agent has aborted the stopped rebase
+    (``git rebase --abort``) to go on working before trying ``done`` again.
+    """
+    w = get(repo.bus, task_id)
+    if w.state == State.CONFLICTED.value:
+        wt = Path(w.worktree)
+        if wt.is_dir() and worktrees.operation_in_progress(worktrees.git_dir_of(wt)) == "rebase":
+            raise ConflictError(
+                f"the rebase of {task_id} is still in progress in {wt}",
+                files=worktrees.conflicted_files(wt),
+                details=[*REBASE_STEPS, "or, to go back to work first: git rebase --abort, then git worker start"],
+            )
     ts = clock.now()
     return transition(
-        repo.bus, task_id, State.WORKING, allowed_from=[State.ASSIGNED], already=[State.WORKING], verb="start",
+        repo.bus, task_id, State.WORKING, allowed_from=[State.ASSIGNED, State.CONFLICTED], already=[State.WORKING], verb="start",
         extra_messages=[("heartbeat", {"source": "start"})], columns={"last_heartbeat": ts},
     )
 
@@ -323,6 +351,10 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
     op = worktrees.operation_in_progress(git_dir)
     if op:
         files = worktrees.conflicted_files(wt)
+        if op == "rebase" and files and w.state == State.WORKING.value:
+            # a `done` killed after git's rebase stopped on a conflict: record what it found
+            _record_rebase_conflict(repo, w, files, (git_dir / "rebase-merge" / "onto"),
+                                    integration_ref(repo, w.integration, fetch=False))
         raise ConflictError(
             f"a {op} is in progress in {wt}" + (f"; conflicting files: {', '.join(files)}" if files else ""),
             files=files, details=REBASE_STEPS if op == "rebase" else [f"finish or abort the {op} first"],
@@ -353,6 +385,7 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
         if not push.ok:
             raise GitError(f"could not push {w.branch} to {remote}: {push.message}")
         result.pushed = True
+        faults.point("done.after-push")
     result.outcome = transition(
         repo.bus, task_id, State.IN_REVIEW, allowed_from=[State.WORKING, State.CONFLICTED],
         already=[State.IN_REVIEW, State.APPROVED, State.COMPLETED], verb="done",
@@ -368,9 +401,11 @@ def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_r
     committer = objects.identity(wt)
     rb = objects.rebase_in_memory(repo.paths.common_dir, tip, base, onto, committer)
     if rb.clean:
+        faults.point("done.after-rebase")  # rebased in memory, nothing moved yet
         if refs.resolve(wt, "HEAD") != tip:
             raise ConflictError(f"{w.branch} moved while it was being rebased; run `git worker done` again")
         cli.run(["reset", "--quiet", "--keep", rb.tip], cwd=wt)
+        faults.point("done.after-reset")
         if refs.resolve(wt, "ORIG_HEAD") != tip:  # a commit slipped in between: put it back
             cli.run(["reset", "--quiet", "--keep", "ORIG_HEAD"], cwd=wt, check=False)
             raise ConflictError(f"{w.branch} moved while it was being rebased; run `git worker done` again")
@@ -383,15 +418,26 @@ def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_r
         new_tip = _require_tip(wt, "HEAD", "branch")
         return new_tip, []
     files = worktrees.conflicted_files(wt) or rb.conflicts
+    faults.point("done.after-git-rebase")  # git's rebase stopped, the task not CONFLICTED yet
     if w.state != State.CONFLICTED.value:
-        transition(
-            repo.bus, w.task_id, State.CONFLICTED, allowed_from=[State.WORKING], already=[State.CONFLICTED],
-            verb="done", extra_messages=[("rebase_conflict", {"files": files, "onto": onto, "onto_ref": onto_ref})],
-        )
+        _record_rebase_conflict(repo, w, files, onto, onto_ref)
     raise ConflictError(
         f"rebase conflict with {w.integration}; {w.task_id} is CONFLICTED",
         files=files,
         details=[f"Conflicting files: {', '.join(files)}", f"Worktree: {wt}", *REBASE_STEPS],
+    )
+
+
+def _record_rebase_conflict(repo: Repo, w: workers.Worker, files: list[str], onto: str | Path, onto_ref: str) -> None:
+    """WORKING -> CONFLICTED. ``onto`` is the sha, or git's ``rebase-merge/onto`` file that holds it."""
+    if isinstance(onto, Path):
+        try:
+            onto = onto.read_text(encoding="utf-8").strip()
+        except OSError:
+            onto = ""
+    transition(
+        repo.bus, w.task_id, State.CONFLICTED, allowed_from=[State.WORKING], already=[State.CONFLICTED],
+        verb="done", extra_messages=[("rebase_conflict", {"files": files, "onto": onto, "onto_ref": onto_ref})],
     )
 
 
@@ -410,11 +456,12 @@ def approve(repo: Repo, task_id: str, *, by: str | None = None, comment: str | N
 
 def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by: str | None = None) -> Outcome:
     """IN_REVIEW (or APPROVED) -> WORKING. The comment reaches the agent through its thread."""
-    return transition(
-        repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
-        verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment})],
-        columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
-    )
+    with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
+        return transition(
+            repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
+            verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment})],
+            columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
+        )
 
 
 def _review_round(verdict: str, by: str | None, comment: str | None) -> dict | None:
@@ -478,11 +525,6 @@ def merge(
                 f"the worktree of {task_id} has uncommitted changes ({', '.join(dirty[:5])}); "
                 "commit them (and have them reviewed) or pass --force to archive them"
             )
-    target_wt = worktrees.find_for_branch(cwd, f"refs/heads/{integration}")
-    if target_wt is not None and worktrees.dirty_files(target_wt.path, untracked=False):
-        raise GitError(
-            f"{integration} is checked out at {target_wt.path} with uncommitted changes; commit or stash them, then merge again"
-        )
     branch_ref = f"refs/heads/{w.branch}"
     tip = refs.resolve(cwd, branch_ref) or refs.resolve(cwd, refs.archive_name(task_id))
     if tip is None:
@@ -495,13 +537,21 @@ def merge(
     author = objects.identity(cwd, "GIT_AUTHOR_IDENT")
     message = f"Merge {w.branch} ({task_id})\n" + (f"\n{w.description}\n" if w.description else "")
     with hold(repo.lock_path("merge"), what="the merge lock"):
-        merged: str | None = None
+        # looked at under the lock: a merge fast-forwarding this checkout makes it look dirty meanwhile
+        target_wt = worktrees.find_for_branch(cwd, f"refs/heads/{integration}")
+        if target_wt is not None and worktrees.dirty_files(target_wt.path, untracked=False):
+            raise GitError(
+                f"{integration} is checked out at {target_wt.path} with uncommitted changes; commit or stash them, then merge again"
+            )
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             res.attempts = attempt
             target_ref = integration_ref(repo, integration, fetch=True)
             ours = _require_tip(cwd, target_ref, "integration branch")
             if refs.is_ancestor(cwd, tip, ours):
-                merged = ours  # already merged (a previous run was interrupted after publishing)
+                # already merged (a previous run was interrupted after publishing)
+                res.pushed = target_ref.startswith("refs/remotes/")
+                with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
+                    _record_merge(repo, w, res, ours, tip, target_ref, target_wt)
                 break
             mr = objects.merge_commit(repo.paths.common_dir, ours, tip, message, author, committer)
             if mr.commit is None:
@@ -517,33 +567,55 @@ def merge(
                              f"  1. in {wt}: git worker done   (rebases onto {integration})",
                              "  2. get it approved again", f"  3. git worker merge {task_id}"],
                 )
+            faults.point("merge.after-commit")  # the merge commit exists, nothing moved
             if check_argv:
                 _run_check(repo, mr.commit, check_argv)
-            if settings.remote:
-                push = gitremote.push(repo.paths.common_dir, settings.remote, mr.commit, integration, expect=ours,
-                                      env_extra={"NERVE_INTERNAL_PUSH": "merge"})
-                if push.ok:
-                    merged, res.pushed = mr.commit, True
-                    break
-                if push.rejected:
-                    continue  # the remote moved between fetch and push: merge again on the new tip
-                raise GitError(f"could not push {integration} to {settings.remote}: {push.message}")
-            if _advance_local(repo, integration, ours, mr.commit, target_wt):
-                merged = mr.commit
-                break
-        if merged is None:
+            # publish and record under the task's lock: request-changes and cancel wait for it, so the
+            # task cannot leave APPROVED between the integration branch moving and COMPLETED
+            with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
+                now = get(repo.bus, task_id)
+                if now.state != State.APPROVED.value:
+                    raise InvalidTransition(
+                        f"cannot merge {task_id}: it became {now.state} while the merge was prepared; nothing was merged"
+                    )
+                if target_ref.startswith("refs/remotes/"):  # (not for an integration branch the remote lacks)
+                    push = gitremote.push(repo.paths.common_dir, settings.remote, mr.commit, integration, expect=ours,
+                                          env_extra={"NERVE_INTERNAL_PUSH": "merge"})
+                    if push.rejected:
+                        continue  # the remote moved between fetch and push: merge again on the new tip
+                    if not push.ok:
+                        raise GitError(f"could not push {integration} to {settings.remote}: {push.message}")
+                    faults.point("merge.after-push")  # the remote moved, the local branch not yet
+                    res.pushed = True
+                elif not _advance_local(repo, integration, ours, mr.commit, target_wt):
+                    continue
+                _record_merge(repo, w, res, mr.commit, tip, target_ref, target_wt)
+            break
+        else:
             raise GitError(f"{integration} kept moving; gave up after {MERGE_ATTEMPTS} attempts (run merge again)")
-        if settings.remote:
-            warning = _sync_local_integration(repo, integration, merged, target_wt)
-            if warning:
-                res.warnings.append(warning)
-    res.commit = merged
-    res.outcome = transition(
-        repo.bus, task_id, State.COMPLETED, allowed_from=[State.APPROVED], already=[State.COMPLETED], verb="merge",
-        extra_messages=[("merged", {"commit": merged, "into": integration, "tip": tip, "pushed": res.pushed})],
-    )
+    faults.point("merge.after-transition")  # recorded, not cleaned up
     _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
     return res
+
+
+def task_lock(repo: Repo, w: workers.Worker) -> Path:
+    """The lock a merge holds from publishing to COMPLETED, and that moves out of APPROVED wait for."""
+    return repo.lock_path(f"task-{workers.task_key(w.task_id)}")
+
+
+def _record_merge(repo: Repo, w: workers.Worker, res: MergeResult, merged: str, tip: str, target_ref: str,
+                  target_wt: worktrees.WorktreeInfo | None) -> None:
+    """A published merge: bring the local integration branch up to a pushed one, then APPROVED -> COMPLETED."""
+    if target_ref.startswith("refs/remotes/"):
+        warning = _sync_local_integration(repo, w.integration, merged, target_wt)
+        if warning:
+            res.warnings.append(warning)
+    faults.point("merge.before-transition")  # published, not recorded
+    res.commit = merged
+    res.outcome = transition(
+        repo.bus, w.task_id, State.COMPLETED, allowed_from=[State.APPROVED], already=[State.COMPLETED], verb="merge",
+        extra_messages=[("merged", {"commit": merged, "into": w.integration, "tip": tip, "pushed": res.pushed})],
+    )
 
 
 def _parse_check(check: str | None) -> list[str] | None:
@@ -584,6 +656,13 @@ def _advance_local(repo: Repo, integration: str, old: str, new: str, target_wt: 
         return refs.update(repo.cwd, f"refs/heads/{integration}", new, old, f"nerve: merge into {integration}")
     if refs.resolve(target_wt.path, "HEAD") != old:
         return False
+    # `git merge --ff-only` updates the checkout before the ref: a lock file left by a killed git
+    # would make it fail half-way, so refuse before it starts
+    wt_git_dir = worktrees.git_dir_of(target_wt.path)
+    for lock in (repo.paths.common_dir / "refs" / "heads" / f"{integration}.lock", wt_git_dir / "index.lock",
+                 wt_git_dir / "HEAD.lock"):
+        if refs.stale_lock(lock):
+            raise GitError(f"cannot move {integration}: {cli.stale_lock_message(str(lock))}")
     proc = cli.run(["merge", "--ff-only", "--quiet", new], cwd=target_wt.path, check=False)
     if proc.returncode != 0:
         if refs.resolve(target_wt.path, "HEAD") != old:
@@ -633,7 +712,13 @@ def _archive(repo: Repo, w: workers.Worker, *, force: bool) -> str | None:
                 "commit them, or pass --force to archive them and remove the worktree"
             )
         head = refs.resolve(wt, "HEAD")
-        if dirty and head:
+        on_branch = refs.symbolic(wt, "HEAD") == f"refs/heads/{w.branch}"
+        if head and tip and tip != head and not on_branch:
+            # a stopped rebase or a detached HEAD: keep the branch's own commits (first parent,
+            # what retry restores) and what the worktree holds
+            tip = worktrees.snapshot(wt, head, f"nerve snapshot of {w.task_id}: worktree off its branch at removal",
+                                     parents=[tip, head])
+        elif dirty and head:
             tip = worktrees.snapshot(wt, head, f"nerve snapshot of {w.task_id}: uncommitted work at removal")
         elif head:
             tip = head
@@ -648,6 +733,7 @@ def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: 
     wt = Path(w.worktree)
     if wt.is_dir() or (delete_branch and refs.exists(repo.cwd, f"refs/heads/{w.branch}")):
         res.archive_ref = _archive(repo, w, force=force)
+    faults.point("cleanup.after-archive")
     if wt.is_dir():
         worktrees.remove(repo.cwd, wt, force=force)
         res.removed_worktree = True
@@ -683,18 +769,25 @@ class CancelResult:
 
 def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool = False, force: bool = False) -> CancelResult:
     """Any live state -> FAILED. ``cleanup`` archives the tip, then removes the worktree and branch."""
-    outcome = transition(
-        repo.bus, task_id, State.FAILED,
-        allowed_from=[State.ASSIGNED, State.WORKING, State.CONFLICTED, State.IN_REVIEW, State.APPROVED],
-        already=[State.FAILED], verb="cancel",
-        extra_messages=[("task_failed", {"reason": reason or "cancelled", "by": "cancel"})],
-    )
+    if cleanup and not force:
+        # refuse before the state changes: a refused cleanup leaves the task as it was
+        w = get(repo.bus, task_id)
+        if w.state != State.COMPLETED.value:
+            _refuse_unsaved(Path(w.worktree))
+    with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
+        outcome = transition(
+            repo.bus, task_id, State.FAILED,
+            allowed_from=[State.ASSIGNED, State.WORKING, State.CONFLICTED, State.IN_REVIEW, State.APPROVED],
+            already=[State.FAILED], verb="cancel",
+            extra_messages=[("task_failed", {"reason": reason or "cancelled", "by": "cancel"})],
+        )
     res = CancelResult(outcome)
+    faults.point("cancel.after-transition")
     if cleanup:
         w = outcome.worker
         wt = Path(w.worktree)
-        if wt.is_dir() and worktrees.operation_in_progress(worktrees.git_dir_of(wt)) and not force:
-            raise GitError(f"a rebase or merge is in progress in {wt}; finish or abort it, or pass --force")
+        if not force:
+            _refuse_unsaved(wt)
         res.archive_ref = _archive(repo, w, force=force)
         if wt.is_dir():
             worktrees.remove(repo.cwd, wt, force=force)
@@ -705,9 +798,25 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
     return res
 
 
+def _refuse_unsaved(wt: Path) -> None:
+    """GitError when removing ``wt`` would lose a stopped rebase/merge or uncommitted changes."""
+    if not wt.is_dir():
+        return
+    op = worktrees.operation_in_progress(worktrees.git_dir_of(wt))
+    if op:
+        raise GitError(f"a {op} is in progress in {wt}; finish or abort it, or pass --force")
+    dirty = worktrees.dirty_files(wt)
+    if dirty:
+        raise GitError(
+            f"the worktree {wt} has uncommitted changes ({', '.join(dirty[:5])}); "
+            "commit them, or pass --force to archive them and remove the worktree"
+        )
+
+
 def retry(repo: Repo, task_id: str) -> Outcome:
     """FAILED -> ASSIGNED, recreating the worktree (from the archive if the branch was removed)."""
-    outcome = transition(repo.bus, task_id, State.ASSIGNED, allowed_from=[State.FAILED], verb="retry",
+    # already ASSIGNED: a retry that stopped before its worktree was back is finished by running it again
+    outcome = transition(repo.bus, task_id, State.ASSIGNED, allowed_from=[State.FAILED], already=[State.ASSIGNED], verb="retry",
                          extra_messages=[("task_retry", {})], columns={"last_heartbeat": None})
     _ensure_worktree(repo, outcome.worker)
     return outcome

@@ -26,12 +26,27 @@ from ..paths import RepoPaths
 @dataclass(frozen=True)
 class Settings:
     remote: str | None
-    integration: str
+    #: None when it cannot be told (nothing configured, no remote, the main checkout detached)
+    integration_branch: str | None
     branch_prefix: str
     worktree_root: Path
     stale_after: float
     review_stale_after: float
     heartbeat_interval: float
+
+    @property
+    def integration(self) -> str:
+        """The integration branch; a UsageError only when a command needs it and it cannot be told.
+
+        (Commands on existing tasks use the branch stored with the task, so a
+        main checkout on a detached HEAD must not stop them.)
+        """
+        if not self.integration_branch:
+            raise UsageError(
+                "cannot tell the integration branch (the main checkout is on a detached HEAD); "
+                "set it with `git config nerve.integration <branch>`"
+            )
+        return self.integration_branch
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -87,11 +102,6 @@ def load(paths: RepoPaths, cfg: gitconfig.GitConfig) -> Settings:
         integration = gitremote.default_branch(cwd, remote)
     if not integration:
         integration = _head_branch(paths.common_dir)
-    if not integration:
-        raise UsageError(
-            "cannot tell the integration branch (the main checkout is on a detached HEAD); "
-            "set it with `git config nerve.integration <branch>`"
-        )
     root_cfg = cfg.get("nerve.worktreeDir")
     if root_cfg:
         root = Path(root_cfg).expanduser()
@@ -101,7 +111,7 @@ def load(paths: RepoPaths, cfg: gitconfig.GitConfig) -> Settings:
         root = main_checkout(paths).parent / f"{repo_name(paths)}.worktrees"
     return Settings(
         remote=remote,
-        integration=integration,
+        integration_branch=integration,
         branch_prefix=cfg.get("nerve.branchPrefix", "feat/") or "",
         worktree_root=root,
         stale_after=parse_duration(cfg.get("nerve.staleAfter"), 300.0, "nerve.staleAfter"),
