@@ -1,0 +1,43 @@
+"""Fault injection points for the reliability tests. Standard library only.
+
+A command calls :func:`point` at the moments where a crash would hurt most
+(a worktree made but no bus row yet, a merge published but not recorded,
+...). Normally that is one dictionary lookup. With ``NERVE_FAULT=<name>`` in
+the environment, the process dies at the point of that name:
+
+* ``NERVE_FAULT=<name>`` kills the process with SIGKILL, as ``kill -9``
+  would (no ``finally`` block, no atexit, no rollback of ours runs);
+* ``NERVE_FAULT=<name>:enospc`` raises ``OSError(ENOSPC)`` there instead,
+  and ``NERVE_FAULT=<name>:sqlite-full`` the ``sqlite3.OperationalError``
+  SQLite raises on a full disk, so a test can simulate a full disk without
+  filling one.
+
+The suites in ``tests/test_reliability_faults.py`` and ``bench/reliability``
+list the points and check that rerunning the killed command converges.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "NERVE_FAULT"
+
+
+def point(name: str) -> None:
+    """Die here (or raise the configured error) when ``NERVE_FAULT`` names this point."""
+    wanted = os.environ.get(ENV)
+    if not wanted:
+        return
+    target, _, action = wanted.partition(":")
+    if target != name:
+        return
+    if action == "enospc":
+        import errno
+
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if action == "sqlite-full":
+        import sqlite3
+
+        raise sqlite3.OperationalError("database or disk is full")
+    os.kill(os.getpid(), signal.SIGKILL)
