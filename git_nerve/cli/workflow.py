@@ -1,3 +1,135 @@
-"""Placeholder: this feature's commands are being written."""
+"""`git nerve run`, `git nerve validate` and `git worker run`: workflows and wrapped agents."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import sys
+
+import click
+
+from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, style, warn
+
+
+def _progress(kind: str, data: dict) -> None:
+    """One line on stderr per step, so stdout stays the summary (or the JSON)."""
+    if kind == "start":
+        echo(f"run: {data['workflow']} on {data['task']} (at most {data['max_rounds']} agent runs)", err=True)
+    elif kind == "role_start":
+        echo(f"  {data['role']} ({data['adapter']}) ...", err=True)
+    elif kind == "role_end":
+        detail = f": {data['detail']}" if data["status"] != "ok" and data["detail"] else ""
+        echo(f"  #{data['round']} {data['role']}: {data['status']} in {data['duration_s']:.1f}s{detail}", err=True)
+
+
+@click.command("run", context_settings=CONTEXT_SETTINGS)
+@click.argument("workflow")
+@click.option("--task", "task", metavar="TASK", help="Run on TASK instead of the worktree's own task.")
+@click.option("--max-rounds", "max_rounds", type=click.IntRange(min=1), metavar="N",
+              help="Stop after N agent runs (default: the workflow's own limit).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def run(workflow: str, task: str | None, max_rounds: int | None, as_json: bool) -> None:
+    """Run WORKFLOW on a task, in the task's worktree.
+
+    WORKFLOW is a name (.nerve/workflows/NAME.py in this checkout, else a
+    built-in such as `develop`) or an installed `package.module:attribute`.
+    Each role's result is appended to the task's thread as a round; agents
+    read the thread with `git nerve thread`. Ctrl-C stops the running agent
+    and its process group and records that.
+
+    \b
+    Exit codes: 0 the workflow completed; 1 it failed, hit the round limit
+    or was stopped; 2 bad input; 3 the task is not in a runnable state;
+    130 interrupted.
+    """
+    from ..steer.hook import stop_hook
+    from ..workflow.runner import run_task
+
+    result = run_task(workflow, task=task, max_rounds=max_rounds, between_rounds=stop_hook(),
+                      on_event=None if as_json else _progress)
+    if as_json:
+        echo_json(result.as_dict())
+    else:
+        lines = result.summary()
+        colour = {"completed": "green", "interrupted": "yellow"}.get(result.outcome, "red")
+        echo(style(lines[0], fg=colour, bold=True))
+        for line in lines[1:]:
+            echo(line)
+    sys.exit(result.exit_code)
+
+
+@click.command("validate", context_settings=CONTEXT_SETTINGS)
+@click.argument("workflows", nargs=-1, metavar="[WORKFLOW]...")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@handle_errors
+def validate(workflows: tuple[str, ...], as_json: bool) -> None:
+    """Check that workflows can run here; one line per problem, exit 1 if any.
+
+    Without WORKFLOW: every .nerve/workflows/*.py of this checkout, or the
+    built-ins when there are none. Checks nerve.toml (the extract provider
+    is configured), that every role has an adapter, and that the adapters'
+    programs are on PATH (HTTP adapters: their API key variable is set).
+    """
+    from ..workflow.validate import validate_here
+
+    report = validate_here(names=list(workflows) or None)
+    if as_json:
+        echo_json(report.as_dict())
+    elif report.ok:
+        echo(f"ok: {len(report.workflows)} workflow(s), {report.roles} role(s): {', '.join(report.workflows)}")
+    else:
+        for problem in report.problems:
+            echo(problem.line())
+    sys.exit(0 if report.ok else 1)
+
+
+@click.command(
+    "run", context_settings={**CONTEXT_SETTINGS, "ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--task", "task", metavar="TASK", help="Act on TASK instead of the worktree's own task.")
+@click.option("--done", is_flag=True, help="Run `git worker done` afterwards when CMD exits 0.")
+@click.option("--role", "role", metavar="ROLE", help="The role of the round recorded in the thread (default: CMD's name).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stderr when CMD ends.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
+@handle_errors
+def worker_run(task: str | None, done: bool, role: str | None, as_json: bool, command: tuple[str, ...]) -> None:
+    """Run an agent command in the task's worktree, supervised.
+
+    Starts the task if it is ASSIGNED, sends a heartbeat every
+    nerve.heartbeatInterval seconds (git config, default 15) while CMD runs,
+    forwards SIGINT/SIGTERM to CMD, appends CMD's exit code and the tail of
+    its output to the task's thread, and with --done runs `git worker done`
+    when CMD exits 0. Exits with CMD's exit code (128+N when signal N ended
+    it); when --done itself fails (e.g. a rebase conflict), with its error.
+    """
+    from ..steer.hook import stop_hook
+    from ..workflow.wrap import run_command
+
+    argv = list(command)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    result = run_command(
+        argv, task=task, done=done, role=role, on_tick=stop_hook(),
+        stdout=getattr(sys.stdout, "buffer", None), stderr=getattr(sys.stderr, "buffer", None),
+    )
+    if result.heartbeat_error:
+        warn(f"some heartbeats could not be recorded: {result.heartbeat_error}")
+    summary = f"run: {argv[0]} exited {result.exit_code} in {result.duration_s:.1f}s; round #{result.round} of {result.task_id}"
+    if result.stopped:
+        summary += f" (stopped: {result.stopped})"
+    if result.done is not None:
+        summary += "; done: " + (result.done.outcome.current if result.done.outcome else "already in review")
+    if as_json:
+        echo_json_err(result.as_dict())
+    else:
+        echo(summary, err=True)
+    sys.exit(result.exit_code)
+
+
+def echo_json_err(data: dict) -> None:
+    import json
+
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str), err=True)
+
+
+COMMANDS = [run, validate]
+WORKER_COMMANDS = [worker_run]

@@ -1,0 +1,56 @@
+"""Adapters: the capabilities roles run on.
+
+Command adapters for the agent CLIs (Claude Code, Codex, cursor-agent,
+Hermes, Aider, and any argv through :func:`create_exec`) and an HTTP adapter
+for OpenAI-compatible chat endpoints. Each CLI has a default instance
+(``claude_adapter``, ...) and a factory (``create_claude(model=, timeout=,
+extra_args=)``, ...); different timeouts are different instances.
+"""
+
+from .aider import aider_adapter, create_aider
+from .base import (
+    AdapterAborted,
+    AdapterError,
+    AdapterNonZeroExit,
+    AdapterSpawnFailed,
+    AdapterTimeout,
+    AgentContext,
+    AgentFn,
+    StartFrame,
+    adapter_name,
+    adapter_problems,
+)
+from .claude import claude_adapter, create_claude
+from .codex import codex_adapter, create_codex
+from .command import PROMPT_FILE, CommandAdapter, create_exec
+from .cursor import create_cursor, cursor_adapter
+from .hermes import create_hermes, hermes_adapter
+from .http import HttpAdapter, create_http
+
+__all__ = [
+    "PROMPT_FILE",
+    "AdapterAborted",
+    "AdapterError",
+    "AdapterNonZeroExit",
+    "AdapterSpawnFailed",
+    "AdapterTimeout",
+    "AgentContext",
+    "AgentFn",
+    "CommandAdapter",
+    "HttpAdapter",
+    "StartFrame",
+    "adapter_name",
+    "adapter_problems",
+    "aider_adapter",
+    "claude_adapter",
+    "codex_adapter",
+    "create_aider",
+    "create_claude",
+    "create_codex",
+    "create_cursor",
+    "create_exec",
+    "create_hermes",
+    "create_http",
+    "cursor_adapter",
+    "hermes_adapter",
+]

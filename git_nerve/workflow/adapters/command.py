@@ -1,0 +1,359 @@
+"""Running an agent CLI: one process runner for every command adapter.
+
+* argv lists only, never a shell; the prompt reaches the agent on standard
+  input or in a private temporary file whose path is an argv element
+  (:data:`PROMPT_FILE`), never interpolated into the command line;
+* the agent runs in its own session (``start_new_session=True``), so abort
+  and timeout kill its whole process group: SIGTERM, then SIGKILL after a
+  grace period, and grandchildren go with it;
+* no retries, no fallback: a failure is one of the four adapter errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...git import cli as gitcli
+from .base import (
+    DEFAULT_TIMEOUT,
+    AdapterAborted,
+    AdapterNonZeroExit,
+    AdapterSpawnFailed,
+    AdapterTimeout,
+    AgentContext,
+)
+
+log = logging.getLogger("git_nerve.workflow")
+
+#: An argv element equal to this is replaced by the path of the file holding the prompt.
+PROMPT_FILE = "{prompt_file}"
+#: Seconds between SIGTERM and SIGKILL when a process group is stopped.
+DEFAULT_GRACE = 5.0
+#: Most stdout kept from one agent run (the tail is kept: the typed result comes last).
+MAX_STDOUT = 2 * 1024 * 1024
+MAX_STDERR = 256 * 1024
+
+
+# -- process groups --------------------------------------------------------------
+
+
+def group_alive(pgid: int) -> bool:
+    """True while a live (not zombie) process is in process group ``pgid``."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return _live_member(pgid)
+
+
+def _live_member(pgid: int) -> bool:
+    """Scan /proc: zombies waiting for a slow init to reap them still count for killpg(0)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+def kill_group(proc: subprocess.Popen, grace: float = DEFAULT_GRACE, *, first: int = signal.SIGTERM) -> None:
+    """Stop the process group led by ``proc``: ``first`` (SIGTERM), then SIGKILL after ``grace`` seconds."""
+    pgid = proc.pid
+    try:
+        os.killpg(pgid, first)
+    except ProcessLookupError:
+        proc.poll()
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the leader so a zombie does not keep the group alive
+        if not group_alive(pgid):
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    deadline = time.monotonic() + 2.0
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+class Capture:
+    """Drain one pipe on a thread, keeping at most ``limit`` bytes (the tail)."""
+
+    def __init__(self, stream, limit: int, on_chunk: Callable[[bytes], None] | None = None):
+        self._stream = stream
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.dropped = 0
+        self._on_chunk = on_chunk
+        self._thread = threading.Thread(target=self._pump, daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        try:
+            while True:
+                chunk = self._stream.read1(65536) if hasattr(self._stream, "read1") else self._stream.read(65536)
+                if not chunk:
+                    break
+                if self._on_chunk is not None:
+                    self._on_chunk(chunk)
+                self._chunks.append(chunk)
+                self._size += len(chunk)
+                if self._size > 2 * self._limit:
+                    data = b"".join(self._chunks)
+                    self.dropped += len(data) - self._limit
+                    self._chunks, self._size = [data[-self._limit:]], self._limit
+        except (OSError, ValueError):
+            pass
+        finally:
+            try:
+                self._stream.close()
+            except OSError:
+                pass
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def text(self) -> str:
+        data = b"".join(self._chunks)
+        dropped = self.dropped
+        if len(data) > self._limit:
+            dropped += len(data) - self._limit
+            data = data[-self._limit:]
+        text = data.decode("utf-8", "replace")
+        return f"[... {dropped} bytes dropped ...]\n{text}" if dropped else text
+
+
+def _feed(stream, data: bytes) -> None:
+    try:
+        stream.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the agent stopped reading; what it did with the prompt shows in its exit
+    finally:
+        try:
+            stream.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    name: str,
+    cwd: str | os.PathLike[str] | None,
+    input_text: str | None,
+    timeout: float,
+    abort: threading.Event | None = None,
+    env: Mapping[str, str] | None = None,
+    grace: float = DEFAULT_GRACE,
+    poll: float = 0.05,
+) -> tuple[str, str]:
+    """Run ``argv`` in its own process group; return (stdout, stderr) when it exits 0.
+
+    Raises :class:`AdapterSpawnFailed`, :class:`AdapterNonZeroExit`,
+    :class:`AdapterTimeout` or :class:`AdapterAborted`.
+    """
+    argv = [os.fspath(a) for a in argv]
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        if cwd is not None and not os.path.isdir(cwd):
+            raise AdapterSpawnFailed(name, f"working directory {os.fspath(cwd)} does not exist") from None
+        raise AdapterSpawnFailed(name, f"`{argv[0]}` not found on PATH") from None
+    except PermissionError:
+        raise AdapterSpawnFailed(name, f"`{argv[0]}` is not executable") from None
+    except OSError as exc:
+        raise AdapterSpawnFailed(name, f"cannot start `{argv[0]}`: {exc.strerror or exc}") from None
+    started = time.monotonic()
+    log.debug("%s: started pid %d (%s)", name, proc.pid, argv[0])
+    out = Capture(proc.stdout, MAX_STDOUT)
+    err = Capture(proc.stderr, MAX_STDERR)
+    if input_text is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, input_text.encode("utf-8")), daemon=True).start()
+    deadline = started + timeout
+    try:
+        while True:
+            try:
+                code = proc.wait(timeout=poll)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if abort is not None and abort.is_set():
+                kill_group(proc, grace)
+                out.join(2.0), err.join(2.0)
+                raise AdapterAborted(name, "aborted; the agent's process group was killed")
+            if time.monotonic() >= deadline:
+                kill_group(proc, grace)
+                out.join(2.0), err.join(2.0)
+                raise AdapterTimeout(name, timeout, out.text())
+    except BaseException as exc:
+        if not isinstance(exc, (AdapterAborted, AdapterTimeout)) and proc.poll() is None:
+            kill_group(proc, grace)
+        raise
+    # The agent has exited; something it left behind in its group may still hold our pipes.
+    if not (out.join(1.0) and err.join(0.2)):
+        kill_group(proc, grace)
+        out.join(2.0), err.join(2.0)
+    log.debug("%s: exit %d after %.1fs", name, code, time.monotonic() - started)
+    stdout, stderr = out.text(), err.text()
+    if code != 0:
+        raise AdapterNonZeroExit(name, code, stdout, stderr, note=f"killed by signal {-code}" if code < 0 else None)
+    return stdout, stderr
+
+
+# -- the adapter ---------------------------------------------------------------------
+
+
+ArgvBuilder = Callable[["CommandAdapter"], list[str]]
+
+
+@dataclass(frozen=True)
+class CommandAdapter:
+    """An agent CLI as an :class:`~.base.AgentFn`.
+
+    ``model``, ``timeout`` and ``extra_args`` left as None take the defaults in
+    nerve.toml's ``[adapters.<name>]`` (see :meth:`with_defaults`), else the
+    built-in ones (no model flag, 300 s, no extra arguments).
+    """
+
+    name: str
+    binary: str
+    build: ArgvBuilder
+    prompt_via: str = "stdin"  #: "stdin" or "file" (the argv holds PROMPT_FILE)
+    model: str | None = None
+    timeout: float | None = None
+    extra_args: tuple[str, ...] | None = None
+    grace: float = DEFAULT_GRACE
+    env: Mapping[str, str] | None = None  #: extra environment variables for the agent
+
+    def __post_init__(self) -> None:
+        if self.prompt_via not in ("stdin", "file"):
+            raise ValueError(f"prompt_via must be 'stdin' or 'file', not {self.prompt_via!r}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError("timeout must be positive")
+
+    @property
+    def effective_timeout(self) -> float:
+        return float(self.timeout) if self.timeout is not None else DEFAULT_TIMEOUT
+
+    def argv(self) -> list[str]:
+        return self.build(self)
+
+    def with_defaults(self, defaults: Mapping[str, Any]) -> CommandAdapter:
+        """This adapter with nerve.toml's defaults filled in where the workflow set nothing."""
+        changes: dict[str, Any] = {}
+        if self.model is None and defaults.get("model"):
+            changes["model"] = str(defaults["model"])
+        if self.timeout is None and defaults.get("timeout") is not None:
+            changes["timeout"] = float(defaults["timeout"])
+        if self.extra_args is None and defaults.get("extra_args"):
+            changes["extra_args"] = tuple(str(a) for a in defaults["extra_args"])
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def check(self) -> list[str]:
+        if shutil.which(self.binary) is None:
+            return [f"`{self.binary}` is not on PATH"]
+        return []
+
+    def __call__(self, prompt: str, ctx: AgentContext) -> str:
+        argv = self.argv()
+        env = gitcli.clean_env(
+            {"NERVE_TASK_ID": ctx.task_id, "NERVE_ROLE": ctx.role, "NERVE_WORKFLOW": ctx.start.workflow, **(self.env or {})}
+        )
+        if self.prompt_via == "stdin":
+            stdout, _ = run_process(
+                argv, name=self.name, cwd=ctx.workdir, input_text=prompt, timeout=self.effective_timeout,
+                abort=ctx.abort, env=env, grace=self.grace,
+            )
+            return stdout
+        fd, path = tempfile.mkstemp(prefix="nerve-prompt-", suffix=".md")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(prompt)
+            argv = [path if a == PROMPT_FILE else a for a in argv]
+            stdout, _ = run_process(
+                argv, name=self.name, cwd=ctx.workdir, input_text=None, timeout=self.effective_timeout,
+                abort=ctx.abort, env=env, grace=self.grace,
+            )
+            return stdout
+        finally:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def model_flag(flag: str) -> Callable[[str | None], list[str]]:
+    return lambda model: [flag, model] if model else []
+
+
+def extras(adapter: CommandAdapter) -> list[str]:
+    return list(adapter.extra_args or ())
+
+
+def create_exec(
+    argv: Sequence[str],
+    *,
+    name: str | None = None,
+    prompt_via: str = "stdin",
+    timeout: float | None = None,
+    extra_args: Sequence[str] | None = None,
+    grace: float = DEFAULT_GRACE,
+    env: Mapping[str, str] | None = None,
+) -> CommandAdapter:
+    """Any program as an agent: ``argv`` (binary first) gets the prompt on stdin,
+    or with ``prompt_via="file"`` in a file whose path replaces the argv element
+    :data:`PROMPT_FILE`. ``extra_args`` are appended."""
+    base = [str(a) for a in argv]
+    if not base:
+        raise ValueError("create_exec needs a command: a non-empty argv list")
+    if prompt_via == "file" and PROMPT_FILE not in base:
+        raise ValueError(f"prompt_via='file' needs the argv element {PROMPT_FILE!r} where the prompt file's path goes")
+    return CommandAdapter(
+        name=name or os.path.basename(base[0]),
+        binary=base[0],
+        build=lambda a: [*base, *extras(a)],
+        prompt_via=prompt_via,
+        timeout=timeout,
+        extra_args=tuple(extra_args) if extra_args is not None else None,
+        grace=grace,
+        env=env,
+    )
+
+
+__all__ = ["PROMPT_FILE", "Capture", "CommandAdapter", "create_exec", "group_alive", "kill_group", "run_process"]

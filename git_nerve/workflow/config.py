@@ -1,0 +1,157 @@
+"""``nerve.toml`` at the repository root: the extract settings and adapter defaults.
+
+Nothing else lives there: no agent registry (RFC-003). Workflows name their
+adapters directly; ``[adapters.<name>]`` only fills in what a workflow left
+unset (``timeout``, ``model``, ``extra_args``) on adapters of that name.
+
+.. code-block:: toml
+
+    [extract]
+    provider = "parse"          # "parse": a fenced ```json/```yaml block or YAML frontmatter
+                                # "llm": that, else an OpenAI-compatible endpoint:
+    # base_url = "http://127.0.0.1:8000/v1"
+    # model = "qwen-plus"
+    # api_key_env = "NERVE_EXTRACT_API_KEY"   # the NAME of the variable holding the key
+
+    [adapters.claude]
+    timeout = 300
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from ..errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+FILE = "nerve.toml"
+
+
+class ExtractConfig(BaseModel):
+    """How raw agent output becomes typed meta; a role may override any field."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    provider: Literal["parse", "llm"] = "parse"
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = Field(default=None, description="the NAME of the environment variable holding the key")
+    timeout: float = Field(default=60.0, gt=0)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value or "=" in value or any(c.isspace() for c in value)):
+            raise ValueError("must be the name of an environment variable (e.g. NERVE_EXTRACT_API_KEY), not a key")
+        return value
+
+    @model_validator(mode="after")
+    def _llm_needs_endpoint(self) -> ExtractConfig:
+        if self.provider == "llm":
+            missing = [k for k in ("base_url", "model") if not getattr(self, k)]
+            if missing:
+                raise ValueError(f"provider = \"llm\" needs {' and '.join(missing)}")
+        return self
+
+    def merged(self, override: ExtractConfig | Mapping[str, Any] | None) -> ExtractConfig:
+        """Two-level merge: these (global) settings, then the role's."""
+        if override is None:
+            return self
+        fields = override.model_dump(exclude_unset=True) if isinstance(override, ExtractConfig) else dict(override)
+        try:
+            return ExtractConfig.model_validate({**self.model_dump(), **fields})
+        except ValidationError as exc:
+            raise UsageError(f"invalid extract override: {_errors(exc)}") from None
+
+
+class AdapterDefaults(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    timeout: float | None = Field(default=None, gt=0)
+    model: str | None = None
+    extra_args: list[str] | None = None
+
+
+class NerveConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    extract: ExtractConfig = ExtractConfig()
+    adapters: dict[str, AdapterDefaults] = Field(default_factory=dict)
+
+    def adapter_defaults(self, name: str) -> dict[str, Any]:
+        d = self.adapters.get(name)
+        return d.model_dump(exclude_none=True) if d else {}
+
+
+def _errors(exc: ValidationError) -> str:
+    parts = []
+    for e in exc.errors():
+        where = ".".join(str(p) for p in e["loc"])
+        parts.append(f"{where}: {e['msg']}" if where else e["msg"])
+    return "; ".join(parts)
+
+
+def path_in(toplevel: str | os.PathLike[str]) -> Path:
+    return Path(toplevel) / FILE
+
+
+def load(toplevel: str | os.PathLike[str] | None) -> NerveConfig:
+    """The configuration of the checkout at ``toplevel``; defaults when there is no nerve.toml."""
+    if toplevel is None:
+        return NerveConfig()
+    path = path_in(toplevel)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return NerveConfig()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path} is not valid TOML: {exc}") from None
+    try:
+        return NerveConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UsageError(f"{path}: {_errors(exc)}") from None
+
+
+def default_config() -> dict[str, Any]:
+    """What `git nerve init` writes: parse-based extraction and the adapters' default timeouts."""
+    return {
+        "extract": {"provider": "parse"},
+        "adapters": {name: {"timeout": 300} for name in ("claude", "codex", "cursor", "hermes", "aider")},
+    }
+
+
+def write_default(toplevel: str | os.PathLike[str]) -> Path:
+    """Write nerve.toml at ``toplevel`` unless one exists (a user's file is never overwritten)."""
+    import tomli_w
+
+    path = path_in(toplevel)
+    if path.exists() or path.is_symlink():
+        return path
+    tmp = path.with_name(f".{FILE}.{os.getpid()}.tmp")
+    tmp.write_text(tomli_w.dumps(default_config()), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+__all__ = ["FILE", "AdapterDefaults", "ExtractConfig", "NerveConfig", "default_config", "load", "write_default"]

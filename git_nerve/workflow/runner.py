@@ -1,0 +1,449 @@
+"""Running a workflow on a task: `git nerve run`.
+
+The loop: ask the steering hook (``between_rounds``) whether to stop, ask the
+moderator for the next role (or the end), enforce the round limit, run the
+role's adapter in the task's worktree, extract its typed meta, and append
+the result to the task's thread as a round:
+
+* role: the role's name; content: the agent's raw output (or the error);
+* metadata: the extracted meta plus the exit facts ``adapter``,
+  ``duration_s``, ``workflow`` and, on failure, ``error`` (the adapter error
+  kind), ``exit_code``, ``timeout_s`` or ``extract_error``.
+
+While an agent runs (on a worker thread) this thread records a heartbeat
+every ``heartbeat_interval`` seconds and calls ``on_tick``, which may return
+a reason to stop the agent. Ctrl-C (and SIGTERM) abort the running agent,
+kill its process group and record an ``aborted`` round.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import clock
+from ..bus import messages, rounds
+from ..bus.connection import Bus
+from ..errors import ExitCode, NerveError, UsageError
+from ..worker.heartbeat import record as record_heartbeat
+from .adapters.base import (
+    AdapterAborted,
+    AdapterError,
+    AgentContext,
+    StartFrame,
+    adapter_name,
+)
+from .config import NerveConfig
+from .extract import ExtractError, extract, schema_hint
+from .spec import End, Role, Thread, Workflow, problems
+
+log = logging.getLogger("git_nerve.workflow")
+
+#: ``hook(task_id) -> reason to stop, or None``: the steering queue's drain plugs in here.
+StopHook = Callable[[str], "str | None"]
+EventHook = Callable[[str, dict], None]
+
+#: Seconds to wait for an aborted adapter to return before giving up on it.
+ABORT_WAIT = 30.0
+
+EXIT_CODES = {
+    "completed": ExitCode.OK,
+    "failed": ExitCode.FAILURE,
+    "round_limit": ExitCode.FAILURE,
+    "stopped": ExitCode.FAILURE,
+    "error": ExitCode.FAILURE,
+    "interrupted": ExitCode.INTERRUPTED,
+}
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    round: int
+    role: str
+    adapter: str
+    duration_s: float
+    status: str  #: "ok", "extract_error", or the adapter error kind
+    detail: str = ""
+
+
+@dataclass
+class RunResult:
+    task_id: str
+    workflow: str
+    outcome: str = "error"  #: completed | failed | round_limit | stopped | interrupted | error
+    reason: str = ""
+    first_round: int = 1
+    rounds: list[RoundReport] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        return int(EXIT_CODES[self.outcome])
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        return data
+
+    def summary(self) -> list[str]:
+        lines = [f"workflow {self.workflow} on {self.task_id}: {self.outcome} ({self.reason})" if self.reason
+                 else f"workflow {self.workflow} on {self.task_id}: {self.outcome}"]
+        for r in self.rounds:
+            said = r.adapter
+            if r.detail and r.status != "ok":
+                said = r.detail if r.detail.startswith(f"{r.adapter}: ") else f"{r.adapter}: {r.detail}"
+            lines.append(f"  #{r.round} {r.role:<10} {r.status:<14} {r.duration_s:7.1f}s  {said}")
+        lines.append(f"{len(self.rounds)} agent run(s) in {self.duration_s:.1f}s; read them with `git nerve thread {self.task_id}`")
+        return lines
+
+
+def footer(workflow: Workflow, role_name: str, role: Role, start: StartFrame) -> str:
+    """What every prompt ends with: where the agent is, where its history is, what it must report."""
+    branch = f" (branch {start.branch})" if start.branch else ""
+    return "\n".join([
+        "",
+        "---",
+        f"Workflow `{workflow.name}`, role `{role_name}`, task `{start.task_id}`.",
+        f"Your working directory is the task's own worktree{branch}.",
+        (
+            "This prompt does not include the task's history: run `git nerve thread` in your working directory "
+            "to read it (`git nerve thread --before N` pages further back)."
+        ),
+        "When you are done, end your reply with a fenced ```json block holding one object with these fields:",
+        schema_hint(role.meta),
+    ])
+
+
+class _Interrupt(BaseException):
+    """SIGTERM, turned into the same clean stop as Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise _Interrupt()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Runner:
+    def __init__(
+        self,
+        workflow: Workflow,
+        *,
+        bus: Bus,
+        start: StartFrame,
+        config: NerveConfig | None = None,
+        max_rounds: int | None = None,
+        heartbeat_interval: float = 15.0,
+        between_rounds: StopHook | None = None,
+        on_tick: StopHook | None = None,
+        on_event: EventHook | None = None,
+    ):
+        if max_rounds is not None and max_rounds < 1:
+            raise UsageError("--max-rounds must be at least 1")
+        if heartbeat_interval <= 0:
+            raise UsageError("the heartbeat interval must be positive")
+        self.workflow = workflow
+        self.bus = bus
+        self.start = start
+        self.config = config or NerveConfig()
+        self.max_rounds = max_rounds or workflow.max_rounds
+        self.interval = heartbeat_interval
+        self.between_rounds = between_rounds
+        self.on_tick = on_tick
+        self.on_event = on_event or (lambda kind, data: None)
+        self.result = RunResult(start.task_id, workflow.name, first_round=start.first_round)
+        self._beat_warned = False
+        #: each role's extract settings: nerve.toml's [extract], then the role's own (checked before anything runs)
+        self.extract_config = {}
+        for name, role in workflow.roles.items():
+            try:
+                self.extract_config[name] = self.config.extract.merged(role.extract)
+            except UsageError as exc:
+                raise UsageError(f"role {name}: {exc.message}") from None
+
+    # -- the thread ------------------------------------------------------------------
+
+    def thread(self) -> Thread:
+        conn = self.bus.conn
+        last = rounds.last_round(conn, self.start.task_id)
+        numbers = list(range(self.start.first_round, last + 1))
+        return Thread(self.start, tuple(rounds.load(conn, self.start.task_id, numbers)))
+
+    def _append(self, role: str, content: str, metadata: dict[str, Any]) -> int:
+        with self.bus.write() as conn:
+            return rounds.append(conn, self.start.task_id, role=role, content=content, metadata=metadata, ts=clock.now())
+
+    def _publish(self, kind: str, payload: dict[str, Any]) -> None:
+        with self.bus.write() as conn:
+            messages.publish(conn, self.start.task_id, kind, payload, clock.now())
+
+    def _beat(self, status: str) -> None:
+        try:
+            record_heartbeat(self.bus, self.start.task_id, status=status, source="workflow")
+        except NerveError as exc:  # e.g. the task was removed meanwhile: keep the agent running, say it once
+            if not self._beat_warned:
+                log.warning("heartbeat for %s failed: %s", self.start.task_id, exc.message)
+                self._beat_warned = True
+
+    # -- the loop ------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        started = time.monotonic()
+        self._publish("workflow_start", {"workflow": self.workflow.name, "max_rounds": self.max_rounds})
+        self.on_event("start", {"workflow": self.workflow.name, "task": self.start.task_id, "max_rounds": self.max_rounds})
+        try:
+            with _sigterm_as_interrupt():
+                self._loop()
+        except (KeyboardInterrupt, _Interrupt):
+            self._finish("interrupted", "interrupted between agent runs")
+        finally:
+            self.result.duration_s = round(time.monotonic() - started, 1)
+        try:
+            self._publish("workflow_end", {
+                "workflow": self.workflow.name, "outcome": self.result.outcome, "reason": self.result.reason,
+                "rounds": [r.round for r in self.result.rounds],
+            })
+        except NerveError as exc:
+            log.warning("could not record the end of the run: %s", exc.message)
+        self.on_event("end", self.result.as_dict())
+        return self.result
+
+    def _finish(self, outcome: str, reason: str) -> None:
+        self.result.outcome, self.result.reason = outcome, reason
+
+    def _loop(self) -> None:
+        while True:
+            if self.between_rounds is not None:
+                reason = self.between_rounds(self.start.task_id)
+                if reason:
+                    return self._finish("stopped", reason)
+            try:
+                decision = self.workflow.moderator(self.thread())
+            except Exception as exc:
+                return self._finish("error", f"the moderator raised {type(exc).__name__}: {exc}")
+            if isinstance(decision, End):
+                return self._finish("completed" if decision.ok else "failed", decision.reason)
+            role = self.workflow.roles.get(decision) if isinstance(decision, str) else None
+            if role is None:
+                return self._finish("error", f"the moderator chose {decision!r}, which is not a role of {self.workflow.name}")
+            if len(self.result.rounds) >= self.max_rounds:
+                return self._finish(
+                    "round_limit", f"round limit reached ({self.max_rounds} agent runs); the moderator wanted {decision} next"
+                )
+            if not self._run_role(decision, role):
+                return
+
+    def _configured(self, adapter: Any) -> Any:
+        with_defaults = getattr(adapter, "with_defaults", None)
+        if callable(with_defaults):
+            return with_defaults(self.config.adapter_defaults(adapter_name(adapter)))
+        return adapter
+
+    def _run_role(self, name: str, role: Role) -> bool:
+        """Run one role and record its round; False when the run must end (interrupted or stopped)."""
+        adapter = self._configured(role.adapter)
+        aname = adapter_name(adapter)
+        so_far = self.thread().rounds
+        try:
+            prompt = role.render(self.start, so_far) + "\n" + footer(self.workflow, name, role, self.start)
+        except Exception as exc:
+            self._finish("error", f"the prompt of role {name} raised {type(exc).__name__}: {exc}")
+            return False
+        abort = threading.Event()
+        ctx = AgentContext(self.start, so_far, self.start.workdir, abort, self.start.task_id, name)
+        extract_cfg = self.extract_config[name]
+
+        def work() -> Any:
+            raw = adapter(prompt, ctx)
+            if not isinstance(raw, str):
+                raise TypeError(f"adapter {aname} returned {type(raw).__name__}, not str")
+            try:
+                got = extract(raw, role.meta, extract_cfg, reprompt=lambda p: adapter(p, ctx), abort=abort)
+            except ExtractError as exc:
+                return raw, None, exc
+            return raw, got, None
+
+        self.on_event("role_start", {"role": name, "adapter": aname})
+        t0 = time.monotonic()
+        outcome, stop_reason, interrupted = self._supervise(
+            work, abort, f"{self.workflow.name}: {name} running ({aname})", aname
+        )
+        duration = round(time.monotonic() - t0, 1)
+        facts: dict[str, Any] = {"adapter": aname, "duration_s": duration, "workflow": self.workflow.name}
+        value, exc = outcome
+        if exc is None:
+            raw, got, extract_error = value
+            if got is not None:
+                metadata = {**got.meta.model_dump(mode="json"), **facts}
+                if got.retries:
+                    metadata["extract_retries"] = got.retries
+                if got.via != "parse":
+                    metadata["extract_via"] = got.via
+                status, detail = "ok", ""
+            else:
+                metadata = {**facts, "extract_error": extract_error.message}
+                status, detail = "extract_error", extract_error.message
+            content = raw
+        elif isinstance(exc, AdapterError):
+            if isinstance(exc, AdapterAborted):
+                why = f"stopped: {stop_reason}" if stop_reason else f"interrupted ({interrupted})" if interrupted else "aborted"
+                content = f"{exc.message} ({why})"
+            else:
+                content = exc.message
+            metadata = {**facts, **exc.facts()}
+            status, detail = exc.kind, exc.message
+        else:
+            content = f"{aname}: the adapter raised {type(exc).__name__}: {exc}"
+            metadata = {**facts, "error": "exception"}
+            status, detail = "exception", content
+        number = self._append(name, content, metadata)
+        report = RoundReport(number, name, aname, duration, status, detail)
+        self.result.rounds.append(report)
+        self.on_event("role_end", asdict(report))
+        if interrupted:
+            self._finish("interrupted", f"{interrupted} while {name} was running; the agent was stopped")
+            return False
+        if stop_reason:
+            self._finish("stopped", stop_reason)
+            return False
+        return True
+
+    def _supervise(
+        self, work: Callable[[], Any], abort: threading.Event, status: str, aname: str
+    ) -> tuple[tuple[Any, BaseException | None], str | None, str | None]:
+        """Run ``work`` on a worker thread; heartbeat and tick here until it ends."""
+        box: dict[str, Any] = {}
+        finished = threading.Event()  # not Thread.join/is_alive: an interrupted join can misreport the thread as ended
+
+        def target() -> None:
+            try:
+                box["value"] = work()
+            except BaseException as exc:  # handed back to this thread
+                box["exc"] = exc
+            finally:
+                finished.set()
+
+        worker = threading.Thread(target=target, daemon=True, name="nerve-agent")
+        stop_reason: str | None = None
+        interrupted: str | None = None  # "Ctrl-C" or "SIGTERM"
+        self._beat(status)
+        worker.start()
+        next_tick = time.monotonic() + self.interval
+        try:
+            with _sigterm_as_interrupt():
+                while not finished.is_set() and not abort.is_set():
+                    finished.wait(max(0.0, min(0.1, next_tick - time.monotonic())))
+                    if not finished.is_set() and time.monotonic() >= next_tick:
+                        next_tick += self.interval
+                        self._beat(status)
+                        if self.on_tick is not None:
+                            stop_reason = self.on_tick(self.start.task_id) or None
+                            if stop_reason:
+                                abort.set()
+        except (KeyboardInterrupt, _Interrupt) as exc:
+            interrupted = "SIGTERM" if isinstance(exc, _Interrupt) else "Ctrl-C"
+            abort.set()
+        # After an abort the adapter kills the agent's process group; more Ctrl-C cannot skip that,
+        # but an adapter that ignores the abort is given up on after ABORT_WAIT seconds.
+        deadline = time.monotonic() + ABORT_WAIT
+        while not finished.is_set():
+            try:
+                with _sigterm_as_interrupt():
+                    finished.wait(0.1)
+            except (KeyboardInterrupt, _Interrupt) as exc:
+                interrupted = interrupted or ("SIGTERM" if isinstance(exc, _Interrupt) else "Ctrl-C")
+                abort.set()
+            if abort.is_set() and time.monotonic() > deadline and not finished.is_set():
+                left = AdapterAborted(aname, f"did not stop within {ABORT_WAIT:g}s of the abort; left behind")
+                return (None, left), stop_reason, interrupted
+        return (box.get("value"), box.get("exc")), stop_reason, interrupted
+
+
+def run(workflow: Workflow, *, bus: Bus, start: StartFrame, **options: Any) -> RunResult:
+    """Run ``workflow`` for ``start.task_id``; see :class:`Runner` for the options."""
+    found = problems(workflow)
+    if found:
+        raise UsageError(f"workflow {workflow.name or '?'} is not valid", details=found)
+    return Runner(workflow, bus=bus, start=start, **options).run()
+
+
+# -- from a command line --------------------------------------------------------------------
+
+
+RUNNABLE = ("ASSIGNED", "WORKING", "CONFLICTED")
+
+
+def run_task(
+    name: str,
+    *,
+    task: str | None = None,
+    cwd: str | Path | None = None,
+    max_rounds: int | None = None,
+    between_rounds: StopHook | None = None,
+    on_tick: StopHook | None = None,
+    on_event: EventHook | None = None,
+) -> RunResult:
+    """`git nerve run NAME [--task T] [--max-rounds N]`: everything from discovery to the summary."""
+    from ..context import resolve_task
+    from ..errors import InvalidTransition
+    from ..locks import LockTimeout, hold
+    from ..worker import lifecycle
+    from ..worker.settings import parse_duration
+    from ..worker.transitions import get as get_worker
+    from . import config as nerve_config
+    from .loader import load
+
+    repo = lifecycle.open_repo(cwd)
+    try:
+        task_id = resolve_task(repo.paths.git_dir, task)
+        w = get_worker(repo.bus, task_id)
+        workdir = Path(w.worktree)
+        toplevel = repo.paths.toplevel or workdir
+        workflow = load(name, toplevel)
+        found = problems(workflow)
+        if found:
+            raise UsageError(f"workflow {name} is not valid ({workflow.source})", details=found)
+        cfg = nerve_config.load(toplevel)
+        if w.state not in RUNNABLE:
+            raise InvalidTransition(f"cannot run a workflow on {task_id}: it is {w.state} (runs need {', '.join(RUNNABLE)})")
+        if not workdir.is_dir():
+            raise UsageError(f"the worktree of {task_id} is missing ({workdir}); run `git worker spawn {task_id}` to recreate it")
+        interval = parse_duration(repo.config.get("nerve.heartbeatInterval"), 15.0, "nerve.heartbeatInterval")
+        if interval <= 0:
+            raise UsageError("git config nerve.heartbeatInterval must be positive")
+        try:
+            with hold(repo.lock_path(f"run-{task_id}"), timeout=0, what=f"the run lock of {task_id}"):
+                if w.state == "ASSIGNED":
+                    lifecycle.start(repo, task_id)
+                start = StartFrame(
+                    task_id=task_id, workflow=workflow.name, content=w.description, workdir=str(workdir),
+                    branch=w.branch, base=w.base, first_round=rounds.last_round(repo.bus.conn, task_id) + 1,
+                )
+                return run(
+                    workflow, bus=repo.bus, start=start, config=cfg, max_rounds=max_rounds, heartbeat_interval=interval,
+                    between_rounds=between_rounds, on_tick=on_tick, on_event=on_event,
+                )
+        except LockTimeout:
+            raise NerveError(f"another `git nerve run` is working on {task_id}; wait for it or stop it first") from None
+    finally:
+        repo.close()
+
+
+__all__ = ["EXIT_CODES", "RoundReport", "RunResult", "Runner", "footer", "run", "run_task"]

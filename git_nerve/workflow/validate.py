@@ -1,0 +1,115 @@
+"""`git nerve validate`: can these workflows run here?
+
+Checks, one problem per line: nerve.toml parses and its extract provider is
+configured (an ``llm`` provider needs its endpoint and its key variable set);
+every workflow loads and is well formed; every role has an adapter, the
+adapters' binaries are on PATH (HTTP adapters: their key variable is set).
+Nothing is run and nothing is contacted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from . import config as nerve_config
+from .adapters.base import adapter_name, adapter_problems
+from .loader import builtin_names, load, repo_names
+from .spec import Workflow, problems
+
+
+@dataclass(frozen=True)
+class Problem:
+    where: str
+    message: str
+
+    def line(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass
+class Report:
+    workflows: list[str] = field(default_factory=list)
+    roles: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "workflows": self.workflows,
+            "roles": self.roles,
+            "problems": [{"where": p.where, "message": p.message} for p in self.problems],
+        }
+
+
+def _extract_problems(cfg: nerve_config.ExtractConfig) -> list[str]:
+    if cfg.provider == "llm" and cfg.api_key_env and not os.environ.get(cfg.api_key_env):
+        return [f"extract provider llm: environment variable {cfg.api_key_env} (the API key) is not set"]
+    return []
+
+
+def default_names(toplevel: str | os.PathLike[str] | None) -> list[str]:
+    """The repository's workflows; the built-ins when it has none."""
+    return repo_names(toplevel) or builtin_names()
+
+
+def validate(toplevel: str | os.PathLike[str] | None, names: Sequence[str] | None = None) -> Report:
+    report = Report()
+    try:
+        cfg = nerve_config.load(toplevel)
+    except UsageError as exc:
+        report.problems.append(Problem(nerve_config.FILE, exc.message))
+        cfg = nerve_config.NerveConfig()
+    else:
+        report.problems += [Problem(nerve_config.FILE, m) for m in _extract_problems(cfg.extract)]
+    for name in names or default_names(toplevel):
+        try:
+            wf = load(name, toplevel)
+        except UsageError as exc:
+            report.workflows.append(name)
+            report.problems.append(Problem(name, exc.message))
+            continue
+        report.workflows.append(wf.name if ":" not in name else name)
+        report.problems += _workflow_problems(name, wf, cfg)
+        report.roles += len(wf.roles) if isinstance(wf, Workflow) else 0
+    return report
+
+
+def _workflow_problems(label: str, wf: Workflow, cfg: nerve_config.NerveConfig) -> list[Problem]:
+    found = [Problem(label, p) for p in problems(wf)]
+    if found:
+        return found
+    for role_name, role in wf.roles.items():
+        where = f"{label}: role {role_name}"
+        adapter = role.adapter
+        with_defaults = getattr(adapter, "with_defaults", None)
+        if callable(with_defaults):
+            adapter = with_defaults(cfg.adapter_defaults(adapter_name(adapter)))
+        found += [Problem(where, f"adapter {adapter_name(adapter)}: {m}") for m in adapter_problems(adapter)]
+        try:
+            extract_cfg = cfg.extract.merged(role.extract)
+        except UsageError as exc:
+            found.append(Problem(where, exc.message))
+            continue
+        if role.extract is not None:
+            found += [Problem(where, m) for m in _extract_problems(extract_cfg)]
+    return found
+
+
+def validate_here(cwd: str | Path | None = None, names: Sequence[str] | None = None) -> Report:
+    """`git nerve validate` from ``cwd``: the checkout's workflows and nerve.toml."""
+    from ..paths import discover
+
+    paths = discover(cwd)
+    return validate(paths.toplevel, names)
+
+
+__all__ = ["Problem", "Report", "default_names", "validate", "validate_here"]

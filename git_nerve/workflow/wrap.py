@@ -1,0 +1,242 @@
+"""`git worker run [--task T] [--done] -- CMD ...`: any agent command, supervised.
+
+Starts the task if it is ASSIGNED, runs CMD in the task's worktree (in its
+own process group, output passed through and its tail kept), records a
+heartbeat every ``nerve.heartbeatInterval`` seconds from a background thread
+while CMD runs, forwards SIGINT and SIGTERM to CMD, then appends a round
+(the exit code and the tail of the output) to the task's thread and, with
+``--done`` and exit status 0, runs `git worker done`. The exit status is
+CMD's (128+N when a signal N ended it).
+
+Only the command's name is recorded, never its arguments (they may hold a
+prompt or a secret).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .. import clock
+from ..bus import rounds
+from ..bus.connection import Bus
+from ..errors import InvalidTransition, NerveError, UsageError
+from ..git import cli as gitcli
+from .adapters.command import DEFAULT_GRACE, Capture, kill_group
+
+TAIL_LINES = 40
+TAIL_CHARS = 4000
+RUNNABLE = ("ASSIGNED", "WORKING", "CONFLICTED")
+
+
+@dataclass
+class WrapResult:
+    task_id: str
+    exit_code: int
+    round: int
+    duration_s: float
+    started: bool  #: this run moved the task ASSIGNED -> WORKING
+    signal: int | None = None  #: the signal that ended CMD
+    stopped: str | None = None  #: why CMD was stopped by a tick
+    done: Any = None  #: the `git worker done` result, with --done and exit 0
+    heartbeats: int = 0
+    heartbeat_error: str | None = None  #: the last heartbeat that could not be recorded, if any
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id, "exit_code": self.exit_code, "round": self.round, "duration_s": self.duration_s,
+            "started": self.started, "signal": self.signal, "stopped": self.stopped, "heartbeats": self.heartbeats,
+            "heartbeat_error": self.heartbeat_error,
+            "done": None if self.done is None else (self.done.outcome.current if self.done.outcome else "already"),
+        }
+
+
+class _Tail:
+    """The last lines of stdout and stderr together, in arrival order."""
+
+    def __init__(self, limit: int = 64 * 1024):
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._limit = limit
+        self._lock = threading.Lock()
+
+    def add(self, chunk: bytes) -> None:
+        with self._lock:
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            while self._size - len(self._chunks[0]) >= self._limit:
+                self._size -= len(self._chunks.popleft())
+
+    def text(self, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+        with self._lock:
+            data = b"".join(self._chunks)
+        text = data.decode("utf-8", "replace").rstrip()
+        kept = text.splitlines()[-lines:]
+        out = "\n".join(kept)
+        return out[-chars:] if len(out) > chars else out
+
+
+def _tee(stream: BinaryIO | None, tail: _Tail) -> Callable[[bytes], None]:
+    def on_chunk(chunk: bytes) -> None:
+        tail.add(chunk)
+        if stream is not None:
+            try:
+                stream.write(chunk)
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    return on_chunk
+
+
+def _found(argv0: str, cwd: Path) -> bool:
+    if os.sep in argv0:
+        path = Path(argv0) if os.path.isabs(argv0) else cwd / argv0
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(argv0) is not None
+
+
+class _Heartbeats(threading.Thread):
+    """A heartbeat at once, then every ``interval`` seconds, on its own bus connection; ``on_tick`` may stop CMD."""
+
+    def __init__(self, bus_path: Path, task_id: str, status: str, interval: float,
+                 proc: subprocess.Popen, on_tick: Callable[[str], str | None] | None, grace: float):
+        super().__init__(daemon=True, name="nerve-heartbeat")
+        self.bus_path, self.task_id, self.status, self.interval = bus_path, task_id, status, interval
+        self.proc, self.on_tick, self.grace = proc, on_tick, grace
+        self.stop_event = threading.Event()
+        self.count = 0
+        self.stopped: str | None = None
+        self.error: str | None = None
+
+    def run(self) -> None:
+        from ..worker.heartbeat import record
+
+        bus = Bus(self.bus_path)
+        try:
+            self._beat(record, bus)  # one as CMD starts, then one per interval
+            while not self.stop_event.wait(self.interval):
+                self._beat(record, bus)
+                if self.on_tick is not None and self.stopped is None:
+                    reason = self.on_tick(self.task_id)
+                    if reason:
+                        self.stopped = reason
+                        kill_group(self.proc, self.grace)
+        finally:
+            bus.close()
+
+    def _beat(self, record, bus: Bus) -> None:
+        try:
+            record(bus, self.task_id, status=self.status, source="run")
+            self.count += 1
+        except NerveError as exc:  # e.g. the bus stayed locked: CMD keeps running
+            self.error = exc.message
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    task: str | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    done: bool = False,
+    role: str | None = None,
+    on_tick: Callable[[str], str | None] | None = None,
+    stdout: BinaryIO | None = None,
+    stderr: BinaryIO | None = None,
+    grace: float = DEFAULT_GRACE,
+) -> WrapResult:
+    """Run ``argv`` for a task; see the module docstring."""
+    from ..context import resolve_task
+    from ..worker import lifecycle
+    from ..worker.settings import parse_duration
+    from ..worker.transitions import get as get_worker
+
+    argv = [os.fspath(a) for a in argv]
+    if not argv or not argv[0]:
+        raise UsageError("no command given: git worker run [--task T] [--done] -- CMD [ARGS...]")
+    here = Path(cwd) if cwd is not None else Path.cwd()
+    repo = lifecycle.open_repo(here)
+    try:
+        task_id = resolve_task(repo.paths.git_dir, task)
+        w = get_worker(repo.bus, task_id)
+        if w.state not in RUNNABLE:
+            raise InvalidTransition(f"cannot run a command for {task_id}: it is {w.state} (needs {', '.join(RUNNABLE)})")
+        worktree = Path(w.worktree)
+        if not worktree.is_dir():
+            raise UsageError(f"the worktree of {task_id} is missing ({worktree}); run `git worker spawn {task_id}` to recreate it")
+        resolved_here = here.resolve()
+        run_dir = here if resolved_here == worktree.resolve() or worktree.resolve() in resolved_here.parents else worktree
+        if not _found(argv[0], run_dir):
+            raise UsageError(f"command not found: {argv[0]}")
+        interval = parse_duration(repo.config.get("nerve.heartbeatInterval"), 15.0, "nerve.heartbeatInterval")
+        if interval <= 0:
+            raise UsageError("git config nerve.heartbeatInterval must be positive")
+        started = False
+        if w.state == "ASSIGNED":
+            started = lifecycle.start(repo, task_id).changed
+        name = os.path.basename(argv[0])
+        tail = _Tail()
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=run_dir, env=gitcli.clean_env({"NERVE_TASK_ID": task_id}),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+        out = Capture(proc.stdout, 64 * 1024, _tee(stdout, tail))
+        err = Capture(proc.stderr, 64 * 1024, _tee(stderr, tail))
+        beats = _Heartbeats(repo.paths.bus_path, task_id, f"running {name}", interval, proc, on_tick, grace)
+        beats.start()
+        code = _wait_forwarding(proc)
+        beats.stop_event.set()
+        beats.join()
+        out.join(2.0), err.join(0.5)
+        duration = round(time.monotonic() - t0, 1)
+        exit_code = code if code >= 0 else 128 - code
+        metadata: dict[str, Any] = {"command": name, "exit_code": exit_code, "duration_s": duration}
+        if code < 0:
+            metadata["signal"] = signal.Signals(-code).name if -code in signal.valid_signals() else -code
+        if beats.stopped:
+            metadata["stopped"] = beats.stopped
+        content = tail.text() or "(no output)"
+        with repo.bus.write() as conn:
+            number = rounds.append(conn, task_id, role=role or name, content=content, metadata=metadata, ts=clock.now())
+        result = WrapResult(task_id, exit_code, number, duration, started, -code if code < 0 else None, beats.stopped,
+                            heartbeats=beats.count, heartbeat_error=beats.error)
+        if done and exit_code == 0:
+            result.done = lifecycle.done(repo, task_id)
+        return result
+    finally:
+        repo.close()
+
+
+def _wait_forwarding(proc: subprocess.Popen) -> int:
+    """Wait for ``proc``, forwarding SIGINT and SIGTERM to its process group meanwhile."""
+    if threading.current_thread() is not threading.main_thread():
+        return proc.wait()
+
+    def forward(signum, frame):
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return proc.wait()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+__all__ = ["TAIL_CHARS", "TAIL_LINES", "WrapResult", "run_command"]
