@@ -1,3 +1,152 @@
-"""Placeholder: this feature's commands are being written."""
+"""`git nerve tell`, `git nerve outbox` and `git worker merge [--all]`: steering running work."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import json
+
+import click
+
+from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, warn
+
+
+@click.command("tell", context_settings=CONTEXT_SETTINGS)
+@click.argument("message")
+@click.option("--task", "task", metavar="TASK", help="Address TASK's runs (default: this worktree's task).")
+@click.option("--all", "all_tasks", is_flag=True, help="Address every task's runs and the merge queue.")
+@click.option("--kind", "kind", metavar="[stop|skip|add|note]", help="Say what MESSAGE is instead of reading it from the text.")
+@click.option("--json", "as_json", is_flag=True, help="Print the queued message as JSON.")
+@handle_errors
+def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_json: bool) -> None:
+    """Queue MESSAGE for running work and print its id.
+
+    \b
+    The kind is read from the start of the text unless --kind says it:
+      stop ...          the run ends before its next agent starts (`git nerve run`),
+                        the agent is stopped (`git worker run`), or the merge queue
+                        ends after the merge under way (`git worker merge --all`)
+      skip TASK         take TASK out of the merge queue
+      add TASK          put an APPROVED TASK (back) in the merge queue
+      anything else     a note: appended at once to the task's thread (role
+                        `human`), where the agents read it with `git nerve thread`
+
+    \b
+    Without --task or --all a message goes to this worktree's task; outside a
+    task's worktree, `stop` goes to the merge queue. skip and add always go to
+    the merge queue. Each consumer acts on a message once and answers in
+    `git nerve outbox`; a message queued while nothing runs waits for the next run.
+    """
+    from ..steer.tell import tell_here
+
+    told = tell_here(message, task=task, all_tasks=all_tasks, kind=kind)
+    if as_json:
+        echo_json(told.as_dict())
+        return
+    echo(str(told.id))
+    echo(told.describe(), err=True)
+
+
+@click.command("outbox", context_settings=CONTEXT_SETTINGS)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with --follow: one object per line).")
+@handle_errors
+def outbox(follow: bool, as_json: bool) -> None:
+    """Acknowledgements of queued messages, oldest first.
+
+    Each line says which consumer acted on which message (its text, kind and
+    the time it was queued) and what it did.
+    """
+    from ..steer import outbox as box
+
+    bus = box.open_here(create=follow)
+    if bus is None:
+        if as_json:
+            echo_json([])
+        return
+    try:
+        if not follow:
+            found = box.lines(bus)
+            if as_json:
+                echo_json([box.as_dict(line) for line in found])
+            for line in [] if as_json else found:
+                echo(box.render(line))
+            return
+        try:
+            for line in box.follow(bus):
+                echo(json.dumps(box.as_dict(line), ensure_ascii=False) if as_json else box.render(line))
+        except KeyboardInterrupt:
+            return
+    finally:
+        bus.close()
+
+
+@click.command("merge", context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id", required=False)
+@click.option("--all", "all_tasks", is_flag=True, help="Merge every APPROVED task in approval order, as a steerable queue.")
+@click.option("--delete-branch", is_flag=True, help="Also delete the task's branch (local and remote) once merged.")
+@click.option("--check", metavar="CMD", help="Run CMD on the merge result first; if it fails nothing moves.")
+@click.option("--force", is_flag=True, help="Archive uncommitted changes in the worker's worktree and remove it anyway.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@handle_errors
+def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str | None, force: bool, as_json: bool) -> None:
+    """Merge approved work into the integration branch (APPROVED -> COMPLETED).
+
+    Give TASK_ID, or --all: every APPROVED task, oldest approval first. While the queue
+    runs, `git nerve tell "skip TASK"` takes a task out, `git nerve tell
+    "add TASK"` puts an APPROVED one back and `git nerve tell stop` ends the
+    queue after the merge under way; each is answered in `git nerve outbox`
+    and on stderr. A merge that conflicts or fails --check is reported and the
+    queue goes on; the exit code is then that of the first failure (1 when
+    the queue was stopped).
+    """
+    from ..errors import UsageError
+    from . import worker as worker_cli
+
+    if (task_id is None) == (not all_tasks):
+        raise UsageError("give a TASK_ID or --all (not both)")
+    if not all_tasks:
+        worker_cli.merge.callback(task_id=task_id, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
+        return
+    _merge_all(worker_cli, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
+
+
+def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: bool, as_json: bool) -> None:
+    import sys
+
+    from ..steer.queue import merge_all
+
+    repo = worker_cli._repo(create=False)
+    try:
+        def merged(task_id: str, res) -> None:
+            for w in res.warnings:
+                warn(w)
+            if not as_json:
+                worker_cli.print_merge(task_id, res)
+
+        def failed(task_id: str, exc) -> None:
+            echo(f"merge {task_id} failed: {exc.message}", err=True)
+
+        result = merge_all(repo, delete_branch=delete_branch, check=check, force=force,
+                           say=lambda text: echo(f"steer: {text}", err=True), on_merged=merged, on_failed=failed)
+        if as_json:
+            echo_json({
+                "merged": [worker_cli.merge_json(repo, t, res) for t, res in result.merged],
+                "failed": [{"task_id": t, "error": e.message, "exit_code": int(e.exit_code),
+                            **({"files": e.files} if getattr(e, "files", None) else {})} for t, e in result.failed],
+                "skipped": result.skipped, "pending": result.pending, "stopped": result.stopped,
+                "outbox": result.lines, "exit_code": result.exit_code,
+            })
+        elif not (result.merged or result.failed or result.skipped or result.pending or result.stopped):
+            echo("nothing to merge: no task is APPROVED")
+        else:
+            echo(result.summary())
+        if result.error is not None:
+            echo(f"error: {result.error.message}", err=True)
+            for detail in result.error.details:
+                echo(detail, err=True)
+    finally:
+        repo.close()
+    sys.exit(result.exit_code)
+
+
+COMMANDS = [tell, outbox]
+WORKER_COMMANDS = [merge]

@@ -82,8 +82,9 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 @handle_errors
 def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, as_json: bool) -> None:
     """Create TASK_ID's branch and worktree and assign it (-> ASSIGNED)."""
-    from ..worker import lifecycle
+    from ..worker import ids, lifecycle
 
+    ids.validate(task_id)  # before the bus is created: a bad id leaves nothing behind
     repo = _repo()
     try:
         res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch)
@@ -176,17 +177,20 @@ _COLORS = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIE
 @json_option
 @handle_errors
 def show(task_id: str, as_json: bool) -> None:
-    """A task's state and its whole message history."""
+    """A task's state, its whole message history and what was told about it (`git nerve tell`)."""
     from .. import clock
+    from ..steer import tell as steer_tell
     from ..worker import lifecycle
     from ..worker.status import row
 
     repo = _repo(create=False)
     try:
         w, msgs = lifecycle.show(repo, task_id)
+        told = steer_tell.about(repo.bus, task_id)
         if as_json:
             echo_json({"worker": row(w, _settings_or_none(repo)),
-                       "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload} for m in msgs]})
+                       "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload} for m in msgs],
+                       "inbox": [e.as_dict() for e in told]})
             return
         echo(f"{style(w.task_id, bold=True)}  {w.state}  {w.branch}  {w.worktree}")
         if w.description:
@@ -202,6 +206,10 @@ def show(task_id: str, as_json: bool) -> None:
             echo(f"{clock.iso(m.ts)}  {m.kind:<16} {_summary(m.kind, m.payload)}")
         if pending_hb:
             echo(f"{'':20}  ({pending_hb} heartbeat{'s' if pending_hb > 1 else ''})")
+        if told:
+            echo("Told (git nerve tell):")
+            for e in told:
+                echo(f'{clock.iso(e.message.ts)}  #{e.message.id:<4} {e.message.kind:<5} "{e.message.text}"  ({e.status})')
     finally:
         repo.close()
 
@@ -277,23 +285,33 @@ def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_
         for w in res.warnings:
             warn(w)
         if as_json:
-            echo_json({**_row(repo, task_id), "merge_commit": res.commit, "pushed": res.pushed,
-                       "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
-                       "branch_deleted": res.deleted_branch})
-            return
-        if res.already:
-            echo(f"Merged: {task_id} (already COMPLETED)")
+            echo_json(merge_json(repo, task_id, res))
         else:
-            echo(f"Merged: {task_id} into {res.into} as {res.commit[:12] if res.commit else '?'}"
-                 + (" (pushed)" if res.pushed else ""))
-        if res.archive_ref:
-            echo(f"  Archived tip: {res.archive_ref}")
-        if res.removed_worktree:
-            echo("  Worktree removed")
-        if res.deleted_branch:
-            echo("  Branch deleted")
+            print_merge(task_id, res)
     finally:
         repo.close()
+
+
+def merge_json(repo, task_id: str, res) -> dict:
+    """A merged task as `git worker merge --json` prints it (also used by `merge --all`)."""
+    return {**_row(repo, task_id), "merge_commit": res.commit, "pushed": res.pushed,
+            "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
+            "branch_deleted": res.deleted_branch}
+
+
+def print_merge(task_id: str, res) -> None:
+    """A merged task as `git worker merge` prints it (also used by `merge --all`)."""
+    if res.already:
+        echo(f"Merged: {task_id} (already COMPLETED)")
+    else:
+        echo(f"Merged: {task_id} into {res.into} as {res.commit[:12] if res.commit else '?'}"
+             + (" (pushed)" if res.pushed else ""))
+    if res.archive_ref:
+        echo(f"  Archived tip: {res.archive_ref}")
+    if res.removed_worktree:
+        echo("  Worktree removed")
+    if res.deleted_branch:
+        echo("  Branch deleted")
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
@@ -351,7 +369,7 @@ def retry(task_id: str, as_json: bool) -> None:
 @json_option
 @handle_errors
 def start(task: str | None, as_json: bool) -> None:
-    """Begin work (ASSIGNED -> WORKING). Run inside the task's worktree."""
+    """Begin work (ASSIGNED -> WORKING; CONFLICTED -> WORKING after `git rebase --abort`). Run inside the task's worktree."""
     from ..worker import lifecycle
 
     repo = _repo(create=False)

@@ -1,0 +1,154 @@
+"""Steering tables: the inbox (`git nerve tell`), one cursor per consumer, the outbox.
+
+The inbox is append-only: draining never deletes or edits a message, it
+moves the consumer's cursor. Every function that writes takes the
+connection of the caller's ``bus.write()`` transaction, so a drain reads the
+messages after its cursor, writes its outbox lines and moves its cursor in
+one commit (or not at all). Standard library only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+SCOPES = ("task", "all", "queue")
+KINDS = ("stop", "skip", "add", "note")
+
+
+@dataclass(frozen=True)
+class InboxMessage:
+    id: int
+    ts: float
+    scope: str  #: 'task' | 'all' | 'queue'
+    task_id: str | None  #: the task addressed (scope 'task')
+    kind: str  #: 'stop' | 'skip' | 'add' | 'note'
+    target: str | None  #: the task named by skip/add
+    text: str
+
+
+@dataclass(frozen=True)
+class OutboxLine:
+    id: int
+    ts: float
+    consumer: str | None
+    inbox_id: int | None
+    kind: str
+    text: str
+
+
+_INBOX = "SELECT id, ts, scope, task_id, kind, target, text FROM inbox"
+_OUTBOX = "SELECT id, ts, consumer, inbox_id, kind, text FROM outbox"
+
+
+# -- the inbox ------------------------------------------------------------------------
+
+
+def enqueue(
+    conn: sqlite3.Connection, *, scope: str, kind: str, text: str, ts: float,
+    task_id: str | None = None, target: str | None = None,
+) -> int:
+    """Append one message; returns its id."""
+    if scope not in SCOPES or kind not in KINDS:
+        raise ValueError(f"scope {scope!r} / kind {kind!r}")
+    cur = conn.execute(
+        "INSERT INTO inbox(ts, scope, task_id, kind, target, text) VALUES (?, ?, ?, ?, ?, ?)",
+        (ts, scope, task_id, kind, target, text),
+    )
+    return int(cur.lastrowid)
+
+
+def last_id(conn: sqlite3.Connection) -> int:
+    """The newest inbox id (0 when the inbox is empty)."""
+    return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM inbox").fetchone()[0])
+
+
+def for_task_after(conn: sqlite3.Connection, task_id: str, after: int, *, all_since: float | None) -> list[InboxMessage]:
+    """Messages after id ``after`` that a run of ``task_id`` must see, oldest first.
+
+    Those addressed to the task, and those addressed to every task (scope
+    'all') queued at or after ``all_since`` (the task's creation: a message
+    to "every task" does not reach tasks spawned after it). ``all_since``
+    None leaves the 'all' messages out.
+    """
+    sql = f"{_INBOX} WHERE id > ? AND ((scope = 'task' AND task_id = ?)"
+    params: list = [after, task_id]
+    if all_since is not None:
+        sql += " OR (scope = 'all' AND ts >= ?)"
+        params.append(all_since)
+    return [InboxMessage(*r) for r in conn.execute(sql + ") ORDER BY id", params)]
+
+
+def for_queue_after(conn: sqlite3.Connection, after: int) -> list[InboxMessage]:
+    """Messages after id ``after`` for the merge queue (scope 'queue' or 'all'), oldest first."""
+    cur = conn.execute(f"{_INBOX} WHERE id > ? AND scope IN ('queue', 'all') ORDER BY id", (after,))
+    return [InboxMessage(*r) for r in cur]
+
+
+def about_task(conn: sqlite3.Connection, task_id: str, *, all_since: float | None) -> list[InboxMessage]:
+    """Every message concerning ``task_id`` (addressed to it, to every task, or naming it), oldest first."""
+    sql = f"{_INBOX} WHERE (scope = 'task' AND task_id = ?) OR (scope = 'queue' AND target = ?)"
+    params: list = [task_id, task_id]
+    if all_since is not None:
+        sql += " OR (scope = 'all' AND ts >= ?)"
+        params.append(all_since)
+    return [InboxMessage(*r) for r in conn.execute(sql + " ORDER BY id", params)]
+
+
+# -- cursors --------------------------------------------------------------------------
+
+
+def cursor(conn: sqlite3.Connection, consumer: str) -> int:
+    """The last inbox id ``consumer`` has acted on (0 for a consumer never seen)."""
+    row = conn.execute("SELECT last_id FROM cursors WHERE consumer = ?", (consumer,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def advance(conn: sqlite3.Connection, consumer: str, to: int, ts: float) -> None:
+    """Move ``consumer``'s cursor to ``to``; a cursor never moves backwards."""
+    conn.execute(
+        "INSERT INTO cursors(consumer, last_id, updated_at) VALUES (?, ?, ?) "
+        "ON CONFLICT(consumer) DO UPDATE SET last_id = MAX(last_id, excluded.last_id), updated_at = excluded.updated_at",
+        (consumer, to, ts),
+    )
+
+
+# -- the outbox -----------------------------------------------------------------------
+
+
+def acknowledge(
+    conn: sqlite3.Connection, *, consumer: str | None, inbox_id: int | None, kind: str, text: str, ts: float
+) -> bool:
+    """Append an outbox line; False when ``consumer`` already has one for this message and kind."""
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO outbox(ts, consumer, inbox_id, kind, text) VALUES (?, ?, ?, ?, ?)",
+        (ts, consumer, inbox_id, kind, text),
+    )
+    return cur.rowcount == 1
+
+
+def outbox_after(conn: sqlite3.Connection, after: int = 0, *, limit: int | None = None) -> list[OutboxLine]:
+    """Outbox lines after id ``after``, oldest first."""
+    sql = f"{_OUTBOX} WHERE id > ? ORDER BY id"
+    params: list = [after]
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(limit)
+    return [OutboxLine(*r) for r in conn.execute(sql, params)]
+
+
+def outbox_for(conn: sqlite3.Connection, inbox_ids: list[int]) -> list[OutboxLine]:
+    """The outbox lines answering the given inbox messages, oldest first."""
+    out: list[OutboxLine] = []
+    for start in range(0, len(inbox_ids), 500):
+        chunk = inbox_ids[start:start + 500]
+        cur = conn.execute(f"{_OUTBOX} WHERE inbox_id IN ({','.join('?' * len(chunk))}) ORDER BY id", chunk)
+        out.extend(OutboxLine(*r) for r in cur)
+    out.sort(key=lambda line: line.id)
+    return out
+
+
+__all__ = [
+    "KINDS", "SCOPES", "InboxMessage", "OutboxLine", "about_task", "acknowledge", "advance", "cursor", "enqueue",
+    "for_queue_after", "for_task_after", "last_id", "outbox_after", "outbox_for",
+]

@@ -1,0 +1,192 @@
+"""`git worker merge --all`: every APPROVED task merged in approval order, steerable as a queue.
+
+The queue is the APPROVED tasks at the start, oldest approval first. Before
+each merge (and once more when the queue is empty) it drains the
+``merge-all`` consumer:
+
+* ``stop`` ends the queue (the merge under way, if any, has finished);
+  the tasks left stay APPROVED;
+* ``skip <task>`` takes a task out of the pending queue;
+* ``add <task>`` puts an APPROVED task (back) in, at its approval position.
+
+Each message gets one outbox line saying what it did (written with the
+cursor move, in one transaction) and one line on ``say`` (stderr).
+
+A merge that conflicts (the task goes back to WORKING), fails its
+``--check``, or finds its task no longer APPROVED is reported and the queue
+goes on; any other error (git, the bus) ends the queue. Only one
+``merge --all`` runs per repository at a time.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import clock
+from ..bus import workers
+from ..errors import CheckFailed, ConflictError, ExitCode, InvalidTransition, NerveError
+from .drain import QUEUE_CONSUMER, Ack, Batch, DrainResult, drain, line, stop_acks
+
+#: merge failures that concern one task only: the queue goes on
+TASK_FAILURES = (ConflictError, CheckFailed, InvalidTransition)
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class QueueResult:
+    merged: list[tuple[str, Any]] = field(default_factory=list)  #: (task, lifecycle.MergeResult), in merge order
+    failed: list[tuple[str, NerveError]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  #: taken out by `skip`, still APPROVED
+    pending: list[str] = field(default_factory=list)  #: left in the queue when it stopped or broke off
+    stopped: str | None = None  #: the stop's outbox line
+    error: NerveError | None = None  #: the error that ended the queue
+    lines: list[str] = field(default_factory=list)  #: the outbox lines this run wrote
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return int(self.error.exit_code)
+        if self.failed:
+            return int(self.failed[0][1].exit_code)
+        if self.stopped:
+            return int(ExitCode.FAILURE)
+        return int(ExitCode.OK)
+
+    def summary(self) -> str:
+        parts = [f"merged {len(self.merged)} task(s)" + (f": {', '.join(t for t, _ in self.merged)}" if self.merged else "")]
+        if self.failed:
+            parts.append(f"failed: {', '.join(t for t, _ in self.failed)}")
+        if self.skipped:
+            parts.append(f"skipped: {', '.join(self.skipped)}")
+        if self.pending:
+            parts.append(f"left APPROVED: {', '.join(self.pending)}")
+        if self.stopped:
+            parts.append(self.stopped)
+        return "; ".join(parts)
+
+
+class Queue:
+    """The pending tasks, ordered by approval time; changed only by drained messages."""
+
+    def __init__(self, approved: list[workers.Worker]):
+        self.pending: list[tuple[float, str]] = sorted((_order(w), w.task_id) for w in approved)
+        self.merged: set[str] = set()
+        self.skipped: list[str] = []
+        self._planned: tuple[list[tuple[float, str]], list[str]] | None = None
+
+    @property
+    def tasks(self) -> list[str]:
+        return [t for _, t in self.pending]
+
+    def respond(self, conn: sqlite3.Connection, batch: Batch) -> list[Ack]:
+        """Plan the batch's effect (inside the drain's transaction) and say what each message does."""
+        if batch.stop is not None:
+            return stop_acks(batch)
+        pending, skipped = list(self.pending), list(self.skipped)
+        acks: list[Ack] = []
+        for m in batch.commands:
+            target = m.target or ""
+            queued = [p for p in pending if p[1] == target]
+            if m.kind == "skip":
+                if queued:
+                    pending.remove(queued[0])
+                    skipped.append(target)
+                    head = f"skip {target}: taken out of the merge queue"
+                elif target in self.merged:
+                    head = f"skip {target}: already merged by this queue, nothing to do"
+                else:
+                    head = f"skip {target}: not in the merge queue, nothing to do"
+            else:
+                w = workers.get(conn, target)
+                if queued:
+                    head = f"add {target}: already in the merge queue"
+                elif w is None or w.state != "APPROVED":
+                    head = f"add {target}: it is {w.state if w else 'gone'}, not APPROVED; not queued"
+                else:
+                    pending.append((_order(w), target))
+                    pending.sort()
+                    if target in skipped:
+                        skipped.remove(target)
+                    head = f"add {target}: put in the merge queue (position {pending.index((_order(w), target)) + 1})"
+            acks.append(Ack(m, line(head, m)))
+        self._planned = (pending, skipped)
+        return acks
+
+    def adopt(self) -> None:
+        """Make the plan of the last drain real (it committed)."""
+        if self._planned is not None:
+            self.pending, self.skipped = self._planned
+            self._planned = None
+
+    def pop(self) -> str:
+        return self.pending.pop(0)[1]
+
+
+def _order(w: workers.Worker) -> float:
+    return w.approved_at if w.approved_at is not None else w.state_changed_at
+
+
+def _say_drained(result: DrainResult, say: Say) -> None:
+    for text in result.lines:
+        say(text)
+    for note in result.notes:
+        say(f'note: "{note.text}" (queued at {clock.iso(note.ts)})')
+
+
+def merge_all(
+    repo: Any,
+    *,
+    delete_branch: bool = False,
+    check: str | None = None,
+    force: bool = False,
+    say: Say | None = None,
+    on_merged: Callable[[str, Any], None] | None = None,
+    on_failed: Callable[[str, NerveError], None] | None = None,
+) -> QueueResult:
+    """Run the merge queue of ``repo`` (a :class:`lifecycle.Repo`); see the module docstring."""
+    from ..locks import LockTimeout, hold
+    from ..worker import lifecycle
+
+    say = say or (lambda text: None)
+    result = QueueResult()
+    try:
+        with hold(repo.lock_path("merge-all"), timeout=0, what="the merge queue lock"):
+            queue = Queue(workers.all_workers(repo.bus.conn, states=("APPROVED",)))
+            while True:
+                drained = drain(repo.bus, QUEUE_CONSUMER, respond=queue.respond)
+                queue.adopt()
+                result.lines.extend(drained.lines)
+                _say_drained(drained, say)
+                if drained.stop:
+                    result.stopped = drained.stop_message
+                    break
+                if not queue.pending:
+                    break
+                task_id = queue.pop()
+                try:
+                    merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
+                except TASK_FAILURES as exc:
+                    result.failed.append((task_id, exc))
+                    if on_failed:
+                        on_failed(task_id, exc)
+                    continue
+                except NerveError as exc:
+                    result.failed.append((task_id, exc))
+                    result.error = exc
+                    break
+                queue.merged.add(task_id)
+                result.merged.append((task_id, merged))
+                if on_merged:
+                    on_merged(task_id, merged)
+            result.skipped = list(queue.skipped)
+            result.pending = queue.tasks
+    except LockTimeout:
+        raise NerveError("another `git worker merge --all` is running in this repository; wait for it or stop it") from None
+    return result
+
+
+__all__ = ["TASK_FAILURES", "Queue", "QueueResult", "merge_all"]

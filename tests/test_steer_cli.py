@@ -1,0 +1,104 @@
+"""`git nerve tell`, `git nerve outbox` and `git worker show`'s told messages, from the command line."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from fixtures.repos import worker as wk
+
+BIN = Path(sys.executable).parent
+
+
+def test_tell_prints_the_id_and_a_note_reaches_the_thread_from_anywhere(repo, gw, gn):
+    wt = wk.spawn(repo.work, "t1")
+    res = gn(["tell", "--task", "t1", "use tabs, not spaces"], repo.work / "src")
+    assert res.code == 0, res
+    assert res.out == "1\n"
+    assert "queued #1: note for t1; added to the thread (t1 #1)" in res.err
+    res = gn(["tell", "the docs need a changelog entry"], wt)  # inside the worktree: its own task
+    assert res.code == 0 and res.out == "2\n"
+    thread = gn(["thread", "t1", "--json"], wt)
+    got = [(r["role"], r["content"]) for r in json.loads(thread.out)["rounds"]]
+    assert got == [("human", "use tabs, not spaces"), ("human", "the docs need a changelog entry")]
+
+
+def test_bad_input_is_one_line_exit_2_and_nothing_queued(repo, gw, gn):
+    wk.spawn(repo.work, "t1")
+    for args, message in [
+        (["tell", ""], "error: empty message"),
+        (["tell", "--task", "t9", "hi"], "error: unknown task 't9'"),
+        (["tell", "--kind", "halt", "--task", "t1", "now"], "error: unknown kind 'halt': use one of stop, skip, add, note"),
+        (["tell", "skip t9"], "error: unknown task 't9'; to send the text as a note, pass --kind note"),
+        (["tell", "hello"], "error: a note needs a task"),
+    ]:
+        res = gn(args, repo.work)
+        assert res.code == 2, (args, res)
+        assert res.err.startswith(message) and res.err.count("\n") == 1, (args, res.err)
+    assert json.loads(gn(["outbox", "--json"], repo.work).out) == []
+    assert json.loads(gw(["show", "t1", "--json"], repo.work).out)["inbox"] == []
+
+
+def test_tell_json_and_show_lists_what_was_told(repo, gw, gn):
+    wk.spawn(repo.work, "t1")
+    res = gn(["tell", "--json", "--task", "t1", "--kind", "stop", "wrap it up"], repo.work)
+    assert res.code == 0
+    told = json.loads(res.out)
+    assert (told["kind"], told["scope"], told["task"], told["text"]) == ("stop", "task", "t1", "wrap it up")
+    gn(["tell", "skip t1"], repo.work)
+    shown = gw(["show", "t1"], repo.work)
+    assert "Told (git nerve tell):" in shown.out
+    assert '#1    stop  "wrap it up"  (waiting for task:t1)' in shown.out
+    assert '#2    skip  "skip t1"  (waiting for merge-all)' in shown.out
+    inbox = json.loads(gw(["show", "t1", "--json"], repo.work).out)["inbox"]
+    assert [(e["id"], e["scope"], e["status"]) for e in inbox] == [(1, "task", "waiting for task:t1"),
+                                                                 (2, "queue", "waiting for merge-all")]
+
+
+def test_outbox_lists_oldest_first_and_follow_prints_new_lines(repo, gw, gn):
+    wk.drive(repo.work, "t1", "APPROVED")
+    assert gn(["outbox"], repo.work).out == ""
+    gn(["tell", "skip t1"], repo.work)
+    assert gw(["merge", "--all"], repo.work).code == 0  # the skip is acted on: nothing merged
+    lines = json.loads(gn(["outbox", "--json"], repo.work).out)
+    assert [(x["consumer"], x["kind"], x["inbox_id"]) for x in lines] == [("merge-all", "skip", 1)]
+    assert lines[0]["text"].startswith('skip t1: taken out of the merge queue; queued message: "skip t1" (queued at ')
+    text = gn(["outbox"], repo.work).out
+    assert text.endswith(f"merge-all        {lines[0]['text']}\n")
+
+    proc = subprocess.Popen([str(BIN / "git-nerve"), "outbox", "--follow", "--json"], cwd=repo.work,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(proc.stdout.readline())
+        assert first["id"] == lines[0]["id"]
+        gn(["tell", "stop"], repo.work)
+        gw(["merge", "--all"], repo.work)
+        second = json.loads(proc.stdout.readline())
+        assert second["kind"] == "stop" and second["text"].startswith('stopped by queued message: "stop" (queued at ')
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+
+
+def test_help_names_the_patterns_and_merge_keeps_its_options(gn, gw, tmp_path):
+    res = gn(["tell", "--help"], tmp_path)
+    assert res.code == 0 and "skip TASK" in res.out and "--kind" in res.out and "--all" in res.out
+    res = gw(["merge", "--help"], tmp_path)
+    for option in ("--all", "--delete-branch", "--check", "--force", "--json"):
+        assert option in res.out
+    assert gn(["outbox", "--help"], tmp_path).code == 0
+
+
+def test_merge_needs_a_task_or_all(repo, gw):
+    wk.drive(repo.work, "t1", "APPROVED")
+    for args in (["merge"], ["merge", "t1", "--all"]):
+        res = gw(args, repo.work)
+        assert res.code == 2 and res.err == "error: give a TASK_ID or --all (not both)\n"
+    assert wk.state(repo.work, "t1") == "APPROVED"
+    res = gw(["merge", "t1"], repo.work)  # the single-task merge is unchanged
+    assert res.code == 0 and res.out.startswith("Merged: t1 into main as ")
+    assert wk.state(repo.work, "t1") == "COMPLETED"
