@@ -1,0 +1,9 @@
+"""Floor 2: the git hooks that make agents' plain-git activity visible on the bus.
+
+* :mod:`.install`: put the shims (top-level ``hooks/``) into the directory
+  git uses for hooks, chaining any hook that was there; take them out again.
+* :mod:`.run`: the entry the shims start (``python -S``, standard library only).
+* :mod:`.runtime`: the hook bodies: post-commit, post-rewrite, pre-push.
+
+Importing this package imports nothing: the hook path pays only for what it uses.
+"""
