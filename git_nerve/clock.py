@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 
 
 def now() -> float:
@@ -14,6 +13,8 @@ def iso(ts: float | None) -> str | None:
     """``2026-04-23T13:00:00Z`` (seconds precision, UTC), or None."""
     if ts is None:
         return None
+    from datetime import datetime, timezone  # lazily: the hooks import this module on every commit
+
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from collections import namedtuple
 from pathlib import Path
 
+from . import faults
 from .errors import UsageError
-from .paths import CTX_FILE, NERVE
+from .paths import CTX_FILE, NERVE, create_file, make_dirs
 
 
-@dataclass(frozen=True)
-class WorkerContext:
-    task_id: str
-    branch: str
-    worktree: str
-    created_at: str
-    description: str = ""
+class WorkerContext(namedtuple("WorkerContext", "task_id branch worktree created_at description", defaults=("",))):
+    """The task a worktree belongs to (all strings; a named tuple: the hooks avoid importing dataclasses)."""
+
+    __slots__ = ()
 
 
 def ctx_path(git_dir: str | os.PathLike[str]) -> Path:
@@ -58,12 +56,18 @@ def read(git_dir: str | os.PathLike[str]) -> WorkerContext | None:
 def write(git_dir: str | os.PathLike[str], ctx: WorkerContext) -> Path:
     """Write atomically (temp file + rename); refuse to follow a symlink."""
     path = ctx_path(git_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     if path.is_symlink():
         raise UsageError(f"refusing to write {path}: it is a symlink")
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(asdict(ctx), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(create_file(tmp), "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(ctx._asdict(), indent=2, ensure_ascii=False) + "\n")
+        faults.point("ctx.write")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not leave half a file behind
+        raise
     return path
 
 

@@ -22,7 +22,7 @@ class InitReport:
     bus: Path
     integration: str | None
     integration_pinned: bool = False
-    hooks: str = "unavailable"
+    hooks: str = "not installed"
     nerve_toml: Path | None = None
     nerve_toml_created: bool = False
     warnings: list[str] = field(default_factory=list)
@@ -57,21 +57,17 @@ def init(cwd=None) -> InitReport:
 
         report.hooks = "already installed" if hooks_install.installed(paths) else "installed"
         if report.hooks == "installed":
-            hooks_install.install(paths)
-    except ImportError:
-        report.hooks = "unavailable"
+            installed = hooks_install.install(paths)
+            report.warnings += [c.message or f"hook {c.name} not installed" for c in installed.conflicts]
     except Exception as exc:
         report.hooks = "failed"
         report.warnings.append(f"could not install hooks: {exc}")
     if paths.toplevel is not None:
-        try:
-            from .workflow import config as wf_config
-        except ImportError:
-            wf_config = None
-        if wf_config is not None:
-            target = paths.toplevel / "nerve.toml"
-            report.nerve_toml = target
-            if not target.exists():
-                wf_config.write_default(paths.toplevel)
-                report.nerve_toml_created = True
+        from .workflow import config as wf_config
+
+        target = paths.toplevel / "nerve.toml"
+        report.nerve_toml = target
+        if not target.exists():
+            wf_config.write_default(paths.toplevel)
+            report.nerve_toml_created = True
     return report

@@ -12,7 +12,7 @@ submodule layouts all resolve the way git resolves them.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from .errors import GitError, UsageError
@@ -23,11 +23,16 @@ BUS_FILE = "bus.db"
 CTX_FILE = ".worker-ctx.json"
 
 
-@dataclass(frozen=True)
-class RepoPaths:
-    git_dir: Path  #: this worktree's git dir (``.git`` or ``.git/worktrees/<name>``)
-    common_dir: Path  #: shared by all worktrees
-    toplevel: Path | None  #: None in a bare repository
+# Plain named tuples rather than dataclasses on the hot path (hooks, heartbeat):
+# importing dataclasses pulls in inspect, ast and dis, ~20 ms on every commit.
+class RepoPaths(namedtuple("RepoPaths", "git_dir common_dir toplevel")):
+    """Where a repository lives, as git sees it from one worktree.
+
+    git_dir: Path, this worktree's git dir (``.git`` or ``.git/worktrees/<name>``);
+    common_dir: Path, shared by all worktrees; toplevel: Path | None, None in a bare repository.
+    """
+
+    __slots__ = ()
 
     @property
     def nerve_dir(self) -> Path:
@@ -80,6 +85,38 @@ def discover(cwd: str | os.PathLike[str] | None = None, *, inherit_location: boo
     return RepoPaths(Path(git_dir), Path(common_dir), Path(toplevel) if toplevel else None)
 
 
+# -- creating files ---------------------------------------------------------
+
+#: Modes for what git-nerve creates under ``<git-common-dir>/nerve/``: the umask
+#: still applies (022 gives 755/644, 077 gives 700/600), but even under umask
+#: 000 nothing is world-writable.
+DIR_MODE = 0o775
+FILE_MODE = 0o664
+
+
+def make_dirs(path: str | os.PathLike[str]) -> Path:
+    """``mkdir -p`` whose every new directory gets :data:`DIR_MODE` minus the umask."""
+    p = Path(path)
+    missing = []
+    while not p.is_dir():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+    return Path(path)
+
+
+def create_file(path: str | os.PathLike[str], flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> int:
+    """``os.open`` with :data:`FILE_MODE` (minus the umask); returns the descriptor."""
+    return os.open(path, flags, FILE_MODE)
+
+
 # -- network filesystems ----------------------------------------------------
 
 NETWORK_FS = {
@@ -120,4 +157,4 @@ def ensure_local_filesystem(path: str | os.PathLike[str]) -> None:
         )
 
 
-__all__ = ["RepoPaths", "discover", "ensure_local_filesystem", "filesystem_type", "GitError"]
+__all__ = ["RepoPaths", "discover", "ensure_local_filesystem", "filesystem_type", "make_dirs", "create_file", "GitError"]

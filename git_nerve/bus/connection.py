@@ -10,18 +10,14 @@ run git or any subprocess inside a write block.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import random
 import sqlite3
-import stat
 import time
 from pathlib import Path
-from typing import Iterator
 
 from .. import faults
 from ..errors import DatabaseError
-from ..paths import BUS_FILE, ensure_local_filesystem
+from ..paths import BUS_FILE, ensure_local_filesystem, make_dirs
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 30_000
@@ -38,10 +34,7 @@ def make_private_dir(path: Path) -> None:
     if path.is_dir():
         return
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & stat.S_IWOTH:
-            path.chmod(mode & ~stat.S_IWOTH)
+        make_dirs(path)
     except OSError as exc:
         raise DatabaseError(f"cannot create {path}: {exc.strerror or exc}") from exc
 
@@ -49,8 +42,13 @@ def make_private_dir(path: Path) -> None:
 class Bus:
     """A connection to ``<git-common-dir>/nerve/bus.db``."""
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True):
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
+                 busy_timeout: float = BUSY_TIMEOUT_MS / 1000, retries: int = RETRIES):
+        """``busy_timeout`` (seconds) and ``retries`` bound how long a locked bus is waited
+        for; the hooks use a short wait so a locked bus cannot stall a commit."""
         self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        self.retries = max(1, retries)
         self.conn = self._open(create)
 
     # -- opening -----------------------------------------------------------
@@ -63,14 +61,19 @@ class Bus:
             make_private_dir(self.path.parent)
         if exists and not os.access(self.path, os.R_OK):
             raise DatabaseError(f"cannot read the bus {self.path}: permission denied")
+        for where in (self.path.parent, self.path) if exists else (self.path.parent,):
+            # WAL mode writes beside the database even to read it: say so instead of SQLite's
+            # "unable to open database file"
+            if not os.access(where, os.W_OK):
+                raise DatabaseError(f"cannot use the bus {self.path}: {where} is read-only (a read-only file system or permissions)")
         try:
             conn = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise DatabaseError(f"cannot open the bus {self.path}: {exc}") from exc
         try:
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             self._retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
@@ -109,34 +112,22 @@ class Bus:
     # -- transactions --------------------------------------------------------
     def _retry(self, fn):
         delay = 0.01
-        for attempt in range(RETRIES):
+        for attempt in range(self.retries):
             try:
                 return fn()
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or attempt == RETRIES - 1:
+                if not _is_busy(exc) or attempt == self.retries - 1:
                     if _is_busy(exc):
                         raise DatabaseError(f"the bus {self.path} stayed locked by another process; try again") from exc
                     raise DatabaseError(f"bus error: {exc}") from exc
+                import random  # only when contended: the hooks import this module on every commit
+
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 1.0)
 
-    @contextlib.contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
-        """A ``BEGIN IMMEDIATE`` transaction: check-then-write is atomic inside it."""
-        self._retry(lambda: self.conn.execute("BEGIN IMMEDIATE"))
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        else:
-            try:
-                faults.point("bus.commit")
-                self.conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    self.conn.execute("ROLLBACK")
-                raise DatabaseError(f"could not commit to the bus: {exc}") from exc
+    def write(self) -> "_Transaction":
+        """``with bus.write() as conn:``, a ``BEGIN IMMEDIATE`` transaction: check-then-write is atomic inside it."""
+        return _Transaction(self)
 
     def read(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
         cur = self._retry(lambda: self.conn.execute(sql, params))
@@ -150,6 +141,36 @@ class Bus:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Transaction:
+    """The context manager behind :meth:`Bus.write` (a class, not contextlib: the hook path avoids that import)."""
+
+    __slots__ = ("bus",)
+
+    def __init__(self, bus: Bus):
+        self.bus = bus
+
+    def __enter__(self) -> sqlite3.Connection:
+        conn = self.bus.conn
+        self.bus._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        return conn
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        conn = self.bus.conn
+        if exc_type is not None:
+            conn.execute("ROLLBACK")
+            return False
+        try:
+            faults.point("bus.commit")
+            conn.execute("COMMIT")
+        except sqlite3.Error as err:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            raise DatabaseError(f"could not commit to the bus: {err}") from err
+        return False
 
 
 def _split(script: str) -> list[str]:

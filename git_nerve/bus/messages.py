@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
-from typing import Any
+from collections import namedtuple
 
 
-@dataclass(frozen=True)
-class Message:
-    id: int
-    ts: float
-    task_id: str | None
-    kind: str
-    payload: dict[str, Any]
+class Message(namedtuple("Message", "id ts task_id kind payload")):
+    """One message of the log: id, ts (epoch seconds), task_id (or None), kind, payload (a dict)."""
+
+    __slots__ = ()
 
 
-def publish(conn: sqlite3.Connection, task_id: str | None, kind: str, payload: dict[str, Any] | None, ts: float) -> int:
+def publish(conn: sqlite3.Connection, task_id: str | None, kind: str, payload: dict[str, object] | None, ts: float) -> int:
     """Append one message; call inside the same write transaction as the change it records."""
     cur = conn.execute(
         "INSERT INTO messages(ts, task_id, kind, payload) VALUES (?, ?, ?, ?)",
@@ -32,7 +28,7 @@ def _row(r: tuple) -> Message:
 
 def for_task(conn: sqlite3.Connection, task_id: str, *, kinds: tuple[str, ...] | None = None) -> list[Message]:
     sql = "SELECT id, ts, task_id, kind, payload FROM messages WHERE task_id = ?"
-    params: list[Any] = [task_id]
+    params: list[object] = [task_id]
     if kinds:
         sql += f" AND kind IN ({','.join('?' * len(kinds))})"
         params.extend(kinds)
@@ -41,7 +37,7 @@ def for_task(conn: sqlite3.Connection, task_id: str, *, kinds: tuple[str, ...] |
 
 def since(conn: sqlite3.Connection, after_id: int = 0, *, kinds: tuple[str, ...] | None = None) -> list[Message]:
     sql = "SELECT id, ts, task_id, kind, payload FROM messages WHERE id > ?"
-    params: list[Any] = [after_id]
+    params: list[object] = [after_id]
     if kinds:
         sql += f" AND kind IN ({','.join('?' * len(kinds))})"
         params.extend(kinds)

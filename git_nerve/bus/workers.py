@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from collections import namedtuple
 
 COLUMNS = (
     "task_id", "state", "branch", "worktree", "base", "integration", "description",
@@ -13,25 +12,18 @@ COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class Worker:
-    task_id: str
-    state: str
-    branch: str
-    worktree: str
-    base: str
-    integration: str
-    description: str
-    assigned_at: float
-    state_changed_at: float
-    last_heartbeat: float | None
-    last_activity: float
-    approved_at: float | None
-    heartbeat_status: str | None
-    progress: float | None
+class Worker(namedtuple("Worker", COLUMNS)):
+    """One row of the workers table (a named tuple: the hooks avoid importing dataclasses).
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    Times (assigned_at, state_changed_at, last_heartbeat, last_activity,
+    approved_at) are epoch seconds; last_heartbeat, approved_at,
+    heartbeat_status and progress may be None.
+    """
+
+    __slots__ = ()
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self._asdict())
 
 
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM workers"
@@ -43,7 +35,7 @@ def task_key(task_id: str) -> str:
 
 def insert(conn: sqlite3.Connection, w: Worker) -> None:
     """Insert a new worker. Raises sqlite3.IntegrityError if the id (or its casefold) exists."""
-    values = [getattr(w, f.name) for f in fields(Worker)]
+    values = list(w)
     conn.execute(
         f"INSERT INTO workers({', '.join(COLUMNS)}, task_key) VALUES ({', '.join('?' * (len(COLUMNS) + 1))})",
         (*values, task_key(w.task_id)),
@@ -68,10 +60,10 @@ def all_workers(conn: sqlite3.Connection, *, states: tuple[str, ...] | None = No
     return [Worker(*r) for r in conn.execute(sql + " ORDER BY assigned_at, task_id", params)]
 
 
-def set_state(conn: sqlite3.Connection, task_id: str, expected: str, new: str, ts: float, **extra: Any) -> bool:
+def set_state(conn: sqlite3.Connection, task_id: str, expected: str, new: str, ts: float, **extra: object) -> bool:
     """Compare-and-set the state; True when this call changed it."""
     sets = ["state = ?", "state_changed_at = ?", "last_activity = ?"]
-    params: list[Any] = [new, ts, ts]
+    params: list[object] = [new, ts, ts]
     for col, val in extra.items():
         if col not in COLUMNS:
             raise ValueError(col)
@@ -82,7 +74,7 @@ def set_state(conn: sqlite3.Connection, task_id: str, expected: str, new: str, t
     return cur.rowcount == 1
 
 
-def update(conn: sqlite3.Connection, task_id: str, **values: Any) -> bool:
+def update(conn: sqlite3.Connection, task_id: str, **values: object) -> bool:
     for col in values:
         if col not in COLUMNS or col == "task_id":
             raise ValueError(col)

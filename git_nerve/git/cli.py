@@ -7,9 +7,8 @@ become :class:`~git_nerve.errors.GitError` with git's own last message line.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from ..errors import GitError
 
@@ -99,12 +98,13 @@ def ok(args: Sequence[str], **kw) -> bool:
     return run(args, **kw).returncode == 0
 
 
-_LOCK_EXISTS = re.compile(r"Unable to create '([^']+\.lock)': File exists")
-
-
 def lock_file_in(s: str) -> str | None:
     """The path of the lock file git found in its way (``Unable to create '<x>.lock': File exists``), if any."""
-    m = _LOCK_EXISTS.search(s)
+    if "File exists" not in s:
+        return None
+    import re  # only on this error path: the hooks import this module on every commit
+
+    m = re.search(r"Unable to create '([^']+\.lock)': File exists", s)
     return m[1] if m else None
 
 

@@ -145,8 +145,7 @@ def spawn(
     running it again (an existing branch or worktree of this task is adopted).
     """
     ids.validate(task_id)
-    if "\0" in description:
-        raise UsageError("the description must not contain NUL characters")
+    ids.validate_description(description)
     existing = workers.get_by_key(repo.bus.conn, task_id)
     if existing is not None:
         if existing.task_id != task_id:
@@ -154,7 +153,7 @@ def spawn(
         _ensure_worktree(repo, existing)
         # a spawn killed after its bus row never reached the hooks: finish that too
         res = SpawnResult(existing, created=False)
-        res.hooks_installed, warning = _ensure_hooks(repo)
+        res.hooks_installed, warning = _ensure_hooks(repo, Path(existing.worktree))
         if warning:
             res.warnings.append(warning)
         return res
@@ -230,24 +229,36 @@ def spawn(
         raise
     faults.point("spawn.after-bus")
     result = SpawnResult(row, created=True)
-    result.hooks_installed, warning = _ensure_hooks(repo)
+    result.hooks_installed, warning = _ensure_hooks(repo, path)
     if warning:
         result.warnings.append(warning)
     return result
 
 
-def _ensure_hooks(repo: Repo) -> tuple[bool, str | None]:
-    try:
-        from ..hooks import install as hooks_install
-    except ImportError:  # hooks not available in this build
-        return False, None
-    try:
-        if hooks_install.installed(repo.paths):
-            return False, None
-        hooks_install.install(repo.paths)
-        return True, None
-    except Exception as exc:  # a hook problem must not fail the spawn
-        return False, f"could not install git hooks: {exc}"
+def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str | None]:
+    """Install the hooks where they are missing; (installed now?, warning). Never fails a spawn.
+
+    The hooks directory is shared by all worktrees, except under a relative
+    ``core.hooksPath``, which git resolves per worktree: then the task's own
+    worktree gets them too.
+    """
+    from ..hooks import install as hooks_install
+
+    targets = [repo.paths]
+    hooks_path = repo.config.get("core.hooksPath")
+    if worktree is not None and hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)) and worktree.is_dir():
+        targets.append(discover(worktree, inherit_location=False))
+    installed_now, problems = False, []
+    for paths in targets:
+        try:
+            if hooks_install.installed(paths):
+                continue
+            report = hooks_install.install(paths)
+            installed_now = True
+            problems += [c.message or f"{c.name}: not installed" for c in report.conflicts]
+        except Exception as exc:  # a hook problem must not fail the spawn
+            problems.append(str(exc))
+    return installed_now, ("could not install git hooks: " + "; ".join(problems)) if problems else None
 
 
 def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
