@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import NerveError
+from .paths import create_file, make_dirs
 
 
 class LockTimeout(NerveError):
@@ -31,8 +32,8 @@ def hold(path: str | os.PathLike[str], *, timeout: float | None = 600.0, what: s
     ``None`` waits for ever.
     """
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    make_dirs(p.parent)
+    fd = create_file(p, os.O_RDWR | os.O_CREAT)
     try:
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.005

@@ -84,7 +84,8 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
     """Create TASK_ID's branch and worktree and assign it (-> ASSIGNED)."""
     from ..worker import ids, lifecycle
 
-    ids.validate(task_id)  # before the bus is created: a bad id leaves nothing behind
+    ids.validate(task_id)  # before the bus is created: bad input leaves nothing behind
+    ids.validate_description(description)
     repo = _repo()
     try:
         res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch)

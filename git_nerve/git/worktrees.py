@@ -141,7 +141,9 @@ def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | 
     reachable). Nothing in the worktree, its index or any ref changes.
     """
     tmp_index = git_dir_of(worktree) / "nerve" / f"snapshot-{os.getpid()}.index"
-    tmp_index.parent.mkdir(parents=True, exist_ok=True)
+    from ..paths import make_dirs
+
+    make_dirs(tmp_index.parent)
     env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
     try:
         cli.run(["read-tree", parent], cwd=worktree, env=env)

@@ -36,3 +36,10 @@ def validate(task_id: str) -> str:
     if task_id.endswith(".lock") or task_id.endswith("."):
         raise bad("it must not end with '.lock' or '.'")
     return task_id
+
+
+def validate_description(text: str) -> str:
+    """A task description becomes part of a commit message, which cannot hold NUL (exit 2)."""
+    if "\0" in text:
+        raise UsageError("the description must not contain NUL characters")
+    return text
