@@ -1,0 +1,217 @@
+"""Searching the index: full text (FTS5, BM25), fused with embeddings when they are configured.
+
+Full text always runs. When ``nerve.toml`` configures embeddings and the
+shared cache holds vectors for this index's chunks, the query is embedded,
+compared by cosine with every stored vector in memory, and both lists are
+fused by reciprocal rank fusion; the result says which ranking it used. An
+endpoint that fails is a warning and the full-text ranking, never an error.
+
+``-g`` (:func:`search_everywhere`) runs the same search in every worktree of
+the registry and merges the lists: by score when every index ranked the same
+way, else by reciprocal rank fusion of the per-index lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import NerveError, UsageError
+from ..paths import RepoPaths
+from . import config, registry, terms
+from .ranking import nearest, rrf
+from .store import Index, cache_path, index_path
+
+#: How many candidates each ranking contributes before fusion.
+CANDIDATES = 50
+
+FULL_TEXT = "full-text"
+FUSION = "fusion"
+MIXED = "mixed"
+DESCRIPTIONS = {
+    FULL_TEXT: "full text (SQLite FTS5, BM25)",
+    FUSION: "full text + embeddings (reciprocal rank fusion)",
+    MIXED: "per repository: full text, or full text + embeddings; merged by reciprocal rank fusion",
+}
+
+
+@dataclass
+class Hit:
+    repo: str  #: the worktree's top directory
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    title: str
+    snippet: str
+    text: str
+    hash: str
+    common_dir: str
+
+    def as_dict(self) -> dict:
+        return {
+            "repo": self.repo, "path": self.path, "start_line": self.start_line, "end_line": self.end_line,
+            "score": round(self.score, 6), "title": self.title, "snippet": self.snippet, "text": self.text,
+        }
+
+
+@dataclass
+class QueryResult:
+    query: str
+    ranking: str
+    hits: list[Hit] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    repos: list[str] = field(default_factory=list)
+
+    @property
+    def ranking_description(self) -> str:
+        return DESCRIPTIONS[self.ranking]
+
+    def as_dict(self) -> dict:
+        return {
+            "query": self.query, "ranking": self.ranking, "ranking_description": self.ranking_description,
+            "repos": self.repos, "results": [h.as_dict() for h in self.hits], "warnings": list(self.warnings),
+        }
+
+
+Embedder = Callable[[config.EmbeddingsConfig, str], list[float]]
+
+
+def embedder() -> Embedder:
+    """Embeds a query once per endpoint and model (a failure is remembered too)."""
+    memo: dict[tuple, object] = {}
+
+    def embed(cfg: config.EmbeddingsConfig, text: str) -> list[float]:
+        from .embeddings import (  # urllib: loaded only when embeddings are used
+            EmbeddingClient,
+            EmbeddingError,
+        )
+
+        key = (cfg.endpoint, cfg.model, cfg.api_key_env, text)
+        if key not in memo:
+            try:
+                memo[key] = EmbeddingClient(cfg).embed([text])[0]
+            except EmbeddingError as exc:
+                memo[key] = exc
+        value = memo[key]
+        if isinstance(value, EmbeddingError):
+            raise value
+        return value
+
+    return embed
+
+
+def _check(text: str, limit: int) -> str:
+    if limit < 1:
+        raise UsageError("--limit must be at least 1")
+    match = terms.fts_query(text)
+    if match is None:
+        raise UsageError("the query has no words to search for")
+    return match
+
+
+def search(paths: RepoPaths, text: str, limit: int = 10) -> QueryResult:
+    """Search one worktree's index."""
+    match = _check(text, limit)
+    hits, ranking, warnings = _search_index(paths, text, match, limit, embedder())
+    return QueryResult(text, ranking, hits, warnings, [str(paths.toplevel)])
+
+
+def search_everywhere(text: str, limit: int = 10) -> QueryResult:
+    """Search every worktree this user has indexed."""
+    match = _check(text, limit)
+    entries = registry.entries()
+    if not entries:
+        raise UsageError("no repository has been indexed yet; run `git nerve knowledge sync` in one")
+    embed = embedder()
+    lists: list[tuple[list[Hit], str]] = []
+    warnings: list[str] = []
+    for entry in entries:
+        try:
+            hits, ranking, warns = _search_index(entry.paths(), text, match, limit, embed)
+        except NerveError as exc:
+            warnings.append(f"{entry.toplevel}: skipped: {exc.message}")
+            continue
+        lists.append((hits, ranking))
+        warnings.extend(f"{entry.toplevel}: {w}" for w in warns)
+    rankings = {r for hits, r in lists if hits}
+    seen: set[tuple] = set()
+    unique: list[list[Hit]] = []
+    for hits, _ in lists:
+        kept = []
+        for h in hits:
+            key = (h.common_dir, h.path, h.start_line, h.end_line, h.hash)
+            if key not in seen:  # two worktrees of one repository holding the same chunk
+                seen.add(key)
+                kept.append(h)
+        unique.append(kept)
+    if len(rankings) <= 1:
+        ranking = rankings.pop() if rankings else FULL_TEXT
+        merged = sorted((h for hits in unique for h in hits), key=lambda h: -h.score)
+    else:
+        ranking = MIXED
+        by_key = {id(h): h for hits in unique for h in hits}
+        fused = rrf([[id(h) for h in hits] for hits in unique])
+        merged = []
+        for key, score in fused:
+            by_key[key].score = score
+            merged.append(by_key[key])
+    return QueryResult(text, ranking, merged[:limit], warnings, [e.toplevel for e in entries])
+
+
+def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder) -> tuple[list[Hit], str, list[str]]:
+    toplevel = paths.require_worktree()
+    ipath = index_path(paths.git_dir)
+    if not ipath.is_file():
+        raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
+    emb = config.load_embeddings(toplevel)
+    warnings: list[str] = []
+    ranking = FULL_TEXT
+    with Index(ipath, create=False) as index:
+        if index.rebuilt:
+            warnings.append("the index was built by another version of git-nerve and was cleared; run `git nerve knowledge sync`")
+        found = index.search(match, max(limit, CANDIDATES))
+        order = [cid for cid, _ in found]
+        scores = {cid: -bm25 for cid, bm25 in found}
+        if emb is not None:
+            cfile = cache_path(paths.common_dir)
+            have = index.embedded_count(cfile, emb.model)
+            total = index.counts()[1]
+            if total and not have:
+                warnings.append(
+                    f"embeddings are configured (model {emb.model}) but no chunk has one yet; "
+                    "run `git nerve knowledge sync`; full-text results only"
+                )
+            elif have:
+                from .embeddings import EmbeddingError
+
+                try:
+                    vector = embed(emb, text)
+                except EmbeddingError as exc:
+                    warnings.append(f"embeddings unavailable ({exc.message}); full-text results only")
+                else:
+                    near = nearest(vector, index.vectors(cfile, emb.model), max(limit, CANDIDATES))
+                    fused = rrf([order, [cid for cid, _ in near]])
+                    order, scores, ranking = [cid for cid, _ in fused], dict(fused), FUSION
+                    if have < total:
+                        warnings.append(f"embeddings cover {have} of {total} chunks; run `git nerve knowledge sync`")
+        top = order[:limit]
+        rows = index.chunks(top)
+    wanted = terms.query_terms(text)
+    hits = [
+        Hit(str(toplevel), r.path, r.start_line, r.end_line, scores[cid], r.title, terms.snippet(r.text, wanted), r.text, r.hash,
+            str(paths.common_dir))
+        for cid in top
+        if (r := rows.get(cid)) is not None
+    ]
+    return hits, ranking, warnings
+
+
+def open_paths(repo: str | None) -> RepoPaths:
+    """The worktree to search: ``--repo PATH`` (any directory inside it) or the current one."""
+    from ..paths import discover
+
+    if repo is not None and not Path(repo).is_dir():
+        raise UsageError(f"--repo: no such directory: {repo}")
+    return discover(repo, inherit_location=repo is None)

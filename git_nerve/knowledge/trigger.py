@@ -1,0 +1,150 @@
+"""What the post-commit hook calls: queue the committed files and start a detached sync.
+
+Standard library only (the hook runs it on every commit). :func:`schedule`
+returns at once: it writes the file list as one file under
+``<git-dir>/nerve/knowledge-pending/`` (written aside, then renamed, so a
+reader never sees half a list) and starts ``python -m
+git_nerve.knowledge.background`` in a new session with no terminal, its
+output appended to ``<git-dir>/nerve/knowledge-sync.log``. Nothing waits for
+that process.
+
+The background process (:mod:`.background`) takes ``<git-dir>/nerve/knowledge.lock``
+without waiting: if another sync holds it, it exits and leaves the list
+queued. Whoever holds the lock keeps taking queued lists until none is
+left, and looks once more after letting the lock go, so a list queued while
+a sync runs is never stranded and two syncs never run at once.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..git.cli import clean_env
+
+KNOWLEDGE_FILE = "knowledge.yaml"
+PENDING_DIR = "knowledge-pending"
+LOCK_FILE = "knowledge.lock"
+LOG_FILE = "knowledge-sync.log"
+#: The log is rotated (one old copy kept) past this size.
+LOG_LIMIT = 256 * 1024
+
+
+def nerve_dir(git_dir: str | os.PathLike[str]) -> Path:
+    return Path(git_dir) / "nerve"
+
+
+def lock_path(git_dir: str | os.PathLike[str]) -> Path:
+    return nerve_dir(git_dir) / LOCK_FILE
+
+
+def log_path(git_dir: str | os.PathLike[str]) -> Path:
+    return nerve_dir(git_dir) / LOG_FILE
+
+
+def pending_dir(git_dir: str | os.PathLike[str]) -> Path:
+    return nerve_dir(git_dir) / PENDING_DIR
+
+
+def private_dir(path: Path) -> None:
+    """mkdir -p honouring the umask, but never world-writable (like the bus's directory)."""
+    path.mkdir(parents=True, exist_ok=True)
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & stat.S_IWOTH:
+        path.chmod(mode & ~stat.S_IWOTH)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a file created with mode 0644 at most (the umask may take more away)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def schedule(toplevel: Path, git_dir: Path, common_dir: Path, files: list[str]) -> bool:
+    """Queue ``files`` (relative to ``toplevel``) for the index and start a detached sync.
+
+    False at once, doing nothing, when the worktree has no ``knowledge.yaml``.
+    """
+    toplevel = Path(os.path.abspath(toplevel))
+    if not (toplevel / KNOWLEDGE_FILE).is_file():
+        return False
+    git_dir, common_dir = Path(os.path.abspath(git_dir)), Path(os.path.abspath(common_dir))
+    add_pending(git_dir, files)
+    spawn(toplevel, git_dir, common_dir)
+    return True
+
+
+def add_pending(git_dir: Path, files: list[str]) -> Path:
+    """Queue one list of files; returns the queued file."""
+    folder = pending_dir(git_dir)
+    private_dir(folder.parent)
+    private_dir(folder)
+    name = f"{time.time_ns()}-{os.getpid()}"
+    tmp = folder / f".{name}.tmp"
+    write_private(tmp, b"\0".join(f.encode("utf-8", "surrogateescape") for f in files))
+    target = folder / f"{name}.files"
+    os.replace(tmp, target)
+    return target
+
+
+def queued(git_dir: Path) -> list[Path]:
+    """The queued lists, oldest first."""
+    try:
+        return sorted((p for p in pending_dir(git_dir).iterdir() if p.suffix == ".files"), key=lambda p: p.name)
+    except FileNotFoundError:
+        return []
+
+
+def read_pending(lists: list[Path]) -> list[str]:
+    """The distinct files named in ``lists`` (lists that vanished meanwhile are skipped)."""
+    files: dict[str, None] = {}
+    for path in lists:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        for part in raw.split(b"\0"):
+            if part:
+                files[part.decode("utf-8", "surrogateescape")] = None
+    return list(files)
+
+
+def clear_pending(lists: list[Path]) -> None:
+    for path in lists:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def spawn(toplevel: Path, git_dir: Path, common_dir: Path) -> subprocess.Popen:
+    """Start the background sync of the queued lists, detached (new session, no terminal)."""
+    folder = nerve_dir(git_dir)
+    private_dir(folder)
+    log = folder / LOG_FILE
+    try:
+        if log.stat().st_size > LOG_LIMIT:
+            os.replace(log, log.with_name(LOG_FILE + ".1"))
+    except FileNotFoundError:
+        pass
+    env = clean_env()
+    # the package this module came from, first: the hook may run a checkout that is not installed
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    argv = [
+        sys.executable, "-m", "git_nerve.knowledge.background",
+        "--toplevel", str(toplevel), "--git-dir", str(git_dir), "--common-dir", str(common_dir),
+    ]
+    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        return subprocess.Popen(
+            argv, cwd=str(toplevel), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+            start_new_session=True, close_fds=True,
+        )
+    finally:
+        os.close(out)

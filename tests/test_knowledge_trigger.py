@@ -1,0 +1,137 @@
+"""The post-commit trigger: detached background syncs, their lock and queue, and the real hook."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+
+from fixtures.repos import knowledge as kfix
+from fixtures.repos.build import commit_file, write
+from git_nerve import locks
+from git_nerve.knowledge import background, trigger
+from git_nerve.knowledge import query as kquery
+from git_nerve.knowledge import status as kstatus
+from git_nerve.knowledge import sync as ksync
+from git_nerve.paths import discover
+from tests.conftest import git
+
+
+def wait_for(predicate, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def idle(paths) -> bool:
+    return not trigger.queued(paths.git_dir) and kstatus._running(paths.git_dir) is None
+
+
+def finds(work, text: str, path: str) -> bool:
+    try:
+        return any(h.path == path for h in kquery.search(discover(work), text, 5).hits)
+    except Exception:  # noqa: BLE001 - the index may not exist yet
+        return False
+
+
+def test_no_knowledge_yaml_means_no_trigger(tmp_path):
+    work = kfix.project(tmp_path, knowledge_yaml=None).work
+    paths = discover(work)
+    assert trigger.schedule(work, paths.git_dir, paths.common_dir, ["src/billing/invoice.py"]) is False
+    assert not (paths.git_dir / "nerve").exists()
+
+
+def test_schedule_returns_at_once_and_the_index_catches_up(tmp_path, monkeypatch):
+    work = kfix.project(tmp_path).work
+    decoy = kfix.project(tmp_path / "decoy", knowledge_yaml=None).work
+    paths = discover(work)
+    commit_file(work, "src/zoo/lemur.py", "def lemur_leap_distance():\n    return 3\n")
+    # a hook runs with GIT_DIR set; the background sync must not follow it to another repository
+    monkeypatch.setenv("GIT_DIR", str(decoy / ".git"))
+    assert trigger.schedule(work, paths.git_dir, paths.common_dir, ["src/zoo/lemur.py"]) is True
+    monkeypatch.delenv("GIT_DIR")
+    assert wait_for(lambda: finds(work, "lemur leap", "src/zoo/lemur.py"))
+    assert wait_for(lambda: idle(paths))
+    assert not (decoy / ".git" / "nerve" / "knowledge.db").exists()
+    last = kstatus.status(paths)["background"]["last"]
+    assert last["ok"] is True and last["message"].startswith("all sync: ")  # no index yet: the whole tree
+    log = trigger.log_path(paths.git_dir).read_text()
+    assert log.count("\n") == 1 and " all sync: " in log
+
+    # next commit: only the committed files are read
+    commit_file(work, "src/zoo/lemur.py", "def lemur_nap_duration():\n    return 8\n")
+    assert trigger.schedule(work, paths.git_dir, paths.common_dir, ["src/zoo/lemur.py"]) is True
+    assert wait_for(lambda: finds(work, "lemur nap", "src/zoo/lemur.py") and idle(paths))
+    assert not finds(work, "leap", "src/zoo/lemur.py")
+    assert kstatus.status(paths)["background"]["last"]["message"].startswith("files sync: 0 added, 1 changed")
+
+
+def test_lists_queued_while_a_sync_runs_are_taken_by_it(tmp_path):
+    work = kfix.project(tmp_path).work
+    paths = discover(work)
+    ksync.sync(paths)
+    commit_file(work, "src/a_aardvark.py", "def aardvark():\n    return 1\n")
+    commit_file(work, "src/b_badger.py", "def badger():\n    return 2\n")
+    with locks.hold(trigger.lock_path(paths.git_dir)):  # a sync is running
+        procs = []
+        for name in ("src/a_aardvark.py", "src/b_badger.py"):
+            trigger.add_pending(paths.git_dir, [name])
+            procs.append(trigger.spawn(work, paths.git_dir, paths.common_dir))
+        assert [p.wait(30) for p in procs] == [0, 0]  # neither waited for the lock
+        assert len(trigger.queued(paths.git_dir)) == 2
+        assert not finds(work, "aardvark", "src/a_aardvark.py")
+    # what the holder does once its own sync is done
+    assert background.run(paths) == 0
+    assert finds(work, "aardvark", "src/a_aardvark.py") and finds(work, "badger", "src/b_badger.py")
+    assert trigger.queued(paths.git_dir) == []
+
+
+def test_a_manual_sync_waits_for_a_running_one_and_covers_its_queue(tmp_path):
+    work = kfix.project(tmp_path).work
+    paths = discover(work)
+    ksync.sync(paths)
+    commit_file(work, "src/c_cheetah.py", "def cheetah():\n    return 3\n")
+    trigger.add_pending(paths.git_dir, ["src/c_cheetah.py"])
+    holder = locks.hold(trigger.lock_path(paths.git_dir))
+    holder.__enter__()
+    release = threading.Timer(0.3, holder.__exit__, args=(None, None, None))
+    release.start()
+    waited: list[bool] = []
+    report = ksync.sync(paths, on_wait=lambda: waited.append(True))
+    release.join()
+    assert waited == [True] and report.added == 1
+    assert trigger.queued(paths.git_dir) == []  # the whole-tree walk covered the queued list
+
+
+def test_a_failed_background_sync_is_recorded_and_dropped(tmp_path, gn):
+    work = kfix.project(tmp_path).work
+    paths = discover(work)
+    commit_file(work, "knowledge.yaml", "include: [src/**\n")
+    assert trigger.schedule(work, paths.git_dir, paths.common_dir, ["knowledge.yaml"]) is True
+    assert wait_for(lambda: idle(paths) and kstatus.background_state_path(paths.git_dir).exists())
+    res = gn("knowledge status", work)
+    assert res.code == 2 and "knowledge.yaml line 2" in res.err  # the config itself is reported
+    state = json.loads(kstatus.background_state_path(paths.git_dir).read_text())
+    assert state["ok"] is False and state["message"].startswith("knowledge.yaml line 2: invalid YAML")
+    assert "failed: knowledge.yaml line 2" in trigger.log_path(paths.git_dir).read_text()
+
+
+def test_post_commit_hook_refreshes_the_index(tmp_path, gn):
+    work = kfix.project(tmp_path).work
+    paths = discover(work)
+    res = gn("hooks install", work)
+    assert res.code == 0, res
+    write(work, "src/zoo/okapi.py", "def okapi_stripes():\n    return 'zebra legs'\n")
+    git(work, "add", "-A")
+    proc = subprocess.run(["git", "commit", "-qm", "okapi"], check=False, cwd=work, capture_output=True, text=True, env=dict(os.environ))
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert wait_for(lambda: finds(work, "okapi stripes", "src/zoo/okapi.py") and idle(paths))
+    git(work, "mv", "src/zoo/okapi.py", "src/zoo/giraffe.py")
+    git(work, "commit", "-qm", "rename")
+    assert wait_for(lambda: finds(work, "okapi stripes", "src/zoo/giraffe.py") and idle(paths))
+    assert not finds(work, "okapi stripes", "src/zoo/okapi.py")
