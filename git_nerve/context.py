@@ -59,6 +59,7 @@ def write(git_dir: str | os.PathLike[str], ctx: WorkerContext) -> Path:
     make_dirs(path.parent)
     if path.is_symlink():
         raise UsageError(f"refusing to write {path}: it is a symlink")
+    _clear_dead_temps(path)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         with os.fdopen(create_file(tmp), "w", encoding="utf-8") as fh:
@@ -69,6 +70,20 @@ def write(git_dir: str | os.PathLike[str], ctx: WorkerContext) -> Path:
         tmp.unlink(missing_ok=True)  # a full disk must not leave half a file behind
         raise
     return path
+
+
+def _clear_dead_temps(path: Path) -> None:
+    """Remove ``<ctx>.<pid>.tmp`` files whose writer died (killed between writing and renaming)."""
+    for tmp in path.parent.glob(f"{path.name}.*.tmp"):
+        pid = tmp.name[len(path.name) + 1:-len(".tmp")]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except OSError:  # alive (owned by someone else)
+            pass
 
 
 def resolve_task(git_dir: str | os.PathLike[str], explicit: str | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from ..errors import GitError
@@ -23,10 +24,19 @@ def default_branch(cwd, remote: str) -> str | None:
     return None
 
 
+FETCH_ATTEMPTS = 3
+#: what git says when two fetches into one repository race
+_RACING_FETCH = ("did not send all necessary objects", "cannot lock ref")
+
+
 def fetch(cwd, remote: str, branches: list[str]) -> None:
     """Update refs/remotes/<remote>/<b> for each branch (a branch missing on the remote is skipped)."""
     specs = [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in branches]
-    proc = cli.run(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *specs], cwd=cwd, check=False)
+    for attempt in range(FETCH_ATTEMPTS):
+        proc = cli.run(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *specs], cwd=cwd, check=False)
+        if proc.returncode == 0 or not any(m in proc.stderr for m in _RACING_FETCH):
+            break
+        time.sleep(0.1 * (attempt + 1))  # another fetch into this repository (not one of ours) got in the way
     if proc.returncode != 0:
         if "couldn't find remote ref" in proc.stderr:
             present = [b for b in branches if _remote_has(cwd, remote, b)]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import GitError
 from . import cli
 
 
@@ -20,8 +22,21 @@ class WorktreeInfo:
     prunable: bool = False
 
 
+#: `git worktree list` attempts while another process adds or removes a worktree
+LIST_ATTEMPTS = 6
+
+
 def list_all(cwd) -> list[WorktreeInfo]:
-    out = cli.out(["worktree", "list", "--porcelain", "-z"], cwd=cwd)
+    for attempt in range(LIST_ATTEMPTS):
+        proc = cli.run(["worktree", "list", "--porcelain", "-z"], cwd=cwd, check=False)
+        if proc.returncode == 0:
+            break
+        # a `git worktree add` running meanwhile leaves its admin directory half-written for a
+        # moment ("failed to read .git/worktrees/<name>/commondir"): look again
+        if "worktrees/" not in proc.stderr or attempt == LIST_ATTEMPTS - 1:
+            raise GitError(f"git worktree list failed: {cli.last_line(proc.stderr) or f'exit {proc.returncode}'}")
+        time.sleep(0.02 * 2**attempt)
+    out = proc.stdout.rstrip("\n")
     items: list[WorktreeInfo] = []
     cur: dict = {}
     for field in out.split("\0"):

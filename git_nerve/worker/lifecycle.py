@@ -97,7 +97,7 @@ def integration_ref(repo: Repo, integration: str, *, fetch: bool) -> str:
     remote = repo.settings.remote
     if remote:
         if fetch:
-            gitremote.fetch(repo.cwd, remote, [integration])
+            fetch_branches(repo, remote, [integration])
         ref = f"refs/remotes/{remote}/{integration}"
         if refs.exists(repo.cwd, ref):
             return ref
@@ -105,6 +105,13 @@ def integration_ref(repo: Repo, integration: str, *, fetch: bool) -> str:
     if not refs.exists(repo.cwd, ref):
         raise GitError(f"the integration branch {integration!r} does not exist (set `git config nerve.integration <branch>`)")
     return ref
+
+
+def fetch_branches(repo: Repo, remote: str, branches: list[str]) -> None:
+    """Fetch, one command at a time: concurrent fetches into one repository fail
+    ("did not send all necessary objects") when they race on the same objects."""
+    with hold(repo.lock_path("fetch"), what="the fetch lock"):
+        gitremote.fetch(repo.cwd, remote, branches)
 
 
 def _require_tip(cwd: Path, rev: str, what: str) -> str:
@@ -163,7 +170,7 @@ def spawn(
     if from_ref:
         full = refs.full_name(cwd, from_ref) or ""
         if fetch and settings.remote and full.startswith(f"refs/remotes/{settings.remote}/"):
-            gitremote.fetch(cwd, settings.remote, [full[len(f"refs/remotes/{settings.remote}/"):]])
+            fetch_branches(repo, settings.remote, [full[len(f"refs/remotes/{settings.remote}/"):]])
         base_ref = full or from_ref
         base_sha = refs.resolve(cwd, from_ref)
         if base_sha is None:
