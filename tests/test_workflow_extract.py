@@ -195,6 +195,16 @@ def test_bad_config_is_one_clear_error(tmp_path, text, message):
     assert message in info.value.message and "nerve.toml" in info.value.message
 
 
+def test_a_knowledge_embeddings_table_does_not_break_workflow_config(tmp_path):
+    (tmp_path / "nerve.toml").write_text(
+        '[extract]\nprovider = "parse"\n[adapters.claude]\ntimeout = 120\n'
+        '[knowledge.embeddings]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n',
+        encoding="utf-8",
+    )
+    cfg = nerve_config.load(tmp_path)
+    assert cfg.adapter_defaults("claude") == {"timeout": 120}
+
+
 def test_role_overrides_merge_over_the_global_extract_settings():
     base = ExtractConfig(provider="llm", base_url="http://127.0.0.1:9/v1", model="a", api_key_env="K")
     merged = base.merged({"model": "b"})

@@ -1,8 +1,10 @@
 """``nerve.toml`` at the repository root: the extract settings and adapter defaults.
 
-Nothing else lives there: no agent registry (RFC-003). Workflows name their
-adapters directly; ``[adapters.<name>]`` only fills in what a workflow left
-unset (``timeout``, ``model``, ``extra_args``) on adapters of that name.
+Nothing else lives there but the knowledge index's ``[knowledge.embeddings]``
+(read and checked by :mod:`git_nerve.knowledge.config`): no agent registry
+(RFC-003). Workflows name their adapters directly; ``[adapters.<name>]`` only
+fills in what a workflow left unset (``timeout``, ``model``, ``extra_args``)
+on adapters of that name.
 
 .. code-block:: toml
 
@@ -94,6 +96,8 @@ class NerveConfig(BaseModel):
 
     extract: ExtractConfig = ExtractConfig()
     adapters: dict[str, AdapterDefaults] = Field(default_factory=dict)
+    #: owned and validated by git_nerve.knowledge.config; a workflow run only lets it through
+    knowledge: dict[str, Any] = Field(default_factory=dict)
 
     def adapter_defaults(self, name: str) -> dict[str, Any]:
         d = self.adapters.get(name)
