@@ -36,20 +36,15 @@ import hashlib
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .. import nerve_toml
 from ..errors import UsageError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 FILE = "knowledge.yaml"
-NERVE_TOML = "nerve.toml"
+NERVE_TOML = nerve_toml.FILE
 DEFAULT_MAX_FILE_SIZE = 1024 * 1024
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(i?b)?\s*$", re.IGNORECASE)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -213,17 +208,9 @@ class EmbeddingsConfig:
 
 def load_embeddings(toplevel: str | os.PathLike[str]) -> EmbeddingsConfig | None:
     """The ``[knowledge.embeddings]`` table of ``<toplevel>/nerve.toml``; None when absent."""
-    path = Path(toplevel) / NERVE_TOML
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    data = nerve_toml.read(toplevel)
+    if data is None:
         return None
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{NERVE_TOML} is not valid TOML: {exc}") from None
     knowledge = data.get("knowledge")
     if knowledge is None:
         return None

@@ -22,7 +22,6 @@ on adapters of that name.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -36,14 +35,9 @@ from pydantic import (
     model_validator,
 )
 
+from .. import nerve_toml
 from ..errors import UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
-FILE = "nerve.toml"
+from ..nerve_toml import FILE, path_in
 
 
 class ExtractConfig(BaseModel):
@@ -80,7 +74,7 @@ class ExtractConfig(BaseModel):
         try:
             return ExtractConfig.model_validate({**self.model_dump(), **fields})
         except ValidationError as exc:
-            raise UsageError(f"invalid extract override: {_errors(exc)}") from None
+            raise UsageError(f"invalid extract override: {validation_errors(exc)}") from None
 
 
 class AdapterDefaults(BaseModel):
@@ -104,7 +98,8 @@ class NerveConfig(BaseModel):
         return d.model_dump(exclude_none=True) if d else {}
 
 
-def _errors(exc: ValidationError) -> str:
+def validation_errors(exc: ValidationError) -> str:
+    """pydantic's errors as one line: ``where: what; where: what``."""
     parts = []
     for e in exc.errors():
         where = ".".join(str(p) for p in e["loc"])
@@ -112,29 +107,15 @@ def _errors(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def path_in(toplevel: str | os.PathLike[str]) -> Path:
-    return Path(toplevel) / FILE
-
-
 def load(toplevel: str | os.PathLike[str] | None) -> NerveConfig:
     """The configuration of the checkout at ``toplevel``; defaults when there is no nerve.toml."""
-    if toplevel is None:
+    data = nerve_toml.read(toplevel) if toplevel is not None else None
+    if data is None:
         return NerveConfig()
-    path = path_in(toplevel)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return NerveConfig()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path} is not valid TOML: {exc}") from None
     try:
         return NerveConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(f"{path}: {_errors(exc)}") from None
+        raise UsageError(f"{path_in(toplevel)}: {validation_errors(exc)}") from None
 
 
 def default_config() -> dict[str, Any]:

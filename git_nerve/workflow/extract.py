@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from ..errors import NerveError
 from .adapters.base import AdapterAborted, AdapterError, tail
 from .adapters.http import HttpAdapter
-from .config import ExtractConfig
+from .config import ExtractConfig, validation_errors
 
 _FENCE = re.compile(
     r"^[ ]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<lang>[A-Za-z0-9_+.-]*)[^\n]*\n(?P<body>.*?)^[ ]{0,3}(?P=fence)[ \t]*$",
@@ -55,14 +55,6 @@ class Extracted:
 
 class Invalid(ValueError):
     """One extraction attempt failed; the message says why (fed back on retry)."""
-
-
-def _validation_errors(exc: ValidationError) -> str:
-    parts = []
-    for e in exc.errors():
-        where = ".".join(str(p) for p in e["loc"])
-        parts.append(f"{where}: {e['msg']}" if where else e["msg"])
-    return "; ".join(parts)
 
 
 def _candidates(raw: str) -> list[tuple[str, str, str]]:
@@ -108,7 +100,7 @@ def parse(raw: str, model: type[BaseModel]) -> BaseModel:
         try:
             return model.model_validate(data)
         except ValidationError as exc:
-            errors.append(f"{what} does not match: {_validation_errors(exc)}")
+            errors.append(f"{what} does not match: {validation_errors(exc)}")
     raise Invalid(errors[0] if errors else NOTHING)
 
 
