@@ -8,8 +8,12 @@ Measured side by side in one run, on a generated 5,000-file repository:
 3. 32 processes doing 100 transitions or heartbeats each on one bus
    (ops/s, p99 latency, errors and lost writes; goal: both 0)
 
+By default Python's bytecode cache is on (a private PYTHONPYCACHEPREFIX), as
+after `pip install`; `--no-bytecode-cache` keeps PYTHONDONTWRITEBYTECODE from
+the environment, so every command compiles git_nerve from source.
+
 Run from the repository root with the venv's interpreter:
-    .venv/bin/python bench/worker.py [--files 5000] [--runs 7] [--procs 32] [--ops 100]
+    .venv/bin/python bench/worker.py [--files 5000] [--runs 7] [--procs 32] [--ops 100] [--no-bytecode-cache]
 """
 
 from __future__ import annotations
@@ -131,14 +135,19 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--procs", type=int, default=32)
     ap.add_argument("--ops", type=int, default=100)
+    ap.add_argument("--no-bytecode-cache", action="store_true", help="compile from source on every run")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="nerve-bench-"))
     env = build.hermetic_env(tmp / "home")
     env.pop("NERVE_DEBUG", None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    if not args.no_bytecode_cache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
     os.environ.update({k: v for k, v in env.items() if k.startswith(("GIT_", "HOME", "XDG_"))})
-    print(f"building a {args.files}-file repository in {tmp} ...", flush=True)
+    cache = "off (PYTHONDONTWRITEBYTECODE)" if args.no_bytecode_cache else "on, as after pip install"
+    print(f"building a {args.files}-file repository in {tmp} ...; bytecode cache {cache}", flush=True)
     work = build.many_files(tmp, args.files).work
     subprocess.run(["git", "worker", "spawn", "warmup", "--no-fetch"], cwd=work, env=env, check=True, capture_output=True)
 

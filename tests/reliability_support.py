@@ -339,8 +339,14 @@ def drive(work: Path, index: int, procs: int, races: int, seed: int, out: Path) 
         return row[0] if row else None
 
     def race() -> None:
-        with bus_conn(work) as conn:
-            others = conn.execute("SELECT task_id, state FROM workers WHERE task_id != ?", (task,)).fetchall()
+        # the others are spawning at the same moment: wait for one to exist rather than skip the race
+        deadline = time.monotonic() + 60
+        while True:
+            with bus_conn(work) as conn:
+                others = conn.execute("SELECT task_id, state FROM workers WHERE task_id != ?", (task,)).fetchall()
+            if others or procs < 2 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         if not others:
             return
         other, state = rng.choice(others)

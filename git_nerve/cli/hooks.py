@@ -4,13 +4,16 @@ the shims fall back to when the interpreter that installed them is gone."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from ..errors import NerveError
-from ..hooks import install as hooks
 from ..paths import discover
 from .common import CONTEXT_SETTINGS, NerveGroup, echo, echo_json, handle_errors, warn
+
+if TYPE_CHECKING:
+    from ..hooks.install import InstallReport
 
 
 @click.group("hooks", cls=NerveGroup, context_settings=CONTEXT_SETTINGS)
@@ -28,7 +31,7 @@ def hooks_group() -> None:
     """
 
 
-def _print_changes(report: hooks.InstallReport, verb: str) -> None:
+def _print_changes(report: InstallReport, verb: str) -> None:
     echo(f"{verb} {report.hooks_dir}" + (f" (core.hooksPath={report.hooks_path})" if report.hooks_path else ""))
     width = max(len(h.name) for h in report.hooks)
     for h in report.hooks:
@@ -49,6 +52,8 @@ def install_command(as_json: bool) -> None:
     Idempotent. Also run by `git nerve init`, and by `git worker spawn` when
     the hooks are missing.
     """
+    from ..hooks import install as hooks
+
     report = hooks.install(discover())
     if as_json:
         echo_json(report.as_dict())
@@ -69,6 +74,8 @@ def uninstall_command(as_json: bool) -> None:
 
     A hook that was chained is renamed back, byte for byte, with its mode.
     """
+    from ..hooks import install as hooks
+
     report = hooks.uninstall(discover())
     if as_json:
         echo_json(report.as_dict())
@@ -90,6 +97,8 @@ _STATE_TEXT = {
 @handle_errors
 def status_command(as_json: bool) -> None:
     """Show which hooks are installed, where, and what they chain."""
+    from ..hooks import install as hooks
+
     st = hooks.status(discover())
     if as_json:
         echo_json(st.as_dict())

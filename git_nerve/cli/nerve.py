@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import click
 
-from .common import CONTEXT_SETTINGS, NerveGroup
+from .. import __version__
 from . import hooks as hooks_cli
 from . import knowledge as knowledge_cli
 from . import setup as setup_cli
 from . import steer as steer_cli
 from . import thread as thread_cli
 from . import workflow as workflow_cli
+from .common import CONTEXT_SETTINGS, NerveGroup
 
 
 @click.group(cls=NerveGroup, context_settings=CONTEXT_SETTINGS)
-@click.version_option(package_name="git-nerve", prog_name="git nerve")
+@click.version_option(__version__, prog_name="git nerve")
 def nerve() -> None:
     """Coordinate many AI coding agents on one repository.
 

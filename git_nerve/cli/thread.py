@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..errors import UsageError
-from ..thread import service
+from ..thread.select import DEFAULT_BUDGET
 from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors
 
 
@@ -15,7 +15,7 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors
 @click.argument("thread_id", required=False, metavar="[THREAD_ID]")
 @click.option("--before", "before", metavar="N", help="Show the rounds before round N (the next page back).")
 @click.option(
-    "--budget", "budget", metavar="CHARS", default=str(service.DEFAULT_BUDGET), show_default=True,
+    "--budget", "budget", metavar="CHARS", default=str(DEFAULT_BUDGET), show_default=True,
     help="Characters of content and metadata to show; the round that reaches it is still shown.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the selection as JSON.")
@@ -29,6 +29,8 @@ def thread(thread_id: str | None, before: str | None, budget: str, as_json: bool
     --before M to load) ...` marks what was left out. With --before N: the
     rounds before N going back, ending with a hint when older rounds remain.
     """
+    from ..thread import service
+
     view = service.show(
         thread_id,
         before=None if before is None else service.parse_positive("--before", before, "a round id"),
@@ -60,6 +62,8 @@ def post(content: str | None, task: str | None, role: str, meta: tuple[str, ...]
     The content is CONTENT, or standard input when CONTENT is `-` or absent
     and standard input is not a terminal.
     """
+    from ..thread import service
+
     metadata = service.parse_metadata(meta, meta_json)
     service.check_role(role)
     if content == "-" or (content is None and sys.stdin is not None and not sys.stdin.isatty()):

@@ -11,7 +11,16 @@ import time
 
 import click
 
-from .common import CONTEXT_SETTINGS, NerveGroup, echo, echo_json, handle_errors, style, warn
+from .. import __version__
+from .common import (
+    CONTEXT_SETTINGS,
+    NerveGroup,
+    echo,
+    echo_json,
+    handle_errors,
+    style,
+    warn,
+)
 
 EXIT_CODES = """\b
 Exit codes:
@@ -22,7 +31,7 @@ Exit codes:
 
 
 @click.group(cls=NerveGroup, context_settings=CONTEXT_SETTINGS, epilog=EXIT_CODES)
-@click.version_option(package_name="git-nerve", prog_name="git worker")
+@click.version_option(__version__, prog_name="git worker")
 def worker() -> None:
     """Run many agents on one repository: one task = one branch = one worktree.
 

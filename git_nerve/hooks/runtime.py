@@ -31,10 +31,10 @@ from .. import clock
 from ..bus import messages, workers
 from ..bus.connection import Bus
 from ..context import WorkerContext
-from ..paths import RepoPaths
 from ..context import read as read_context
 from ..errors import ExitCode, NerveError
 from ..git import cli
+from ..paths import RepoPaths
 from ..worker import heartbeat
 from ..worker.states import State
 

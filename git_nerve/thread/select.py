@@ -35,6 +35,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+#: Characters of rounds shown by default (round 1 and the newest are shown whatever the budget).
+DEFAULT_BUDGET = 8000
+
 
 @dataclass(frozen=True)
 class Gap:

@@ -33,9 +33,8 @@ from ..bus import Bus, open_bus, rounds, workers
 from ..errors import UsageError
 from ..paths import discover
 from .format import RESERVED, ShownRound, render
-from .select import Gap, select_before, select_default
+from .select import DEFAULT_BUDGET, Gap, select_before, select_default
 
-DEFAULT_BUDGET = 8000
 _AFTER_ALL = 2**63 - 1  # a `before` past any round id (SQLite's largest integer)
 
 

@@ -28,10 +28,9 @@ from ..bus.connection import Bus
 from ..context import WorkerContext
 from ..context import write as write_ctx
 from ..errors import CheckFailed, ConflictError, GitError, InvalidTransition, UsageError
-from ..git import cli, refs
+from ..git import cli, refs, worktrees
 from ..git import config as gitconfig
 from ..git import remote as gitremote
-from ..git import worktrees
 from ..locks import hold
 from ..paths import RepoPaths, discover
 from . import ids
