@@ -107,8 +107,7 @@ def main() -> None:
         env = build.hermetic_env(root / "home")
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         if not args.no_bytecode_cache:
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
+            build.bytecode_cache(env, root / "pycache")
         empty = root / "no-hooks"
         empty.mkdir()
         repos = build.with_origin(root / "repo")

@@ -102,6 +102,7 @@ def main() -> None:
     env = build.hermetic_env(tmp / "home")
     env.pop("NERVE_DEBUG", None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    build.bytecode_cache(env, tmp / "pycache")  # as after pip install
     for key in list(os.environ):
         if key.startswith("GIT_"):
             del os.environ[key]

@@ -143,8 +143,7 @@ def main() -> None:
     env.pop("NERVE_DEBUG", None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     if not args.no_bytecode_cache:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        build.bytecode_cache(env, tmp / "pycache")
     os.environ.update({k: v for k, v in env.items() if k.startswith(("GIT_", "HOME", "XDG_"))})
     cache = "off (PYTHONDONTWRITEBYTECODE)" if args.no_bytecode_cache else "on, as after pip install"
     print(f"building a {args.files}-file repository in {tmp} ...; bytecode cache {cache}", flush=True)
