@@ -184,6 +184,26 @@ def test_nearest_ranks_by_cosine_and_ignores_other_dimensions():
     assert best[0][1] == pytest.approx(0.9988, abs=1e-3)
 
 
+def test_nearest_across_blocks_matches_a_full_sort_and_keeps_ties_in_order(monkeypatch):
+    import random
+
+    monkeypatch.setattr(ranking, "BLOCK", 3)  # many blocks, so the running best list is exercised
+    rng = random.Random(5)
+    vectors = {f"c{i}": [rng.gauss(0, 1) for _ in range(8)] for i in range(40)}
+    vectors["twin-a"] = vectors["twin-b"] = [1, 2, 3, 4, 5, 6, 7, 8]
+    candidates = [(k, ranking.pack(v)) for k, v in vectors.items()] + [("short", ranking.pack([1, 2]))]
+    query = [1, 2, 3, 4, 5, 6, 7, 8.5]
+    expected = sorted(
+        ((k, sum(a * b for a, b in zip(ranking.unpack(ranking.pack(query)), ranking.unpack(blob)))) for k, blob in candidates[:-1]),
+        key=lambda kv: -kv[1],
+    )
+    got = ranking.nearest(query, candidates, 5)
+    assert [k for k, _ in got] == [k for k, _ in expected[:5]]
+    assert [k for k, _ in got[:2]] == ["twin-a", "twin-b"]
+    assert [s for _, s in got] == pytest.approx([s for _, s in expected[:5]], abs=1e-5)
+    assert ranking.nearest(query, [("short", ranking.pack([1, 2]))], 5) == []
+
+
 # -- knowledge.yaml ---------------------------------------------------------------------------------
 
 

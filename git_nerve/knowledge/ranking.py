@@ -1,23 +1,26 @@
 """Ranking: reciprocal rank fusion and cosine similarity over float32 blobs. Pure (no I/O).
 
 Vectors are stored normalised to unit length as little-endian float32
-(4 bytes a dimension), so cosine similarity is a dot product.
+(4 bytes a dimension), so cosine similarity is a dot product. The scan runs
+in numpy, a block of rows at a time (memory stays at one block whatever the
+index's size); numpy is imported only when a query uses embeddings.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 import sys
 from array import array
 from collections.abc import Hashable, Iterable, Sequence
-from operator import mul
+from itertools import islice
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
 #: The usual constant of reciprocal rank fusion (Cormack et al. 2009): dampens the weight of the very top ranks.
 RRF_K = 60
+#: Rows of vectors scored at once by :func:`nearest`.
+BLOCK = 4096
 
 
 def rrf(rankings: Iterable[Sequence[K]], k: int = RRF_K) -> list[tuple[K, float]]:
@@ -63,12 +66,24 @@ def nearest(query: Sequence[float], candidates: Iterable[tuple[K, bytes]], limit
 
     Blobs of another dimension than the query's (a model changed its output) are ignored.
     """
-    q = array("f", normalize(query))
+    import numpy as np
+
+    q = np.asarray(normalize(query), dtype=np.float32)
     dim = len(q)
-    scored = (
-        (key, sum(map(mul, q, vec)))
-        for key, blob in candidates
-        if len(blob) == 4 * dim
-        for vec in (unpack(blob),)
-    )
-    return heapq.nlargest(limit, scored, key=lambda kv: kv[1])
+    keys: list[K] = []
+    scores = np.empty(0, dtype=np.float32)
+    rows = iter(candidates)
+    while block := list(islice(rows, BLOCK)):
+        fitting = [(key, blob) for key, blob in block if len(blob) == 4 * dim]
+        if not fitting:
+            continue
+        matrix = np.frombuffer(b"".join(blob for _, blob in fitting), dtype="<f4").reshape(len(fitting), dim)
+        keys += [key for key, _ in fitting]
+        scores = np.concatenate((scores, matrix @ q))
+        if len(keys) > limit:  # keep the best so far; a stable sort keeps ties in the order seen
+            best = np.argsort(-scores, kind="stable")[:limit]
+            best.sort()
+            keys = [keys[i] for i in best]
+            scores = scores[best]
+    order = np.argsort(-scores, kind="stable")[:limit]
+    return [(keys[i], float(scores[i])) for i in order]
