@@ -114,8 +114,8 @@ def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: boo
 
     from ..steer.queue import merge_all
 
-    repo = worker_cli._repo(create=False)
-    try:
+    with worker_cli._repo(create=False) as repo:
+
         def merged(task_id: str, res) -> None:
             for w in res.warnings:
                 warn(w)
@@ -143,8 +143,6 @@ def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: boo
             echo(f"error: {result.error.message}", err=True)
             for detail in result.error.details:
                 echo(detail, err=True)
-    finally:
-        repo.close()
     sys.exit(result.exit_code)
 
 

@@ -95,8 +95,7 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
 
     ids.validate(task_id)  # before the bus is created: bad input leaves nothing behind
     ids.validate_description(description)
-    repo = _repo()
-    try:
+    with _repo() as repo:
         res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch)
         for w in res.warnings:
             warn(w)
@@ -111,8 +110,6 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
         echo(f"  State:    {w.state}")
         if res.hooks_installed:
             echo("  Hooks:    installed (post-commit, post-rewrite, pre-push)")
-    finally:
-        repo.close()
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
@@ -130,8 +127,7 @@ def status(states: tuple[str, ...], stale: bool, watch: bool, interval: float, a
         wanted = tuple(parse(s).value for s in states)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--state") from None
-    repo = _repo()
-    try:
+    with _repo() as repo:
         if not watch:
             _print_status(repo, wanted, stale, as_json)
             return
@@ -144,8 +140,6 @@ def status(states: tuple[str, ...], stale: bool, watch: bool, interval: float, a
                 time.sleep(interval)
         except KeyboardInterrupt:
             return
-    finally:
-        repo.close()
 
 
 def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool) -> None:
@@ -193,8 +187,7 @@ def show(task_id: str, as_json: bool) -> None:
     from ..worker import lifecycle
     from ..worker.status import row
 
-    repo = _repo(create=False)
-    try:
+    with _repo(create=False) as repo:
         w, msgs = lifecycle.show(repo, task_id)
         told = steer_tell.about(repo.bus, task_id)
         if as_json:
@@ -220,8 +213,6 @@ def show(task_id: str, as_json: bool) -> None:
             echo("Told (git nerve tell):")
             for e in told:
                 echo(f'{clock.iso(e.message.ts)}  #{e.message.id:<4} {e.message.kind:<5} "{e.message.text}"  ({e.status})')
-    finally:
-        repo.close()
 
 
 def _summary(kind: str, p: dict) -> str:
@@ -246,15 +237,12 @@ def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) ->
     """Approve reviewed work (IN_REVIEW -> APPROVED)."""
     from ..worker import lifecycle
 
-    repo = _repo(create=False)
-    try:
+    with _repo(create=False) as repo:
         outcome = lifecycle.approve(repo, task_id, by=by or repo.config.get("user.name"), comment=comment)
         if as_json:
             echo_json(_row(repo, task_id))
         else:
             _state_line(outcome, "Approved", task_id)
-    finally:
-        repo.close()
 
 
 @worker.command("request-changes", context_settings=CONTEXT_SETTINGS)
@@ -267,15 +255,12 @@ def request_changes(task_id: str, comment: str | None, by: str | None, as_json: 
     """Send work back for revision (IN_REVIEW -> WORKING)."""
     from ..worker import lifecycle
 
-    repo = _repo(create=False)
-    try:
+    with _repo(create=False) as repo:
         outcome = lifecycle.request_changes(repo, task_id, comment=comment, by=by or repo.config.get("user.name"))
         if as_json:
             echo_json(_row(repo, task_id))
         else:
             _state_line(outcome, "Changes requested", task_id)
-    finally:
-        repo.close()
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
@@ -289,8 +274,7 @@ def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_
     """Merge approved work into the integration branch (APPROVED -> COMPLETED)."""
     from ..worker import lifecycle
 
-    repo = _repo(create=False)
-    try:
+    with _repo(create=False) as repo:
         res = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
         for w in res.warnings:
             warn(w)
@@ -298,8 +282,6 @@ def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_
             echo_json(merge_json(repo, task_id, res))
         else:
             print_merge(task_id, res)
-    finally:
-        repo.close()
 
 
 def merge_json(repo, task_id: str, res) -> dict:
@@ -335,8 +317,7 @@ def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json
     """Abort a task (-> FAILED)."""
     from ..worker import lifecycle
 
-    repo = _repo(create=False)
-    try:
+    with _repo(create=False) as repo:
         res = lifecycle.cancel(repo, task_id, reason=reason, cleanup=cleanup, force=force)
         if as_json:
             echo_json({**_row(repo, task_id), "archive_ref": res.archive_ref,
@@ -347,8 +328,6 @@ def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json
             echo(f"  Archived tip: {res.archive_ref}")
         if res.removed_worktree:
             echo("  Worktree removed")
-    finally:
-        repo.close()
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
@@ -359,16 +338,13 @@ def retry(task_id: str, as_json: bool) -> None:
     """Assign a failed task again (FAILED -> ASSIGNED)."""
     from ..worker import lifecycle
 
-    repo = _repo(create=False)
-    try:
+    with _repo(create=False) as repo:
         outcome = lifecycle.retry(repo, task_id)
         if as_json:
             echo_json(_row(repo, task_id))
         else:
             _state_line(outcome, "Retrying", task_id)
             echo(f"  Worktree: {outcome.worker.worktree}")
-    finally:
-        repo.close()
 
 
 # -- agent ---------------------------------------------------------------------------------
@@ -382,8 +358,7 @@ def start(task: str | None, as_json: bool) -> None:
     """Begin work (ASSIGNED -> WORKING; CONFLICTED -> WORKING after `git rebase --abort`). Run inside the task's worktree."""
     from ..worker import lifecycle
 
-    repo = _repo(create=False)
-    try:
+    with _repo(create=False) as repo:
         task_id = _task(repo, task)
         outcome = lifecycle.start(repo, task_id)
         if not outcome.changed:
@@ -392,8 +367,6 @@ def start(task: str | None, as_json: bool) -> None:
             echo_json(_row(repo, task_id))
         else:
             _state_line(outcome, "Started", task_id)
-    finally:
-        repo.close()
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
@@ -406,8 +379,7 @@ def done(task: str | None, skip_rebase: bool, as_json: bool) -> None:
     from ..errors import ConflictError
     from ..worker import lifecycle
 
-    repo = _repo(create=False)
-    try:
+    with _repo(create=False) as repo:
         task_id = _task(repo, task)
         try:
             res = lifecycle.done(repo, task_id, skip_rebase=skip_rebase)
@@ -426,8 +398,6 @@ def done(task: str | None, skip_rebase: bool, as_json: bool) -> None:
         if res.pushed:
             echo("Pushed")
         echo(f"Ready for review: {task_id}")
-    finally:
-        repo.close()
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
@@ -457,16 +427,13 @@ def fail(reason: str, task: str | None, as_json: bool) -> None:
     """Give up on the task (-> FAILED), saying why."""
     from ..worker import lifecycle
 
-    repo = _repo(create=False)
-    try:
+    with _repo(create=False) as repo:
         task_id = _task(repo, task)
         outcome = lifecycle.fail(repo, task_id, reason)
         if as_json:
             echo_json(_row(repo, task_id))
         else:
             _state_line(outcome, "Failed", task_id)
-    finally:
-        repo.close()
 
 
 @worker.command("help", context_settings=CONTEXT_SETTINGS)

@@ -82,6 +82,12 @@ class Repo:
     def close(self) -> None:
         self.bus.close()
 
+    def __enter__(self) -> Repo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def open_repo(cwd: str | os.PathLike[str] | None = None, *, create: bool = True) -> Repo:
     paths = discover(cwd)
