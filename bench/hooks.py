@@ -25,25 +25,16 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import bytecode_cache  # noqa: E402
+from bench.common import timed as run  # noqa: E402
 from fixtures.repos import build  # noqa: E402
-
-
-def run(argv: list[str], cwd: Path, env: dict) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
-    return elapsed
 
 
 def no_hooks(empty: Path) -> list[str]:
@@ -107,7 +98,7 @@ def main() -> None:
         env = build.hermetic_env(root / "home")
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         if not args.no_bytecode_cache:
-            build.bytecode_cache(env, root / "pycache")
+            bytecode_cache(env, root / "pycache")
         empty = root / "no-hooks"
         empty.mkdir()
         repos = build.with_origin(root / "repo")

@@ -30,7 +30,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import bytecode_cache, timed
 from fixtures.repos import build
 from fixtures.repos import knowledge as kfix
 
@@ -83,12 +83,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def timed_run(argv: list[str], cwd: Path, env: dict) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, check=False, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode not in (0, 1):  # git grep exits 1 when nothing matches
-        raise SystemExit(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
-    return elapsed
+    return timed(argv, cwd, env, ok=(0, 1))  # git grep exits 1 when nothing matches
 
 
 def main() -> None:
@@ -102,7 +97,7 @@ def main() -> None:
     env = build.hermetic_env(tmp / "home")
     env.pop("NERVE_DEBUG", None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    build.bytecode_cache(env, tmp / "pycache")  # as after pip install
+    bytecode_cache(env, tmp / "pycache")  # as after pip install
     for key in list(os.environ):
         if key.startswith("GIT_"):
             del os.environ[key]

@@ -31,16 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import bytecode_cache, timed  # noqa: E402
 from fixtures.repos import build  # noqa: E402
-
-
-def timed(argv: list[str], cwd: Path, env: dict) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
-    return elapsed
 
 
 def bench_spawn(work: Path, env: dict, runs: int) -> tuple[float, float]:
@@ -143,7 +135,7 @@ def main() -> None:
     env.pop("NERVE_DEBUG", None)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     if not args.no_bytecode_cache:
-        build.bytecode_cache(env, tmp / "pycache")
+        bytecode_cache(env, tmp / "pycache")
     os.environ.update({k: v for k, v in env.items() if k.startswith(("GIT_", "HOME", "XDG_"))})
     cache = "off (PYTHONDONTWRITEBYTECODE)" if args.no_bytecode_cache else "on, as after pip install"
     print(f"building a {args.files}-file repository in {tmp} ...; bytecode cache {cache}", flush=True)

@@ -1,0 +1,28 @@
+"""What the bench scripts share: timing one command, and start-up figures that mean something.
+
+The scripts put the repository root on ``sys.path`` and import this as ``bench.common``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+
+def timed(argv: list[str], cwd: Path, env: dict, ok: tuple[int, ...] = (0,)) -> float:
+    """Seconds ``argv`` took; stops the benchmark with git's message when it exits outside ``ok``."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, check=False, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode not in ok:
+        raise SystemExit(f"{' '.join(argv)} failed: {proc.stderr.strip()}")
+    return elapsed
+
+
+def bytecode_cache(env: dict, cache_dir: Path) -> None:
+    """Let the processes a benchmark starts keep their bytecode (in ``cache_dir``), as after
+    ``pip install``, even where PYTHONDONTWRITEBYTECODE is set: otherwise every command
+    compiles git_nerve from source and its start-up figures mean nothing."""
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(cache_dir)
