@@ -59,16 +59,16 @@ def test_schedule_returns_at_once_and_the_index_catches_up(tmp_path, monkeypatch
     assert wait_for(lambda: idle(paths))
     assert not (decoy / ".git" / "nerve" / "knowledge.db").exists()
     last = kstatus.status(paths)["background"]["last"]
-    assert last["ok"] is True and last["message"].startswith("all sync: ")  # no index yet: the whole tree
+    assert last["ok"] is True and last["message"].startswith("whole-tree sync: ")  # no index yet: the whole tree
     log = trigger.log_path(paths.git_dir).read_text()
-    assert log.count("\n") == 1 and " all sync: " in log
+    assert log.count("\n") == 1 and " whole-tree sync: " in log
 
     # next commit: only the committed files are read
     commit_file(work, "src/zoo/lemur.py", "def lemur_nap_duration():\n    return 8\n")
     assert trigger.schedule(work, paths.git_dir, paths.common_dir, ["src/zoo/lemur.py"]) is True
     assert wait_for(lambda: finds(work, "lemur nap", "src/zoo/lemur.py") and idle(paths))
     assert not finds(work, "leap", "src/zoo/lemur.py")
-    assert kstatus.status(paths)["background"]["last"]["message"].startswith("files sync: 0 added, 1 changed")
+    assert kstatus.status(paths)["background"]["last"]["message"].startswith("committed files sync: 0 added, 1 changed")
 
 
 def test_lists_queued_while_a_sync_runs_are_taken_by_it(tmp_path):

@@ -49,7 +49,7 @@ def run(paths: RepoPaths) -> int:
                     status = 1
                 else:
                     summary = (
-                        f"{report.scope} sync: {report.added} added, {report.changed} changed, {report.removed} removed, "
+                        f"{'whole-tree' if report.scope == 'all' else 'committed files'} sync: {report.added} added, {report.changed} changed, {report.removed} removed, "
                         f"{report.skipped_total} skipped; {report.chunks_written} chunk{'' if report.chunks_written == 1 else 's'} written "
                         f"in {report.seconds:.2f}s"
                     )
