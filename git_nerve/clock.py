@@ -13,10 +13,8 @@ def iso(ts: float | None) -> str | None:
     """``2026-04-23T13:00:00Z`` (seconds precision, UTC), or None."""
     if ts is None:
         return None
-    from datetime import (  # lazily: the hooks import this module on every commit
-        datetime,
-        timezone,
-    )
+    # imported here: the hooks import this module on every commit
+    from datetime import datetime, timezone
 
     return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -117,6 +117,20 @@ def create_file(path: str | os.PathLike[str], flags: int = os.O_WRONLY | os.O_CR
     return os.open(path, flags, FILE_MODE)
 
 
+def replace_file(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` beside ``path`` (``.<name>.<pid>.tmp``), then rename it over ``path``,
+    so a reader sees the old content or the new, never half of it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with os.fdopen(create_file(tmp), "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 # -- network filesystems ----------------------------------------------------
 
 NETWORK_FS = {
@@ -157,4 +171,4 @@ def ensure_local_filesystem(path: str | os.PathLike[str]) -> None:
         )
 
 
-__all__ = ["RepoPaths", "discover", "ensure_local_filesystem", "filesystem_type", "make_dirs", "create_file", "GitError"]
+__all__ = ["RepoPaths", "discover", "ensure_local_filesystem", "filesystem_type", "make_dirs", "create_file", "replace_file", "GitError"]

@@ -9,14 +9,12 @@ the list is read.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import locks
-from ..paths import RepoPaths
-from . import trigger
+from ..paths import RepoPaths, make_dirs, replace_file
 from .store import index_path
 
 FILE = "knowledge-repos.json"
@@ -58,15 +56,13 @@ def _read(file: Path) -> list[Entry]:
 
 
 def _write(file: Path, entries: list[Entry]) -> None:
-    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
-    trigger.write_private(tmp, json.dumps({"version": 1, "repos": [asdict(e) for e in entries]}, indent=1).encode())
-    os.replace(tmp, file)
+    replace_file(file, json.dumps({"version": 1, "repos": [asdict(e) for e in entries]}, indent=1).encode())
 
 
 def register(paths: RepoPaths) -> None:
     """Add (or refresh) this worktree."""
     file = path()
-    trigger.private_dir(file.parent)
+    make_dirs(file.parent)
     entry = Entry(str(paths.toplevel), str(paths.git_dir), str(paths.common_dir), time.time())
     with locks.hold(file.with_suffix(".lock"), timeout=10, what="the knowledge registry"):
         entries = [e for e in _read(file) if e.git_dir != entry.git_dir]

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ..git import cli
-from ..paths import RepoPaths
+from ..paths import RepoPaths, replace_file
 from . import config, trigger
 from .store import Index, cache_path, index_path
 from .sync import digest, list_files, plan, read_file
@@ -29,9 +29,7 @@ def background_state_path(git_dir: Path) -> Path:
 def record_background(git_dir: Path, ok: bool, message: str, files: int) -> None:
     """Remember the last background sync's outcome (for status)."""
     path = background_state_path(git_dir)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    trigger.write_private(tmp, json.dumps({"ts": time.time(), "ok": ok, "message": message, "files": files}).encode())
-    os.replace(tmp, path)
+    replace_file(path, json.dumps({"ts": time.time(), "ok": ok, "message": message, "files": files}).encode())
 
 
 def _running(git_dir: Path) -> int | None:

@@ -18,13 +18,13 @@ a sync runs is never stranded and two syncs never run at once.
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from ..git.cli import clean_env
+from ..paths import create_file, make_dirs, replace_file
 
 KNOWLEDGE_FILE = "knowledge.yaml"
 PENDING_DIR = "knowledge-pending"
@@ -50,21 +50,6 @@ def pending_dir(git_dir: str | os.PathLike[str]) -> Path:
     return nerve_dir(git_dir) / PENDING_DIR
 
 
-def private_dir(path: Path) -> None:
-    """mkdir -p honouring the umask, but never world-writable (like the bus's directory)."""
-    path.mkdir(parents=True, exist_ok=True)
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & stat.S_IWOTH:
-        path.chmod(mode & ~stat.S_IWOTH)
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Write a file created with mode 0644 at most (the umask may take more away)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
 def schedule(toplevel: Path, git_dir: Path, common_dir: Path, files: list[str]) -> bool:
     """Queue ``files`` (relative to ``toplevel``) for the index and start a detached sync.
 
@@ -81,14 +66,9 @@ def schedule(toplevel: Path, git_dir: Path, common_dir: Path, files: list[str]) 
 
 def add_pending(git_dir: Path, files: list[str]) -> Path:
     """Queue one list of files; returns the queued file."""
-    folder = pending_dir(git_dir)
-    private_dir(folder.parent)
-    private_dir(folder)
-    name = f"{time.time_ns()}-{os.getpid()}"
-    tmp = folder / f".{name}.tmp"
-    write_private(tmp, b"\0".join(f.encode("utf-8", "surrogateescape") for f in files))
-    target = folder / f"{name}.files"
-    os.replace(tmp, target)
+    folder = make_dirs(pending_dir(git_dir))
+    target = folder / f"{time.time_ns()}-{os.getpid()}.files"
+    replace_file(target, b"\0".join(f.encode("utf-8", "surrogateescape") for f in files))
     return target
 
 
@@ -124,8 +104,7 @@ def clear_pending(lists: list[Path]) -> None:
 
 def spawn(toplevel: Path, git_dir: Path, common_dir: Path) -> subprocess.Popen:
     """Start the background sync of the queued lists, detached (new session, no terminal)."""
-    folder = nerve_dir(git_dir)
-    private_dir(folder)
+    folder = make_dirs(nerve_dir(git_dir))
     log = folder / LOG_FILE
     try:
         if log.stat().st_size > LOG_LIMIT:
@@ -140,7 +119,7 @@ def spawn(toplevel: Path, git_dir: Path, common_dir: Path) -> subprocess.Popen:
         sys.executable, "-m", "git_nerve.knowledge.background",
         "--toplevel", str(toplevel), "--git-dir", str(git_dir), "--common-dir", str(common_dir),
     ]
-    out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    out = create_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         return subprocess.Popen(
             argv, cwd=str(toplevel), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
