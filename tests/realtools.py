@@ -1,0 +1,159 @@
+"""Real third-party tools for the integration suites, installed at pinned versions.
+
+Every integration with another tool (an agent CLI, a hook manager, git-lfs, a
+browser) is tested against that real tool. This module installs it once from
+its registry into a cache *outside* the repository and outside the tests'
+temporary HOME, and hands back the path of its executable:
+
+* ``npm_tool("@openai/codex", "0.169.0", "codex")``: ``npm install`` into
+  ``<cache>/npm/<package>@<version>/``;
+* ``pip_tool("aider-chat", "0.86.2", "aider")``: a virtual environment of its
+  own, ``<cache>/pip/<package>@<version>/``;
+* ``apt_tool("git-lfs", "git-lfs")``: Debian's package (the machines run as root).
+
+The cache is ``$GIT_NERVE_TOOL_CACHE``, else ``$XDG_CACHE_HOME/git-nerve-tools``,
+else ``~/.cache/git-nerve-tools``, read when this module is imported (before
+the hermetic fixture swaps HOME). Installs are serialised with a lock file, so
+pytest-xdist workers share one install; a finished install is marked and never
+redone. Where a registry client is missing (no npm), the test is *skipped* with
+the exact reason; where the client is there and the install fails, the test
+*fails*: CI must prove the integration, not quietly step around it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+#: The environment of the process that imported us: the real HOME, PATH and proxies.
+REAL_ENV = dict(os.environ)
+
+
+def _cache_root() -> Path:
+    explicit = REAL_ENV.get("GIT_NERVE_TOOL_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = REAL_ENV.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path(REAL_ENV.get("HOME", "/tmp")) / ".cache"
+    return base / "git-nerve-tools"
+
+
+CACHE = _cache_root()
+#: Install steps get this long before the test fails.
+INSTALL_TIMEOUT = 900
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._@-]+", "_", name.lstrip("@"))
+
+
+@contextmanager
+def _locked(name: str):
+    locks = CACHE / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{_safe(name)}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _install_env() -> dict[str, str]:
+    env = dict(REAL_ENV)
+    env["npm_config_cache"] = str(CACHE / "npm-cache")
+    env["npm_config_update_notifier"] = "false"
+    env["npm_config_fund"] = "false"
+    env["npm_config_audit"] = "false"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _run(argv: list[str], what: str, cwd: Path | None = None) -> None:
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=_install_env(), capture_output=True, text=True, timeout=INSTALL_TIMEOUT
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"installing {what} took longer than {INSTALL_TIMEOUT}s: {' '.join(argv)}")
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip()[-3000:]
+        pytest.fail(f"installing {what} failed (exit {proc.returncode}): {' '.join(argv)}\n{tail}")
+
+
+def require(binary: str, why: str) -> str:
+    """The path of ``binary`` on the real PATH, or skip saying ``why`` it was needed."""
+    found = shutil.which(binary, path=REAL_ENV.get("PATH"))
+    if found is None:
+        pytest.skip(f"`{binary}` is not installed on this machine: skipped {why}")
+    return found
+
+
+def npm_tool(package: str, version: str, binary: str) -> Path:
+    """``package@version`` from the npm registry; the path of its ``binary``."""
+    npm = require("npm", f"the real {package} tests (needs npm to install {package}@{version})")
+    require("node", f"the real {package} tests (needs node)")
+    prefix = CACHE / "npm" / f"{_safe(package)}@{version}"
+    exe = prefix / "node_modules" / ".bin" / binary
+    done = prefix / ".complete"
+    with _locked(f"npm-{package}@{version}"):
+        if not (done.exists() and exe.exists()):
+            prefix.mkdir(parents=True, exist_ok=True)
+            (prefix / "package.json").write_text('{"private": true}\n')
+            _run([npm, "install", "--no-save", "--prefix", str(prefix), f"{package}@{version}"], f"{package}@{version}")
+            if not exe.exists():
+                pytest.fail(f"{package}@{version} installed but has no `{binary}` in {exe.parent}")
+            done.write_text(version)
+    return exe
+
+
+def pip_tool(package: str, version: str, binary: str, *, extra: list[str] | None = None) -> Path:
+    """``package==version`` from PyPI in a virtual environment of its own; the path of its ``binary``."""
+    venv = CACHE / "pip" / f"{_safe(package)}@{version}"
+    exe = venv / "bin" / binary
+    done = venv / ".complete"
+    with _locked(f"pip-{package}@{version}"):
+        if not (done.exists() and exe.exists()):
+            if venv.exists():
+                shutil.rmtree(venv)
+            _run([sys.executable, "-m", "venv", str(venv)], f"a virtual environment for {package}")
+            _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{package}=={version}", *(extra or [])],
+                 f"{package}=={version}")
+            if not exe.exists():
+                pytest.fail(f"{package}=={version} installed but has no `{binary}` in {exe.parent}")
+            done.write_text(version)
+    return exe
+
+
+def apt_tool(package: str, binary: str) -> Path:
+    """Debian's ``package`` (installed once with apt-get when missing); the path of its ``binary``."""
+    found = shutil.which(binary, path=REAL_ENV.get("PATH"))
+    if found:
+        return Path(found)
+    apt = require("apt-get", f"tests that need Debian's {package}")
+    if os.geteuid() != 0:
+        pytest.skip(f"`{binary}` is missing and installing Debian's {package} needs root: skipped")
+    with _locked(f"apt-{package}"):
+        found = shutil.which(binary, path=REAL_ENV.get("PATH"))
+        if not found:
+            updated = CACHE / "apt-updated"
+            if not updated.exists():
+                _run([apt, "update", "-q"], "the apt package lists")
+                CACHE.mkdir(parents=True, exist_ok=True)
+                updated.write_text("1")
+            _run([apt, "install", "-y", "-q", "--no-install-recommends", package], f"Debian's {package}")
+            found = shutil.which(binary, path=REAL_ENV.get("PATH"))
+            if not found:
+                pytest.fail(f"Debian's {package} installed but `{binary}` is not on PATH")
+    return Path(found)
+
+
+__all__ = ["CACHE", "REAL_ENV", "apt_tool", "npm_tool", "pip_tool", "require"]
