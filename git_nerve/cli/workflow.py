@@ -25,9 +25,11 @@ def _progress(kind: str, data: dict) -> None:
 @click.option("--task", "task", metavar="TASK", help="Run on TASK instead of the worktree's own task.")
 @click.option("--max-rounds", "max_rounds", type=click.IntRange(min=1), metavar="N",
               help="Stop after N agent runs (default: the workflow's own limit).")
+@click.option("--adapter", "adapter", metavar="NAME",
+              help="Run every role on the built-in adapter NAME (claude, codex, gemini, ...; default: nerve.toml [run] adapter, else the workflow's own).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
-def run(workflow: str, task: str | None, max_rounds: int | None, as_json: bool) -> None:
+def run(workflow: str, task: str | None, max_rounds: int | None, adapter: str | None, as_json: bool) -> None:
     """Run WORKFLOW on a task, in the task's worktree.
 
     WORKFLOW is a name (.nerve/workflows/NAME.py in this checkout, else a
@@ -44,7 +46,7 @@ def run(workflow: str, task: str | None, max_rounds: int | None, as_json: bool) 
     from ..steer.hook import stop_hook
     from ..workflow.runner import run_task
 
-    result = run_task(workflow, task=task, max_rounds=max_rounds, between_rounds=stop_hook(),
+    result = run_task(workflow, task=task, max_rounds=max_rounds, adapter=adapter, between_rounds=stop_hook(),
                       on_event=None if as_json else _progress)
     if as_json:
         echo_json(result.as_dict())

@@ -85,10 +85,19 @@ class AdapterDefaults(BaseModel):
     extra_args: list[str] | None = None
 
 
+class RunDefaults(BaseModel):
+    """``[run]``: what `git nerve run` uses when its command line says nothing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    adapter: str | None = Field(default=None, description="run every role on this built-in adapter (like --adapter)")
+
+
 class NerveConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     extract: ExtractConfig = ExtractConfig()
+    run: RunDefaults = RunDefaults()
     adapters: dict[str, AdapterDefaults] = Field(default_factory=dict)
     #: owned and validated by git_nerve.knowledge.config; a workflow run only lets it through
     knowledge: dict[str, Any] = Field(default_factory=dict)

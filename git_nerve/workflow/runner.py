@@ -390,17 +390,30 @@ def run(workflow: Workflow, *, bus: Bus, start: StartFrame, **options: Any) -> R
 RUNNABLE = ("ASSIGNED", "WORKING", "CONFLICTED")
 
 
+def on_adapter(workflow: Workflow, name: str | None) -> Workflow:
+    """``workflow`` with every role on the built-in adapter ``name`` (unchanged when None)."""
+    if not name:
+        return workflow
+    from dataclasses import replace
+
+    from .adapters import by_name
+
+    chosen = by_name(name)
+    return replace(workflow, roles={k: replace(r, adapter=chosen) for k, r in workflow.roles.items()})
+
+
 def run_task(
     name: str,
     *,
     task: str | None = None,
     cwd: str | Path | None = None,
     max_rounds: int | None = None,
+    adapter: str | None = None,
     between_rounds: StopHook | None = None,
     on_tick: StopHook | None = None,
     on_event: EventHook | None = None,
 ) -> RunResult:
-    """`git nerve run NAME [--task T] [--max-rounds N]`: everything from discovery to the summary."""
+    """`git nerve run NAME [--task T] [--max-rounds N] [--adapter A]`: everything from discovery to the summary."""
     from ..context import resolve_task
     from ..errors import InvalidTransition
     from ..locks import LockTimeout, hold
@@ -421,6 +434,7 @@ def run_task(
         if found:
             raise UsageError(f"workflow {name} is not valid ({workflow.source})", details=found)
         cfg = nerve_config.load(toplevel)
+        workflow = on_adapter(workflow, adapter or cfg.run.adapter)
         if w.state not in RUNNABLE:
             raise InvalidTransition(f"cannot run a workflow on {task_id}: it is {w.state} (runs need {', '.join(RUNNABLE)})")
         if not workdir.is_dir():

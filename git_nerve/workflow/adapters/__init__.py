@@ -27,6 +27,28 @@ from .cursor import create_cursor, cursor_adapter
 from .hermes import create_hermes, hermes_adapter
 from .http import HttpAdapter, create_http
 
+#: Modules of this package that are not an agent CLI of their own.
+_NOT_CLIS = {"base", "command", "http"}
+
+
+def builtin_names() -> list[str]:
+    """The agent CLIs git-nerve ships an adapter for: every module ``X`` here with an ``X_adapter``."""
+    import pkgutil
+
+    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_CLIS and not m.name.startswith("_"))
+
+
+def by_name(name: str):
+    """The default instance of the built-in adapter ``name`` (`git nerve run --adapter NAME`)."""
+    import importlib
+
+    from ...errors import UsageError
+
+    if name not in builtin_names():
+        raise UsageError(f"unknown adapter {name!r}; the built-in adapters are: {', '.join(builtin_names())}")
+    module = importlib.import_module(f"{__name__}.{name}")
+    return getattr(module, f"{name}_adapter")
+
 __all__ = [
     "PROMPT_FILE",
     "AdapterAborted",
@@ -42,6 +64,8 @@ __all__ = [
     "adapter_name",
     "adapter_problems",
     "aider_adapter",
+    "builtin_names",
+    "by_name",
     "claude_adapter",
     "codex_adapter",
     "create_aider",

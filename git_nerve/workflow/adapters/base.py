@@ -25,6 +25,8 @@ from ...errors import NerveError
 DEFAULT_TIMEOUT = 300.0
 #: How much of an agent's stdout/stderr an error message quotes.
 TAIL_CHARS = 2000
+#: How much of stdout and of stderr a timeout keeps.
+TIMEOUT_TAIL_CHARS = 4096
 
 
 @dataclass(frozen=True)
@@ -129,17 +131,42 @@ class AdapterNonZeroExit(AdapterError):
 
 
 class AdapterTimeout(AdapterError):
-    """The agent ran longer than its adapter's timeout and was killed."""
+    """The agent ran longer than its adapter's timeout and was stopped.
+
+    The last few KB of what it printed are kept (a timeout is often a retry
+    loop behind an error the agent printed: a 401, a refused connection)."""
 
     kind = "timeout"
 
-    def __init__(self, adapter: str, timeout: float, stdout: str = ""):
+    def __init__(self, adapter: str, timeout: float, stdout: str = "", stderr: str = "", *, stopped: str = "the agent's process group was killed"):
         self.timeout = timeout
-        self.stdout_tail = tail(stdout)
-        super().__init__(adapter, f"timed out after {timeout:g}s; the agent's process group was killed")
+        self.stdout_tail = tail(stdout, TIMEOUT_TAIL_CHARS)
+        self.stderr_tail = tail(stderr, TIMEOUT_TAIL_CHARS)
+        parts = [f"timed out after {timeout:g}s; {stopped}"]
+        for label, text in (("stdout", self.stdout_tail), ("stderr", self.stderr_tail)):
+            if text:
+                parts.append(f"last {label}:\n{text}")
+        super().__init__(adapter, "\n".join(parts))
 
     def facts(self) -> dict[str, Any]:
         return {"error": self.kind, "timeout_s": self.timeout}
+
+
+class AdapterAgentFailed(AdapterError):
+    """The agent's CLI ran but its model call failed (a 401, an unreachable endpoint, a quota),
+    whatever its exit status said. ``cause`` is the one line that names it."""
+
+    kind = "agent_failed"
+
+    def __init__(self, adapter: str, cause: str, exit_code: int = 0, stdout: str = "", stderr: str = ""):
+        self.cause = cause
+        self.exit_code = exit_code
+        self.stdout_tail = tail(stdout)
+        self.stderr_tail = tail(stderr)
+        super().__init__(adapter, f"{cause} (exit {exit_code})")
+
+    def facts(self) -> dict[str, Any]:
+        return {"error": self.kind, "exit_code": self.exit_code, "cause": self.cause}
 
 
 class AdapterAborted(AdapterError):
@@ -151,6 +178,7 @@ class AdapterAborted(AdapterError):
 __all__ = [
     "DEFAULT_TIMEOUT",
     "AdapterAborted",
+    "AdapterAgentFailed",
     "AdapterError",
     "AdapterNonZeroExit",
     "AdapterSpawnFailed",

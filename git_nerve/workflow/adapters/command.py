@@ -28,6 +28,7 @@ from ...git import cli as gitcli
 from .base import (
     DEFAULT_TIMEOUT,
     AdapterAborted,
+    AdapterAgentFailed,
     AdapterNonZeroExit,
     AdapterSpawnFailed,
     AdapterTimeout,
@@ -43,6 +44,11 @@ DEFAULT_GRACE = 5.0
 #: Most stdout kept from one agent run (the tail is kept: the typed result comes last).
 MAX_STDOUT = 2 * 1024 * 1024
 MAX_STDERR = 256 * 1024
+#: Seconds between two looks at a running agent's output for a fatal error (see ``diagnose``).
+DIAGNOSE_EVERY = 0.5
+
+#: ``(exit code or None while running, stdout, stderr) -> the cause of a failure, or None``.
+Diagnose = Callable[["int | None", str, str], "str | None"]
 
 
 # -- process groups --------------------------------------------------------------
@@ -174,11 +180,17 @@ def run_process(
     env: Mapping[str, str] | None = None,
     grace: float = DEFAULT_GRACE,
     poll: float = 0.05,
+    diagnose: Diagnose | None = None,
 ) -> tuple[str, str]:
     """Run ``argv`` in its own process group; return (stdout, stderr) when it exits 0.
 
+    ``diagnose(exit_code, stdout, stderr)`` names a failure the exit status
+    hides (a CLI that exits 0 after a 401): it is asked while the agent runs
+    (``exit_code`` None; a cause stops the agent at once instead of letting it
+    retry until the timeout) and after it exits.
+
     Raises :class:`AdapterSpawnFailed`, :class:`AdapterNonZeroExit`,
-    :class:`AdapterTimeout` or :class:`AdapterAborted`.
+    :class:`AdapterAgentFailed`, :class:`AdapterTimeout` or :class:`AdapterAborted`.
     """
     argv = [os.fspath(a) for a in argv]
     try:
@@ -206,6 +218,7 @@ def run_process(
     if input_text is not None:
         threading.Thread(target=_feed, args=(proc.stdin, input_text.encode("utf-8")), daemon=True).start()
     deadline = started + timeout
+    next_look = started + DIAGNOSE_EVERY
     try:
         while True:
             try:
@@ -217,12 +230,20 @@ def run_process(
                 kill_group(proc, grace)
                 out.join(2.0), err.join(2.0)
                 raise AdapterAborted(name, "aborted; the agent's process group was killed")
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if diagnose is not None and now >= next_look:
+                next_look = now + DIAGNOSE_EVERY
+                cause = diagnose(None, out.text(), err.text())
+                if cause:
+                    kill_group(proc, grace)
+                    out.join(2.0), err.join(2.0)
+                    raise AdapterAgentFailed(name, cause, proc.returncode or 0, out.text(), err.text())
+            if now >= deadline:
                 kill_group(proc, grace)
                 out.join(2.0), err.join(2.0)
-                raise AdapterTimeout(name, timeout, out.text())
+                raise AdapterTimeout(name, timeout, out.text(), err.text())
     except BaseException as exc:
-        if not isinstance(exc, (AdapterAborted, AdapterTimeout)) and proc.poll() is None:
+        if not isinstance(exc, (AdapterAborted, AdapterTimeout, AdapterAgentFailed)) and proc.poll() is None:
             kill_group(proc, grace)
         raise
     # The agent has exited; something it left behind in its group may still hold our pipes.
@@ -231,6 +252,9 @@ def run_process(
         out.join(2.0), err.join(2.0)
     log.debug("%s: exit %d after %.1fs", name, code, time.monotonic() - started)
     stdout, stderr = out.text(), err.text()
+    cause = diagnose(code, stdout, stderr) if diagnose is not None else None
+    if cause:
+        raise AdapterAgentFailed(name, cause, code, stdout, stderr)
     if code != 0:
         raise AdapterNonZeroExit(name, code, stdout, stderr, note=f"killed by signal {-code}" if code < 0 else None)
     return stdout, stderr
@@ -242,6 +266,29 @@ def run_process(
 ArgvBuilder = Callable[["CommandAdapter"], list[str]]
 
 
+@dataclass
+class Invocation:
+    """One run of an agent CLI, as :attr:`CommandAdapter.prepare` may shape it.
+
+    ``tmpdir`` is private to this run (mode 0700, removed afterwards): the
+    place for a prompt file, a settings file, a scratch HOME. ``git_dir`` and
+    ``common_dir`` are the worktree's: what a sandbox must let ``git commit`` write.
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    workdir: str
+    tmpdir: str
+    git_dir: str
+    common_dir: str
+    ctx: AgentContext
+    prompt_file: str | None = None
+
+
+Prepare = Callable[["CommandAdapter", Invocation], None]
+Checks = Callable[["CommandAdapter"], list[str]]
+
+
 @dataclass(frozen=True)
 class CommandAdapter:
     """An agent CLI as an :class:`~.base.AgentFn`.
@@ -249,6 +296,14 @@ class CommandAdapter:
     ``model``, ``timeout`` and ``extra_args`` left as None take the defaults in
     nerve.toml's ``[adapters.<name>]`` (see :meth:`with_defaults`), else the
     built-in ones (no model flag, 300 s, no extra arguments).
+
+    What makes one CLI safe and reliable to drive lives in its module:
+    ``prepare`` (sandbox or permission settings, environment, files in the
+    run's private directory), ``diagnose`` (failures the exit status hides),
+    ``checks`` (what `git nerve validate` verifies against the installed CLI),
+    ``sandbox`` (how the agent is kept inside its worktree, in one line; empty
+    when the CLI has no such layer) and ``tested`` (False when no CI suite runs
+    the real CLI).
     """
 
     name: str
@@ -260,6 +315,11 @@ class CommandAdapter:
     extra_args: tuple[str, ...] | None = None
     grace: float = DEFAULT_GRACE
     env: Mapping[str, str] | None = None  #: extra environment variables for the agent
+    prepare: Prepare | None = None
+    diagnose: Diagnose | None = None
+    checks: Checks | None = None
+    sandbox: str = ""
+    tested: bool = True
 
     def __post_init__(self) -> None:
         if self.prompt_via not in ("stdin", "file"):
@@ -286,36 +346,63 @@ class CommandAdapter:
         return dataclasses.replace(self, **changes) if changes else self
 
     def check(self) -> list[str]:
+        """What would stop this adapter from running here (`git nerve validate`)."""
         if shutil.which(self.binary) is None:
             return [f"`{self.binary}` is not on PATH"]
-        return []
+        return list(self.checks(self)) if self.checks is not None else []
 
     def __call__(self, prompt: str, ctx: AgentContext) -> str:
-        argv = self.argv()
         env = gitcli.clean_env(
             {"NERVE_TASK_ID": ctx.task_id, "NERVE_ROLE": ctx.role, "NERVE_WORKFLOW": ctx.start.workflow, **(self.env or {})}
         )
-        if self.prompt_via == "stdin":
-            stdout, _ = run_process(
-                argv, name=self.name, cwd=ctx.workdir, input_text=prompt, timeout=self.effective_timeout,
-                abort=ctx.abort, env=env, grace=self.grace,
-            )
-            return stdout
-        fd, path = tempfile.mkstemp(prefix="nerve-prompt-", suffix=".md")
+        tmpdir = tempfile.mkdtemp(prefix=f"nerve-{self.name}-")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(prompt)
-            argv = [path if a == PROMPT_FILE else a for a in argv]
+            git_dir, common_dir = _git_dirs(ctx.workdir)
+            inv = Invocation(self.argv(), env, ctx.workdir, tmpdir, git_dir, common_dir, ctx)
+            if self.prompt_via == "file":
+                inv.prompt_file = os.path.join(tmpdir, f"nerve-prompt-{ctx.role or 'agent'}.md")
+                with open(inv.prompt_file, "w", encoding="utf-8") as fh:
+                    fh.write(prompt)
+                inv.argv = [inv.prompt_file if a == PROMPT_FILE else a for a in inv.argv]
+            if self.prepare is not None:
+                self.prepare(self, inv)
             stdout, _ = run_process(
-                argv, name=self.name, cwd=ctx.workdir, input_text=None, timeout=self.effective_timeout,
-                abort=ctx.abort, env=env, grace=self.grace,
+                inv.argv, name=self.name, cwd=ctx.workdir, input_text=prompt if self.prompt_via == "stdin" else None,
+                timeout=self.effective_timeout, abort=ctx.abort, env=inv.env, grace=self.grace, diagnose=self.diagnose,
             )
             return stdout
         finally:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _git_dirs(workdir: str) -> tuple[str, str]:
+    """The worktree's own git dir and the repository's common dir (absolute); empty outside a repository."""
+    if not os.path.isdir(workdir):
+        return "", ""  # run_process says the working directory is missing
+    proc = gitcli.run(["rev-parse", "--absolute-git-dir", "--git-common-dir"], cwd=workdir, check=False)
+    lines = proc.stdout.splitlines() if proc.returncode == 0 else []
+    if len(lines) < 2:
+        return "", ""
+    return lines[0], os.path.normpath(os.path.join(workdir, lines[1]))
+
+
+def options(own: Sequence[tuple[str, str | None]], extra: Sequence[str] | None) -> list[str]:
+    """An adapter's own ``(flag, value or None)`` options, less every flag ``extra`` sets itself.
+
+    ``extra_args`` can override any flag an adapter sets: ``--sandbox
+    read-only`` in ``extra_args`` replaces the adapter's ``--sandbox
+    workspace-write`` (both spellings, ``--flag value`` and ``--flag=value``).
+    The caller appends ``extra`` itself.
+    """
+    overridden = {a.split("=", 1)[0] for a in (extra or ()) if a.startswith("-")}
+    argv: list[str] = []
+    for flag, value in own:
+        if flag in overridden:
+            continue
+        argv.append(flag)
+        if value is not None:
+            argv.append(value)
+    return argv
 
 
 def model_flag(flag: str) -> Callable[[str | None], list[str]]:
@@ -356,4 +443,7 @@ def create_exec(
     )
 
 
-__all__ = ["PROMPT_FILE", "Capture", "CommandAdapter", "create_exec", "group_alive", "kill_group", "run_process"]
+__all__ = [
+    "PROMPT_FILE", "Capture", "CommandAdapter", "Diagnose", "Invocation", "create_exec", "group_alive", "kill_group",
+    "options", "run_process",
+]
