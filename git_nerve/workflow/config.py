@@ -91,6 +91,10 @@ class RunDefaults(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     adapter: str | None = Field(default=None, description="run every role on this built-in adapter (like --adapter)")
+    test_command: str | None = Field(
+        default=None,
+        description="how this repository runs its tests; prompts name it and adapters with command rules allow it",
+    )
 
 
 class NerveConfig(BaseModel):

@@ -267,7 +267,10 @@ class Runner:
             self._finish("error", f"the prompt of role {name} raised {type(exc).__name__}: {exc}")
             return False
         abort = threading.Event()
-        ctx = AgentContext(self.start, so_far, self.start.workdir, abort, self.start.task_id, name)
+        ctx = AgentContext(
+            self.start, so_far, self.start.workdir, abort, self.start.task_id, name,
+            test_command=self.config.run.test_command or "",
+        )
         extract_cfg = self.extract_config[name]
 
         def work() -> Any:

@@ -52,6 +52,9 @@ class AgentContext:
     abort: threading.Event = field(default_factory=threading.Event)
     task_id: str = ""
     role: str = ""
+    #: the repository's test command (nerve.toml ``[run] test_command``): adapters whose CLI
+    #: runs shell commands by rule allow exactly this one besides git and `git nerve`
+    test_command: str = ""
 
 
 @runtime_checkable
