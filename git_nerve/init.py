@@ -25,6 +25,7 @@ class InitReport:
     hooks: str = "not installed"
     nerve_toml: Path | None = None
     nerve_toml_created: bool = False
+    nerve_toml_tracked: bool = False
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -32,6 +33,7 @@ class InitReport:
             "nerve_dir": str(self.nerve_dir), "bus": str(self.bus), "integration": self.integration,
             "integration_pinned": self.integration_pinned, "hooks": self.hooks,
             "nerve_toml": str(self.nerve_toml) if self.nerve_toml else None, "nerve_toml_created": self.nerve_toml_created,
+            "nerve_toml_tracked": self.nerve_toml_tracked,
             "warnings": self.warnings,
         }
 
@@ -63,11 +65,15 @@ def init(cwd=None) -> InitReport:
         report.hooks = "failed"
         report.warnings.append(f"could not install hooks: {exc}")
     if paths.toplevel is not None:
+        from . import nerve_toml
+        from .git import cli as gitcli
         from .workflow import config as wf_config
 
-        target = paths.toplevel / "nerve.toml"
+        home = nerve_toml.main_checkout(paths.toplevel) or paths.toplevel  # one file for every worktree
+        target = nerve_toml.path_in(home)
         report.nerve_toml = target
         if not target.exists():
-            wf_config.write_default(paths.toplevel)
+            wf_config.write_default(home)
             report.nerve_toml_created = True
+        report.nerve_toml_tracked = gitcli.ok(["ls-files", "--error-unmatch", "--", nerve_toml.FILE], cwd=home)
     return report

@@ -1,5 +1,12 @@
 """``nerve.toml`` at the top of a checkout, read once the same way for every feature.
 
+One configuration wherever you stand: in a linked worktree (a task's) the
+file read is the *main checkout's*, committed or not, so a run started in a
+task's worktree uses the settings the person made where they work. A
+worktree's own copy (the version its branch carries) is used only when the
+main checkout has none; when both exist and differ, :func:`read` says which
+one it used on stderr, so no setting is ignored silently.
+
 Its tables belong to the features that use them: ``[extract]`` and
 ``[adapters.*]`` to :mod:`git_nerve.workflow.config`, ``[knowledge.embeddings]``
 to :mod:`git_nerve.knowledge.config`. Each validates its own part.
@@ -26,9 +33,49 @@ def path_in(toplevel: str | os.PathLike[str]) -> Path:
     return Path(toplevel) / FILE
 
 
+def main_checkout(toplevel: str | os.PathLike[str]) -> Path | None:
+    """The main checkout of the repository ``toplevel`` belongs to (read from the files git keeps;
+    no git process); None for a bare repository's linked worktrees or an unusual layout."""
+    top = Path(toplevel)
+    dotgit = top / ".git"
+    try:
+        if dotgit.is_dir():
+            return top
+        text = dotgit.read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    git_dir = (top / text[len("gitdir:"):].strip()).resolve()
+    try:
+        common = (git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()).resolve()
+    except OSError:
+        return None
+    return common.parent if common.name == ".git" else None
+
+
+def locate(toplevel: str | os.PathLike[str]) -> Path:
+    """The nerve.toml that holds for the checkout at ``toplevel`` (see the module's docstring)."""
+    own = path_in(toplevel)
+    main = main_checkout(toplevel)
+    if main is None or main.resolve() == Path(toplevel).resolve():
+        return own
+    shared = path_in(main)
+    if not shared.exists():
+        return own
+    try:
+        if own.exists() and own.read_bytes() != shared.read_bytes():
+            print(f"git-nerve: using {shared} (the main checkout's); this worktree's {FILE} differs and is not read",
+                  file=sys.stderr)
+    except OSError:
+        pass
+    return shared
+
+
 def read(toplevel: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The parsed file, or None when the checkout has none; one clear error when it cannot be read."""
-    path = path_in(toplevel)
+    """The parsed file that holds for ``toplevel`` (:func:`locate`), or None when there is none;
+    one clear error when it cannot be read."""
+    path = locate(toplevel)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

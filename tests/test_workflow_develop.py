@@ -82,10 +82,10 @@ def test_develop_stops_at_its_round_limit(spawned, gn, monkeypatch, tmp_path):
     work, _ = spawned
     fakes = install(monkeypatch, tmp_path / "fakes")
     fakes.script([
-        {"expect_role": "coder", "stdout": block({"summary": "tried"})},
+        {"expect_role": "coder", "write": {"a.txt": "1\n"}, "commit": "try", "stdout": block({"summary": "tried"})},
         {"expect_role": "tester", "stdout": block({"passed": True})},
         {"expect_role": "reviewer", "stdout": block({"approved": False, "comments": ["rename it"]})},
-        {"expect_role": "coder", "stdout": block({"summary": "renamed"})},
+        {"expect_role": "coder", "write": {"a.txt": "2\n"}, "commit": "rename", "stdout": block({"summary": "renamed"})},
     ])
     res = gn("run develop --task t1 --max-rounds 4 --json", work)
     data = json.loads(res.out)

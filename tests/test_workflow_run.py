@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from fixtures.agents import alive, install, wait_for
+from fixtures.repos.build import git
 from git_nerve.bus import messages, rounds, workers
 from git_nerve.bus.connection import Bus
 from git_nerve.workflow import END, Role, Thread, Workflow, fail
@@ -171,9 +172,10 @@ def test_adapter_errors_become_rounds(task, gn, monkeypatch, tmp_path):
 
     ref = use(monkeypatch, flow(times_out), "nerve_test_flow2")
     assert gn(["run", ref, "--task", "t1"], task.work).code == 1
-    assert thread_rounds(task)[-1].metadata == {
-        "adapter": "times_out", "duration_s": thread_rounds(task)[-1].metadata["duration_s"], "workflow": "loop",
-        "error": "timeout", "timeout_s": 300,
+    last = thread_rounds(task)[-1].metadata
+    assert last == {
+        "adapter": "times_out", "duration_s": last["duration_s"], "workflow": "loop",
+        "error": "timeout", "timeout_s": 300, "head": git(task.work, "rev-parse", "feat/t1"), "commits": [],
     }
 
 

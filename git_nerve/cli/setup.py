@@ -28,6 +28,9 @@ def init(as_json: bool) -> None:
     echo(f"Hooks:       {report.hooks}")
     if report.nerve_toml:
         echo(f"Config:      {report.nerve_toml}" + ("  (created)" if report.nerve_toml_created else "  (kept)"))
+        if not report.nerve_toml_tracked:
+            echo("             not committed yet: every worktree's run reads this file from the main checkout;")
+            echo("             commit it so task branches carry it too: git add nerve.toml && git commit -m 'git-nerve config'")
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

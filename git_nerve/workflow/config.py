@@ -128,7 +128,7 @@ def load(toplevel: str | os.PathLike[str] | None) -> NerveConfig:
     try:
         return NerveConfig.model_validate(data)
     except ValidationError as exc:
-        raise UsageError(f"{path_in(toplevel)}: {validation_errors(exc)}") from None
+        raise UsageError(f"{nerve_toml.locate(toplevel)}: {validation_errors(exc)}") from None
 
 
 def default_config() -> dict[str, Any]:

@@ -135,13 +135,19 @@ def _type_name(prop: dict[str, Any]) -> str:
     return "any"
 
 
-def correction_prompt(model: type[BaseModel], raw: str, error: str) -> str:
-    """What the agent is told when its output could not be read."""
+def correction_prompt(model: type[BaseModel], error: str) -> str:
+    """What the agent is told when its output could not be read.
+
+    Never any of the agent's own output: text an agent printed (a URL, an
+    instruction injected into a file it read) must not come back to it, or to
+    any tool, as instructions. Only our parser's error, quoted as data.
+    """
+    quoted = "\n".join(f"> {line}" for line in error.replace("\r", "").splitlines()[:5])
     return (
-        f"Your previous reply could not be read as the required result: {error}.\n\n"
-        "Do not redo the work. Reply with only a fenced ```json block holding an object with these fields:\n"
-        f"{schema_hint(model)}\n\n"
-        f"The end of your previous reply, for reference:\n\n{tail(raw, 4000)}\n"
+        "Your previous reply could not be read as the required result. The parser said:\n"
+        f"{quoted}\n\n"
+        "Do not redo the work and do not run anything. Reply with only a fenced ```json block holding an object "
+        f"with these fields:\n{schema_hint(model)}\n"
     )
 
 
@@ -176,7 +182,7 @@ def extract(
     if reprompt is None:
         raise ExtractError(error)
     try:
-        again = reprompt(correction_prompt(model, raw, error))
+        again = reprompt(correction_prompt(model, error))
     except AdapterAborted:
         raise
     except AdapterError as exc:

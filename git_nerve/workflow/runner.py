@@ -40,6 +40,7 @@ from .adapters.base import (
     StartFrame,
     adapter_name,
 )
+from . import ground
 from .config import NerveConfig
 from .extract import ExtractError, extract, schema_hint
 from .spec import End, Role, Thread, Workflow, problems
@@ -204,8 +205,17 @@ class Runner:
 
     # -- the loop ------------------------------------------------------------------------
 
+    def _git(self, fn, *args, **kw):
+        """A git observation that must not end the run: None when git cannot answer."""
+        try:
+            return fn(*args, **kw)
+        except NerveError as exc:
+            log.warning("could not read the task's branch: %s", exc.message)
+            return None
+
     def run(self) -> RunResult:
         started = time.monotonic()
+        self._start_tip = self._git(ground.tip, self.start.workdir, self.start.branch)
         self._publish("workflow_start", {"workflow": self.workflow.name, "max_rounds": self.max_rounds})
         self.on_event("start", {"workflow": self.workflow.name, "task": self.start.task_id, "max_rounds": self.max_rounds})
         try:
@@ -215,6 +225,9 @@ class Runner:
             self._finish("interrupted", "interrupted between agent runs")
         finally:
             self.result.duration_s = round(time.monotonic() - started, 1)
+        if self.result.outcome == "completed":
+            self._check_completed()
+        self._beat(self._final_status())
         try:
             self._publish("workflow_end", {
                 "workflow": self.workflow.name, "outcome": self.result.outcome, "reason": self.result.reason,
@@ -227,6 +240,25 @@ class Runner:
 
     def _finish(self, outcome: str, reason: str) -> None:
         self.result.outcome, self.result.reason = outcome, reason
+
+    def _check_completed(self) -> None:
+        """A run is completed only when git agrees: the branch moved (if a role must commit) and the worktree is clean."""
+        must_commit = any(r.commits for r in self.workflow.roles.values())
+        obs = self._git(ground.observe, self.start.workdir, self.start.branch, self._start_tip)
+        if obs is None:
+            return self._finish("failed", "the moderator ended the run, but git could not confirm the work")
+        if must_commit and not obs.commits:
+            return self._finish("failed", f"the moderator ended the run, but {self.start.branch or 'HEAD'} did not move: no commit was made")
+        if obs.dirty:
+            why = ground.verdict(obs, must_commit=False, branch=self.start.branch)
+            return self._finish("failed", f"the moderator ended the run, but {why}")
+
+    def _final_status(self) -> str:
+        """The heartbeat status a run leaves behind: what really happened, not "coder running"."""
+        status = f"{self.workflow.name}: {self.result.outcome}"
+        if self.result.outcome != "completed" and self.result.reason:
+            status += f" ({self.result.reason})"
+        return status if len(status) <= 300 else status[:297] + "..."
 
     def _loop(self) -> None:
         while True:
@@ -269,7 +301,7 @@ class Runner:
         abort = threading.Event()
         ctx = AgentContext(
             self.start, so_far, self.start.workdir, abort, self.start.task_id, name,
-            test_command=self.config.run.test_command or "",
+            test_command=self.start.test_command or self.config.run.test_command or "",
         )
         extract_cfg = self.extract_config[name]
 
@@ -284,6 +316,7 @@ class Runner:
             return raw, got, None
 
         self.on_event("role_start", {"role": name, "adapter": aname})
+        before = self._git(ground.tip, self.start.workdir, self.start.branch)
         t0 = time.monotonic()
         outcome, stop_reason, interrupted = self._supervise(
             work, abort, f"{self.workflow.name}: {name} running ({aname})", aname
@@ -316,6 +349,7 @@ class Runner:
             content = f"{aname}: the adapter raised {type(exc).__name__}: {exc}"
             metadata = {**facts, "error": "exception"}
             status, detail = "exception", content
+        status, detail = self._reconcile(name, role, before, metadata, status, detail)
         number = self._append(name, content, metadata)
         report = RoundReport(number, name, aname, duration, status, detail)
         self.result.rounds.append(report)
@@ -327,6 +361,31 @@ class Runner:
             self._finish("stopped", stop_reason)
             return False
         return True
+
+    def _reconcile(
+        self, name: str, role: Role, before: str | None, metadata: dict[str, Any], status: str, detail: str
+    ) -> tuple[str, str]:
+        """What git says about the round: its commits are recorded (and named in ``metadata``);
+        a missing commit or uncommitted changes fail it, whatever the agent reported."""
+        obs = self._git(ground.observe, self.start.workdir, self.start.branch, before)
+        if obs is None:
+            return status, detail
+        metadata["head"] = obs.tip
+        metadata["commits"] = obs.commits
+        if obs.rewritten:
+            metadata["rewritten"] = True
+        recorded = self._git(ground.record_commits, self.bus, self.start.workdir, self.start.task_id, obs.commits, "workflow")
+        if recorded:
+            self._beat(f"{self.workflow.name}: {name} committed {recorded[-1][:12]}")
+        problem = ground.verdict(obs, must_commit=role.commits, branch=self.start.branch)
+        if problem is None:
+            return status, detail
+        metadata["git_error"] = problem
+        if status != "ok":  # the adapter's own failure comes first; git's finding is kept beside it
+            return status, detail
+        claimed = metadata.get("files_changed")
+        said = f" (the agent reported files_changed={claimed})" if claimed else ""
+        return "git_error", f"{name}: {problem}{said}"
 
     def _supervise(
         self, work: Callable[[], Any], abort: threading.Event, status: str, aname: str
@@ -452,6 +511,7 @@ def run_task(
                 start = StartFrame(
                     task_id=task_id, workflow=workflow.name, content=w.description, workdir=str(workdir),
                     branch=w.branch, base=w.base, first_round=rounds.last_round(repo.bus.conn, task_id) + 1,
+                    test_command=cfg.run.test_command or "",
                 )
                 return run(
                     workflow, bus=repo.bus, start=start, config=cfg, max_rounds=max_rounds, heartbeat_interval=interval,

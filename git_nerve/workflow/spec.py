@@ -106,8 +106,9 @@ class Thread:
 
     @staticmethod
     def failed(r: Round) -> bool:
-        """True when the round's agent failed or its result could not be read."""
-        return "error" in r.metadata or "extract_error" in r.metadata
+        """True when the round's agent failed, its result could not be read, or git contradicts it
+        (``metadata["git_error"]``: no commit from a committing role, uncommitted changes left)."""
+        return "error" in r.metadata or "extract_error" in r.metadata or "git_error" in r.metadata
 
 
 Moderator = Callable[[Thread], str | End]
@@ -122,6 +123,8 @@ class Role:
     meta: type[BaseModel]
     #: per-role extract settings, merged over nerve.toml's [extract]
     extract: ExtractConfig | Mapping[str, Any] | None = None
+    #: the role must leave at least one new commit on the task's branch (git decides, not the agent's report)
+    commits: bool = False
 
     def render(self, start: StartFrame, rounds: Sequence[Round]) -> str:
         text = self.prompt(start, rounds) if callable(self.prompt) else self.prompt

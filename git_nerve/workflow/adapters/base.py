@@ -40,6 +40,7 @@ class StartFrame:
     branch: str = ""
     base: str = ""  #: the ref the task was spawned from
     first_round: int = 1  #: the thread's round id where this run began (older rounds are earlier history)
+    test_command: str = ""  #: how the repository runs its tests (nerve.toml [run] test_command), "" if unknown
 
 
 @dataclass

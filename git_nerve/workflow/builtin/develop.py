@@ -74,10 +74,12 @@ def coder_prompt(start: StartFrame, rounds: Sequence[Round]) -> str:
             ),
             "",
         ]
+    if start.test_command:
+        lines += [f"Run the tests with `{start.test_command}` before you commit.", ""]
     lines += [
         (
             "Keep the change focused. Commit your work with git when you are done (one or more commits, "
-            "clear messages); do not push and do not merge."
+            "clear messages); do not push and do not merge. Work that is not committed does not count."
         ),
     ]
     return "\n".join(lines)
@@ -92,6 +94,7 @@ def tester_prompt(start: StartFrame, rounds: Sequence[Round]) -> str:
         "",
         f"Task under test: {start.content or start.task_id}",
         "",
+        *([f"The test command: `{start.test_command}`.", ""] if start.test_command else []),
         "Report whether everything passes; list each failing test with the reason.",
     ])
 
@@ -119,7 +122,7 @@ def moderator(thread: Thread) -> str | End:
     if last is None:
         return "coder"
     if Thread.failed(last):
-        why = last.metadata.get("error") or "its result could not be read"
+        why = last.metadata.get("error") or last.metadata.get("git_error") or "its result could not be read"
         return fail(f"the {last.role} failed ({why})")
     if last.role == "coder":
         return "tester"
@@ -140,7 +143,7 @@ def build(
     return Workflow(
         name=name,
         roles={
-            "coder": Role(adapter=coder, prompt=coder_prompt, meta=CoderMeta),
+            "coder": Role(adapter=coder, prompt=coder_prompt, meta=CoderMeta, commits=True),
             "tester": Role(adapter=tester, prompt=tester_prompt, meta=TesterMeta),
             "reviewer": Role(adapter=reviewer, prompt=reviewer_prompt, meta=ReviewerMeta),
         },
