@@ -110,3 +110,25 @@ def test_a_commit_in_a_worker_refreshes_the_radar_in_the_background(repo, gw, sh
 def test_conflict_ranges_are_numbered_in_the_first_sides_file():
     merged = "a\n<<<<<<< ours\nb1\nb2\n=======\nB\n>>>>>>> theirs\nc\n<<<<<<< ours\nd\n||||||| base\nD0\n=======\nD\n>>>>>>> theirs\n"
     assert conflict_ranges(merged) == [(2, 3), (5, 5)]
+
+
+def test_the_merge_queue_takes_tasks_in_no_conflict_first_and_a_conflict_does_not_block(repo, gw):
+    work = repo.work
+    t1, t2 = spawn(gw, work, "t1"), spawn(gw, work, "t2")
+    commit_file(t1, "src/app.py", APP.replace("hello", "hi"), "t1: hi")
+    commit_file(t2, "docs/guide.md", "# Guide\n\nRead me.\n", "t2: guide")
+    for t, tree in (("t1", t1), ("t2", t2)):
+        assert gw("start", tree).code == 0
+        assert gw("done", tree).code == 0
+        assert gw(["approve", t], work).code == 0  # t1 approved first: the older approval
+    commit_file(work, "src/app.py", APP.replace("hello", "good day"), "main moved on")  # t1 now conflicts
+    assert gw("conflicts --refresh", work).code == 0
+    res = gw("merge --all --json", work)
+    data = json.loads(res.out)
+    assert [m["task_id"] for m in data["merged"]] == ["t2"], res
+    assert [f["task_id"] for f in data["failed"]] == ["t1"] and data["failed"][0]["files"] == ["src/app.py"]
+    with Bus(work / ".git" / "nerve" / "bus.db") as bus:
+        from git_nerve.bus import messages
+
+        order = [m.task_id for m in messages.since(bus.conn, 0) if m.kind == "state_change" and m.payload.get("by") == "merge"]
+    assert order.index("t2") < order.index("t1")  # the clean task did not wait behind the conflicting one

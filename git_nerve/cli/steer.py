@@ -123,7 +123,8 @@ def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: boo
                 worker_cli.print_merge(task_id, res)
 
         def failed(task_id: str, exc) -> None:
-            echo(f"merge {task_id} failed: {exc.message}", err=True)
+            files = getattr(exc, "files", None)
+            echo(f"merge {task_id} failed: {exc.message}" + (f" (files: {', '.join(files)})" if files else ""), err=True)
 
         result = merge_all(repo, delete_branch=delete_branch, check=check, force=force,
                            say=lambda text: echo(f"steer: {text}", err=True), on_merged=merged, on_failed=failed)

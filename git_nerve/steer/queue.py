@@ -1,6 +1,7 @@
 """`git worker merge --all`: every APPROVED task merged in approval order, steerable as a queue.
 
-The queue is the APPROVED tasks at the start, oldest approval first. Before
+The queue is the APPROVED tasks at the start, oldest approval first, except
+that tasks the conflict radar saw in a conflict go after those in none. Before
 each merge (and once more when the queue is empty) it drains the
 ``merge-all`` consumer:
 
@@ -70,10 +71,15 @@ class QueueResult:
 
 
 class Queue:
-    """The pending tasks, ordered by approval time; changed only by drained messages."""
+    """The pending tasks, ordered by approval time; changed only by drained messages.
 
-    def __init__(self, approved: list[workers.Worker]):
-        self.pending: list[tuple[float, str]] = sorted((_order(w), w.task_id) for w in approved)
+    Tasks the conflict radar last saw conflicting with another live task or
+    with the integration branch go after the ones that conflict with nothing
+    (``risky``), so a clean task never waits behind one likely to bounce."""
+
+    def __init__(self, approved: list[workers.Worker], risky: set[str] | frozenset[str] = frozenset()):
+        self.risky = frozenset(risky)
+        self.pending: list[tuple[tuple[bool, float], str]] = sorted((self._key(w), w.task_id) for w in approved)
         self.merged: set[str] = set()
         self.skipped: list[str] = []
         self._planned: tuple[list[tuple[float, str]], list[str]] | None = None
@@ -107,11 +113,11 @@ class Queue:
                 elif w is None or w.state != "APPROVED":
                     head = f"add {target}: it is {w.state if w else 'gone'}, not APPROVED; not queued"
                 else:
-                    pending.append((_order(w), target))
+                    pending.append((self._key(w), target))
                     pending.sort()
                     if target in skipped:
                         skipped.remove(target)
-                    head = f"add {target}: put in the merge queue (position {pending.index((_order(w), target)) + 1})"
+                    head = f"add {target}: put in the merge queue (position {pending.index((self._key(w), target)) + 1})"
             acks.append(Ack(m, line(head, m)))
         self._planned = (pending, skipped)
         return acks
@@ -124,6 +130,16 @@ class Queue:
 
     def pop(self) -> str:
         return self.pending.pop(0)[1]
+
+    def _key(self, w: workers.Worker) -> tuple[bool, float]:
+        return (w.task_id in self.risky, _order(w))
+
+
+def _risky(repo: Any) -> set[str]:
+    """Tasks the radar's last result shows in a conflict (the cache only: the queue never waits for it)."""
+    from ..radar import scan
+
+    return {t for p in scan.cached(repo.paths.common_dir).pairs if p.kind == "conflict" for t in (p.a, p.b)}
 
 
 def _order(w: workers.Worker) -> float:
@@ -155,7 +171,7 @@ def merge_all(
     result = QueueResult()
     try:
         with hold(repo.lock_path("merge-all"), timeout=0, what="the merge queue lock"):
-            queue = Queue(workers.all_workers(repo.bus.conn, states=("APPROVED",)))
+            queue = Queue(workers.all_workers(repo.bus.conn, states=("APPROVED",)), _risky(repo))
             while True:
                 drained = drain(repo.bus, QUEUE_CONSUMER, respond=queue.respond)
                 queue.adopt()
