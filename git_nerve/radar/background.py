@@ -6,7 +6,6 @@ one runs is picked up by the next.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -34,6 +33,8 @@ def spawn(worktree: str | os.PathLike[str], task_id: str, log: str | os.PathLike
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+
     parser = argparse.ArgumentParser(prog="git_nerve.radar.background")
     parser.add_argument("--cwd", required=True)
     parser.add_argument("--task", action="append", default=[])

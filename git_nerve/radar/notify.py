@@ -1,9 +1,8 @@
 """Telling the agents: a new conflict becomes a ``radar`` round in both tasks' threads and a
-notice the next hook message prints on the agent's terminal (``<git-dir>/nerve/radar-notice``)."""
+notice the next hook message prints on the agent's terminal (:mod:`.notice`)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from .. import clock
@@ -11,12 +10,9 @@ from ..bus import messages, rounds
 from ..bus import workers as bus_workers
 from ..errors import GitError
 from ..git import worktrees
-from ..paths import create_file, make_dirs
+from . import notice
 from .cache import INTEGRATION
 from .scan import Pair
-
-NOTICE = "radar-notice"
-
 
 def describe(pair: Pair, me: str, integration: str | None) -> str:
     other = pair.b if pair.a == me else pair.a
@@ -28,10 +24,6 @@ def describe(pair: Pair, me: str, integration: str | None) -> str:
             where = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in lines) if lines and me == pair.a else ""
             parts.append(f"{f} (lines {where})" if where else f"{f} (conflict)")
     return f"your work conflicts with {who}: {', '.join(parts) or ', '.join(pair.files)}"
-
-
-def notice_path(worktree: Path) -> Path:
-    return worktrees.git_dir_of(worktree) / "nerve" / NOTICE
 
 
 def tell(repo, pairs: list[Pair], integration: str | None) -> int:
@@ -50,29 +42,11 @@ def tell(repo, pairs: list[Pair], integration: str | None) -> int:
             w = bus_workers.get(repo.bus.conn, me)
             if w is not None and w.worktree and Path(w.worktree).is_dir():
                 try:
-                    path = notice_path(Path(w.worktree))
-                    make_dirs(path.parent)
-                    fd = create_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-                    with os.fdopen(fd, "a", encoding="utf-8") as fh:
-                        fh.write(f"git-nerve radar: {text}\n")
+                    notice.add(worktrees.git_dir_of(Path(w.worktree)), f"git-nerve radar: {text}")
                 except (OSError, GitError):
                     pass
             told += 1
     return told
 
 
-def take_notice(git_dir: str | os.PathLike[str]) -> str:
-    """The pending notice for the worktree whose git dir is ``git_dir``, removed as it is read."""
-    path = Path(git_dir) / "nerve" / NOTICE
-    claimed = path.with_name(f"{NOTICE}.{os.getpid()}")
-    try:
-        os.replace(path, claimed)
-    except FileNotFoundError:
-        return ""
-    try:
-        return claimed.read_text(encoding="utf-8")
-    finally:
-        claimed.unlink(missing_ok=True)
-
-
-__all__ = ["NOTICE", "describe", "take_notice", "tell"]
+__all__ = ["describe", "tell"]
