@@ -144,3 +144,52 @@ def test_the_merge_queue_takes_tasks_in_no_conflict_first_and_a_conflict_does_no
 
         order = [m.task_id for m in messages.since(bus.conn, 0) if m.kind == "state_change" and m.payload.get("by") == "merge"]
     assert order.index("t2") < order.index("t1")  # the clean task did not wait behind the conflicting one
+
+
+# -- the batched queue ------------------------------------------------------------------------
+
+CHECK = "python3 check.py"
+CHECKER = "import pathlib, sys\nbad = [p.name for p in pathlib.Path('.').glob('*.txt') if 'BROKEN' in p.read_text()]\nprint('broken:', bad)\nsys.exit(1 if bad else 0)\n"
+
+
+def approved_tasks(gw, work: Path, n: int, broken: set[int]) -> list[str]:
+    commit_file(work, "check.py", CHECKER, "a check")
+    names = []
+    for i in range(n):
+        t = f"b{i}"
+        tree = spawn(gw, work, t)
+        commit_file(tree, f"{t}.txt", ("BROKEN\n" if i in broken else "fine\n"), f"{t}: work")
+        assert gw("start", tree).code == 0 and gw("done", tree).code == 0
+        assert gw(["approve", t], work).code == 0
+        names.append(t)
+    return names
+
+
+def test_a_batch_with_one_failing_task_bisects_and_sends_only_it_back(repo, gw):
+    work = repo.work
+    names = approved_tasks(gw, work, 4, broken={2})
+    res = gw(["merge", "--all", "--batch", "4", "--check", CHECK, "--json"], work)
+    data = json.loads(res.out)
+    assert [m["task_id"] for m in data["merged"]] == ["b0", "b1", "b3"], res
+    assert [f["task_id"] for f in data["failed"]] == ["b2"] and res.code == 7
+    assert "batch of 4: 4 check run(s); passing: b0, b1, b3; failing: b2" in res.err  # not one per task, once bisected
+    rows = {r["task_id"]: r["state"] for r in json.loads(gw("status --json", work).out)}
+    assert rows == {"b0": "COMPLETED", "b1": "COMPLETED", "b2": "WORKING", "b3": "COMPLETED"}
+    with Bus(work / ".git" / "nerve" / "bus.db") as bus:
+        got = rounds.load(bus.conn, "b2", list(range(1, rounds.last_round(bus.conn, "b2") + 1)))
+    assert any("broken: ['b2.txt']" in r.content for r in got)  # the check's output reached the task's thread
+    assert not (work / "b2.txt").exists() and (work / "b3.txt").read_text() == "fine\n"
+
+
+def test_a_batch_with_two_failing_tasks(repo, gw):
+    work = repo.work
+    approved_tasks(gw, work, 6, broken={1, 4})
+    res = gw(["merge", "--all", "--batch", "6", "--check", CHECK, "--json"], work)
+    data = json.loads(res.out)
+    assert sorted(m["task_id"] for m in data["merged"]) == ["b0", "b2", "b3", "b5"], res
+    assert sorted(f["task_id"] for f in data["failed"]) == ["b1", "b4"]
+
+
+def test_batch_needs_all_and_check(repo, gw):
+    res = gw(["merge", "--all", "--batch", "4"], repo.work)
+    assert res.code == 2 and "--batch needs --all and --check" in res.err

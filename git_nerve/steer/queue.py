@@ -136,10 +136,15 @@ class Queue:
 
 
 def _risky(repo: Any) -> set[str]:
-    """Tasks the radar's last result shows in a conflict (the cache only: the queue never waits for it)."""
+    """Tasks in a conflict, by the radar brought up to date with the branch tips (pairs whose
+    tips did not move come from its cache; worktrees are not looked at again)."""
     from ..radar import scan
 
-    return {t for p in scan.cached(repo.paths.common_dir).pairs if p.kind == "conflict" for t in (p.a, p.b)}
+    try:
+        result = scan.recompute(repo, changed=[])
+    except NerveError:
+        result = scan.cached(repo.paths.common_dir)
+    return {t for p in result.pairs if p.kind == "conflict" for t in (p.a, p.b)}
 
 
 def _order(w: workers.Worker) -> float:
@@ -153,12 +158,60 @@ def _say_drained(result: DrainResult, say: Say) -> None:
         say(f'note: "{note.text}" (queued at {clock.iso(note.ts)})')
 
 
+def _merge_batch(repo: Any, group: list[str], check: str, delete_branch: bool, force: bool, result: QueueResult,
+                 queue: Queue, say: Say, on_merged, on_failed) -> bool:
+    """One batch: one check (bisected on failure), the failing tasks sent back, the rest merged.
+    False when an error must end the queue."""
+    from ..errors import CheckFailed
+    from ..git import refs
+    from ..worker import lifecycle
+    from .batch import run_batch
+
+    def failed(task_id: str, exc: NerveError) -> None:
+        result.failed.append((task_id, exc))
+        if on_failed:
+            on_failed(task_id, exc)
+
+    try:
+        verdict = run_batch(repo, group, check, say)
+    except NerveError as exc:
+        result.error = exc
+        result.pending = group + queue.tasks
+        return False
+    for task_id, output in verdict.failing.items():
+        comment = f"merge queue: `{check}` failed with this task in the batch; fix it and ask for review again.\n{output}"
+        lifecycle.request_changes(repo, task_id, comment=comment[-4000:], by="merge-queue")
+        failed(task_id, CheckFailed(f"--check `{check}` failed with {task_id} in the batch; the task is back to WORKING",
+                                    details=[output[-2000:]]))
+    integration = repo.settings.integration
+    moved = refs.resolve(repo.cwd, lifecycle.integration_ref(repo, integration, fetch=False)) != verdict.onto
+    # the passing set was checked as a whole on verdict.onto; if the branch moved since, check each again
+    leftovers = list(verdict.conflicting)
+    for task_id in verdict.passing + leftovers:
+        again = check if moved or task_id in verdict.conflicting else None
+        try:
+            merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=again, force=force)
+        except TASK_FAILURES as exc:
+            failed(task_id, exc)
+            continue
+        except NerveError as exc:
+            result.failed.append((task_id, exc))
+            result.error = exc
+            return False
+        queue.merged.add(task_id)
+        result.merged.append((task_id, merged))
+        if on_merged:
+            on_merged(task_id, merged)
+    return True
+
+
 def merge_all(
     repo: Any,
     *,
     delete_branch: bool = False,
     check: str | None = None,
     force: bool = False,
+    batch: int = 1,
     say: Say | None = None,
     on_merged: Callable[[str, Any], None] | None = None,
     on_failed: Callable[[str, NerveError], None] | None = None,
@@ -182,6 +235,11 @@ def merge_all(
                     break
                 if not queue.pending:
                     break
+                if batch > 1 and check:
+                    group = [queue.pop() for _ in range(min(batch, len(queue.pending)))]
+                    if not _merge_batch(repo, group, check, delete_branch, force, result, queue, say, on_merged, on_failed):
+                        break
+                    continue
                 task_id = queue.pop()
                 try:
                     merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
