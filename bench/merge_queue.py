@@ -7,7 +7,7 @@ CHECK_S seconds, like a real test suite), merged by `git worker merge --all
 built in this run. Printed side by side: check runs, wall time, tasks merged.
 
 Run from the repository root with the venv's interpreter:
-    .venv/bin/python bench/queue.py [--tasks 32] [--broken 3] [--batch 8] [--check-seconds 0.5]
+    .venv/bin/python bench/merge_queue.py [--tasks 32] [--broken 3] [--batch 8] [--check-seconds 0.5]
 """
 
 from __future__ import annotations
