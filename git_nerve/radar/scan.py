@@ -19,7 +19,7 @@ from typing import Any
 from .. import clock
 from ..bus import workers as bus_workers
 from ..errors import GitError, NerveError
-from ..git import overlap, refs, worktrees
+from ..git import refs, worktrees
 from ..locks import hold
 from . import cache
 
@@ -61,7 +61,7 @@ class Scan:
         return [p for p in self.pairs if task_id in (p.a, p.b)]
 
 
-def _side(ov: overlap.Repo, w, old: dict | None, refresh: bool) -> dict | None:
+def _side(ov, w, old: dict | None, refresh: bool) -> dict | None:
     tip = ov.tip(f"refs/heads/{w.branch}") if w.branch else None
     if tip is None:
         return None
@@ -83,6 +83,7 @@ def _side(ov: overlap.Repo, w, old: dict | None, refresh: bool) -> dict | None:
 def recompute(repo, *, changed: Iterable[str] | None = None) -> Scan:
     """Bring the cache up to date. ``changed``: the tasks whose worktrees must be looked at again
     (a commit there); None: every task (a full recompute)."""
+    from ..git import overlap  # pygit2: only when computing (status reads the cache without it)
     from ..worker.lifecycle import integration_ref
 
     started = time.monotonic()
