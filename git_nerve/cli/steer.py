@@ -103,6 +103,9 @@ def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str 
 
     if (task_id is None) == (not all_tasks):
         raise UsageError("give a TASK_ID or --all (not both)")
+    from ..worker.lifecycle import parse_check
+
+    parse_check(check)  # an empty --check is a usage error before anything opens
     if not all_tasks:
         worker_cli.merge.callback(task_id=task_id, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
         return

@@ -281,6 +281,7 @@ def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_
     """Merge approved work into the integration branch (APPROVED -> COMPLETED)."""
     from ..worker import lifecycle
 
+    lifecycle.parse_check(check)  # an empty --check is a usage error before anything opens
     with _repo(create=False) as repo:
         res = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
         for w in res.warnings:

@@ -529,6 +529,7 @@ def merge(
     temporary worktree before anything moves; if it fails nothing moves
     (exit 7). Afterwards the worker's worktree is removed (its tip archived).
     """
+    check_argv = _parse_check(check)
     w = get(repo.bus, task_id)
     if w.state == State.COMPLETED.value:
         res = MergeResult(None, already=True, into=w.integration)
@@ -536,7 +537,6 @@ def merge(
         return res
     if w.state != State.APPROVED.value:
         raise InvalidTransition(f"cannot merge {task_id}: it is {w.state} (merge needs APPROVED)")
-    check_argv = _parse_check(check)
     cwd = repo.cwd
     settings = repo.settings
     integration = w.integration
@@ -642,15 +642,20 @@ def _record_merge(repo: Repo, w: workers.Worker, res: MergeResult, merged: str, 
 
 
 def _parse_check(check: str | None) -> list[str] | None:
-    if not check:
+    """``--check CMD`` as an argv; None only when no --check was given. An empty or blank
+    command (a script's ``--check "$CHECK"`` with CHECK unset) is a usage error, not "no check"."""
+    if check is None:
         return None
     try:
         argv = shlex.split(check)
     except ValueError as exc:
         raise UsageError(f"--check: {exc}") from None
     if not argv:
-        raise UsageError("--check needs a command")
+        raise UsageError("--check needs a command (it was given an empty one); nothing was merged")
     return argv
+
+
+parse_check = _parse_check
 
 
 def _run_check(repo: Repo, commit: str, argv: list[str]) -> None:
