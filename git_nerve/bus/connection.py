@@ -146,11 +146,11 @@ class Bus:
             raise DatabaseError(f"cannot read the bus {where}: {exc.strerror or exc}") from exc
         if st.st_size == 0:
             raise DatabaseError(
-                f"the bus {where} is empty (0 bytes: a crash or a full disk can leave one); every task's state is "
+                f"the bus {where} is unreadable: empty (0 bytes: a crash or a full disk can leave one); every task's state is "
                 "in it, so it was not replaced. Restore it from a backup, or move it away to start a new, empty bus"
             )
         if head != b"SQLite format 3\x00":
-            raise DatabaseError(f"the bus {where} is not a SQLite database (not a git-nerve bus); it was left untouched")
+            raise DatabaseError(f"the bus {where} is unreadable: not a SQLite database (not a git-nerve bus); it was left untouched")
 
     def _check_ours(self, conn: sqlite3.Connection) -> None:
         """A SQLite file without our schema (user_version 0 or no workers table) is someone else's."""
@@ -158,7 +158,7 @@ class Bus:
         has_workers = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='workers'").fetchone()
         if version == 0 or not has_workers:
             raise DatabaseError(
-                f"the bus {self.path} is a SQLite database without git-nerve's schema (not ours); it was left "
+                f"the bus {self.path} is unreadable: a SQLite database without git-nerve's schema (not ours); it was left "
                 "untouched. Move it away to start a new bus"
             )
 

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..text import json_safe
 from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, warn
 
 
@@ -72,7 +73,10 @@ def outbox(follow: bool, as_json: bool) -> None:
             return
         try:
             for line in box.follow(bus):
-                echo(json.dumps(box.as_dict(line), ensure_ascii=False) if as_json else box.render(line))
+                if as_json:  # one JSON line: escaped as JSON does, never by echo's text escaping
+                    click.echo(json_safe(json.dumps(box.as_dict(line), ensure_ascii=False)))
+                else:
+                    echo(box.render(line))
         except KeyboardInterrupt:
             return
     finally:

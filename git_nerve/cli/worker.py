@@ -12,6 +12,7 @@ import time
 import click
 
 from .. import __version__
+from ..text import clean_line
 from .common import (
     CONTEXT_SETTINGS,
     NerveGroup,
@@ -173,7 +174,7 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
         if r["stale"]:
             shown = style(f"{'STALE':<11}", fg="red", bold=True)
         hb = clock.ago(w.last_heartbeat, now) + (" ago" if w.last_heartbeat else "")
-        desc = (w.description.splitlines() or [""])[0][:40]
+        desc = clean_line((w.description.splitlines() or [""])[0])[:40]
         echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb:<10} {clock.ago(w.assigned_at, now):<6} {desc}")
         for mark in r["radar"]:
             echo(style(f"{'':<24} ! {mark}", fg="red" if mark.startswith("conflict") else "yellow"))
@@ -226,11 +227,11 @@ def _summary(kind: str, p: dict) -> str:
     if kind == "state_change":
         return f"{p.get('from')} -> {p.get('to')} ({p.get('by')})"
     if kind == "commit":
-        return f"{str(p.get('sha', ''))[:10]} {p.get('subject', '')}"
+        return clean_line(f"{str(p.get('sha', ''))[:10]} {p.get('subject', '')}")
     if kind == "rewrite":
         return f"{len(p.get('pairs', []))} commit(s) rewritten by {p.get('source')}"
     parts = [f"{k}={v}" for k, v in p.items() if v not in (None, "", [], {})]
-    text = " ".join(parts)
+    text = clean_line(" ".join(parts))  # one line: a newline in a comment must not forge another entry
     return text if len(text) <= 120 else text[:117] + "..."
 
 
