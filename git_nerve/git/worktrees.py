@@ -34,7 +34,7 @@ def list_all(cwd) -> list[WorktreeInfo]:
         # a `git worktree add` running meanwhile leaves its admin directory half-written for a
         # moment ("failed to read .git/worktrees/<name>/commondir"): look again
         if "worktrees/" not in proc.stderr or attempt == LIST_ATTEMPTS - 1:
-            raise GitError(f"git worktree list failed: {cli.last_line(proc.stderr) or f'exit {proc.returncode}'}")
+            raise GitError(f"git worktree list failed: {cli.message(proc.stderr) or f'exit {proc.returncode}'}")
         time.sleep(0.02 * 2**attempt)
     out = proc.stdout.rstrip("\n")
     items: list[WorktreeInfo] = []

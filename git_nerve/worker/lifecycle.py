@@ -163,6 +163,7 @@ def spawn(
         if existing.task_id != task_id:
             raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
         _ensure_worktree(repo, existing)
+        _repair_ctx(existing)
         # a spawn killed after its bus row never reached the hooks: finish that too
         res = SpawnResult(existing, created=False)
         res.hooks_installed, warning = _ensure_hooks(repo, Path(existing.worktree))
@@ -271,6 +272,17 @@ def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str |
         except Exception as exc:  # a hook problem must not fail the spawn
             problems.append(str(exc))
     return installed_now, ("could not install git hooks: " + "; ".join(problems)) if problems else None
+
+
+def _repair_ctx(w: workers.Worker) -> None:
+    """Spawning an existing task rewrites its worktree's .worker-ctx.json if it is corrupt or missing."""
+    from ..context import repair
+
+    path = Path(w.worktree)
+    if w.state in (State.COMPLETED.value, State.FAILED.value) or not path.is_dir():
+        return
+    repair(worktrees.git_dir_of(path), WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path),
+                                                     created_at=clock.iso(w.assigned_at) or "", description=w.description))
 
 
 def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
@@ -695,7 +707,7 @@ def _advance_local(repo: Repo, integration: str, old: str, new: str, target_wt: 
     if proc.returncode != 0:
         if refs.resolve(target_wt.path, "HEAD") != old:
             return False
-        raise GitError(f"could not fast-forward {integration} in {target_wt.path}: {cli.last_line(proc.stderr)}")
+        raise GitError(f"could not fast-forward {integration} in {target_wt.path}: {cli.message(proc.stderr)}")
     return True
 
 
@@ -709,7 +721,7 @@ def _sync_local_integration(repo: Repo, integration: str, merged: str, target_wt
     if target_wt is not None:
         proc = cli.run(["merge", "--ff-only", "--quiet", merged], cwd=target_wt.path, check=False)
         if proc.returncode != 0:
-            return f"could not fast-forward {integration} in {target_wt.path}: {cli.last_line(proc.stderr)}"
+            return f"could not fast-forward {integration} in {target_wt.path}: {cli.message(proc.stderr)}"
         return None
     refs.update(repo.cwd, f"refs/heads/{integration}", merged, local, f"nerve: sync {integration}")
     return None
