@@ -394,6 +394,7 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
             f"a {op} is in progress in {wt}" + (f"; conflicting files: {', '.join(files)}" if files else ""),
             files=files, details=REBASE_STEPS if op == "rebase" else [f"finish or abort the {op} first"],
         )
+    _refuse_branch_gone(repo, w, "done")
     if refs.symbolic(wt, "HEAD") != f"refs/heads/{w.branch}":
         raise GitError(f"the worktree {wt} is not on branch {w.branch}; check it out again first")
     dirty = worktrees.dirty_files(wt, untracked=False)
@@ -553,6 +554,8 @@ def merge(
     settings = repo.settings
     integration = w.integration
     wt = Path(w.worktree)
+    if wt.is_dir():
+        _refuse_branch_gone(repo, w, "merge")
     if wt.is_dir() and not force:
         dirty = worktrees.dirty_files(wt)
         if dirty:
@@ -740,33 +743,10 @@ def _archived_tip(repo: Repo, task_id: str) -> str:
 
 
 def _archive(repo: Repo, w: workers.Worker, *, force: bool) -> str | None:
-    """Keep the branch tip (plus, with force, uncommitted work) under refs/nerve/archive/<task>."""
-    cwd = repo.cwd
-    wt = Path(w.worktree)
-    tip = refs.resolve(cwd, f"refs/heads/{w.branch}")
-    if wt.is_dir():
-        dirty = worktrees.dirty_files(wt)
-        if dirty and not force:
-            raise GitError(
-                f"the worktree {wt} has uncommitted changes ({', '.join(dirty[:5])}); "
-                "commit them, or pass --force to archive them and remove the worktree"
-            )
-        head = refs.resolve(wt, "HEAD")
-        on_branch = refs.symbolic(wt, "HEAD") == f"refs/heads/{w.branch}"
-        if head and tip and tip != head and not on_branch:
-            # a stopped rebase or a detached HEAD: keep the branch's own commits (first parent,
-            # what retry restores) and what the worktree holds
-            tip = worktrees.snapshot(wt, head, f"nerve snapshot of {w.task_id}: worktree off its branch at removal",
-                                     parents=[tip, head])
-        elif dirty and head:
-            tip = worktrees.snapshot(wt, head, f"nerve snapshot of {w.task_id}: uncommitted work at removal")
-        elif head:
-            tip = head
-    if tip is None:
-        return None
-    ref = refs.archive_name(w.task_id)
-    cli.run(["update-ref", "-m", f"nerve: archive {w.task_id}", ref, tip], cwd=cwd)
-    return ref
+    """Keep everything the task holds under refs/nerve/archive/<task> (see :mod:`.archive`)."""
+    from . import archive
+
+    return archive.archive(repo, w, force=force)
 
 
 def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: bool, force: bool) -> None:
@@ -777,11 +757,19 @@ def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: 
     if wt.is_dir():
         worktrees.remove(repo.cwd, wt, force=force)
         res.removed_worktree = True
+    else:
+        _prune_missing(repo, wt)
     if delete_branch:
         res.deleted_branch = _delete_branch(repo, w)
     if res.removed_worktree or res.deleted_branch:
         _publish(repo.bus, w.task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
                                                   "branch_deleted": res.deleted_branch})
+
+
+def _prune_missing(repo: Repo, wt: Path) -> None:
+    """A worktree deleted by hand leaves git's entry for it behind ("prunable"): drop it."""
+    if any(info.path == wt or os.path.abspath(info.path) == os.path.abspath(wt) for info in worktrees.list_all(repo.cwd)):
+        worktrees.prune(repo.cwd)
 
 
 def _delete_branch(repo: Repo, w: workers.Worker) -> bool:
@@ -813,6 +801,8 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
         # refuse before the state changes: a refused cleanup leaves the task as it was
         w = get(repo.bus, task_id)
         if w.state != State.COMPLETED.value:
+            if Path(w.worktree).is_dir():
+                _refuse_branch_gone(repo, w, "cancel --cleanup")
             _refuse_unsaved(Path(w.worktree))
     with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
         outcome = transition(
@@ -827,15 +817,27 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
         w = outcome.worker
         wt = Path(w.worktree)
         if not force:
+            if wt.is_dir():
+                _refuse_branch_gone(repo, w, "cancel --cleanup")
             _refuse_unsaved(wt)
         res.archive_ref = _archive(repo, w, force=force)
         if wt.is_dir():
             worktrees.remove(repo.cwd, wt, force=force)
             res.removed_worktree = True
+        else:
+            _prune_missing(repo, wt)
         res.deleted_branch = _delete_branch(repo, w)
         _publish(repo.bus, task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
                                                 "branch_deleted": res.deleted_branch})
     return res
+
+
+def _refuse_branch_gone(repo: Repo, w: workers.Worker, verb: str) -> None:
+    """GitError naming a branch deleted by hand (rather than "uncommitted changes (every file)")."""
+    from . import archive
+
+    if archive.branch_gone(repo, w):
+        raise archive.branch_gone_error(repo, w, verb)
 
 
 def _refuse_unsaved(wt: Path) -> None:

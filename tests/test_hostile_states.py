@@ -1,0 +1,274 @@
+"""Hostile states (issue 17): work is never lost, what was removed is never republished, an
+empty or foreign bus is never trusted, control codes are never printed raw, and every error
+names git's real cause. Each case on a real repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import git
+from fixtures.repos import worker as wk
+from fixtures.repos.build import commit_file, write
+from fixtures.repos.worker import fsck_after  # noqa: F401  (autouse: `git fsck` after every test)
+
+
+def reachable(cwd: Path, sha: str, ref: str) -> bool:
+    return subprocess.run(["git", "merge-base", "--is-ancestor", sha, ref], cwd=cwd).returncode == 0
+
+
+def tree_files(cwd: Path, rev: str) -> set[str]:
+    return set(git(cwd, "ls-tree", "-r", "--name-only", rev).split())
+
+
+# -- 1. a branch deleted by hand -------------------------------------------------------------
+
+
+@pytest.fixture
+def orphaned(repo):
+    """Task t1 WORKING with two commits and uncommitted work, its branch deleted with update-ref -d."""
+    work = repo.work
+    wt = wk.drive(work, "t1", "WORKING")
+    first = commit_file(wt, "one.txt", "one\n", "t1: one")
+    second = commit_file(wt, "two.txt", "two\n", "t1: two")
+    write(wt, "wip.txt", "not committed\n")
+    git(work, "update-ref", "-d", "refs/heads/feat/t1")
+    return repo, wt, [first, second]
+
+
+@pytest.mark.parametrize("argv", [["cancel", "t1", "--cleanup"], ["done", "--task", "t1"]])
+def test_a_branch_deleted_by_hand_is_named_not_blamed_on_uncommitted_changes(orphaned, gw, argv):
+    repo, wt, (first, second) = orphaned
+    res = gw(argv, repo.work)
+    assert res.code == 4, res
+    assert "feat/t1" in res.err and "is gone" in res.err, res.err
+    assert f"git branch feat/t1 {second[:12]}" in res.err, res.err  # the way back: its last tip
+    assert "uncommitted changes" not in res.err
+    assert wt.is_dir() and wk.state(repo.work, "t1") == "WORKING"
+
+
+def test_cancel_cleanup_force_archives_commits_and_files_of_a_deleted_branch(orphaned, gw):
+    repo, wt, (first, second) = orphaned
+    res = gw(["cancel", "t1", "--cleanup", "--force"], repo.work)
+    assert res.code == 0, res
+    assert not wt.exists()
+    ref = "refs/nerve/archive/t1"
+    assert reachable(repo.work, second, ref) and reachable(repo.work, first, ref)
+    files = tree_files(repo.work, ref)
+    assert {"one.txt", "two.txt", "wip.txt"} <= files, files  # the uncommitted file too
+    # retry puts the branch back at its commits
+    assert gw(["retry", "t1"], repo.work).code == 0
+    assert git(repo.work, "rev-parse", "refs/heads/feat/t1") == second
+
+
+def test_the_bus_keeps_the_tip_when_worktree_and_branch_are_both_gone(repo, gw):
+    work = repo.work
+    wt = wk.drive(work, "t1", "WORKING")
+    sha = commit_file(wt, "kept.txt", "kept\n", "t1: kept")  # the post-commit hook records it
+    assert any(m == "commit" for m in wk.kinds(work, "t1"))
+    shutil.rmtree(wt)
+    git(work, "update-ref", "-d", "refs/heads/feat/t1")
+    res = gw(["cancel", "t1", "--cleanup", "--force"], work)
+    assert res.code == 0, res
+    assert reachable(work, sha, "refs/nerve/archive/t1")
+    assert "prunable" not in git(work, "worktree", "list", "--porcelain")
+
+
+def test_an_archive_that_cannot_be_written_removes_nothing(orphaned, gw):
+    repo, wt, _ = orphaned
+    lock = Path(git(repo.work, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "refs" / "nerve" / "archive" / "t1.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("")
+    res = gw(["cancel", "t1", "--cleanup", "--force"], repo.work)
+    assert res.code == 4, res
+    assert "nothing was removed" in res.err
+    assert wt.is_dir() and (wt / "wip.txt").is_file()
+    lock.unlink()
+
+
+# -- 3. a bus that is not ours ---------------------------------------------------------------
+
+
+def _bus(work: Path) -> Path:
+    return wk.bus_path(work)
+
+
+@pytest.mark.parametrize("kind", ["empty", "symlink-to-empty", "foreign-sqlite"])
+def test_a_bus_that_is_not_ours_is_exit_5_and_left_byte_for_byte(repo, gw, gn, kind, tmp_path):
+    work = repo.work
+    wk.spawn(work, "t1")
+    bus = _bus(work)
+    for side in (Path(f"{bus}-wal"), Path(f"{bus}-shm")):
+        side.unlink(missing_ok=True)
+    bus.unlink()
+    target = None
+    if kind == "empty":
+        bus.write_bytes(b"")
+    elif kind == "symlink-to-empty":
+        target = tmp_path / "elsewhere.db"
+        target.write_bytes(b"")
+        bus.symlink_to(target)
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(bus)
+        conn.execute("CREATE TABLE notes (x)")
+        conn.commit()
+        conn.close()
+    before = bus.read_bytes() if not bus.is_symlink() else None
+    for prog, argv in [("worker", ["status"]), ("worker", ["spawn", "t2"]), ("worker", ["show", "t1"]),
+                       ("nerve", ["init"]), ("nerve", ["outbox"])]:
+        res = (gw if prog == "worker" else gn)(argv, work)
+        assert res.code == 5, (argv, res)
+        assert "no workers yet" not in res.out
+    if target is not None:
+        assert bus.is_symlink() and target.read_bytes() == b""
+    else:
+        assert bus.read_bytes() == before
+    assert not Path(f"{bus}-wal").exists() or kind == "foreign-sqlite"
+    assert "feat/t2" not in git(work, "branch", "--list")
+
+
+def test_a_new_bus_is_created_only_where_none_exists(repo, gw):
+    work = repo.work
+    assert gw(["spawn", "t1"], work).code == 0
+    bus = _bus(work)
+    assert bus.is_file() and not bus.is_symlink()
+    assert not [p for p in bus.parent.iterdir() if p.name.endswith(".new")]  # no temporary left
+    dangling = bus.parent / "bus.db"
+    bus.unlink()
+    dangling.symlink_to(bus.parent / "nowhere.db")  # a dangling symlink is not "no bus"
+    assert gw(["status"], work).code == 5
+    assert not (bus.parent / "nowhere.db").exists()
+
+
+# -- 5. --check "" --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", ["", "   "])
+def test_merge_with_an_empty_check_is_a_usage_error_and_merges_nothing(repo, gw, gn, check):
+    work = repo.work
+    wk.drive(work, "t1", "APPROVED")
+    main = git(work, "rev-parse", "main")
+    res = gw(["merge", "t1", "--check", check], work)
+    assert res.code == 2 and "--check" in res.err, res
+    res = gw(["merge", "--all", "--check", check], work)
+    assert res.code == 2 and "--check" in res.err, res
+    assert git(work, "rev-parse", "main") == main
+    assert wk.state(work, "t1") == "APPROVED"
+
+
+# -- 10. control characters -------------------------------------------------------------------
+
+EVIL = "title\x1b]0;pwned\x07 clear\x1b[2J link\x1b]8;;http://x\x1b\\hidden\x1b]8;;\x1b\\ bidi\u202eevil c1\x9b31m"
+RAW = ("\x1b", "\x07", "\u202e", "\x9b")
+
+
+def raw_codes(text: str) -> list[str]:
+    return [repr(c) for c in RAW if c in text]
+
+
+def test_control_codes_from_users_agents_and_commits_are_never_printed_raw(repo, gw, gn):
+    work = repo.work
+    wt = wk.spawn(work, "t1", description=f"desc {EVIL}")
+    with wk.opened(work) as r:
+        from git_nerve.worker import lifecycle
+
+        lifecycle.start(r, "t1")
+    commit_file(wt, "a.txt", "a\n", f"subject {EVIL}")
+    assert gn(["tell", "--task", "t1", f"note {EVIL}"], work).code == 0
+    assert gn(["post", "--task", "t1", "--role", "tester", f"round {EVIL}\nsecond line"], work).code == 0
+    outputs = {
+        "status": gw(["status"], work),
+        "show": gw(["show", "t1"], work),
+        "thread": gn(["thread", "t1"], work),
+        "outbox": gn(["outbox"], work),
+    }
+    for name, res in outputs.items():
+        assert res.code == 0, (name, res)
+        assert not raw_codes(res.out + res.err), (name, raw_codes(res.out + res.err), res.out)
+    assert "\\e]0;pwned" in outputs["show"].out  # shown escaped, not dropped
+    assert "round title\\e]0;pwned" in outputs["thread"].out and "\nsecond line" in outputs["thread"].out  # newlines kept
+    # --json: the same text, escaped as JSON does, and it reads back exactly
+    res = gw(["show", "t1", "--json"], work)
+    assert not raw_codes(res.out)
+    assert json.loads(res.out)["worker"]["description"] == f"desc {EVIL}"
+
+
+def test_a_hook_message_does_not_print_control_codes(repo, sh):
+    """The pre-push refusal and post-commit warnings reach agents through git's stderr."""
+    from git_nerve.text import clean
+
+    assert clean("a\x1b[2Jb\u202e\n\tc") == "a\\e[2Jb\\u202e\n\tc"
+    assert clean("x\ny", newlines=False) == "x\\x0ay"
+
+
+# -- 11. messages that mislead -------------------------------------------------------------------
+
+
+def test_dubious_ownership_names_safe_directory(repo, sh, tmp_path):
+    work = repo.work
+    subprocess.run(["chown", "-R", "12345:12345", str(work)], check=True)
+    try:
+        res = sh(["git", "worker", "status"], work)
+    finally:
+        subprocess.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", str(work)], check=True)
+    assert res.code == 4, res
+    assert "safe.directory" in res.err and "not a git repository" not in res.err, res.err
+
+
+def test_a_corrupt_worker_context_names_a_fix_that_repairs_it(repo, gw):
+    work = repo.work
+    wt = wk.spawn(work, "t1")
+    ctx = Path(git(wt, "rev-parse", "--path-format=absolute", "--git-dir")) / "nerve" / ".worker-ctx.json"
+    ctx.write_text("{not json")
+    res = gw(["start"], wt)
+    assert res.code == 2 and "git worker spawn t1" in res.err, res
+    assert gw(["spawn", "t1"], work).code == 0  # the suggested fix
+    assert gw(["start"], wt).code == 0
+    assert wk.state(work, "t1") == "WORKING"
+
+
+def test_a_full_disk_error_keeps_gits_cause():
+    from git_nerve.git.cli import message
+
+    stderr = ("Preparing worktree (new branch 'feat/t1')\n"
+              "error: unable to create file src/app.py: No space left on device\n"
+              "fatal: Could not reset index file to revision 'HEAD'.\n")
+    text = message(stderr)
+    assert "No space left on device" in text and "Could not reset index file" in text
+
+
+def test_spawn_on_a_full_disk_reports_no_space_left(repo, gw, tmp_path):
+    """A real ENOSPC: the worktree root is a tiny tmpfs (skipped where mounting is not allowed)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        work = repo.work
+        write(work, "big.bin", "x" * 200_000)
+        git(work, "add", "big.bin")
+        git(work, "commit", "-qm", "big")
+        git(work, "config", "nerve.worktreeDir", str(mnt))
+        res = gw(["spawn", "t1"], work)
+        assert res.code == 4, res
+        assert "No space left on device" in res.err, res.err
+        assert "feat/t1" not in git(work, "branch", "--list")
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_merge_prunes_the_entry_of_a_worktree_deleted_by_hand(repo, gw):
+    work = repo.work
+    wt = wk.drive(work, "t1", "APPROVED")
+    shutil.rmtree(wt)
+    res = gw(["merge", "t1"], work)
+    assert res.code == 0, res
+    assert str(wt) not in git(work, "worktree", "list", "--porcelain")
+    assert reachable(work, git(work, "rev-parse", "feat/t1"), "main")
