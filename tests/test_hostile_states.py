@@ -272,3 +272,58 @@ def test_merge_prunes_the_entry_of_a_worktree_deleted_by_hand(repo, gw):
     assert res.code == 0, res
     assert str(wt) not in git(work, "worktree", "list", "--porcelain")
     assert reachable(work, git(work, "rev-parse", "feat/t1"), "main")
+
+
+# -- 2. a merge whose push landed but was never recorded -------------------------------------------
+
+
+@pytest.fixture
+def pushed_unrecorded(remote_repo, sh):
+    """t1 APPROVED; `git worker merge t1` killed just after its push reached origin."""
+    work = remote_repo.work
+    wk.drive(work, "t1", "APPROVED")
+    tip = git(work, "rev-parse", "feat/t1")
+    res = sh(["git", "worker", "merge", "t1"], work, env={**os.environ, "NERVE_FAULT": "merge.after-push"})
+    assert res.code != 0, res  # killed
+    assert reachable(work, tip, "refs/remotes/origin/main")
+    assert wk.state(work, "t1") == "APPROVED"
+    return remote_repo, tip
+
+
+@pytest.mark.parametrize("argv", [["cancel", "t1"], ["request-changes", "t1", "--comment", "redo"],
+                                  ["cancel", "t1", "--cleanup"]])
+def test_a_merge_that_reached_origin_is_recorded_not_cancelled(pushed_unrecorded, gw, argv):
+    repo, tip = pushed_unrecorded
+    res = gw(argv, repo.work)
+    assert res.code == 3, res
+    assert "already reached the remote" in res.err, res.err
+    assert wk.state(repo.work, "t1") == "COMPLETED"
+    merged = [m for m in wk.kinds(repo.work, "t1") if m == "merged"]
+    assert merged
+    # merge now finishes the job (cleanup) instead of refusing
+    res = gw(["merge", "t1"], repo.work)
+    assert res.code == 0, res
+    assert not wk.worktree(repo.work, "t1").exists()
+
+
+def test_status_records_a_merge_that_reached_origin(pushed_unrecorded, gw):
+    repo, tip = pushed_unrecorded
+    res = gw(["status", "--json"], repo.work)
+    assert res.code == 0, res
+    assert [r["state"] for r in json.loads(res.out) if r["task_id"] == "t1"] == ["COMPLETED"]
+    assert "recorded it as COMPLETED" in res.err
+
+
+def test_an_approved_task_without_commits_is_not_mistaken_for_merged(remote_repo, gw):
+    """Its tip is on origin/main from the start; only a merge commit with it as a parent counts."""
+    work = remote_repo.work
+    wk.spawn(work, "t1")
+    with wk.opened(work) as r:
+        from git_nerve.worker import lifecycle
+
+        lifecycle.start(r, "t1")
+        lifecycle.done(r, "t1")
+        lifecycle.approve(r, "t1", by="me")
+    res = gw(["cancel", "t1"], work)
+    assert res.code == 0, res
+    assert wk.state(work, "t1") == "FAILED"

@@ -149,6 +149,8 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
     from ..worker.status import row
 
     settings = _settings_or_none(repo)
+    if settings is not None:
+        _record_remote_merges(repo)
     now = clock.now()
     from .radar import marks
 
@@ -178,6 +180,18 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
         echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb:<10} {clock.ago(w.assigned_at, now):<6} {desc}")
         for mark in r["radar"]:
             echo(style(f"{'':<24} ! {mark}", fg="red" if mark.startswith("conflict") else "yellow"))
+
+
+def _record_remote_merges(repo) -> None:
+    """APPROVED tasks whose merge reached the remote unrecorded show (and are recorded) as COMPLETED."""
+    from ..errors import NerveError
+    from ..worker import merged
+
+    try:
+        for task_id in merged.reconcile_all(repo):
+            warn(f"{task_id}: its merge had reached the remote without being recorded; recorded it as COMPLETED")
+    except NerveError as exc:  # status must work even when git cannot tell
+        warn(f"could not check the remote for unrecorded merges: {exc.message}")
 
 
 _COLORS = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIEW": "yellow",

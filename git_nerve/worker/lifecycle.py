@@ -493,10 +493,25 @@ def approve(repo: Repo, task_id: str, *, by: str | None = None, comment: str | N
 def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by: str | None = None) -> Outcome:
     """IN_REVIEW (or APPROVED) -> WORKING. The comment reaches the agent through its thread."""
     with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
+        _refuse_merged_on_remote(repo, task_id, "request changes for")
         return transition(
             repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
             verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment})],
             columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
+        )
+
+
+def _refuse_merged_on_remote(repo: Repo, task_id: str, verb: str) -> None:
+    """An APPROVED task whose merge reached the remote unrecorded (a merge killed after its push) is
+    recorded COMPLETED, and the command refused: its work is published. Call holding the task's lock."""
+    from . import merged
+
+    before = get(repo.bus, task_id).state
+    w = merged.reconcile(repo, task_id, fetch=True, lock="held")
+    if before == State.APPROVED.value and w.state == State.COMPLETED.value:
+        raise InvalidTransition(
+            f"cannot {verb} {task_id}: its merge already reached the remote{merged.merged_note(repo, task_id)}; "
+            "recorded it as COMPLETED"
         )
 
 
@@ -805,6 +820,7 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
                 _refuse_branch_gone(repo, w, "cancel --cleanup")
             _refuse_unsaved(Path(w.worktree))
     with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
+        _refuse_merged_on_remote(repo, task_id, "cancel")
         outcome = transition(
             repo.bus, task_id, State.FAILED,
             allowed_from=[State.ASSIGNED, State.WORKING, State.CONFLICTED, State.IN_REVIEW, State.APPROVED],
