@@ -327,3 +327,40 @@ def test_an_approved_task_without_commits_is_not_mistaken_for_merged(remote_repo
     res = gw(["cancel", "t1"], work)
     assert res.code == 0, res
     assert wk.state(work, "t1") == "FAILED"
+
+
+# -- 4. the integration branch force-pushed backwards ----------------------------------------------------
+
+
+def test_merge_refuses_to_republish_a_commit_the_remote_dropped(remote_repo, gw, tmp_path):
+    work, origin = remote_repo.work, remote_repo.origin
+    other = wk.second_clone(origin, tmp_path / "other")
+    before_secret = git(other, "rev-parse", "HEAD")
+    wt = wk.spawn(work, "t1")
+    secret = wk.push_from(other, "secret.txt", "password=hunter2\n")
+    with wk.opened(work) as r:
+        from git_nerve.worker import lifecycle
+
+        lifecycle.start(r, "t1")
+        own = commit_file(wt, "t1.txt", "work\n", "t1: work")
+        lifecycle.done(r, "t1")  # rebased onto origin/main, secret included
+        lifecycle.approve(r, "t1", by="me")
+    # the secret is removed from origin's history
+    git(other, "reset", "-q", "--hard", before_secret)
+    git(other, "push", "-q", "--force", "origin", "HEAD:refs/heads/main")
+    res = gw(["merge", "t1"], work)
+    assert res.code == 4, res
+    assert secret[:12] in res.err and "no longer contains" in res.err, res.err
+    assert git(origin, "rev-parse", "main") == before_secret  # nothing published
+    assert wk.state(work, "t1") == "APPROVED"
+    # the way forward it names works: the task's own commit only
+    assert gw(["request-changes", "t1"], work).code == 0
+    git(wt, "rebase", "-q", "--onto", "origin/main", secret[:12])
+    assert gw(["done"], wt).code == 0
+    assert gw(["approve", "t1"], work).code == 0
+    res = gw(["merge", "t1"], work)
+    assert res.code == 0, res
+    published = git(origin, "rev-list", "main").split()
+    assert secret not in published
+    assert "t1.txt" in tree_files(origin, "main") and "secret.txt" not in tree_files(origin, "main")
+    assert own  # (its content, rebased, is what was merged)

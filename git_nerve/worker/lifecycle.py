@@ -501,6 +501,13 @@ def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by:
         )
 
 
+def _refuse_dropped(repo: Repo, w: workers.Worker, tip: str, ours: str, target_ref: str) -> None:
+    """Refuse to publish again a commit the integration branch dropped (force-pushed backwards)."""
+    from . import merged
+
+    merged.refuse_dropped(repo, w, tip, ours, target_ref)
+
+
 def _refuse_merged_on_remote(repo: Repo, task_id: str, verb: str) -> None:
     """An APPROVED task whose merge reached the remote unrecorded (a merge killed after its push) is
     recorded COMPLETED, and the command refused: its work is published. Call holding the task's lock."""
@@ -606,6 +613,7 @@ def merge(
                 with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
                     _record_merge(repo, w, res, ours, tip, target_ref, target_wt)
                 break
+            _refuse_dropped(repo, w, tip, ours, target_ref)
             mr = objects.merge_commit(repo.paths.common_dir, ours, tip, message, author, committer)
             if mr.commit is None:
                 transition(

@@ -110,3 +110,55 @@ def merged_note(repo, task_id: str) -> str:
 
 
 __all__ = ["merge_commit_on", "published_merge", "reconcile", "reconcile_all", "merged_note"]
+
+
+# -- a commit the integration branch dropped ----------------------------------------------------------------
+
+
+def _old_integration_tips(repo, w, ref: str) -> list[str]:
+    """Where the integration branch has been: its reflog here, and the bases the bus recorded for the task."""
+    cwd = repo.cwd
+    tips = cli.run(["reflog", "show", "-n", "200", "--format=%H", ref, "--"], cwd=cwd, check=False).stdout.split()
+    for m in messages.for_task(repo.bus.conn, w.task_id, kinds=("task_assign", "review_request", "rebase_conflict")):
+        for key in ("base_sha", "onto"):
+            value = m.payload.get(key)
+            if isinstance(value, str) and len(value) == 40:
+                tips.append(value)
+    known = [t for t in dict.fromkeys(tips) if refs.resolve(cwd, t)]
+    return known
+
+
+def dropped_commits(repo, w, tip: str, ours: str, ref: str) -> list[str]:
+    """Commits a merge of ``tip`` into ``ours`` would publish that ``ref`` once held and no longer does
+    (the integration branch was force-pushed backwards, e.g. to remove a leaked secret): oldest first.
+    The task's own commits were never on the integration branch, so they are never among them."""
+    cwd = repo.cwd
+    olds = _old_integration_tips(repo, w, ref)
+    if not olds:
+        return []
+    gone = set(cli.out(["rev-list", *olds, "--not", ours, "--"], cwd=cwd).split())
+    if not gone:
+        return []
+    brought = cli.out(["rev-list", "--reverse", tip, "--not", ours, "--"], cwd=cwd).split()
+    return [c for c in brought if c in gone]
+
+
+def refuse_dropped(repo, w, tip: str, ours: str, ref: str) -> None:
+    """GitError naming the commits the integration branch dropped that merging ``tip`` would bring back."""
+    from ..errors import GitError
+
+    dropped = dropped_commits(repo, w, tip, ours, ref)
+    if not dropped:
+        return
+    shown = [f"{c[:12]} {refs.commit_subject(repo.cwd, c)}" for c in dropped[:5]]
+    more = f" and {len(dropped) - 5} more" if len(dropped) > 5 else ""
+    last = dropped[-1]
+    short = ref.removeprefix("refs/remotes/").removeprefix("refs/heads/")
+    raise GitError(
+        f"merging {w.task_id} would publish again {len(dropped)} commit(s) that {short} no longer contains "
+        f"(it was rewound): {'; '.join(shown)}{more}; nothing was merged",
+        details=["To drop them from the task, keeping only its own commits:",
+                 f"  1. git worker request-changes {w.task_id}",
+                 f"  2. in {w.worktree}: git rebase --onto {short} {last[:12]}",
+                 "  3. git worker done, then approve and merge again"],
+    )
