@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from pathlib import Path
 
@@ -134,23 +135,22 @@ class Bus:
                 f"the bus {where} is a symlink (to {os.readlink(where)}); refusing to use it. "
                 "It was left untouched: replace it with the real bus file, or move it away to start a new bus"
             )
+        # stat only, never open(): closing any descriptor of the database file would drop the POSIX
+        # locks other connections of this process hold on it (SQLite's documented pitfall); SQLite
+        # itself rejects a file that is not a database ("file is not a database")
         try:
             st = where.stat()
-            with open(where, "rb") as fh:
-                head = fh.read(16)
-        except IsADirectoryError:
-            raise DatabaseError(f"the bus {where} is a directory, not a database; it was left untouched") from None
         except PermissionError:
             raise DatabaseError(f"cannot read the bus {where}: permission denied") from None
         except OSError as exc:
             raise DatabaseError(f"cannot read the bus {where}: {exc.strerror or exc}") from exc
+        if stat.S_ISDIR(st.st_mode):
+            raise DatabaseError(f"the bus {where} is a directory, not a database; it was left untouched")
         if st.st_size == 0:
             raise DatabaseError(
                 f"the bus {where} is unreadable: empty (0 bytes: a crash or a full disk can leave one); every task's state is "
                 "in it, so it was not replaced. Restore it from a backup, or move it away to start a new, empty bus"
             )
-        if head != b"SQLite format 3\x00":
-            raise DatabaseError(f"the bus {where} is unreadable: not a SQLite database (not a git-nerve bus); it was left untouched")
 
     def _check_ours(self, conn: sqlite3.Connection) -> None:
         """A SQLite file without our schema (user_version 0 or no workers table) is someone else's."""
