@@ -200,12 +200,26 @@ def test_control_codes_from_users_agents_and_commits_are_never_printed_raw(repo,
     assert json.loads(res.out)["worker"]["description"] == f"desc {EVIL}"
 
 
-def test_a_hook_message_does_not_print_control_codes(repo, sh):
-    """The pre-push refusal and post-commit warnings reach agents through git's stderr."""
-    from git_nerve.text import clean
+def test_clean_escapes_controls_and_keeps_layout():
+    """The one sanitiser the CLI, the thread view, the outbox and the hooks' stderr share."""
+    from git_nerve.text import clean, clean_styled, json_safe
 
-    assert clean("a\x1b[2Jb\u202e\n\tc") == "a\\e[2Jb\\u202e\n\tc"
-    assert clean("x\ny", newlines=False) == "x\\x0ay"
+    assert clean("a\x1b[2Jb\u202e\n\tc\r\x9b") == "a\\e[2Jb\\u202e\n\tc\\x0d\\x9b"
+    assert clean("x\ny\tz", newlines=False, tabs=False) == "x\\x0ay\\x09z"
+    # our own colours survive on a terminal; anything else with ESC does not
+    assert clean_styled("\x1b[1mok\x1b[0m \x1b[2J\x1b[8m") == "\x1b[1mok\x1b[0m \\e[2J\\e[8m"
+    assert json.loads(json_safe(json.dumps("\x9b\u202e", ensure_ascii=False))) == "\x9b\u202e"
+
+
+def test_merge_names_a_branch_deleted_by_hand(repo, gw):
+    work = repo.work
+    wt = wk.drive(work, "t1", "APPROVED")
+    tip = git(work, "rev-parse", "feat/t1")
+    git(work, "update-ref", "-d", "refs/heads/feat/t1")
+    res = gw(["merge", "t1"], work)
+    assert res.code == 4 and "is gone" in res.err and tip[:12] in res.err, res
+    assert "uncommitted changes" not in res.err
+    assert wt.is_dir() and wk.state(work, "t1") == "APPROVED"
 
 
 # -- 11. messages that mislead -------------------------------------------------------------------
