@@ -378,3 +378,23 @@ def test_merge_refuses_to_republish_a_commit_the_remote_dropped(remote_repo, gw,
     assert secret not in published
     assert "t1.txt" in tree_files(origin, "main") and "secret.txt" not in tree_files(origin, "main")
     assert own  # (its content, rebased, is what was merged)
+
+
+def test_done_refuses_to_rebase_a_dropped_commit_back_in(remote_repo, gw, tmp_path):
+    work, origin = remote_repo.work, remote_repo.origin
+    other = wk.second_clone(origin, tmp_path / "other")
+    before_secret = git(other, "rev-parse", "HEAD")
+    secret = wk.push_from(other, "secret.txt", "password=hunter2\n")
+    wt = wk.spawn(work, "t1")  # based on origin/main with the secret
+    assert gw(["start"], wt).code == 0
+    commit_file(wt, "t1.txt", "work\n", "t1: work")
+    git(other, "reset", "-q", "--hard", before_secret)
+    commit_file(other, "later.txt", "after the rewind\n", "later")
+    git(other, "push", "-q", "--force", "origin", "HEAD:refs/heads/main")
+    res = gw(["done"], wt)
+    assert res.code == 4 and secret[:12] in res.err, res
+    assert f"git rebase --onto origin/main {secret[:12]}" in res.err
+    assert "refs/heads/feat/t1" not in git(origin, "for-each-ref", "--format=%(refname)")  # not pushed
+    git(wt, "rebase", "-q", "--onto", "origin/main", secret[:12])
+    assert gw(["done"], wt).code == 0
+    assert secret not in git(origin, "rev-list", "feat/t1").split()

@@ -406,6 +406,7 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
     result = DoneResult(None, tip=tip)
 
     if not refs.is_ancestor(wt, onto, tip):
+        _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")
         if skip_rebase:
             raise ConflictError(
                 f"{w.branch} does not contain the latest {w.integration}; run `git worker done` (without --skip-rebase) to rebase",
@@ -501,11 +502,11 @@ def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by:
         )
 
 
-def _refuse_dropped(repo: Repo, w: workers.Worker, tip: str, ours: str, target_ref: str) -> None:
+def _refuse_dropped(repo: Repo, w: workers.Worker, tip: str, ours: str, target_ref: str, *, verb: str = "merge") -> None:
     """Refuse to publish again a commit the integration branch dropped (force-pushed backwards)."""
     from . import merged
 
-    merged.refuse_dropped(repo, w, tip, ours, target_ref)
+    merged.refuse_dropped(repo, w, tip, ours, target_ref, verb=verb)
 
 
 def _refuse_merged_on_remote(repo: Repo, task_id: str, verb: str) -> None:

@@ -143,7 +143,7 @@ def dropped_commits(repo, w, tip: str, ours: str, ref: str) -> list[str]:
     return [c for c in brought if c in gone]
 
 
-def refuse_dropped(repo, w, tip: str, ours: str, ref: str) -> None:
+def refuse_dropped(repo, w, tip: str, ours: str, ref: str, *, verb: str = "merge") -> None:
     """GitError naming the commits the integration branch dropped that merging ``tip`` would bring back."""
     from ..errors import GitError
 
@@ -155,10 +155,11 @@ def refuse_dropped(repo, w, tip: str, ours: str, ref: str) -> None:
     last = dropped[-1]
     short = ref.removeprefix("refs/remotes/").removeprefix("refs/heads/")
     raise GitError(
-        f"merging {w.task_id} would publish again {len(dropped)} commit(s) that {short} no longer contains "
-        f"(it was rewound): {'; '.join(shown)}{more}; nothing was merged",
+        f"{'merging' if verb == 'merge' else 'rebasing'} {w.task_id} would publish again {len(dropped)} commit(s) "
+        f"that {short} no longer contains (it was rewound): {'; '.join(shown)}{more}; nothing was "
+        f"{'merged' if verb == 'merge' else 'moved'}",
         details=["To drop them from the task, keeping only its own commits:",
-                 f"  1. git worker request-changes {w.task_id}",
-                 f"  2. in {w.worktree}: git rebase --onto {short} {last[:12]}",
-                 "  3. git worker done, then approve and merge again"],
+                 *([f"  1. git worker request-changes {w.task_id}"] if verb == "merge" else []),
+                 f"  {2 if verb == 'merge' else 1}. in {w.worktree}: git rebase --onto {short} {last[:12]}",
+                 f"  {3 if verb == 'merge' else 2}. git worker done" + (", then approve and merge again" if verb == "merge" else "")],
     )
