@@ -164,12 +164,15 @@ def _archive(repo, w, *, force: bool) -> str | None:
                 "commit them, or pass --force to archive them and remove the worktree"
             )
     previous = refs.resolve(cwd, refs.archive_name(w.task_id))
+    remote = repo.settings.remote
+    pushed = refs.resolve(cwd, f"refs/remotes/{remote}/{w.branch}") if remote else None
     if branch_tip is not None:
-        # the branch is there: its tip, the worktree's HEAD and files, and an earlier archive
-        tips = [t for t in (head, branch_tip, previous) if t]
+        # the branch is there: its tip, the worktree's HEAD and files, its copy on the remote
+        # (deleted too with --delete-branch), and an earlier archive
+        tips = [t for t in (head, branch_tip, pushed, previous) if t]
     else:
         # the branch is gone: everything the worktree's reflog and the bus still know
-        tips = known_tips(repo, w)
+        tips = known_tips(repo, w) + ([pushed] if pushed else [])
     main = branch_tip or head or (tips[0] if tips else None)
     # what must stay reachable besides `main`: other tips the integration branch does not contain
     # (a branch deleted by hand, a detached HEAD, a previous archive); the integration branch itself
