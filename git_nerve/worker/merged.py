@@ -120,6 +120,8 @@ def _old_integration_tips(repo, w, ref: str) -> list[str]:
     cwd = repo.cwd
     tips = cli.run(["reflog", "show", "-n", "200", "--format=%H", ref, "--"], cwd=cwd, check=False).stdout.split()
     for m in messages.for_task(repo.bus.conn, w.task_id, kinds=("task_assign", "review_request", "rebase_conflict")):
+        if m.kind == "task_assign" and m.payload.get("base") != ref:
+            continue  # spawned --from another branch: that base was never the integration branch
         for key in ("base_sha", "onto"):
             value = m.payload.get(key)
             if isinstance(value, str) and len(value) == 40:
