@@ -50,7 +50,25 @@ def read(git_dir: str | os.PathLike[str]) -> WorkerContext | None:
             description=str(data.get("description", "")),
         )
     except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{path} is not a valid worker context ({exc}); re-run `git worker spawn`") from exc
+        name = Path(git_dir).name  # a worktree's git dir is named after it, and a worktree after its task
+        raise UsageError(
+            f"{path} is not a valid worker context ({exc}); `git worker spawn {name}` rewrites it "
+            f"(with this worktree's task id, if it is not {name!r}: `git worker status` lists them)"
+        ) from exc
+
+
+def repair(git_dir: str | os.PathLike[str], ctx: WorkerContext) -> bool:
+    """Rewrite the context when it is missing, unreadable or names another task; True if it did."""
+    try:
+        current = read(git_dir)
+    except UsageError:
+        if ctx_path(git_dir).is_symlink():
+            raise
+        current = None
+    if current is not None and (current.task_id, current.branch, current.worktree) == (ctx.task_id, ctx.branch, ctx.worktree):
+        return False
+    write(git_dir, ctx)
+    return True
 
 
 def write(git_dir: str | os.PathLike[str], ctx: WorkerContext) -> Path:

@@ -80,6 +80,8 @@ def discover(cwd: str | os.PathLike[str] | None = None, *, inherit_location: boo
         proc = cli.run(base, cwd=cwd, inherit_location=inherit_location, check=False)
         if proc.returncode != 0:
             where = os.fspath(cwd) if cwd else os.getcwd()
+            if "dubious ownership" in proc.stderr:  # git's real cause, not "not a repository"
+                raise GitError(cli.dubious_ownership_message(proc.stderr))
             raise UsageError(f"not a git repository: {where}")
         git_dir, common_dir = proc.stdout.splitlines()[:2]
     return RepoPaths(Path(git_dir), Path(common_dir), Path(toplevel) if toplevel else None)

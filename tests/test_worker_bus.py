@@ -41,12 +41,16 @@ def test_one_bus_in_the_common_dir_in_wal_mode(repo, gw):
         assert not bus.conn.in_transaction
 
 
-def test_a_zero_byte_bus_is_initialised(repo, gw):
+def test_a_zero_byte_bus_is_refused_not_reinitialised(repo, gw):
+    """An empty bus.db is what a crash or a full disk leaves of a real bus: reusing it would make
+    every task vanish and orphan their branches (issue 17), so it is refused and left as it is."""
     path = bus_file(repo.work)
     path.parent.mkdir(parents=True)
     path.touch()
-    assert gw("spawn t1", repo.work).code == 0
-    assert wk.state(repo.work, "t1") == "ASSIGNED"
+    res = gw("spawn t1", repo.work)
+    assert res.code == 5 and "empty" in res.err, res
+    assert path.read_bytes() == b""
+    assert git(repo.work, "branch", "--list", "feat/*") == ""
 
 
 def snapshot_files(path: Path) -> dict[str, bytes]:

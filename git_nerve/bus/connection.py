@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from pathlib import Path
 
@@ -53,27 +54,26 @@ class Bus:
 
     # -- opening -----------------------------------------------------------
     def _open(self, create: bool) -> sqlite3.Connection:
-        exists = self.path.exists()
+        # lexists: a dangling symlink is "something there", never a place to create a bus through
+        exists = os.path.lexists(self.path)
         if not exists and not create:
             raise DatabaseError(f"no bus at {self.path}; run `git nerve init` or `git worker spawn` first")
         ensure_local_filesystem(self.path.parent)  # before anything is created there
         if not exists:
             make_private_dir(self.path.parent)
-        if exists and not os.access(self.path, os.R_OK):
+            self._create()
+        self._refuse_foreign()
+        if not os.access(self.path, os.R_OK):
             raise DatabaseError(f"cannot read the bus {self.path}: permission denied")
-        for where in (self.path.parent, self.path) if exists else (self.path.parent,):
+        for where in (self.path.parent, self.path):
             # WAL mode writes beside the database even to read it: say so instead of SQLite's
             # "unable to open database file"
             if not os.access(where, os.W_OK):
                 raise DatabaseError(f"cannot use the bus {self.path}: {where} is read-only (a read-only file system or permissions)")
-        try:
-            conn = sqlite3.connect(
-                self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise DatabaseError(f"cannot open the bus {self.path}: {exc}") from exc
+        conn = self._connect(self.path)
         try:
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            self._check_ours(conn)
             self._retry(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone())
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
@@ -92,6 +92,75 @@ class Bus:
             conn.close()
             raise
         return conn
+
+    def _connect(self, path: Path) -> sqlite3.Connection:
+        try:
+            return sqlite3.connect(path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"cannot open the bus {path}: {exc}") from exc
+
+    def _create(self) -> None:
+        """Make a new bus where none exists, atomically: built and migrated in a temporary file,
+        then hard-linked into place (which fails if a bus appeared meanwhile). A bus file is thus
+        never empty or half-made, and an empty or foreign one can be refused instead of reused."""
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")
+        for stale in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
+            stale.unlink(missing_ok=True)
+        try:
+            conn = self._connect(tmp)
+            try:
+                conn.execute("PRAGMA journal_mode=WAL").fetchone()
+                self._migrate(conn)
+            except sqlite3.Error as exc:
+                raise DatabaseError(f"cannot create the bus {self.path}: {exc}") from exc
+            finally:
+                conn.close()  # the last connection folds the WAL into the file and removes it
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # a concurrent command created it first: use theirs
+            except OSError as exc:
+                raise DatabaseError(f"cannot create the bus {self.path}: {exc.strerror or exc}") from exc
+        finally:
+            for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
+                leftover.unlink(missing_ok=True)
+
+    def _refuse_foreign(self) -> None:
+        """DatabaseError (exit 5) when the bus path holds something that is not a bus: a symlink,
+        an empty file (a crash or a full disk leaves one), a directory, or a file that is not SQLite.
+        Nothing is written to it."""
+        where = self.path
+        if where.is_symlink():
+            raise DatabaseError(
+                f"the bus {where} is a symlink (to {os.readlink(where)}); refusing to use it. "
+                "It was left untouched: replace it with the real bus file, or move it away to start a new bus"
+            )
+        # stat only, never open(): closing any descriptor of the database file would drop the POSIX
+        # locks other connections of this process hold on it (SQLite's documented pitfall); SQLite
+        # itself rejects a file that is not a database ("file is not a database")
+        try:
+            st = where.stat()
+        except PermissionError:
+            raise DatabaseError(f"cannot read the bus {where}: permission denied") from None
+        except OSError as exc:
+            raise DatabaseError(f"cannot read the bus {where}: {exc.strerror or exc}") from exc
+        if stat.S_ISDIR(st.st_mode):
+            raise DatabaseError(f"the bus {where} is a directory, not a database; it was left untouched")
+        if st.st_size == 0:
+            raise DatabaseError(
+                f"the bus {where} is unreadable: empty (0 bytes: a crash or a full disk can leave one); every task's state is "
+                "in it, so it was not replaced. Restore it from a backup, or move it away to start a new, empty bus"
+            )
+
+    def _check_ours(self, conn: sqlite3.Connection) -> None:
+        """A SQLite file without our schema (user_version 0 or no workers table) is someone else's."""
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        has_workers = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='workers'").fetchone()
+        if version == 0 or not has_workers:
+            raise DatabaseError(
+                f"the bus {self.path} is unreadable: a SQLite database without git-nerve's schema (not ours); it was left "
+                "untouched. Move it away to start a new bus"
+            )
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
         def apply() -> None:

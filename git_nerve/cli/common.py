@@ -12,6 +12,7 @@ from typing import Any, Callable
 import click
 
 from ..errors import DatabaseError, ExitCode, NerveError
+from ..text import clean, clean_styled, json_safe
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -29,23 +30,27 @@ def style(text: str, **kw: Any) -> str:
 
 
 def echo(text: str = "", *, err: bool = False, nl: bool = True) -> None:
-    click.echo(text, err=err, nl=nl, color=color_enabled(sys.stderr if err else sys.stdout))
+    """Print a line; control characters in it (from descriptions, commits, notes, ...) are shown
+    escaped (:mod:`git_nerve.text`), except the colours our own :func:`style` added."""
+    color = color_enabled(sys.stderr if err else sys.stdout)
+    click.echo(clean_styled(text) if color else clean(text), err=err, nl=nl, color=color)
 
 
 def warn(text: str) -> None:
     prefix = click.style("warning:", fg="yellow") if color_enabled(sys.stderr) else "warning:"
-    click.echo(f"{prefix} {text}", err=True)
+    click.echo(f"{prefix} {clean(text)}", err=True)
 
 
 def echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    """JSON escapes C0 controls itself; DEL, C1 controls and bidi overrides become \\uXXXX too."""
+    click.echo(json_safe(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 
 
 def fail(exc: NerveError) -> None:
     prefix = click.style("error:", fg="red", bold=True) if color_enabled(sys.stderr) else "error:"
-    click.echo(f"{prefix} {exc.message}", err=True)
+    click.echo(f"{prefix} {clean(exc.message)}", err=True)
     for line in exc.details:
-        click.echo(line, err=True)
+        click.echo(clean(line), err=True)
     sys.exit(int(exc.exit_code))
 
 

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from ..text import json_safe
 from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, warn
 
 
@@ -72,7 +73,10 @@ def outbox(follow: bool, as_json: bool) -> None:
             return
         try:
             for line in box.follow(bus):
-                echo(json.dumps(box.as_dict(line), ensure_ascii=False) if as_json else box.render(line))
+                if as_json:  # one JSON line: escaped as JSON does, never by echo's text escaping
+                    click.echo(json_safe(json.dumps(box.as_dict(line), ensure_ascii=False)))
+                else:
+                    echo(box.render(line))
         except KeyboardInterrupt:
             return
     finally:
@@ -112,6 +116,9 @@ def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str 
         raise UsageError("give a TASK_ID or --all (not both)")
     if batch > 1 and not (all_tasks and check):
         raise UsageError("--batch needs --all and --check (it batches the check runs)")
+    from ..worker.lifecycle import parse_check
+
+    parse_check(check)  # an empty --check is a usage error before anything opens
     if not all_tasks:
         worker_cli.merge.callback(task_id=task_id, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
         return

@@ -12,6 +12,7 @@ import time
 import click
 
 from .. import __version__
+from ..text import clean_line
 from .common import (
     CONTEXT_SETTINGS,
     NerveGroup,
@@ -148,6 +149,8 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
     from ..worker.status import row
 
     settings = _settings_or_none(repo)
+    if settings is not None:
+        _record_remote_merges(repo)
     now = clock.now()
     from .radar import marks
 
@@ -173,10 +176,22 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
         if r["stale"]:
             shown = style(f"{'STALE':<11}", fg="red", bold=True)
         hb = clock.ago(w.last_heartbeat, now) + (" ago" if w.last_heartbeat else "")
-        desc = (w.description.splitlines() or [""])[0][:40]
+        desc = clean_line((w.description.splitlines() or [""])[0])[:40]
         echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb:<10} {clock.ago(w.assigned_at, now):<6} {desc}")
         for mark in r["radar"]:
             echo(style(f"{'':<24} ! {mark}", fg="red" if mark.startswith("conflict") else "yellow"))
+
+
+def _record_remote_merges(repo) -> None:
+    """APPROVED tasks whose merge reached the remote unrecorded show (and are recorded) as COMPLETED."""
+    from ..errors import NerveError
+    from ..worker import merged
+
+    try:
+        for task_id in merged.reconcile_all(repo):
+            warn(f"{task_id}: its merge had reached the remote without being recorded; recorded it as COMPLETED")
+    except NerveError as exc:  # status must work even when git cannot tell
+        warn(f"could not check the remote for unrecorded merges: {exc.message}")
 
 
 _COLORS = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIEW": "yellow",
@@ -226,11 +241,11 @@ def _summary(kind: str, p: dict) -> str:
     if kind == "state_change":
         return f"{p.get('from')} -> {p.get('to')} ({p.get('by')})"
     if kind == "commit":
-        return f"{str(p.get('sha', ''))[:10]} {p.get('subject', '')}"
+        return clean_line(f"{str(p.get('sha', ''))[:10]} {p.get('subject', '')}")
     if kind == "rewrite":
         return f"{len(p.get('pairs', []))} commit(s) rewritten by {p.get('source')}"
     parts = [f"{k}={v}" for k, v in p.items() if v not in (None, "", [], {})]
-    text = " ".join(parts)
+    text = clean_line(" ".join(parts))  # one line: a newline in a comment must not forge another entry
     return text if len(text) <= 120 else text[:117] + "..."
 
 
@@ -281,6 +296,7 @@ def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_
     """Merge approved work into the integration branch (APPROVED -> COMPLETED)."""
     from ..worker import lifecycle
 
+    lifecycle.parse_check(check)  # an empty --check is a usage error before anything opens
     with _repo(create=False) as repo:
         res = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
         for w in res.warnings:

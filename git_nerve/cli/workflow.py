@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from ..text import json_safe
 from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, style, warn
 
 
@@ -140,7 +141,7 @@ def worker_run(task: str | None, done: bool, role: str | None, as_json: bool, co
 def echo_json_err(data: dict) -> None:
     import json
 
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str), err=True)
+    click.echo(json_safe(json.dumps(data, indent=2, ensure_ascii=False, default=str)), err=True)
 
 
 COMMANDS = [run, validate]

@@ -1,7 +1,10 @@
 """The one boundary where the git binary is run.
 
 Standard library only. Every call is an argv list (never a shell); errors
-become :class:`~git_nerve.errors.GitError` with git's own last message line.
+become :class:`~git_nerve.errors.GitError` with git's own message: every
+``fatal:``/``error:`` line and any line naming a system cause (a full disk,
+permissions), not only the last line, which is often the least telling one
+("Could not reset index file to revision 'HEAD'" after "No space left on device").
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ def run(
     except subprocess.TimeoutExpired as exc:
         raise GitError(f"git {args[0] if args else ''} timed out after {timeout}s") from exc
     if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(map(str, args[:2]))} failed: {last_line(proc.stderr) or last_line(proc.stdout) or f'exit {proc.returncode}'}")
+        raise GitError(f"git {' '.join(map(str, args[:2]))} failed: {message(proc.stderr) or message(proc.stdout) or f'exit {proc.returncode}'}")
     return proc
 
 
@@ -111,6 +114,76 @@ def lock_file_in(s: str) -> str | None:
 def stale_lock_message(path: str) -> str:
     return (f"git's lock file {path} exists: another git process is running there, or one was killed; "
             f"if no git is running, remove {path}")
+
+
+#: phrases of the system's own errors (strerror) that git prints on lines of their own or
+#: in the middle of a longer line: a line holding one always matters
+SYSTEM_CAUSES = ("No space left on device", "Disk quota exceeded", "Read-only file system", "Permission denied",
+                 "Input/output error", "Too many open files", "Cannot allocate memory", "File name too long")
+
+#: at most this many lines of git's stderr go into one message
+MAX_LINES = 4
+
+
+def message(s: str | bytes | None) -> str:
+    """What git said that matters, on one line: its ``fatal:``/``error:`` lines (prefix dropped)
+    and any line with a system cause, in order, joined by "; "; else its last line.
+
+    ``hint:`` lines and git's progress chatter are dropped; a stale lock file becomes our own
+    one-line explanation; dubious ownership keeps git's ``safe.directory`` fix.
+    """
+    if not s:
+        return ""
+    if isinstance(s, bytes):
+        s = s.decode("utf-8", "replace")
+    lock = lock_file_in(s)
+    if lock:
+        return stale_lock_message(lock)
+    if "dubious ownership" in s:
+        return dubious_ownership_message(s)
+    raw = [ln for ln in s.strip().splitlines() if ln.strip()]
+    picked: list[str] = []
+    for i, rawline in enumerate(raw):
+        line = rawline.strip()
+        substance = _strip_prefix(line)
+        if substance is not line or any(cause in line for cause in SYSTEM_CAUSES):
+            if substance.endswith(":"):  # a list follows, indented: "... would be overwritten by merge:\n\tfile"
+                items = []
+                for nxt in raw[i + 1:]:
+                    if not nxt.startswith((" ", "\t")):
+                        break
+                    items.append(nxt.strip())
+                if items:
+                    substance += " " + ", ".join(items[:5]) + (", ..." if len(items) > 5 else "")
+            if substance and substance not in picked:
+                picked.append(substance)
+    if not picked:
+        return last_line(s)
+    if len(picked) > MAX_LINES:  # keep the first (the cause) and the last (what failed)
+        picked = [*picked[:MAX_LINES - 1], picked[-1]]
+    return "; ".join(p.rstrip(".") if i < len(picked) - 1 else p for i, p in enumerate(picked))
+
+
+def _strip_prefix(line: str) -> str:
+    """``line`` without git's "fatal: "/"error: " prefix; the same object when it has none."""
+    for prefix in ("fatal: ", "error: "):
+        if line.startswith(prefix):
+            return line[len(prefix):]
+    return line
+
+
+def dubious_ownership_message(s: str) -> str:
+    """git's refusal of a repository owned by someone else, with the command git suggests."""
+    where = ""
+    fix = ""
+    for line in s.splitlines():
+        text = line.strip()
+        if "dubious ownership" in text and " at '" in text:
+            where = text.split(" at '", 1)[1].rstrip("'")
+        if text.startswith("git config") and "safe.directory" in text:
+            fix = text
+    return (f"git refuses the repository {where or ''} because it belongs to another user (\"dubious ownership\"); "
+            f"if you trust it: {fix or 'git config --global --add safe.directory <path>'}").replace("  ", " ")
 
 
 def last_line(s: str | bytes | None) -> str:

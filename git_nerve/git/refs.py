@@ -49,7 +49,7 @@ def update(cwd, ref: str, new: str, old: str | None, message: str) -> bool:
         raise GitError(f"cannot update {ref}: {cli.stale_lock_message(lock)}")
     if "cannot lock ref" in err or "is at" in err or "but expected" in err or "reference already exists" in err:
         return False
-    raise GitError(f"cannot update {ref}: {cli.last_line(err)}")
+    raise GitError(f"cannot update {ref}: {cli.message(err)}")
 
 
 def stale_lock(path: str | os.PathLike[str], wait: float = 1.0) -> bool:
@@ -74,7 +74,7 @@ def is_ancestor(cwd, ancestor: str, descendant: str) -> bool:
     proc = cli.run(["merge-base", "--is-ancestor", ancestor, descendant], cwd=cwd, check=False)
     if proc.returncode in (0, 1):
         return proc.returncode == 0
-    raise GitError(f"cannot compare {ancestor[:12]} and {descendant[:12]}: {cli.last_line(proc.stderr)}")
+    raise GitError(f"cannot compare {ancestor[:12]} and {descendant[:12]}: {cli.message(proc.stderr)}")
 
 
 def symbolic(cwd, name: str) -> str | None:

@@ -44,7 +44,7 @@ def fetch(cwd, remote: str, branches: list[str]) -> None:
                 if present:
                     fetch(cwd, remote, present)
                 return
-        raise GitError(f"git fetch {remote} failed: {cli.last_line(proc.stderr)}")
+        raise GitError(f"git fetch {remote} failed: {cli.message(proc.stderr)}")
 
 
 def _remote_has(cwd, remote: str, branch: str) -> bool:

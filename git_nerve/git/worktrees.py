@@ -34,7 +34,7 @@ def list_all(cwd) -> list[WorktreeInfo]:
         # a `git worktree add` running meanwhile leaves its admin directory half-written for a
         # moment ("failed to read .git/worktrees/<name>/commondir"): look again
         if "worktrees/" not in proc.stderr or attempt == LIST_ATTEMPTS - 1:
-            raise GitError(f"git worktree list failed: {cli.last_line(proc.stderr) or f'exit {proc.returncode}'}")
+            raise GitError(f"git worktree list failed: {cli.message(proc.stderr) or f'exit {proc.returncode}'}")
         time.sleep(0.02 * 2**attempt)
     out = proc.stdout.rstrip("\n")
     items: list[WorktreeInfo] = []
@@ -80,7 +80,34 @@ def add(cwd, path: Path, *, branch: str, start: str | None) -> None:
         args = ["worktree", "add", "--quiet", "--no-track", "-b", branch, os.fspath(path), start]
     else:
         args = ["worktree", "add", "--quiet", os.fspath(path), branch]
-    cli.run(args, cwd=cwd)
+    try:
+        cli.run(args, cwd=cwd)
+    except GitError as exc:
+        full = _disk_full(cwd, path, start or branch) if "unable to write" in exc.message or "Could not reset index" in exc.message else None
+        if full:
+            raise GitError(f"{exc.message} ({full})") from exc
+        raise
+
+
+def _disk_full(cwd, path: Path, rev: str) -> str | None:
+    """git says "unable to write file X" without the cause when the disk is full: compare what the
+    checkout needs with the space left where it goes, and say "No space left on device" if it does not fit."""
+    where = Path(path)
+    while not where.exists() and where.parent != where:
+        where = where.parent
+    try:
+        st = os.statvfs(where)
+        free = st.f_bavail * st.f_frsize
+        listing = cli.run(["ls-tree", "-r", "-l", "--end-of-options", rev], cwd=cwd, check=False).stdout
+    except OSError:
+        return None
+    need = 0
+    for line in listing.splitlines():
+        size = line.split(None, 4)[3] if len(line.split(None, 4)) > 3 else "-"
+        need += int(size) if size.isdigit() else 0
+    if need <= free:
+        return None
+    return f"No space left on device: the checkout needs about {need // 1024} KiB, {where} has {free // 1024} KiB free"
 
 
 def add_detached(cwd, path: Path, commit: str) -> None:

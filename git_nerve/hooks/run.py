@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as exc:  # noqa: BLE001 - a hook of ours must never block git
         detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        sys.stderr.write(f"warning: git-nerve {hook}: {detail} (git carries on)\n")
+        from ..text import clean
+
+        sys.stderr.write(clean(f"warning: git-nerve {hook}: {detail} (git carries on)") + "\n")
         return 0
 
 

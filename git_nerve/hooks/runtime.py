@@ -35,6 +35,7 @@ from ..context import read as read_context
 from ..errors import ExitCode, NerveError
 from ..git import cli
 from ..paths import RepoPaths
+from ..text import clean
 from ..worker import heartbeat
 from ..worker.states import State
 
@@ -108,7 +109,7 @@ def operation_in_progress(git_dir: Path) -> str | None:
 
 
 def warn(hook: str, text: str) -> None:
-    sys.stderr.write(f"warning: git-nerve {hook}: {text}\n")
+    sys.stderr.write(clean(f"warning: git-nerve {hook}: {text}") + "\n")
 
 
 def describe(exc: BaseException) -> str:
@@ -325,7 +326,7 @@ REFUSED = int(ExitCode.CHECK_FAILED)
 
 
 def refuse(reason: str) -> None:
-    sys.stderr.write(f"git-nerve: push refused: {reason}\n")
+    sys.stderr.write(clean(f"git-nerve: push refused: {reason}") + "\n")
 
 
 def pre_push(where: Where, remote: str, stdin: str) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import clock
 from ..bus.connection import Bus
 from ..errors import NerveError
+from ..text import clean
 from .drain import drain, task_consumer
 
 Say = Callable[[str], None]
@@ -25,7 +26,7 @@ PREFIX = "steer: "
 
 
 def _stderr(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(clean(text) + "\n")  # notes and outbox lines are told text: never raw control codes
     sys.stderr.flush()
 
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import clock
+from ..text import clean, clean_line
 from ..bus import steer
 from ..bus.connection import Bus
 
@@ -21,7 +22,7 @@ def as_dict(line: steer.OutboxLine) -> dict[str, Any]:
 
 
 def render(line: steer.OutboxLine) -> str:
-    return f"{clock.iso(line.ts)}  {line.consumer or '-':<16} {line.text}"
+    return f"{clock.iso(line.ts)}  {clean_line(line.consumer or '-'):<16} {clean(line.text)}"
 
 
 def lines(bus: Bus, after: int = 0) -> list[steer.OutboxLine]:

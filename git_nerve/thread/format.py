@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from .. import clock
+from ..text import clean, clean_line
 from .select import Gap
 
 RESERVED = frozenset({"type", "role", "content"})
@@ -87,7 +88,7 @@ def frontmatter(metadata: dict[str, Any]) -> str:
 
 
 def header(r: ShownRound) -> str:
-    return f"[#{r.round} {r.role or UNKNOWN_ROLE}] {clock.iso(r.ts)}"
+    return f"[#{r.round} {clean_line(r.role or UNKNOWN_ROLE)}] {clock.iso(r.ts)}"
 
 
 def render_round(r: ShownRound) -> str:
@@ -96,7 +97,9 @@ def render_round(r: ShownRound) -> str:
     if meta:
         lines += ["---", frontmatter(meta), "---"]
     text = "\n".join(lines)
-    content = r.content.rstrip("\n")  # the blank line between rounds is ours to place
+    # the blank line between rounds is ours to place; control characters are shown escaped
+    # (the view goes to terminals and agents)
+    content = clean(r.content.rstrip("\n"))
     return f"{text}\n{content}" if content else text
 
 

@@ -163,6 +163,7 @@ def spawn(
         if existing.task_id != task_id:
             raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
         _ensure_worktree(repo, existing)
+        _repair_ctx(existing)
         # a spawn killed after its bus row never reached the hooks: finish that too
         res = SpawnResult(existing, created=False)
         res.hooks_installed, warning = _ensure_hooks(repo, Path(existing.worktree))
@@ -271,6 +272,17 @@ def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str |
         except Exception as exc:  # a hook problem must not fail the spawn
             problems.append(str(exc))
     return installed_now, ("could not install git hooks: " + "; ".join(problems)) if problems else None
+
+
+def _repair_ctx(w: workers.Worker) -> None:
+    """Spawning an existing task rewrites its worktree's .worker-ctx.json if it is corrupt or missing."""
+    from ..context import repair
+
+    path = Path(w.worktree)
+    if w.state in (State.COMPLETED.value, State.FAILED.value) or not path.is_dir():
+        return
+    repair(worktrees.git_dir_of(path), WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path),
+                                                     created_at=clock.iso(w.assigned_at) or "", description=w.description))
 
 
 def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
@@ -382,6 +394,7 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
             f"a {op} is in progress in {wt}" + (f"; conflicting files: {', '.join(files)}" if files else ""),
             files=files, details=REBASE_STEPS if op == "rebase" else [f"finish or abort the {op} first"],
         )
+    _refuse_branch_gone(repo, w, "done")
     if refs.symbolic(wt, "HEAD") != f"refs/heads/{w.branch}":
         raise GitError(f"the worktree {wt} is not on branch {w.branch}; check it out again first")
     dirty = worktrees.dirty_files(wt, untracked=False)
@@ -393,6 +406,7 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
     result = DoneResult(None, tip=tip)
 
     if not refs.is_ancestor(wt, onto, tip):
+        _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")
         if skip_rebase:
             raise ConflictError(
                 f"{w.branch} does not contain the latest {w.integration}; run `git worker done` (without --skip-rebase) to rebase",
@@ -480,10 +494,32 @@ def approve(repo: Repo, task_id: str, *, by: str | None = None, comment: str | N
 def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by: str | None = None) -> Outcome:
     """IN_REVIEW (or APPROVED) -> WORKING. The comment reaches the agent through its thread."""
     with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
+        _refuse_merged_on_remote(repo, task_id, "request changes for")
         return transition(
             repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
             verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment})],
             columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
+        )
+
+
+def _refuse_dropped(repo: Repo, w: workers.Worker, tip: str, ours: str, target_ref: str, *, verb: str = "merge") -> None:
+    """Refuse to publish again a commit the integration branch dropped (force-pushed backwards)."""
+    from . import merged
+
+    merged.refuse_dropped(repo, w, tip, ours, target_ref, verb=verb)
+
+
+def _refuse_merged_on_remote(repo: Repo, task_id: str, verb: str) -> None:
+    """An APPROVED task whose merge reached the remote unrecorded (a merge killed after its push) is
+    recorded COMPLETED, and the command refused: its work is published. Call holding the task's lock."""
+    from . import merged
+
+    before = get(repo.bus, task_id).state
+    w = merged.reconcile(repo, task_id, fetch=True, lock="held")
+    if before == State.APPROVED.value and w.state == State.COMPLETED.value:
+        raise InvalidTransition(
+            f"cannot {verb} {task_id}: its merge already reached the remote{merged.merged_note(repo, task_id)}; "
+            "recorded it as COMPLETED"
         )
 
 
@@ -529,6 +565,7 @@ def merge(
     temporary worktree before anything moves; if it fails nothing moves
     (exit 7). Afterwards the worker's worktree is removed (its tip archived).
     """
+    check_argv = _parse_check(check)
     w = get(repo.bus, task_id)
     if w.state == State.COMPLETED.value:
         res = MergeResult(None, already=True, into=w.integration)
@@ -536,11 +573,12 @@ def merge(
         return res
     if w.state != State.APPROVED.value:
         raise InvalidTransition(f"cannot merge {task_id}: it is {w.state} (merge needs APPROVED)")
-    check_argv = _parse_check(check)
     cwd = repo.cwd
     settings = repo.settings
     integration = w.integration
     wt = Path(w.worktree)
+    if wt.is_dir():
+        _refuse_branch_gone(repo, w, "merge")
     if wt.is_dir() and not force:
         dirty = worktrees.dirty_files(wt)
         if dirty:
@@ -576,6 +614,7 @@ def merge(
                 with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
                     _record_merge(repo, w, res, ours, tip, target_ref, target_wt)
                 break
+            _refuse_dropped(repo, w, tip, ours, target_ref)
             mr = objects.merge_commit(repo.paths.common_dir, ours, tip, message, author, committer)
             if mr.commit is None:
                 transition(
@@ -642,15 +681,20 @@ def _record_merge(repo: Repo, w: workers.Worker, res: MergeResult, merged: str, 
 
 
 def _parse_check(check: str | None) -> list[str] | None:
-    if not check:
+    """``--check CMD`` as an argv; None only when no --check was given. An empty or blank
+    command (a script's ``--check "$CHECK"`` with CHECK unset) is a usage error, not "no check"."""
+    if check is None:
         return None
     try:
         argv = shlex.split(check)
     except ValueError as exc:
         raise UsageError(f"--check: {exc}") from None
     if not argv:
-        raise UsageError("--check needs a command")
+        raise UsageError("--check needs a command (it was given an empty one); nothing was merged")
     return argv
+
+
+parse_check = _parse_check
 
 
 def _run_check(repo: Repo, commit: str, argv: list[str]) -> None:
@@ -690,7 +734,7 @@ def _advance_local(repo: Repo, integration: str, old: str, new: str, target_wt: 
     if proc.returncode != 0:
         if refs.resolve(target_wt.path, "HEAD") != old:
             return False
-        raise GitError(f"could not fast-forward {integration} in {target_wt.path}: {cli.last_line(proc.stderr)}")
+        raise GitError(f"could not fast-forward {integration} in {target_wt.path}: {cli.message(proc.stderr)}")
     return True
 
 
@@ -704,7 +748,7 @@ def _sync_local_integration(repo: Repo, integration: str, merged: str, target_wt
     if target_wt is not None:
         proc = cli.run(["merge", "--ff-only", "--quiet", merged], cwd=target_wt.path, check=False)
         if proc.returncode != 0:
-            return f"could not fast-forward {integration} in {target_wt.path}: {cli.last_line(proc.stderr)}"
+            return f"could not fast-forward {integration} in {target_wt.path}: {cli.message(proc.stderr)}"
         return None
     refs.update(repo.cwd, f"refs/heads/{integration}", merged, local, f"nerve: sync {integration}")
     return None
@@ -723,33 +767,10 @@ def _archived_tip(repo: Repo, task_id: str) -> str:
 
 
 def _archive(repo: Repo, w: workers.Worker, *, force: bool) -> str | None:
-    """Keep the branch tip (plus, with force, uncommitted work) under refs/nerve/archive/<task>."""
-    cwd = repo.cwd
-    wt = Path(w.worktree)
-    tip = refs.resolve(cwd, f"refs/heads/{w.branch}")
-    if wt.is_dir():
-        dirty = worktrees.dirty_files(wt)
-        if dirty and not force:
-            raise GitError(
-                f"the worktree {wt} has uncommitted changes ({', '.join(dirty[:5])}); "
-                "commit them, or pass --force to archive them and remove the worktree"
-            )
-        head = refs.resolve(wt, "HEAD")
-        on_branch = refs.symbolic(wt, "HEAD") == f"refs/heads/{w.branch}"
-        if head and tip and tip != head and not on_branch:
-            # a stopped rebase or a detached HEAD: keep the branch's own commits (first parent,
-            # what retry restores) and what the worktree holds
-            tip = worktrees.snapshot(wt, head, f"nerve snapshot of {w.task_id}: worktree off its branch at removal",
-                                     parents=[tip, head])
-        elif dirty and head:
-            tip = worktrees.snapshot(wt, head, f"nerve snapshot of {w.task_id}: uncommitted work at removal")
-        elif head:
-            tip = head
-    if tip is None:
-        return None
-    ref = refs.archive_name(w.task_id)
-    cli.run(["update-ref", "-m", f"nerve: archive {w.task_id}", ref, tip], cwd=cwd)
-    return ref
+    """Keep everything the task holds under refs/nerve/archive/<task> (see :mod:`.archive`)."""
+    from . import archive
+
+    return archive.archive(repo, w, force=force)
 
 
 def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: bool, force: bool) -> None:
@@ -760,11 +781,19 @@ def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: 
     if wt.is_dir():
         worktrees.remove(repo.cwd, wt, force=force)
         res.removed_worktree = True
+    else:
+        _prune_missing(repo, wt)
     if delete_branch:
         res.deleted_branch = _delete_branch(repo, w)
     if res.removed_worktree or res.deleted_branch:
         _publish(repo.bus, w.task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
                                                   "branch_deleted": res.deleted_branch})
+
+
+def _prune_missing(repo: Repo, wt: Path) -> None:
+    """A worktree deleted by hand leaves git's entry for it behind ("prunable"): drop it."""
+    if any(info.path == wt or os.path.abspath(info.path) == os.path.abspath(wt) for info in worktrees.list_all(repo.cwd)):
+        worktrees.prune(repo.cwd)
 
 
 def _delete_branch(repo: Repo, w: workers.Worker) -> bool:
@@ -796,8 +825,11 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
         # refuse before the state changes: a refused cleanup leaves the task as it was
         w = get(repo.bus, task_id)
         if w.state != State.COMPLETED.value:
+            if Path(w.worktree).is_dir():
+                _refuse_branch_gone(repo, w, "cancel --cleanup")
             _refuse_unsaved(Path(w.worktree))
     with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
+        _refuse_merged_on_remote(repo, task_id, "cancel")
         outcome = transition(
             repo.bus, task_id, State.FAILED,
             allowed_from=[State.ASSIGNED, State.WORKING, State.CONFLICTED, State.IN_REVIEW, State.APPROVED],
@@ -810,15 +842,27 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
         w = outcome.worker
         wt = Path(w.worktree)
         if not force:
+            if wt.is_dir():
+                _refuse_branch_gone(repo, w, "cancel --cleanup")
             _refuse_unsaved(wt)
         res.archive_ref = _archive(repo, w, force=force)
         if wt.is_dir():
             worktrees.remove(repo.cwd, wt, force=force)
             res.removed_worktree = True
+        else:
+            _prune_missing(repo, wt)
         res.deleted_branch = _delete_branch(repo, w)
         _publish(repo.bus, task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
                                                 "branch_deleted": res.deleted_branch})
     return res
+
+
+def _refuse_branch_gone(repo: Repo, w: workers.Worker, verb: str) -> None:
+    """GitError naming a branch deleted by hand (rather than "uncommitted changes (every file)")."""
+    from . import archive
+
+    if archive.branch_gone(repo, w):
+        raise archive.branch_gone_error(repo, w, verb)
 
 
 def _refuse_unsaved(wt: Path) -> None:
