@@ -126,7 +126,11 @@ def _with_settings(text: str, adapter: str, timeout: float | None) -> str:
     else:
         text += f"\n[run]\ntest_command = {TEST_CMD!r}\n"
     if timeout is not None:
-        text += f"\n[adapters.{adapter}]\ntimeout = {float(timeout)}\n"
+        header = f"[adapters.{adapter}]"
+        if re.search(rf"(?m)^{re.escape(header)}\s*$", text):  # init wrote the section: set timeout in it
+            text = re.sub(rf"(?m)^{re.escape(header)}\s*$", f"{header}\ntimeout = {float(timeout)}", text, count=1)
+        else:
+            text += f"\n{header}\ntimeout = {float(timeout)}\n"
     tomllib.loads(text)  # still valid TOML
     return text
 

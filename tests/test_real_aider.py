@@ -54,11 +54,9 @@ def test_escape_attempts_are_refused(tmp_path, aider_bin):
     with ScriptedModel(mode="escape", params=chat_params(repo)) as model:
         res = repo.run_develop(aider_env(aider_bin, model))
         assert_escape_refused(repo, model, res, before)
-    coder = res.result["rounds"][0]
-    text = json.dumps(coder)
-    # aider's own words: the write outside the worktree was refused by the policy, no shell command offered
-    assert "Create new file?" in text and "-> no" in text, coder
-    assert "Run shell command" not in text, coder
+        # the model did ask for them: a block writing under $HOME, the commands as a shell block
+        replies = "\n".join(e.reply_text for e in model.entries("coder"))
+        assert "escaped-write.txt" in replies and "apt-get install" in replies, replies
 
 
 def test_a_wrong_key_fails_fast_with_one_line(tmp_path, aider_bin):
