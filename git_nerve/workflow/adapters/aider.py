@@ -37,6 +37,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
+from .base import AdapterSpawnFailed
 from .command import DEFAULT_GRACE, PROMPT_FILE, CommandAdapter, Invocation, extras, options
 
 #: The launcher: aider's own main() with its confirmation questions answered by the fixed policy.
@@ -77,7 +78,13 @@ def confirm_ask(self, question, default="y", subject=None, explicit_yes_required
     return answer
 
 
-from aider import io as _aider_io  # noqa: E402
+try:
+    from aider import io as _aider_io  # noqa: E402
+except ImportError:
+    # never run aider without the policy: with its stdin closed it would answer every question with its default (yes)
+    sys.stderr.write(f"git-nerve: aider's package is not importable by {sys.executable}: "
+                     "cannot apply the confirmation policy; not running aider\n")
+    sys.exit(2)
 
 _aider_io.InputOutput.confirm_ask = confirm_ask
 
@@ -112,8 +119,14 @@ OWN_FLAGS: tuple[tuple[str, str | None], ...] = (
 )
 
 
+def _negation(flag: str) -> str:
+    return "--" + flag[5:] if flag.startswith("--no-") else "--no-" + flag[2:]
+
+
 def _argv(a: CommandAdapter) -> list[str]:
-    own = list(OWN_FLAGS)
+    # extra_args override the adapter's flags, also by their negation (--no-auto-commits undoes --auto-commits)
+    given = {x.split("=", 1)[0] for x in (a.extra_args or ()) if x.startswith("--")}
+    own = [(f, v) for f, v in OWN_FLAGS if _negation(f) not in given]
     if a.model:
         own.insert(0, ("--model", a.model))
     return [a.binary, *options(own, a.extra_args), *extras(a), "--message-file", PROMPT_FILE]
@@ -170,8 +183,12 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     extra = options(files, adapter.extra_args)
     at = inv.argv.index("--message-file")
     inv.argv[at:at] = extra
+    if python is None and shutil.which(inv.argv[0], path=inv.env.get("PATH")) is None:
+        return  # run_process says the binary is not on PATH
     if python is None:
-        return  # `aider` not found or not a Python script: run_process says so, or aider runs unpatched below
+        # never unpatched: with stdin closed aider answers every question with its default (yes)
+        raise AdapterSpawnFailed(adapter.name, f"cannot find the Python interpreter of `{inv.argv[0]}` "
+                                 "(needed to apply the confirmation policy)")
     inv.argv[0:1] = [python, launcher]
     inv.env["NERVE_AIDER_ROOT"] = inv.workdir
     inv.env["AIDER_ANALYTICS"] = "false"
