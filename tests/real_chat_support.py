@@ -127,8 +127,13 @@ def _with_settings(text: str, adapter: str, timeout: float | None) -> str:
         text += f"\n[run]\ntest_command = {TEST_CMD!r}\n"
     if timeout is not None:
         header = f"[adapters.{adapter}]"
-        if re.search(rf"(?m)^{re.escape(header)}\s*$", text):  # init wrote the section: set timeout in it
-            text = re.sub(rf"(?m)^{re.escape(header)}\s*$", f"{header}\ntimeout = {float(timeout)}", text, count=1)
+        lines = text.splitlines()
+        if header in (line.strip() for line in lines):  # init wrote the section: set timeout in it
+            at = [line.strip() for line in lines].index(header)
+            end = next((i for i in range(at + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
+            body = [line for line in lines[at + 1:end] if not re.match(r"\s*#?\s*timeout\s*=", line)]
+            lines[at + 1:end] = [f"timeout = {float(timeout)}", *body]
+            text = "\n".join(lines) + "\n"
         else:
             text += f"\n{header}\ntimeout = {float(timeout)}\n"
     tomllib.loads(text)  # still valid TOML
@@ -245,6 +250,10 @@ def assert_happy_path(repo: AgentRepo, model, env: dict[str, str], *, timeout: f
     assert commits[0] in recorded, recorded
     assert view.heartbeats
     assert view.worker.heartbeat_status == "develop: completed"
+    # the CLI's own time per role on the scripted model (the runner's overhead is the rest of res.seconds)
+    per_role = ", ".join(f"{r.role} {r.metadata.get('duration_s', '?')}s" for r in view.rounds)
+    print(f"\n{repo.adapter}: run {res.seconds:.1f}s; rounds: {per_role}; "
+          f"json rounds: {[(r['role'], r.get('duration_s')) for r in res.result.get('rounds', [])]}")
     return res
 
 

@@ -126,4 +126,7 @@ def test_opencode_gets_the_prompt_on_stdin_and_its_rules_in_the_environment(tmp_
 
 def test_opencode_diagnose_names_a_bad_key_only():
     assert "refused the key" in opencode_diagnose(None, "", "\x1b[91m\x1b[1mError: \x1b[0mIncorrect API key provided.\n")
+    logged = ('timestamp=x level=ERROR run=1 message="stream error" providerID=nerve small=true agent=title '
+              'error.error="AI_APICallError: Incorrect API key provided."\n')
+    assert "Incorrect API key" in opencode_diagnose(None, "", logged)
     assert opencode_diagnose(0, "", "Error: The user has specified a rule which prevents you from using this") is None

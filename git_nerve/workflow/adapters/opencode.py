@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, options
 
 #: opencode's settings for an unattended run (merged over the user's config).
-SETTINGS = {"$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled"}
+SETTINGS = {"$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled", "snapshot": False}
 
 #: Environment: no update check, no models.dev fetch (the user's provider config names the model),
 #: no reading of another agent's (Claude Code's) settings.
@@ -59,7 +59,9 @@ def permission(test_command: str = "") -> dict:
 
 
 def _argv(a: CommandAdapter) -> list[str]:
-    own: list[tuple[str, str | None]] = [("--format", "default")]
+    # --print-logs at ERROR: an API failure shows on stderr at once (the first one, in the title request,
+    # comes seconds before the run's own `Error:` line), so diagnose stops a 401 early
+    own: list[tuple[str, str | None]] = [("--format", "default"), ("--print-logs", None), ("--log-level", "ERROR")]
     if a.model:
         own.append(("--model", a.model))
     return [a.binary, "run", *options(own, a.extra_args), *extras(a)]
@@ -77,6 +79,8 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
 
 
 _ERROR = re.compile(r"^(?:\x1b\[[0-9;]*m)*Error: (?:\x1b\[[0-9;]*m)*(?P<msg>.+)$", re.M)
+#: opencode's own log line (--print-logs): ``... level=ERROR ... error.error="AI_APICallError: <message>"``.
+_LOGGED = re.compile(r'level=ERROR .*?error(?:\.error)?="(?:AI_\w+: )?(?P<msg>[^"]+)"')
 _AUTH = re.compile(r"api key|unauthori[sz]ed|\b401\b|authentication|invalid[_ ]api[_ ]key", re.I)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -84,8 +88,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
     """opencode prints ``Error: <the provider's message>`` on stderr (exit 1) for an API failure; a refused
     tool call prints an ``Error:`` line too, and is the agent's business, not a failure of the run."""
-    for m in _ERROR.finditer(stderr):
-        msg = _ANSI.sub("", m.group("msg")).strip()
+    found = [m.group("msg") for m in _ERROR.finditer(stderr)] + [m.group("msg") for m in _LOGGED.finditer(stderr)]
+    for raw in found:
+        msg = _ANSI.sub("", raw).strip()
         if _AUTH.search(msg):
             return f"the model provider refused the key ({msg}): check the provider's apiKey / key env var"
     return None
