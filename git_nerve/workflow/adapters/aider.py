@@ -193,6 +193,7 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     inv.env["NERVE_AIDER_ROOT"] = inv.workdir
     inv.env["AIDER_ANALYTICS"] = "false"
     inv.env["AIDER_CHECK_UPDATE"] = "false"
+    inv.env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its model list at import
     inv.env.pop("AIDER_YES_ALWAYS", None)  # the policy answers, never a blanket yes
 
 
