@@ -1,4 +1,7 @@
-"""Shared plumbing for the real-agent suites (tests/test_real_aider.py, test_real_hermes.py, test_real_opencode.py; written to be folded into tests/real_agents.py).
+"""Shared plumbing for the real-agent suites of the Chat Completions CLIs (tests/test_real_aider.py,
+test_real_hermes.py, test_real_opencode.py). Generic on purpose: AgentRepo/RunOutcome/agent_env/agent_pids/
+stop_process have the shape of tests/real_agents.py, and assert_happy_path/assert_escape_refused are the
+checks every CLI suite makes, so this module can be folded into tests/real_agents.py.
 
 A suite installs its CLI with tests/realtools.py, starts a
 :class:`fixtures.scripted_model.server.ScriptedModel`, and drives the REAL
