@@ -1,7 +1,7 @@
 """Adapters: the capabilities roles run on.
 
 Command adapters for the agent CLIs (Claude Code, Codex, cursor-agent,
-Hermes, Aider, and any argv through :func:`create_exec`) and an HTTP adapter
+Hermes, Aider, opencode, and any argv through :func:`create_exec`) and an HTTP adapter
 for OpenAI-compatible chat endpoints. Each CLI has a default instance
 (``claude_adapter``, ...) and a factory (``create_claude(model=, timeout=,
 extra_args=)``, ...); different timeouts are different instances.
@@ -27,6 +27,7 @@ from .command import PROMPT_FILE, CommandAdapter, create_exec
 from .cursor import create_cursor, cursor_adapter
 from .hermes import create_hermes, hermes_adapter
 from .http import HttpAdapter, create_http
+from .opencode import create_opencode, opencode_adapter
 
 #: Modules of this package that are not an agent CLI of their own.
 _NOT_CLIS = {"base", "command", "http"}
@@ -77,6 +78,8 @@ __all__ = [
     "create_exec",
     "create_hermes",
     "create_http",
+    "create_opencode",
     "cursor_adapter",
     "hermes_adapter",
+    "opencode_adapter",
 ]
