@@ -1,18 +1,117 @@
-"""OpenAI Codex CLI: `codex exec -` reads the prompt from standard input; progress
-goes to stderr and only the final agent message to stdout. The sandbox allows
-writes in the working directory (the task's worktree)."""
+"""OpenAI Codex CLI: `codex exec -` reads the prompt from standard input; progress goes
+to stderr and only the final agent message to stdout.
+
+Confinement is Codex's own sandbox (bubblewrap on Linux, bundled with the CLI),
+never ``danger-full-access``: ``--sandbox workspace-write`` lets commands write
+the task's worktree and nothing else but what ``git commit`` in a *linked*
+worktree writes (the worktree's git dir, the repository's objects, refs and
+logs, and git-nerve's bus for the hooks and `git nerve thread`), a private
+temporary directory instead of /tmp, and no network. Approvals are never asked
+(``approval_policy = "never"``): what the sandbox refuses stays refused.
+``extra_args`` can override any of these flags (``--sandbox read-only``).
+
+Codex reads its model provider and credentials from the user's own
+configuration (``$CODEX_HOME/config.toml``, ``codex login``); a provider must
+use ``wire_api = "responses"``. Codex exits 0 after an API error such as a 401:
+the adapter recognises its ``ERROR: unexpected status`` lines and stops it at once.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
 from collections.abc import Mapping, Sequence
 
-from .command import DEFAULT_GRACE, CommandAdapter, extras, model_flag
+from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
+
+#: The Codex CLI version the real-CLI suite runs (tests/test_real_codex.py).
+TESTED_VERSION = "0.169.0"
 
 _model = model_flag("--model")
 
+SANDBOX = (
+    "Codex sandbox (bubblewrap): workspace-write limited to the worktree, the git paths a commit writes and a "
+    "private temp dir; no network; approvals never asked"
+)
+
+_STATUS = re.compile(r"ERROR: unexpected status (\d{3})[^\n]*")
+
 
 def _argv(a: CommandAdapter) -> list[str]:
-    return [a.binary, "exec", "--sandbox", "workspace-write", *_model(a.model), *extras(a), "-"]
+    own = [("--sandbox", "workspace-write"), ("--skip-git-repo-check", None), ("--color", "never")]
+    return [a.binary, "exec", *options(own, a.extra_args), *_model(a.model), *extras(a), "-"]
+
+
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def prepare(a: CommandAdapter, inv: Invocation) -> None:
+    """Writable roots for a commit in a linked worktree, a private TMPDIR, no /tmp, no network, no approvals."""
+    tmp = os.path.join(inv.tmpdir, "tmp")
+    os.makedirs(tmp, mode=0o700, exist_ok=True)
+    roots = [tmp]
+    if inv.git_dir:
+        roots.append(inv.git_dir)
+    if inv.common_dir:
+        roots += [os.path.join(inv.common_dir, d) for d in ("objects", "refs", "logs", "nerve")]
+    overrides = [
+        "approval_policy=\"never\"",
+        # a login shell would reset PATH from /etc/profile: `git nerve` and the test command's tools must be found
+        "allow_login_shell=false",
+        f"sandbox_workspace_write.writable_roots={_toml_list(roots)}",
+        "sandbox_workspace_write.network_access=false",
+        "sandbox_workspace_write.exclude_slash_tmp=true",
+        "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+    ]
+    given = {x.split("=", 1)[0] for i, x in enumerate(a.extra_args or ()) if i and (a.extra_args or ())[i - 1] == "-c"}
+    extra = [arg for o in overrides if o.split("=", 1)[0] not in given for arg in ("-c", o)]
+    inv.argv[2:2] = extra  # after `codex exec`
+    inv.env["TMPDIR"] = tmp
+
+
+def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
+    m = _STATUS.search(stderr) or _STATUS.search(stdout)
+    if not m:
+        return None
+    status = int(m.group(1))
+    if status in (401, 403):
+        return (f"Codex's model provider answered {status}: the API key was rejected (bad or missing key: the "
+                "variable named by env_key in $CODEX_HOME/config.toml, or `codex login`)")
+    return f"Codex's model provider failed: {m.group(0).strip()}"
+
+
+def checks(a: CommandAdapter) -> list[str]:
+    problems = []
+    try:
+        version = subprocess.run([a.binary, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+        helptext = subprocess.run([a.binary, "exec", "--help"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"`{a.binary} --version` failed: {exc}"]
+    if TESTED_VERSION not in version:
+        problems.append(f"{version or 'unknown version'} installed; the adapter is tested with codex-cli {TESTED_VERSION}")
+    for flag in ("--sandbox", "--skip-git-repo-check", "--color"):
+        if flag not in helptext:
+            problems.append(f"`codex exec` of this version has no {flag} flag")
+    home = os.environ.get("CODEX_HOME") or os.path.expanduser("~/.codex")
+    if not (os.path.exists(os.path.join(home, "auth.json")) or os.environ.get("OPENAI_API_KEY") or _provider_key(home)):
+        problems.append(f"no credentials: run `codex login`, set OPENAI_API_KEY, or the env_key of a provider in {home}/config.toml")
+    return problems
+
+
+def _provider_key(home: str) -> bool:
+    try:
+        import tomllib
+
+        with open(os.path.join(home, "config.toml"), "rb") as fh:
+            cfg = tomllib.load(fh)
+    except (OSError, ValueError, ImportError):
+        return False
+    provider = (cfg.get("model_providers") or {}).get(cfg.get("model_provider") or "", {})
+    key = provider.get("env_key")
+    return bool(key and os.environ.get(key))
 
 
 def create_codex(
@@ -29,6 +128,7 @@ def create_codex(
     return CommandAdapter(
         name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
         extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
+        prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
     )
 
 
