@@ -1,0 +1,265 @@
+"""Google's Gemini CLI in headless mode: `gemini` reads the prompt from standard input
+(stdin that is not a terminal and no ``-p``: one non-interactive run) and prints its
+final answer as plain text.
+
+Confinement is Gemini CLI's own policy engine, never ``--yolo``: the run keeps the
+``default`` approval mode (every tool that would need a person's approval is refused
+in headless mode) and loads a private policy file (``--policy``, in the run's own
+temporary directory) that allows exactly
+
+* the file tools (``read_file``, ``replace``, ``write_file``, ...), which Gemini CLI
+  itself confines to the workspace (the task's worktree);
+* shell commands that start with ``git add``/``commit``/``status``/``diff``/``log``/
+  ``show``/``rev-parse``/``ls-files``/``branch``, ``git nerve``, and the repository's
+  test command (nerve.toml ``[run] test_command``);
+
+and refuses every other shell command and the web tools. Gemini's container sandbox
+(``--sandbox``: docker/podman/runsc/lxc, seatbelt on macOS) is not used: it needs a
+container runtime, and it would hide the repository's git directory from `git commit`.
+
+Gemini's shell tool runs every command with ``GIT_CONFIG_GLOBAL=/dev/null`` and an
+empty ``core.hooksPath``, so git-nerve's hooks never see a commit made there: no
+heartbeat, no commit record, no pre-push guard from the hooks, and no user identity
+from ~/.gitconfig. The adapter puts the identity back (``GIT_AUTHOR_*`` and
+``GIT_COMMITTER_*`` from the worktree's own git) and the hooks too
+(``GIT_CONFIG_PARAMETERS`` outranks Gemini's ``GIT_CONFIG_COUNT`` overrides), and the
+workflow runner records every commit it finds on the branch after each role anyway,
+so the task's history is complete whichever way the commit was made.
+
+Credentials are the user's: ``GEMINI_API_KEY`` (``GOOGLE_GEMINI_BASE_URL`` for a
+proxy, with ``security.auth.selectedType = "gemini-api-key"`` in
+~/.gemini/settings.json), Vertex AI variables, or a Google login in ~/.gemini/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+
+from ...git import cli as gitcli
+from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
+
+#: The Gemini CLI version the real-CLI suite runs (tests/test_real_gemini.py).
+TESTED_VERSION = "0.61.0"
+
+_model = model_flag("--model")
+
+#: git subcommands a role may run (no `git -c`, `git config`, `git push`: those are not offered).
+GIT_ALLOWED = (
+    "add", "commit", "status", "diff", "log", "show", "rev-parse", "ls-files", "branch --show-current",
+    "--no-pager diff", "--no-pager log", "--no-pager show", "nerve thread", "nerve knowledge query",
+)
+#: Options of those subcommands that write or read files outside the worktree (`git diff --output=/any/file`,
+#: `git diff --no-index /etc/x /etc/y`) or run a program: refused even after an allowed prefix.
+GIT_DENIED_OPTIONS = r".*(--output|--no-index|--ext-diff|--exec|--upload-pack|--receive-pack|--template|--file=)"
+#: File tools Gemini CLI confines to the workspace itself.
+FILE_TOOLS = ("read_file", "read_many_files", "list_directory", "glob", "grep_search", "replace", "write_file")
+#: Tools refused outright (they reach the network).
+DENIED_TOOLS = ("google_web_search", "web_fetch")
+
+SANDBOX = (
+    "Gemini CLI policy engine (private --policy file, approval mode default, headless): file tools inside the "
+    "worktree, shell only for git add/commit/status/diff/log/show, `git nerve` and the test command, no web tools; "
+    "no OS sandbox (Gemini's --sandbox needs docker/podman); its shell bypasses git hooks (core.hooksPath emptied): "
+    "the adapter restores them and the runner records every commit on the branch"
+)
+
+
+def _argv(a: CommandAdapter) -> list[str]:
+    own = [("--approval-mode", "default"), ("--skip-trust", None), ("--output-format", "text")]
+    model = [] if "--model" in (a.extra_args or ()) or "-m" in (a.extra_args or ()) else _model(a.model)
+    return [a.binary, *options(own, a.extra_args), *model, *extras(a)]
+
+
+def _toml(value: str) -> str:
+    return json.dumps(value)  # a TOML basic string is a JSON string for everything we write
+
+
+def policy_text(test_command: str, git_allowed: Sequence[str] = GIT_ALLOWED) -> str:
+    """The policy rules of one run (TOML for Gemini CLI's policy engine; Qwen Code has no such engine)."""
+    prefixes = [f"git {sub}" for sub in git_allowed]
+    if test_command.strip():
+        prefixes.append(test_command.strip())
+    lines = [
+        "# git-nerve: what an agent may do in its task's worktree (written for one run, then removed)",
+        "[[rule]]",
+        f"toolName = [{', '.join(_toml(t) for t in FILE_TOOLS)}]",
+        'decision = "allow"',
+        "priority = 900",
+        "",
+        "[[rule]]",
+        'toolName = "run_shell_command"',
+        f"commandPrefix = [{', '.join(_toml(p) for p in prefixes)}]",
+        'decision = "allow"',
+        "priority = 900",
+        "",
+        "[[rule]]",
+        'toolName = "run_shell_command"',
+        'commandRegex = ".*"',
+        'decision = "deny"',
+        'denyMessage = "git-nerve: only git add/commit/status/diff/log/show, `git nerve` and the test command may run"',
+        "priority = 800",
+        "",
+        "[[rule]]",
+        'toolName = "run_shell_command"',
+        f"commandRegex = {_toml(GIT_DENIED_OPTIONS)}",
+        'decision = "deny"',
+        'denyMessage = "git-nerve: this git option reads or writes outside the worktree"',
+        "priority = 950",
+        "",
+        "[[rule]]",
+        f"toolName = [{', '.join(_toml(t) for t in DENIED_TOOLS)}]",
+        'decision = "deny"',
+        "priority = 950",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def git_identity_env(workdir: str, env: Mapping[str, str]) -> dict[str, str]:
+    """``GIT_AUTHOR_*`` / ``GIT_COMMITTER_*`` as the worktree's git sees them, for a shell that hides ~/.gitconfig."""
+    found: dict[str, str] = {}
+    for who in ("AUTHOR", "COMMITTER"):
+        if env.get(f"GIT_{who}_NAME") and env.get(f"GIT_{who}_EMAIL"):
+            continue
+        proc = gitcli.run(["var", f"GIT_{who}_IDENT"], cwd=workdir, check=False)
+        m = re.match(r"(.*) <(.*)> \d+ [-+]\d{4}$", proc.stdout.strip()) if proc.returncode == 0 else None
+        if m:
+            found.setdefault(f"GIT_{who}_NAME", m.group(1))
+            found.setdefault(f"GIT_{who}_EMAIL", m.group(2))
+    return found
+
+
+def hooks_env(workdir: str, env: Mapping[str, str]) -> dict[str, str]:
+    """``GIT_CONFIG_PARAMETERS`` naming the repository's hooks directory (outranks an emptied core.hooksPath)."""
+    proc = gitcli.run(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=workdir, check=False)
+    path = proc.stdout.strip() if proc.returncode == 0 else ""
+    if not path:
+        return {}
+    entry = "'core.hooksPath'=" + "'" + path.replace("'", "'\\''") + "'"
+    previous = env.get("GIT_CONFIG_PARAMETERS", "")
+    return {"GIT_CONFIG_PARAMETERS": f"{previous} {entry}".strip()}
+
+
+def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
+    policy = os.path.join(inv.tmpdir, "nerve-policy.toml")
+    with open(policy, "w", encoding="utf-8") as fh:
+        fh.write(policy_text(inv.ctx.test_command))
+    if "--policy" not in {a.split("=", 1)[0] for a in (adapter.extra_args or ())}:
+        inv.argv[1:1] = ["--policy", policy]
+    inv.env.update(git_identity_env(inv.workdir, inv.env))
+    inv.env.update(hooks_env(inv.workdir, inv.env))
+    inv.env.setdefault("NO_COLOR", "1")
+    inv.env.setdefault("GEMINI_CLI_NO_RELAUNCH", "true")
+
+
+# -- failures the exit status hides ---------------------------------------------------------
+
+_AUTH = re.compile(
+    r"API_KEY_INVALID|API key not valid|API key expired|PERMISSION_DENIED|UNAUTHENTICATED|"
+    r"\b(?:got status|status|code)[\":\s]*(?:401|403)\b|\[(?:401|403)\b|"
+    r"must specify the GEMINI_API_KEY|Please set an Auth method|Invalid auth method selected|"
+    r"Gemini CLI is not running in a trusted directory",
+    re.IGNORECASE,
+)
+
+
+def _auth_cause(cli: str, text: str) -> str | None:
+    m = _AUTH.search(text)
+    if m is None:
+        return None
+    found = m.group(0)
+    if re.search(r"GEMINI_API_KEY|Auth method|Invalid auth", found, re.IGNORECASE):
+        return f"{cli}: no usable credentials ({found}): set GEMINI_API_KEY or log in with `gemini`"
+    if "trusted" in found:
+        return f"{cli}: {found}"
+    return f"{cli}: the model API refused the key ({found}): check GEMINI_API_KEY"
+
+
+def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
+    """A bad or missing key, seen while the CLI runs (before its retries) or after an exit 0."""
+    return _auth_cause("gemini", stderr + "\n" + stdout[-4000:])
+
+
+# -- `git nerve validate` -----------------------------------------------------------------
+
+
+def _version(binary: str) -> tuple[str | None, str | None]:
+    try:
+        proc = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "NO_COLOR": "1"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"`{binary} --version` failed: {exc}"
+    m = re.search(r"\d+\.\d+\.\d+", proc.stdout)
+    return (m.group(0) if m else None), None
+
+
+def _help(binary: str) -> str:
+    try:
+        return subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "NO_COLOR": "1"}).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _settings_auth() -> str:
+    home = os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
+    try:
+        with open(os.path.join(home, ".gemini", "settings.json"), encoding="utf-8") as fh:
+            data = json.load(fh)
+        return str(((data.get("security") or {}).get("auth") or {}).get("selectedType") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def checks(adapter: CommandAdapter) -> list[str]:
+    problems: list[str] = []
+    version, err = _version(adapter.binary)
+    if err:
+        return [err]
+    if version is None:
+        problems.append(f"`{adapter.binary} --version` printed no version")
+    elif tuple(int(x) for x in version.split(".")) < (0, 61, 0):
+        problems.append(f"gemini {version} is older than {TESTED_VERSION}, the version git-nerve is tested with")
+    text = _help(adapter.binary)
+    for flag in ("--approval-mode", "--policy", "--skip-trust", "--output-format", "--model"):
+        if flag not in text:
+            problems.append(f"`{adapter.binary} --help` does not list {flag}")
+    selected = _settings_auth()
+    env = os.environ
+    home = os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
+    logged_in = os.path.exists(os.path.join(home, ".gemini", "oauth_creds.json"))
+    if env.get("GOOGLE_GEMINI_BASE_URL") and selected not in ("gemini-api-key", "gateway"):
+        problems.append('GOOGLE_GEMINI_BASE_URL is set: gemini needs security.auth.selectedType = "gemini-api-key" '
+                        "in ~/.gemini/settings.json")
+    if not (env.get("GEMINI_API_KEY") or env.get("GOOGLE_API_KEY") or env.get("GOOGLE_GENAI_USE_VERTEXAI") == "true"
+            or logged_in or selected):
+        problems.append("gemini has no credentials: set GEMINI_API_KEY (or log in once with `gemini`)")
+    return problems
+
+
+def create_gemini(
+    *,
+    model: str | None = None,
+    timeout: float | None = None,
+    extra_args: Sequence[str] | None = None,
+    binary: str = "gemini",
+    name: str = "gemini",
+    grace: float = DEFAULT_GRACE,
+    env: Mapping[str, str] | None = None,
+) -> CommandAdapter:
+    """A gemini adapter; None means nerve.toml's [adapters.gemini] default, else the built-in one (timeout 300 s)."""
+    return CommandAdapter(
+        name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
+        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
+        prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    )
+
+
+#: The default instance: sensible defaults, tuned per repository in nerve.toml.
+gemini_adapter = create_gemini()
+
+__all__ = ["create_gemini", "diagnose", "gemini_adapter", "policy_text"]
