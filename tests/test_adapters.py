@@ -4,6 +4,7 @@ process-group kills on abort and timeout."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -198,3 +199,47 @@ def test_agents_do_not_inherit_the_callers_repository_location(tmp_path, monkeyp
     adapter = create_exec(["python3", "-c", "import os; print(os.environ.get('GIT_DIR', 'unset'))"])
     assert adapter("", ctx_for(tmp_path)).strip() == "unset"
     assert os.environ["GIT_DIR"]
+
+
+# -- what the exit status hides ------------------------------------------------------------
+
+
+def _diagnose_401(code, stdout, stderr):
+    return "the API key was rejected (bad or missing key)" if "401" in stderr else None
+
+
+def test_a_cli_that_exits_0_after_an_api_failure_is_a_failure(tmp_path):
+    import dataclasses
+    import time
+
+    from git_nerve.workflow.adapters import AdapterAgentFailed, create_exec
+
+    script = "import sys, time; sys.stderr.write('API Error: 401 invalid x-api-key\\n'); sys.stderr.flush(); time.sleep(int(sys.argv[1]))"
+    quick = dataclasses.replace(create_exec([sys.executable, "-c", script, "0"]), diagnose=_diagnose_401)
+    with pytest.raises(AdapterAgentFailed) as info:
+        quick("p", ctx_for(tmp_path))
+    assert info.value.message == "python: the API key was rejected (bad or missing key) (exit 0)".replace("python", info.value.adapter)
+    # a CLI that keeps retrying behind the 401 is stopped at once, not at its timeout
+    retrying = dataclasses.replace(create_exec([sys.executable, "-c", script, "60"]), diagnose=_diagnose_401, timeout=50)
+    t0 = time.monotonic()
+    with pytest.raises(AdapterAgentFailed):
+        retrying("p", ctx_for(tmp_path))
+    assert time.monotonic() - t0 < 15
+
+
+def test_a_timeout_keeps_the_tail_of_stdout_and_stderr(tmp_path):
+    from git_nerve.workflow.adapters import AdapterTimeout, create_exec
+
+    script = "import sys, time; print('retrying after 401', flush=True); sys.stderr.write('auth failed\\n'); sys.stderr.flush(); time.sleep(60)"
+    with pytest.raises(AdapterTimeout) as info:
+        create_exec([sys.executable, "-c", script], timeout=1.5, grace=0.5)("p", ctx_for(tmp_path))
+    assert "retrying after 401" in info.value.message and "auth failed" in info.value.message
+
+
+def test_extra_args_override_any_flag_an_adapter_sets():
+    from git_nerve.workflow.adapters.command import options
+
+    own = [("--sandbox", "workspace-write"), ("--json", None), ("-c", "x=1")]
+    assert options(own, ["--sandbox", "read-only"]) == ["--json", "-c", "x=1"]
+    assert options(own, ["--sandbox=read-only", "--json"]) == ["-c", "x=1"]
+    assert options(own, None) == ["--sandbox", "workspace-write", "--json", "-c", "x=1"]

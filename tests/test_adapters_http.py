@@ -12,6 +12,7 @@ from fixtures.agents import ChatServer, Reply, completion
 from git_nerve.bus.rounds import Round
 from git_nerve.workflow.adapters import (
     AdapterAborted,
+    AdapterAgentFailed,
     AdapterNonZeroExit,
     AdapterSpawnFailed,
     AdapterTimeout,
@@ -69,16 +70,25 @@ def test_unset_key_variable_is_spawn_failed(server, monkeypatch):
     assert not server.requests
 
 
-def test_http_error_status_is_non_zero_exit_and_the_key_is_scrubbed(server, monkeypatch):
+def test_a_rejected_key_is_one_line_naming_the_cause_and_the_key_is_scrubbed(server, monkeypatch):
     monkeypatch.setenv("NERVE_TEST_KEY", KEY)
     server.reply(Reply(status=401, echo_auth=True))
     adapter = create_http(server.base_url, "m", api_key_env="NERVE_TEST_KEY")
-    with pytest.raises(AdapterNonZeroExit) as info:
+    with pytest.raises(AdapterAgentFailed) as info:
         adapter("p", ctx())
     err = info.value
-    assert err.exit_code == 401 and err.kind == "non_zero_exit"
+    assert err.exit_code == 401 and err.kind == "agent_failed"
+    first = err.message.splitlines()[0]
+    assert "the API key was rejected (bad or missing key: $NERVE_TEST_KEY)" in first
     assert "bad credentials" in err.message and "[redacted]" in err.message
-    assert KEY not in err.message and KEY not in err.stdout_tail
+    assert KEY not in err.message
+
+
+def test_other_http_error_statuses_are_non_zero_exit(server):
+    server.reply(Reply(status=500, body={"error": "boom"}))
+    with pytest.raises(AdapterNonZeroExit) as info:
+        create_http(server.base_url, "m")("p", ctx())
+    assert info.value.exit_code == 500 and "boom" in info.value.message
 
 
 def test_a_body_that_is_not_a_chat_completion(server):

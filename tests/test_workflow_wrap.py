@@ -60,7 +60,7 @@ def test_run_starts_the_task_and_records_exit_code_and_output_tail(task, gw):
     assert r.role == Path(PY).name and r.metadata["exit_code"] == 3 and r.metadata["command"] == Path(PY).name
     assert "line 99" in r.content and "line 10" not in r.content  # only the tail
     assert f"cwd {worktree}" in r.content and "warn: careful" in r.content  # both streams, in arrival order
-    assert set(r.metadata) == {"command", "exit_code", "duration_s"}  # the arguments are not recorded
+    assert set(r.metadata) == {"command", "exit_code", "duration_s", "commits"}  # the arguments are not recorded
     assert state(work) == "WORKING"
     bus = bus_of(work)
     beats = [m for m in messages.for_task(bus.conn, "t1", kinds=("heartbeat",)) if m.payload.get("source") == "run"]
@@ -72,7 +72,12 @@ def test_done_after_a_successful_command_only(task, gw):
     work, worktree = task
     res = gw(["run", "--done", "--", PY, "-c", "raise SystemExit(1)"], worktree)
     assert res.code == 1 and state(work) == "WORKING"
+    # exit 0 without a commit is the agent's word only: git says there is nothing to review
     res = gw(["run", "--task", "t1", "--done", "--role", "coder", "--", PY, "-c", "print('ok')"], work)
+    assert res.code == 1 and "not marked done: no new commit on feat/t1" in res.err and state(work) == "WORKING"
+    commit = ("import subprocess, pathlib; pathlib.Path('src/app.py').write_text('x = 1\\n'); "
+              "subprocess.run(['git', 'commit', '-qam', 'edit'], check=True); print('ok')")
+    res = gw(["run", "--task", "t1", "--done", "--role", "coder", "--", PY, "-c", commit], work)
     assert res.code == 0, res
     assert "done: IN_REVIEW" in res.err and state(work) == "IN_REVIEW"
     assert last_round(work).role == "coder"

@@ -61,26 +61,33 @@ def run(workflow: str, task: str | None, max_rounds: int | None, adapter: str | 
 
 @click.command("validate", context_settings=CONTEXT_SETTINGS)
 @click.argument("workflows", nargs=-1, metavar="[WORKFLOW]...")
+@click.option("--adapter", "adapter", metavar="NAME",
+              help="Check every role on the built-in adapter NAME, as `git nerve run --adapter NAME` would run it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @handle_errors
-def validate(workflows: tuple[str, ...], as_json: bool) -> None:
+def validate(workflows: tuple[str, ...], adapter: str | None, as_json: bool) -> None:
     """Check that workflows can run here; one line per problem, exit 1 if any.
 
     Without WORKFLOW: every .nerve/workflows/*.py of this checkout, or the
     built-ins when there are none. Checks nerve.toml (the extract provider
-    is configured), that every role has an adapter, and that the adapters'
-    programs are on PATH (HTTP adapters: their API key variable is set).
+    is configured), that every role has an adapter, and each adapter against
+    the installed CLI: the binary, its version, the flags the adapter uses,
+    credentials or login (HTTP adapters: their API key variable is set).
+    Notes (not problems) name adapters no CI suite runs against the real CLI
+    and agent CLIs with no sandbox or permission layer.
     """
     from ..workflow.validate import validate_here
 
-    report = validate_here(names=list(workflows) or None)
+    report = validate_here(names=list(workflows) or None, adapter=adapter)
     if as_json:
         echo_json(report.as_dict())
-    elif report.ok:
+        sys.exit(0 if report.ok else 1)
+    for problem in report.problems:
+        echo(problem.line())
+    for note in report.notes:
+        echo(f"note: {note.line()}")
+    if report.ok:
         echo(f"ok: {len(report.workflows)} workflow(s), {report.roles} role(s): {', '.join(report.workflows)}")
-    else:
-        for problem in report.problems:
-            echo(problem.line())
     sys.exit(0 if report.ok else 1)
 
 
@@ -100,7 +107,8 @@ def worker_run(task: str | None, done: bool, role: str | None, as_json: bool, co
     nerve.heartbeatInterval seconds (git config, default 15) while CMD runs,
     forwards SIGINT/SIGTERM to CMD, appends CMD's exit code and the tail of
     its output to the task's thread, and with --done runs `git worker done`
-    when CMD exits 0. Exits with CMD's exit code (128+N when signal N ended
+    when CMD exits 0 and git agrees (a new commit on the branch, a clean
+    worktree; otherwise exit 1 with the reason). Exits with CMD's exit code (128+N when signal N ended
     it); when --done itself fails (e.g. a rebase conflict), with its error.
     """
     from ..steer.hook import stop_hook
@@ -124,7 +132,9 @@ def worker_run(task: str | None, done: bool, role: str | None, as_json: bool, co
         echo_json_err(result.as_dict())
     else:
         echo(summary, err=True)
-    sys.exit(result.exit_code)
+        if result.not_done:
+            warn(result.not_done)
+    sys.exit(1 if result.not_done else result.exit_code)
 
 
 def echo_json_err(data: dict) -> None:

@@ -36,6 +36,9 @@ class Report:
     workflows: list[str] = field(default_factory=list)
     roles: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: what a person should know although nothing stops the run: an adapter no CI suite runs against
+    #: the real CLI, an agent CLI with no sandbox or permission layer
+    notes: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -47,6 +50,7 @@ class Report:
             "workflows": self.workflows,
             "roles": self.roles,
             "problems": [{"where": p.where, "message": p.message} for p in self.problems],
+            "notes": [{"where": p.where, "message": p.message} for p in self.notes],
         }
 
 
@@ -61,7 +65,11 @@ def default_names(toplevel: str | os.PathLike[str] | None) -> list[str]:
     return repo_names(toplevel) or builtin_names()
 
 
-def validate(toplevel: str | os.PathLike[str] | None, names: Sequence[str] | None = None) -> Report:
+def validate(toplevel: str | os.PathLike[str] | None, names: Sequence[str] | None = None, adapter: str | None = None) -> Report:
+    """Check ``names`` (default: the repository's workflows, else the built-ins); with ``adapter``
+    (or nerve.toml ``[run] adapter``), every role on that built-in adapter, as `git nerve run --adapter` would."""
+    from .runner import on_adapter
+
     report = Report()
     try:
         cfg = nerve_config.load(toplevel)
@@ -78,7 +86,13 @@ def validate(toplevel: str | os.PathLike[str] | None, names: Sequence[str] | Non
             report.problems.append(Problem(name, exc.message))
             continue
         report.workflows.append(wf.name if ":" not in name else name)
+        try:
+            wf = on_adapter(wf, adapter or cfg.run.adapter)
+        except UsageError as exc:
+            report.problems.append(Problem(name, exc.message))
+            continue
         report.problems += _workflow_problems(name, wf, cfg)
+        report.notes += [n for n in _adapter_notes(name, wf) if n not in report.notes]
         report.roles += len(wf.roles) if isinstance(wf, Workflow) else 0
     return report
 
@@ -104,12 +118,31 @@ def _workflow_problems(label: str, wf: Workflow, cfg: nerve_config.NerveConfig) 
     return found
 
 
-def validate_here(cwd: str | Path | None = None, names: Sequence[str] | None = None) -> Report:
+def _adapter_notes(label: str, wf: Workflow) -> list[Problem]:
+    notes: list[Problem] = []
+    seen: set[str] = set()
+    for role in wf.roles.values():
+        name = adapter_name(role.adapter)
+        if name in seen:
+            continue
+        seen.add(name)
+        if getattr(role.adapter, "tested", True) is False:
+            notes.append(Problem(f"adapter {name}", "untested: no CI suite runs this adapter against the real CLI"))
+        sandbox = getattr(role.adapter, "sandbox", None)
+        if sandbox == "":
+            notes.append(Problem(
+                f"adapter {name}",
+                "no sandbox or permission layer: the agent can run any command your user can; run it in a container or VM",
+            ))
+    return notes
+
+
+def validate_here(cwd: str | Path | None = None, names: Sequence[str] | None = None, adapter: str | None = None) -> Report:
     """`git nerve validate` from ``cwd``: the checkout's workflows and nerve.toml."""
     from ..paths import discover
 
     paths = discover(cwd)
-    return validate(paths.toplevel, names)
+    return validate(paths.toplevel, names, adapter)
 
 
 __all__ = ["Problem", "Report", "default_names", "validate", "validate_here"]

@@ -5,8 +5,11 @@ own process group, output passed through and its tail kept), records a
 heartbeat every ``nerve.heartbeatInterval`` seconds from a background thread
 while CMD runs, forwards SIGINT and SIGTERM to CMD, then appends a round
 (the exit code and the tail of the output) to the task's thread and, with
-``--done`` and exit status 0, runs `git worker done`. The exit status is
-CMD's (128+N when a signal N ended it).
+``--done`` and exit status 0, runs `git worker done`, but only when git
+agrees: the branch gained a commit and the worktree is clean (otherwise the
+exit status is 1 and the reason is printed). The exit status is otherwise
+CMD's (128+N when a signal N ended it). Every commit the command made is
+recorded on the bus, even one that bypassed the hooks.
 
 Only the command's name is recorded, never its arguments (they may hold a
 prompt or a secret).
@@ -31,6 +34,7 @@ from ..bus import rounds
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, NerveError, UsageError
 from ..git import cli as gitcli
+from . import ground
 from .adapters.command import DEFAULT_GRACE, Capture, kill_group
 
 TAIL_LINES = 40
@@ -48,6 +52,8 @@ class WrapResult:
     signal: int | None = None  #: the signal that ended CMD
     stopped: str | None = None  #: why CMD was stopped by a tick
     done: Any = None  #: the `git worker done` result, with --done and exit 0
+    commits: list[str] | None = None  #: what git saw the command add to the task's branch
+    not_done: str | None = None  #: why --done was refused although CMD exited 0 (git disagreed)
     heartbeats: int = 0
     heartbeat_error: str | None = None  #: the last heartbeat that could not be recorded, if any
 
@@ -55,7 +61,7 @@ class WrapResult:
         return {
             "task_id": self.task_id, "exit_code": self.exit_code, "round": self.round, "duration_s": self.duration_s,
             "started": self.started, "signal": self.signal, "stopped": self.stopped, "heartbeats": self.heartbeats,
-            "heartbeat_error": self.heartbeat_error,
+            "heartbeat_error": self.heartbeat_error, "commits": self.commits, "not_done": self.not_done,
             "done": None if self.done is None else (self.done.outcome.current if self.done.outcome else "already"),
         }
 
@@ -184,6 +190,7 @@ def run_command(
         if w.state == "ASSIGNED":
             started = lifecycle.start(repo, task_id).changed
         name = os.path.basename(argv[0])
+        before = ground.tip(worktree, w.branch)
         tail = _Tail()
         t0 = time.monotonic()
         try:
@@ -208,13 +215,22 @@ def run_command(
             metadata["signal"] = signal.Signals(-code).name if -code in signal.valid_signals() else -code
         if beats.stopped:
             metadata["stopped"] = beats.stopped
+        obs = ground.observe(worktree, w.branch, before)
+        metadata["commits"] = obs.commits
+        ground.record_commits(repo.bus, worktree, task_id, obs.commits, "worker-run")
+        problem = ground.verdict(obs, must_commit=done, branch=w.branch)
+        if problem:
+            metadata["git_error"] = problem
         content = tail.text() or "(no output)"
         with repo.bus.write() as conn:
             number = rounds.append(conn, task_id, role=role or name, content=content, metadata=metadata, ts=clock.now())
         result = WrapResult(task_id, exit_code, number, duration, started, -code if code < 0 else None, beats.stopped,
-                            heartbeats=beats.count, heartbeat_error=beats.error)
+                            heartbeats=beats.count, heartbeat_error=beats.error, commits=obs.commits)
         if done and exit_code == 0:
-            result.done = lifecycle.done(repo, task_id)
+            if problem:  # "exit 0" is the agent's word; an empty or dirty branch is not ready for review
+                result.not_done = f"not marked done: {problem}"
+            else:
+                result.done = lifecycle.done(repo, task_id)
         return result
     finally:
         repo.close()

@@ -10,6 +10,7 @@ extra_args=)``, ...); different timeouts are different instances.
 from .aider import aider_adapter, create_aider
 from .base import (
     AdapterAborted,
+    AdapterAgentFailed,
     AdapterError,
     AdapterNonZeroExit,
     AdapterSpawnFailed,
@@ -52,6 +53,7 @@ def by_name(name: str):
 __all__ = [
     "PROMPT_FILE",
     "AdapterAborted",
+    "AdapterAgentFailed",
     "AdapterError",
     "AdapterNonZeroExit",
     "AdapterSpawnFailed",

@@ -162,12 +162,15 @@ class AdapterAgentFailed(AdapterError):
 
     kind = "agent_failed"
 
-    def __init__(self, adapter: str, cause: str, exit_code: int = 0, stdout: str = "", stderr: str = ""):
+    def __init__(self, adapter: str, cause: str, exit_code: int = 0, stdout: str = "", stderr: str = "", *, detail: str = ""):
         self.cause = cause
         self.exit_code = exit_code
         self.stdout_tail = tail(stdout)
         self.stderr_tail = tail(stderr)
-        super().__init__(adapter, f"{cause} (exit {exit_code})")
+        message = f"{cause} (exit {exit_code})"
+        if detail.strip():
+            message += "\n" + tail(detail, 1000)
+        super().__init__(adapter, message)
 
     def facts(self) -> dict[str, Any]:
         return {"error": self.kind, "exit_code": self.exit_code, "cause": self.cause}

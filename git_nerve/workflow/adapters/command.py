@@ -301,9 +301,9 @@ class CommandAdapter:
     ``prepare`` (sandbox or permission settings, environment, files in the
     run's private directory), ``diagnose`` (failures the exit status hides),
     ``checks`` (what `git nerve validate` verifies against the installed CLI),
-    ``sandbox`` (how the agent is kept inside its worktree, in one line; empty
-    when the CLI has no such layer) and ``tested`` (False when no CI suite runs
-    the real CLI).
+    ``sandbox`` (how the agent is kept inside its worktree, in one line; "" when
+    the CLI has no such layer, None when unknown: any command through
+    :func:`create_exec`) and ``tested`` (False when no CI suite runs the real CLI).
     """
 
     name: str
@@ -318,7 +318,7 @@ class CommandAdapter:
     prepare: Prepare | None = None
     diagnose: Diagnose | None = None
     checks: Checks | None = None
-    sandbox: str = ""
+    sandbox: str | None = None
     tested: bool = True
 
     def __post_init__(self) -> None:

@@ -1,18 +1,26 @@
 """Cursor's agent CLI in print mode: `cursor-agent -p --output-format text`, the
-prompt on standard input (no positional prompt), `--force` so it may change files
-in the task's worktree without asking."""
+prompt on standard input (no positional prompt).
+
+Untested: cursor-agent is not installable from a package registry, so no CI
+suite runs this adapter against the real CLI (`git nerve validate` says so).
+It no longer passes ``--force`` (which allows every command not explicitly
+denied: blanket approval); what the agent may run comes from the user's own
+Cursor CLI permission rules (``~/.cursor/cli-config.json``: ``permissions.allow``
+such as ``Shell(git)`` and the test command, ``permissions.deny`` for the rest).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .command import DEFAULT_GRACE, CommandAdapter, extras, model_flag
+from .command import DEFAULT_GRACE, CommandAdapter, extras, model_flag, options
 
 _model = model_flag("--model")
 
 
 def _argv(a: CommandAdapter) -> list[str]:
-    return [a.binary, "-p", "--output-format", "text", "--force", *_model(a.model), *extras(a)]
+    own = [("-p", None), ("--output-format", "text")]
+    return [a.binary, *options(own, a.extra_args), *_model(a.model), *extras(a)]
 
 
 def create_cursor(
@@ -29,6 +37,7 @@ def create_cursor(
     return CommandAdapter(
         name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
         extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
+        sandbox="Cursor CLI permission rules (~/.cursor/cli-config.json allow/deny); untested here", tested=False,
     )
 
 

@@ -25,6 +25,7 @@ from ...bus.rounds import Round
 from .base import (
     DEFAULT_TIMEOUT,
     AdapterAborted,
+    AdapterAgentFailed,
     AdapterNonZeroExit,
     AdapterSpawnFailed,
     AdapterTimeout,
@@ -148,7 +149,7 @@ class HttpAdapter:
             if abort is not None and abort.is_set():
                 raise AdapterAborted(self.name, "aborted; the request was abandoned")
             if time.monotonic() >= deadline and worker.is_alive():
-                raise AdapterTimeout(self.name, timeout)
+                raise AdapterTimeout(self.name, timeout, stopped="the request was abandoned")
         return self._result(outcome, key, timeout)
 
     def _result(self, outcome: dict[str, Any], key: str | None, timeout: float) -> str:
@@ -158,13 +159,19 @@ class HttpAdapter:
                 detail = exc.read().decode("utf-8", "replace")
             except Exception:
                 detail = ""
+            if exc.code in (401, 403):
+                where = f"${self.api_key_env}" if self.api_key_env else "no key configured (api_key_env)"
+                raise AdapterAgentFailed(
+                    self.name, f"HTTP {exc.code} from {self.url}: the API key was rejected (bad or missing key: {where})",
+                    exc.code, detail=f"body={redact(detail, key)!r}",
+                ) from None
             raise AdapterNonZeroExit(
                 self.name, exc.code, redact(detail, key), what="HTTP status", labels=("body", None)
             ) from None
         if isinstance(exc, (socket.timeout, TimeoutError)) or (
             isinstance(exc, urllib.error.URLError) and isinstance(exc.reason, (socket.timeout, TimeoutError))
         ):
-            raise AdapterTimeout(self.name, timeout) from None
+            raise AdapterTimeout(self.name, timeout, stopped="the endpoint did not answer in time") from None
         if isinstance(exc, urllib.error.URLError):
             raise AdapterSpawnFailed(self.name, f"cannot reach {self.url}: {redact(str(exc.reason), key)}") from None
         if exc is not None:
