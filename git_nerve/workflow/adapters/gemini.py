@@ -37,6 +37,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 
 from ...git import cli as gitcli
@@ -54,7 +55,7 @@ GIT_ALLOWED = (
 )
 #: Options of those subcommands that write or read files outside the worktree (`git diff --output=/any/file`,
 #: `git diff --no-index /etc/x /etc/y`) or run a program: refused even after an allowed prefix.
-GIT_DENIED_OPTIONS = r".*(--output|--no-index|--ext-diff|--exec|--upload-pack|--receive-pack|--template|--file=)"
+GIT_DENIED_OPTIONS = r".*(\s--output|\s--no-index|\s--ext-diff|\s--exec|--upload-pack|--receive-pack|\s--template|\s--file=)"
 #: File tools Gemini CLI confines to the workspace itself.
 FILE_TOOLS = ("read_file", "read_many_files", "list_directory", "glob", "grep_search", "replace", "write_file")
 #: Tools refused outright (they reach the network).
@@ -133,15 +134,65 @@ def git_identity_env(workdir: str, env: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
-def hooks_env(workdir: str, env: Mapping[str, str]) -> dict[str, str]:
-    """``GIT_CONFIG_PARAMETERS`` naming the repository's hooks directory (outranks an emptied core.hooksPath)."""
+#: git's own diff for one file pair, as an external diff program. Gemini CLI's shell sets ``diff.external`` to
+#: "" (meant as "none"), which git runs as a program: every `git diff` dies ("cannot run"). git has no value
+#: that turns an external diff off, so the adapter names this one, which prints what git itself would.
+EXTERNAL_DIFF = """\
+import subprocess, sys
+if len(sys.argv) < 8:
+    sys.exit(0)
+path, old, old_hex, old_mode, new, new_hex, new_mode = sys.argv[1:8]
+out = subprocess.run(["git", "--no-pager", "diff", "--no-ext-diff", "--no-index", "--no-color", "--", old, new],
+                     capture_output=True).stdout.decode("utf-8", "surrogateescape")
+lines = out.splitlines(keepends=True)
+head = 0
+while head < len(lines) and not lines[head].startswith("@@") and not lines[head].startswith("Binary"):
+    head += 1
+a, b = ("/dev/null" if old == "/dev/null" else "a/" + path), ("/dev/null" if new == "/dev/null" else "b/" + path)
+header = ["diff --git a/%s b/%s\\n" % (path, path)]
+if old == "/dev/null":
+    header.append("new file mode %s\\n" % new_mode)
+elif new == "/dev/null":
+    header.append("deleted file mode %s\\n" % old_mode)
+elif old_mode != new_mode:
+    header += ["old mode %s\\n" % old_mode, "new mode %s\\n" % new_mode]
+def short(h, f):
+    if (h == "." or set(h) == {"0"}) and f != "/dev/null":
+        h = subprocess.run(["git", "hash-object", "--", f], capture_output=True, text=True).stdout.strip()
+    return h[:7] if h and h != "." else "0000000"
+both = old != "/dev/null" and new != "/dev/null"
+mode = " " + new_mode if both and old_mode == new_mode else ""
+header.append("index %s..%s%s\\n" % (short(old_hex, old), short(new_hex, new), mode))
+body = lines[head:]
+if body and body[0].startswith("Binary"):
+    body = ["Binary files %s and %s differ\\n" % (a, b)]
+elif body:
+    header += ["--- %s\\n" % a, "+++ %s\\n" % b]
+sys.stdout.write("".join(header + body) if body or old_mode != new_mode else "")
+"""
+
+
+def _quote_param(key: str, value: str) -> str:
+    """One ``GIT_CONFIG_PARAMETERS`` entry (git's sq_quote)."""
+    q = lambda s: "'" + s.replace("'", "'\\''") + "'"  # noqa: E731
+    return f"{q(key)}={q(value)}"
+
+
+def git_config_env(workdir: str, tmpdir: str, env: Mapping[str, str]) -> dict[str, str]:
+    """``GIT_CONFIG_PARAMETERS`` that outranks what Gemini's shell sets through ``GIT_CONFIG_COUNT``: the
+    repository's hooks directory (for an emptied core.hooksPath) and a working diff (for an emptied diff.external)."""
+    entries: list[str] = []
     proc = gitcli.run(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=workdir, check=False)
-    path = proc.stdout.strip() if proc.returncode == 0 else ""
-    if not path:
-        return {}
-    entry = "'core.hooksPath'=" + "'" + path.replace("'", "'\\''") + "'"
+    hooks = proc.stdout.strip() if proc.returncode == 0 else ""
+    if hooks:
+        entries.append(_quote_param("core.hooksPath", hooks))
+    helper = os.path.join(tmpdir, "nerve-git-diff")
+    with open(helper, "w", encoding="utf-8") as fh:
+        fh.write(f"#!{sys.executable}\n" + EXTERNAL_DIFF)
+    os.chmod(helper, 0o700)
+    entries.append(_quote_param("diff.external", helper))
     previous = env.get("GIT_CONFIG_PARAMETERS", "")
-    return {"GIT_CONFIG_PARAMETERS": f"{previous} {entry}".strip()}
+    return {"GIT_CONFIG_PARAMETERS": " ".join([*([previous] if previous else []), *entries])}
 
 
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
@@ -151,7 +202,7 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     if "--policy" not in {a.split("=", 1)[0] for a in (adapter.extra_args or ())}:
         inv.argv[1:1] = ["--policy", policy]
     inv.env.update(git_identity_env(inv.workdir, inv.env))
-    inv.env.update(hooks_env(inv.workdir, inv.env))
+    inv.env.update(git_config_env(inv.workdir, inv.tmpdir, inv.env))
     inv.env.setdefault("NO_COLOR", "1")
     inv.env.setdefault("GEMINI_CLI_NO_RELAUNCH", "true")
 
