@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -138,22 +139,35 @@ def _bus_view(work: Path) -> types.SimpleNamespace:
     return types.SimpleNamespace(rounds=got, commits=commits, heartbeats=beats, worker=worker)
 
 
-def agent_pids(marker: str) -> list[int]:
-    """Live processes whose command line contains ``marker`` (an agent left behind would show here)."""
+def agent_pids(workdir: Path | str, marker: str = "") -> list[int]:
+    """Live processes working in ``workdir`` whose command line contains ``marker`` (an agent left behind)."""
+    root = os.path.realpath(workdir)
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            cwd = os.path.realpath(os.readlink(f"/proc/{entry}/cwd"))
             with open(f"/proc/{entry}/stat", "rb") as fh:
                 state = fh.read().rsplit(b")", 1)[1].split()[0]
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             continue
-        if marker in cmd and state != b"Z":
+        if marker in cmd and (cwd == root or cwd.startswith(root + os.sep)) and state != b"Z":
             found.append(int(entry))
     return found
 
 
-__all__ = ["AgentRepo", "RunOutcome", "VENV_BIN", "agent_env", "agent_pids"]
+def stop_process(proc: subprocess.Popen) -> None:
+    """End a run a test started (its own session), if it is still there."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+__all__ = ["AgentRepo", "RunOutcome", "VENV_BIN", "agent_env", "agent_pids", "stop_process"]

@@ -17,7 +17,7 @@ import pytest
 from fixtures.repos.build import git
 from fixtures.scripted_model.scenario import CODER_LINE, TEST_CMD
 from fixtures.scripted_model.server import API_KEY, MODEL, ScriptedModel
-from tests.real_agents import AgentRepo, agent_env, agent_pids
+from tests.real_agents import AgentRepo, _check, agent_env, agent_pids, stop_process
 from tests.realtools import npm_tool
 
 pytestmark = pytest.mark.real
@@ -59,7 +59,6 @@ def test_develop_completes_with_a_commit_on_the_branch(tmp_path, gemini_bin):
     with ScriptedModel(params=params(repo)) as model:
         res = repo.run_develop(gemini_env(gemini_bin, model))
         log = [(e.role, e.step, e.tool_calls, [r[:300] for r in e.results[-1:]]) for e in model.entries()]
-    Path("/tmp/gx/debug.txt").write_text(res.out + res.err + "\n".join(map(repr, log)))
     assert res.code == 0, (res, log)
     assert res.result["outcome"] == "completed", res
 
@@ -142,8 +141,8 @@ def test_a_wrong_key_fails_fast_with_one_line(tmp_path, gemini_bin):
     assert res.code != 0, res
     assert res.seconds < 30, res
     assert res.result["outcome"] == "failed", res
-    reason = res.result["reason"] + " " + " ".join(r.get("error", "") or "" for r in res.result["rounds"])
-    assert "API key" in reason or "API_KEY_INVALID" in reason, res
+    detail = res.result["rounds"][0]["detail"]
+    assert "\n" not in detail and "API key not valid" in detail and "GEMINI_API_KEY" in detail, detail
 
 
 def test_a_hanging_model_is_a_timeout_that_keeps_the_output(tmp_path, gemini_bin):
@@ -159,21 +158,29 @@ def test_a_hanging_model_is_a_timeout_that_keeps_the_output(tmp_path, gemini_bin
 
 
 def test_stop_via_tell_ends_the_run_promptly(tmp_path, gemini_bin):
+    """`slow` mode's `sleep 30` is refused by the adapter's policy, so the coder is kept busy by a hanging model."""
     repo = AgentRepo.create(tmp_path, "gemini")
-    with ScriptedModel(mode="slow", params=params(repo)) as model:
+    git(repo.work, "config", "nerve.heartbeatInterval", "1")  # the runner looks at the inbox on every heartbeat
+    with ScriptedModel(params=params(repo)) as model:
+        model.hang_seconds = 120
         env = gemini_env(gemini_bin, model)
         proc = repo.start_develop(env)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any("sleep 30" in c for c in model.calls("coder")):
-            time.sleep(0.2)
-        assert any("sleep 30" in c for c in model.calls("coder")), model.calls("coder")
-        time.sleep(1)
-        told = time.monotonic()
-        from tests.real_agents import _check
-
-        _check(["git", "nerve", "tell", "--task", "t1", "stop"], repo.work, env)
-        out, err = proc.communicate(timeout=90)
-        took = time.monotonic() - told
-    assert json.loads(out)["outcome"] == "stopped", (out, err)
-    assert took < 30, took
-    assert agent_pids(str(gemini_bin.parent)) == [] and agent_pids("gemini.js") == []
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not agent_pids(repo.worktree, "gemini") and proc.poll() is None:
+                time.sleep(0.2)
+            assert proc.poll() is None, ("the run ended before the stop", proc.communicate())
+            assert agent_pids(repo.worktree, "gemini"), "gemini never started"
+            time.sleep(3)  # it reads the prompt and asks the model, which hangs
+            assert proc.poll() is None
+            told = time.monotonic()
+            _check(["git", "nerve", "tell", "--task", "t1", "stop"], repo.work, env)
+            out, err = proc.communicate(timeout=60)
+            took = time.monotonic() - told
+        finally:
+            stop_process(proc)
+    result = json.loads(out)
+    assert result["outcome"] == "stopped", (out, err)
+    assert took < 15, took
+    assert agent_pids(repo.worktree) == []
+    assert repo.view().worker.heartbeat_status.startswith("develop: stopped")
