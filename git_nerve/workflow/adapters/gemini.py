@@ -218,21 +218,24 @@ _AUTH = re.compile(
 )
 
 
-def _auth_cause(cli: str, text: str) -> str | None:
+def _auth_cause(text: str) -> str | None:
     m = _AUTH.search(text)
     if m is None:
         return None
     found = m.group(0)
     if re.search(r"GEMINI_API_KEY|Auth method|Invalid auth", found, re.IGNORECASE):
-        return f"{cli}: no usable credentials ({found}): set GEMINI_API_KEY or log in with `gemini`"
+        return f"no usable credentials ({found}): set GEMINI_API_KEY or log in with `gemini`"
     if "trusted" in found:
-        return f"{cli}: {found}"
-    return f"{cli}: the model API refused the key ({found}): check GEMINI_API_KEY"
+        return found
+    return f"the model API refused the key ({found}): check GEMINI_API_KEY"
 
 
 def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
-    """A bad or missing key, seen while the CLI runs (before its retries) or after an exit 0."""
-    return _auth_cause("gemini", stderr + "\n" + stdout[-4000:])
+    """A bad or missing key, seen while the CLI runs (before its retries) or after an exit 0.
+
+    Only stderr is read: Gemini CLI reports API errors there, and stdout is the agent's own answer,
+    which may well quote an error message."""
+    return _auth_cause(stderr)
 
 
 # -- `git nerve validate` -----------------------------------------------------------------

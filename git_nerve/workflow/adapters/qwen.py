@@ -96,15 +96,16 @@ _AUTH = re.compile(
 
 
 def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
-    """A bad or missing key, seen while Qwen Code runs (before its retries) or after an exit 0."""
-    text = stderr + "\n" + stdout[-4000:]
-    m = _AUTH.search(text)
+    """A bad or missing key, seen while Qwen Code runs (before its retries) or after an exit 0.
+
+    Only stderr is read ("[API Error: 401 ...]"): stdout is the agent's own answer."""
+    m = _AUTH.search(stderr)
     if m is None:
         return None
     found = m.group(0).strip()
     if re.search(r"No auth type|not set|missing|required", found, re.IGNORECASE):
-        return f"qwen: no usable credentials ({found}): set OPENAI_API_KEY (and security.auth.selectedType)"
-    return f"qwen: the model API refused the key ({found}): check OPENAI_API_KEY"
+        return f"no usable credentials ({found}): set OPENAI_API_KEY (and security.auth.selectedType)"
+    return f"the model API refused the key ({found}): check OPENAI_API_KEY"
 
 
 def _settings() -> dict:
