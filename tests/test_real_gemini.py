@@ -9,6 +9,7 @@ comes from git, the bus and the model server's log of what the CLI sent back.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -184,3 +185,15 @@ def test_stop_via_tell_ends_the_run_promptly(tmp_path, gemini_bin):
     assert took < 15, took
     assert agent_pids(repo.worktree) == []
     assert repo.view().worker.heartbeat_status.startswith("develop: stopped")
+
+
+def test_validate_checks_the_installed_cli_and_the_credentials(tmp_path, gemini_bin):
+    repo = AgentRepo.create(tmp_path, "gemini")
+    with ScriptedModel(params=params(repo)) as model:
+        env = gemini_env(gemini_bin, model)
+    argv = ["git", "nerve", "validate", "develop", "--adapter", "gemini", "--json"]
+    ok = subprocess.run(argv, cwd=repo.work, env=env, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, (ok.stdout, ok.stderr)
+    del env["GEMINI_API_KEY"]
+    bad = subprocess.run(argv, cwd=repo.work, env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "GEMINI_API_KEY" in bad.stdout + bad.stderr, (bad.stdout, bad.stderr)

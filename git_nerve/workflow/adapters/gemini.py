@@ -33,6 +33,7 @@ proxy, with ``security.auth.selectedType = "gemini-api-key"`` in
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -241,6 +242,7 @@ def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
 # -- `git nerve validate` -----------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8)
 def _version(binary: str) -> tuple[str | None, str | None]:
     try:
         proc = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60,
@@ -251,6 +253,7 @@ def _version(binary: str) -> tuple[str | None, str | None]:
     return (m.group(0) if m else None), None
 
 
+@functools.lru_cache(maxsize=8)
 def _help(binary: str) -> str:
     try:
         return subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60,
@@ -269,6 +272,29 @@ def _settings_auth() -> str:
         return ""
 
 
+def _credential_problems() -> list[str]:
+    """What Gemini CLI would refuse to start without, for the auth type it would pick (its own order)."""
+    env = os.environ
+    selected = _settings_auth()
+    home = env.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
+    if not selected:
+        if env.get("GOOGLE_GEMINI_BASE_URL"):
+            return ['GOOGLE_GEMINI_BASE_URL is set: gemini then needs security.auth.selectedType = "gemini-api-key" '
+                    "in ~/.gemini/settings.json"]
+        if env.get("GEMINI_API_KEY") or env.get("GOOGLE_GENAI_USE_VERTEXAI") == "true":
+            return []
+        return ["gemini has no credentials: set GEMINI_API_KEY (or log in once with `gemini`)"]
+    if selected == "gemini-api-key" and not env.get("GEMINI_API_KEY"):
+        return ["gemini is set to use an API key (security.auth.selectedType) but GEMINI_API_KEY is not set"]
+    if selected == "vertex-ai" and not (env.get("GOOGLE_API_KEY") or (
+            env.get("GOOGLE_CLOUD_PROJECT") and env.get("GOOGLE_CLOUD_LOCATION"))):
+        return ["gemini is set to use Vertex AI but neither GOOGLE_API_KEY nor GOOGLE_CLOUD_PROJECT and "
+                "GOOGLE_CLOUD_LOCATION are set"]
+    if selected == "oauth-personal" and not os.path.exists(os.path.join(home, ".gemini", "oauth_creds.json")):
+        return ["gemini is set to log in with Google but has no login: run `gemini` once"]
+    return []
+
+
 def checks(adapter: CommandAdapter) -> list[str]:
     problems: list[str] = []
     version, err = _version(adapter.binary)
@@ -282,16 +308,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
     for flag in ("--approval-mode", "--policy", "--skip-trust", "--output-format", "--model"):
         if flag not in text:
             problems.append(f"`{adapter.binary} --help` does not list {flag}")
-    selected = _settings_auth()
-    env = os.environ
-    home = os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
-    logged_in = os.path.exists(os.path.join(home, ".gemini", "oauth_creds.json"))
-    if env.get("GOOGLE_GEMINI_BASE_URL") and selected not in ("gemini-api-key", "gateway"):
-        problems.append('GOOGLE_GEMINI_BASE_URL is set: gemini needs security.auth.selectedType = "gemini-api-key" '
-                        "in ~/.gemini/settings.json")
-    if not (env.get("GEMINI_API_KEY") or env.get("GOOGLE_API_KEY") or env.get("GOOGLE_GENAI_USE_VERTEXAI") == "true"
-            or logged_in or selected):
-        problems.append("gemini has no credentials: set GEMINI_API_KEY (or log in once with `gemini`)")
+    problems += _credential_problems()
     return problems
 
 
