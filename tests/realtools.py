@@ -78,9 +78,12 @@ def _install_env() -> dict[str, str]:
 
 
 def _run(argv: list[str], what: str, cwd: Path | None = None) -> None:
+    # Never from inside a repository: an install script (lefthook's postinstall) would install its
+    # hooks into whatever repository the test process stands in (this project's own checkout).
+    CACHE.mkdir(parents=True, exist_ok=True)
     try:
         proc = subprocess.run(
-            argv, cwd=cwd, env=_install_env(), capture_output=True, text=True, timeout=INSTALL_TIMEOUT
+            argv, cwd=cwd or CACHE, env=_install_env(), capture_output=True, text=True, timeout=INSTALL_TIMEOUT
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"installing {what} took longer than {INSTALL_TIMEOUT}s: {' '.join(argv)}")
@@ -108,7 +111,8 @@ def npm_tool(package: str, version: str, binary: str) -> Path:
         if not (done.exists() and exe.exists()):
             prefix.mkdir(parents=True, exist_ok=True)
             (prefix / "package.json").write_text('{"private": true}\n')
-            _run([npm, "install", "--no-save", "--prefix", str(prefix), f"{package}@{version}"], f"{package}@{version}")
+            _run([npm, "install", "--no-save", "--prefix", str(prefix), f"{package}@{version}"], f"{package}@{version}",
+                 cwd=prefix)
             if not exe.exists():
                 pytest.fail(f"{package}@{version} installed but has no `{binary}` in {exe.parent}")
             done.write_text(version)

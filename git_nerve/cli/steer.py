@@ -85,9 +85,12 @@ def outbox(follow: bool, as_json: bool) -> None:
 @click.option("--delete-branch", is_flag=True, help="Also delete the task's branch (local and remote) once merged.")
 @click.option("--check", metavar="CMD", help="Run CMD on the merge result first; if it fails nothing moves.")
 @click.option("--force", is_flag=True, help="Archive uncommitted changes in the worker's worktree and remove it anyway.")
+@click.option("--batch", type=click.IntRange(min=1), default=1, metavar="N",
+              help="With --all and --check: check N tasks at once with one run; a failing batch is bisected.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @handle_errors
-def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str | None, force: bool, as_json: bool) -> None:
+def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str | None, force: bool, batch: int,
+          as_json: bool) -> None:
     """Merge approved work into the integration branch (APPROVED -> COMPLETED).
 
     Give TASK_ID, or --all: every APPROVED task, oldest approval first. While the queue
@@ -96,20 +99,26 @@ def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str 
     queue after the merge under way; each is answered in `git nerve outbox`
     and on stderr. A merge that conflicts or fails --check is reported and the
     queue goes on; the exit code is then that of the first failure (1 when
-    the queue was stopped).
+    the queue was stopped). Tasks the conflict radar saw in a conflict go
+    after the others. With --batch N, N tasks are merged in memory and
+    checked with one run; a failing batch is bisected, the task(s) that break
+    the check go back to WORKING with its output in their thread, and the
+    rest are merged.
     """
     from ..errors import UsageError
     from . import worker as worker_cli
 
     if (task_id is None) == (not all_tasks):
         raise UsageError("give a TASK_ID or --all (not both)")
+    if batch > 1 and not (all_tasks and check):
+        raise UsageError("--batch needs --all and --check (it batches the check runs)")
     if not all_tasks:
         worker_cli.merge.callback(task_id=task_id, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
         return
-    _merge_all(worker_cli, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
+    _merge_all(worker_cli, delete_branch=delete_branch, check=check, force=force, batch=batch, as_json=as_json)
 
 
-def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: bool, as_json: bool) -> None:
+def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: bool, batch: int, as_json: bool) -> None:
     import sys
 
     from ..steer.queue import merge_all
@@ -123,9 +132,10 @@ def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: boo
                 worker_cli.print_merge(task_id, res)
 
         def failed(task_id: str, exc) -> None:
-            echo(f"merge {task_id} failed: {exc.message}", err=True)
+            files = getattr(exc, "files", None)
+            echo(f"merge {task_id} failed: {exc.message}" + (f" (files: {', '.join(files)})" if files else ""), err=True)
 
-        result = merge_all(repo, delete_branch=delete_branch, check=check, force=force,
+        result = merge_all(repo, delete_branch=delete_branch, check=check, force=force, batch=batch,
                            say=lambda text: echo(f"steer: {text}", err=True), on_merged=merged, on_failed=failed)
         if as_json:
             echo_json({

@@ -149,7 +149,12 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
 
     settings = _settings_or_none(repo)
     now = clock.now()
+    from .radar import marks
+
+    radar = marks(repo.paths.common_dir)
     rows = [row(w, settings, now) for w in workers.all_workers(repo.bus.conn, states=states or None)]
+    for r in rows:
+        r["radar"] = radar.get(r["task_id"], [])
     if stale_only:
         rows = [r for r in rows if r["stale"]]
     if as_json:
@@ -170,6 +175,8 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
         hb = clock.ago(w.last_heartbeat, now) + (" ago" if w.last_heartbeat else "")
         desc = (w.description.splitlines() or [""])[0][:40]
         echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb:<10} {clock.ago(w.assigned_at, now):<6} {desc}")
+        for mark in r["radar"]:
+            echo(style(f"{'':<24} ! {mark}", fg="red" if mark.startswith("conflict") else "yellow"))
 
 
 _COLORS = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIEW": "yellow",
@@ -455,8 +462,10 @@ def _register_extra() -> None:
 
     for command in getattr(workflow, "WORKER_COMMANDS", []):
         worker.add_command(command)
-    from . import steer
+    from . import radar, steer
 
+    for command in radar.WORKER_COMMANDS:
+        worker.add_command(command)
     for command in getattr(steer, "WORKER_COMMANDS", []):
         if command.name in worker.commands:  # a feature may extend an existing command (e.g. merge --all)
             worker.commands.pop(command.name)

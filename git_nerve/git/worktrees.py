@@ -161,7 +161,14 @@ def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | 
     make_dirs(tmp_index.parent)
     env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
     try:
-        cli.run(["read-tree", parent], cwd=worktree, env=env)
+        # Start from a copy of the worktree's own index when there is one: its stat data lets
+        # `add -A` hash only what changed (a fresh index rehashes every file). The tree that
+        # results is the work tree's either way.
+        real_index = tmp_index.parent.parent / "index"
+        try:
+            shutil.copyfile(real_index, tmp_index)
+        except OSError:
+            cli.run(["read-tree", parent], cwd=worktree, env=env)
         cli.run(["add", "-A", "--", "."], cwd=worktree, env=env)
         tree = cli.out(["write-tree"], cwd=worktree, env=env)
         parent_args = [arg for p in (parents or [parent]) for arg in ("-p", p)]

@@ -210,20 +210,41 @@ def post_commit(where: Where) -> int:
     if ctx is None and not knowledge:
         return 0
     if ctx is not None:
-        guarded(hook, "commit not recorded on the bus", _record_commit, where, ctx.task_id)
+        if guarded(hook, "commit not recorded on the bus", _record_commit, where, ctx.task_id):
+            guarded(hook, "conflict radar not refreshed", _radar, where, ctx.task_id)
     if knowledge:
         files = guarded(hook, "knowledge index not scheduled", _commit_files)
         schedule_knowledge(where, files or [], hook)
     return 0
 
 
-def _record_commit(where: Where, task_id: str) -> None:
+#: the live states the radar compares (git_nerve.radar.scan.LIVE; that module imports pygit2)
+RADAR_STATES = ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")
+
+
+def _radar(where: Where, task_id: str) -> None:
+    """Start the radar's recompute of this task's pairs (never waited on); print what it found last time."""
+    from ..radar import background, notice
+
+    found = notice.take(where.git_dir)
+    if found:
+        sys.stderr.write(found)
+    if where.toplevel is None:
+        return
+    with open_bus(where.common_dir) as bus:
+        others = [w for w in workers.all_workers(bus.conn, states=RADAR_STATES) if w.task_id != task_id]
+    if others:  # alone, there is nothing to collide with but the integration branch: `git worker conflicts`
+        background.spawn(where.toplevel, task_id, where.common_dir / "nerve" / "radar.log")
+
+
+def _record_commit(where: Where, task_id: str) -> bool:
     sha, _, subject = _git(["log", "-1", "--format=%H%x00%s", "HEAD"]).rstrip(b"\n").partition(b"\0")
     with open_bus(where.common_dir) as bus:
         heartbeat.record(bus, task_id, source="post-commit")
         with bus.write() as conn:
             payload = {"sha": sha.decode(), "subject": subject.decode("utf-8", "replace")}
             messages.publish(conn, task_id, "commit", payload, clock.now())
+    return True
 
 
 def _commit_files() -> list[str]:

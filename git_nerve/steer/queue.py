@@ -1,6 +1,7 @@
 """`git worker merge --all`: every APPROVED task merged in approval order, steerable as a queue.
 
-The queue is the APPROVED tasks at the start, oldest approval first. Before
+The queue is the APPROVED tasks at the start, oldest approval first, except
+that tasks the conflict radar saw in a conflict go after those in none. Before
 each merge (and once more when the queue is empty) it drains the
 ``merge-all`` consumer:
 
@@ -70,10 +71,15 @@ class QueueResult:
 
 
 class Queue:
-    """The pending tasks, ordered by approval time; changed only by drained messages."""
+    """The pending tasks, ordered by approval time; changed only by drained messages.
 
-    def __init__(self, approved: list[workers.Worker]):
-        self.pending: list[tuple[float, str]] = sorted((_order(w), w.task_id) for w in approved)
+    Tasks the conflict radar last saw conflicting with another live task or
+    with the integration branch go after the ones that conflict with nothing
+    (``risky``), so a clean task never waits behind one likely to bounce."""
+
+    def __init__(self, approved: list[workers.Worker], risky: set[str] | frozenset[str] = frozenset()):
+        self.risky = frozenset(risky)
+        self.pending: list[tuple[tuple[bool, float], str]] = sorted((self._key(w), w.task_id) for w in approved)
         self.merged: set[str] = set()
         self.skipped: list[str] = []
         self._planned: tuple[list[tuple[float, str]], list[str]] | None = None
@@ -107,11 +113,11 @@ class Queue:
                 elif w is None or w.state != "APPROVED":
                     head = f"add {target}: it is {w.state if w else 'gone'}, not APPROVED; not queued"
                 else:
-                    pending.append((_order(w), target))
+                    pending.append((self._key(w), target))
                     pending.sort()
                     if target in skipped:
                         skipped.remove(target)
-                    head = f"add {target}: put in the merge queue (position {pending.index((_order(w), target)) + 1})"
+                    head = f"add {target}: put in the merge queue (position {pending.index((self._key(w), target)) + 1})"
             acks.append(Ack(m, line(head, m)))
         self._planned = (pending, skipped)
         return acks
@@ -125,6 +131,21 @@ class Queue:
     def pop(self) -> str:
         return self.pending.pop(0)[1]
 
+    def _key(self, w: workers.Worker) -> tuple[bool, float]:
+        return (w.task_id in self.risky, _order(w))
+
+
+def _risky(repo: Any) -> set[str]:
+    """Tasks in a conflict, by the radar brought up to date with the branch tips (pairs whose
+    tips did not move come from its cache; worktrees are not looked at again)."""
+    from ..radar import scan
+
+    try:
+        result = scan.recompute(repo, changed=[])
+    except NerveError:
+        result = scan.cached(repo.paths.common_dir)
+    return {t for p in result.pairs if p.kind == "conflict" for t in (p.a, p.b)}
+
 
 def _order(w: workers.Worker) -> float:
     return w.approved_at if w.approved_at is not None else w.state_changed_at
@@ -137,12 +158,60 @@ def _say_drained(result: DrainResult, say: Say) -> None:
         say(f'note: "{note.text}" (queued at {clock.iso(note.ts)})')
 
 
+def _merge_batch(repo: Any, group: list[str], check: str, delete_branch: bool, force: bool, result: QueueResult,
+                 queue: Queue, say: Say, on_merged, on_failed) -> bool:
+    """One batch: one check (bisected on failure), the failing tasks sent back, the rest merged.
+    False when an error must end the queue."""
+    from ..errors import CheckFailed
+    from ..git import refs
+    from ..worker import lifecycle
+    from .batch import run_batch
+
+    def failed(task_id: str, exc: NerveError) -> None:
+        result.failed.append((task_id, exc))
+        if on_failed:
+            on_failed(task_id, exc)
+
+    try:
+        verdict = run_batch(repo, group, check, say)
+    except NerveError as exc:
+        result.error = exc
+        result.pending = group + queue.tasks
+        return False
+    for task_id, output in verdict.failing.items():
+        comment = f"merge queue: `{check}` failed with this task in the batch; fix it and ask for review again.\n{output}"
+        lifecycle.request_changes(repo, task_id, comment=comment[-4000:], by="merge-queue")
+        failed(task_id, CheckFailed(f"--check `{check}` failed with {task_id} in the batch; the task is back to WORKING",
+                                    details=[output[-2000:]]))
+    integration = repo.settings.integration
+    moved = refs.resolve(repo.cwd, lifecycle.integration_ref(repo, integration, fetch=False)) != verdict.onto
+    # the passing set was checked as a whole on verdict.onto; if the branch moved since, check each again
+    leftovers = list(verdict.conflicting)
+    for task_id in verdict.passing + leftovers:
+        again = check if moved or task_id in verdict.conflicting else None
+        try:
+            merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=again, force=force)
+        except TASK_FAILURES as exc:
+            failed(task_id, exc)
+            continue
+        except NerveError as exc:
+            result.failed.append((task_id, exc))
+            result.error = exc
+            return False
+        queue.merged.add(task_id)
+        result.merged.append((task_id, merged))
+        if on_merged:
+            on_merged(task_id, merged)
+    return True
+
+
 def merge_all(
     repo: Any,
     *,
     delete_branch: bool = False,
     check: str | None = None,
     force: bool = False,
+    batch: int = 1,
     say: Say | None = None,
     on_merged: Callable[[str, Any], None] | None = None,
     on_failed: Callable[[str, NerveError], None] | None = None,
@@ -155,7 +224,7 @@ def merge_all(
     result = QueueResult()
     try:
         with hold(repo.lock_path("merge-all"), timeout=0, what="the merge queue lock"):
-            queue = Queue(workers.all_workers(repo.bus.conn, states=("APPROVED",)))
+            queue = Queue(workers.all_workers(repo.bus.conn, states=("APPROVED",)), _risky(repo))
             while True:
                 drained = drain(repo.bus, QUEUE_CONSUMER, respond=queue.respond)
                 queue.adopt()
@@ -166,6 +235,11 @@ def merge_all(
                     break
                 if not queue.pending:
                     break
+                if batch > 1 and check:
+                    group = [queue.pop() for _ in range(min(batch, len(queue.pending)))]
+                    if not _merge_batch(repo, group, check, delete_branch, force, result, queue, say, on_merged, on_failed):
+                        break
+                    continue
                 task_id = queue.pop()
                 try:
                     merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)

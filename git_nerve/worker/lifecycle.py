@@ -865,3 +865,36 @@ __all__ = [
     "Repo", "open_repo", "spawn", "start", "done", "fail", "approve", "request_changes", "merge", "cancel",
     "retry", "show", "heartbeat", "SpawnResult", "DoneResult", "MergeResult", "CancelResult",
 ]
+
+
+# -- the merge queue's batches ------------------------------------------------------------
+
+
+def check_combination(repo: Repo, task_ids: list[str], check: str, *, fetch: bool = False) -> str | None:
+    """Run ``check`` once on the integration tip with ``task_ids`` merged onto it in order (in memory,
+    then in a temporary detached worktree, as `merge --check` does); None when it passes, else its output.
+
+    A task that does not merge cleanly onto the ones before it raises :class:`ConflictError`
+    naming it (its own `merge` then sends it back). Nothing is published and no state changes.
+    """
+    from ..git import objects
+
+    argv = _parse_check(check)
+    assert argv is not None
+    integration = repo.settings.integration
+    ours = _require_tip(repo.cwd, integration_ref(repo, integration, fetch=fetch), "the integration branch")
+    committer = objects.identity(repo.cwd)
+    author = objects.identity(repo.cwd, "GIT_AUTHOR_IDENT")
+    for task_id in task_ids:
+        w = get(repo.bus, task_id)
+        tip = _require_tip(repo.cwd, f"refs/heads/{w.branch}", f"the branch of {task_id}")
+        mr = objects.merge_commit(repo.paths.common_dir, ours, tip, f"Merge {w.branch} ({task_id}) [queue check]", author, committer)
+        if mr.commit is None:
+            raise ConflictError(f"{task_id} does not merge onto the tasks before it in the batch", files=mr.conflicts,
+                                details=[task_id])
+        ours = mr.commit
+    try:
+        _run_check(repo, ours, argv)
+    except CheckFailed as exc:
+        return "\n".join([exc.message, *exc.details])
+    return None

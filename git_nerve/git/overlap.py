@@ -1,0 +1,121 @@
+"""In-memory overlap of two lines of work (pygit2): would they conflict, where, and on which lines.
+
+Each side is a commit (its branch tip) and a tree (the tip's, or a snapshot
+of the worktree's uncommitted changes on top of it). The two trees are
+merged against the merge base of the two commits with ``merge_trees``; no
+checkout, index or ref is touched. Files both sides changed that merge
+cleanly are an *overlap*; files that do not are a *conflict*, with the line
+ranges (in the first side's version of the file) of each conflicting hunk.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import pygit2
+
+from ..errors import GitError
+
+
+@dataclass(frozen=True)
+class Side:
+    commit: str  #: the branch tip
+    tree: str  #: what to compare: the tip's tree, or a snapshot of the worktree on top of it
+
+
+@dataclass
+class Overlap:
+    kind: str  #: "clean" (no file in common), "overlap" (same files, merges cleanly) or "conflict"
+    files: list[str] = field(default_factory=list)  #: the files both sides changed
+    conflicts: dict[str, list[tuple[int, int]]] = field(default_factory=dict)  #: file -> [(first, last) line], side a
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "files": self.files, "conflicts": {k: [list(r) for r in v] for k, v in self.conflicts.items()}}
+
+
+class Repo:
+    """One open repository for many comparisons (opening it is the expensive part)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        try:
+            self.repo = pygit2.Repository(os.fspath(path))
+        except (pygit2.GitError, KeyError) as exc:
+            raise GitError(f"cannot open repository at {path}: {exc}") from exc
+        self._changed: dict[tuple[str, str], frozenset[str]] = {}
+
+    def tree_of(self, commit: str) -> str:
+        return str(self.repo[commit].peel(pygit2.Tree).id)
+
+    def _base_tree(self, a: str, b: str) -> pygit2.Tree | None:
+        base = self.repo.merge_base(pygit2.Oid(hex=a), pygit2.Oid(hex=b))
+        return self.repo[base].peel(pygit2.Tree) if base is not None else None
+
+    def changed(self, base: pygit2.Tree | None, tree: str) -> frozenset[str]:
+        key = (str(base.id) if base is not None else "", tree)
+        hit = self._changed.get(key)
+        if hit is None:
+            new = self.repo[tree].peel(pygit2.Tree)
+            diff = base.diff_to_tree(new) if base is not None else new.diff_to_tree(swap=True)
+            hit = frozenset(p for d in diff.deltas for p in {d.old_file.path, d.new_file.path})
+            self._changed[key] = hit
+        return hit
+
+    def compare(self, a: Side, b: Side) -> Overlap:
+        base = self._base_tree(a.commit, b.commit)
+        both = self.changed(base, a.tree) & self.changed(base, b.tree)
+        if not both:
+            return Overlap("clean")
+        ours = self.repo[a.tree].peel(pygit2.Tree)
+        theirs = self.repo[b.tree].peel(pygit2.Tree)
+        ancestor = base if base is not None else self.repo[self.repo.TreeBuilder().write()]
+        index = self.repo.merge_trees(ancestor, ours, theirs)
+        files = sorted(both)
+        if index.conflicts is None:
+            return Overlap("overlap", files)
+        conflicts: dict[str, list[tuple[int, int]]] = {}
+        for anc, our, their in index.conflicts:
+            path = (our or their or anc).path
+            conflicts[path] = self._hunks(anc, our, their)
+        return Overlap("conflict", sorted(set(files) | set(conflicts)), conflicts)
+
+    def _hunks(self, anc, our, their) -> list[tuple[int, int]]:
+        """Line ranges of the conflicting hunks, numbered as in side a's file ([] for a binary/add-delete conflict)."""
+        if our is None or their is None:
+            return []
+        try:
+            merged = self.repo.merge_file_from_index(anc, our, their)
+        except (pygit2.GitError, ValueError):
+            return []
+        return conflict_ranges(getattr(merged, "contents", merged))  # a MergeFileResult since pygit2 1.15, else str
+
+
+def conflict_ranges(merged: str) -> list[tuple[int, int]]:
+    """The ``<<<<<<<`` .. ``=======`` sections of ``merged`` as (first, last) line numbers of side a's file."""
+    ranges: list[tuple[int, int]] = []
+    line = 0  # lines of side a seen so far
+    state = "out"
+    start = 0
+    for text in merged.splitlines():
+        if state == "out":
+            if text.startswith("<<<<<<<"):
+                state, start = "ours", line + 1
+            else:
+                line += 1
+        elif state == "ours":
+            if text.startswith("|||||||"):
+                state = "base"
+            elif text.startswith("======="):
+                state = "theirs"
+            else:
+                line += 1
+        elif state == "base":
+            if text.startswith("======="):
+                state = "theirs"
+        elif text.startswith(">>>>>>>"):
+            ranges.append((start, max(start, line)))
+            state = "out"
+    return ranges
+
+
+__all__ = ["Overlap", "Repo", "Side", "conflict_ranges"]

@@ -1,0 +1,44 @@
+"""The notice a new conflict leaves for the agent's terminal: ``<git-dir>/nerve/radar-notice``.
+
+Standard library only: the post-commit hook reads (and removes) it and
+prints it with its next message, so the agent hears of the conflict where it
+already looks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+NOTICE = "radar-notice"
+
+
+def path(git_dir: str | os.PathLike[str]) -> Path:
+    return Path(git_dir) / "nerve" / NOTICE
+
+
+def add(git_dir: str | os.PathLike[str], text: str) -> None:
+    from ..paths import create_file, make_dirs
+
+    target = path(git_dir)
+    make_dirs(target.parent)
+    fd = create_file(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+        fh.write(text.rstrip("\n") + "\n")
+
+
+def take(git_dir: str | os.PathLike[str]) -> str:
+    """The pending notice, removed as it is read ("" when there is none)."""
+    target = path(git_dir)
+    claimed = target.with_name(f"{NOTICE}.{os.getpid()}")
+    try:
+        os.replace(target, claimed)
+    except FileNotFoundError:
+        return ""
+    try:
+        return claimed.read_text(encoding="utf-8")
+    finally:
+        claimed.unlink(missing_ok=True)
+
+
+__all__ = ["NOTICE", "add", "path", "take"]

@@ -1,0 +1,152 @@
+"""Compute the radar: every pair of live workers, and each against the integration branch.
+
+A worker's *side* is its branch tip plus, when its worktree has uncommitted
+changes, a snapshot of them (a commit object only: no index, work tree or
+ref moves). A pair is recomputed only when one of its sides changed; the
+others are reused from the cache. The comparison itself is in memory
+(:mod:`git_nerve.git.overlap`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import clock
+from ..bus import workers as bus_workers
+from ..errors import GitError, NerveError
+from ..git import overlap, refs, worktrees
+from ..locks import hold
+from . import cache
+
+#: The states whose work is still on its way to the integration branch.
+LIVE = ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")
+
+
+@dataclass
+class Pair:
+    a: str
+    b: str  #: a task id, or cache.INTEGRATION
+    kind: str
+    files: list[str]
+    conflicts: dict[str, list[list[int]]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "kind": self.kind, "files": self.files, "conflicts": self.conflicts}
+
+
+@dataclass
+class Scan:
+    pairs: list[Pair] = field(default_factory=list)  #: every overlapping or conflicting pair
+    at: float | None = None
+    computed: int = 0
+    reused: int = 0
+    duration_s: float = 0.0
+    new_conflicts: list[Pair] = field(default_factory=list)
+    integration: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "integration": self.integration, "at": clock.iso(self.at) if self.at else None,
+            "age_s": round(time.time() - self.at, 1) if self.at else None,
+            "computed": self.computed, "reused": self.reused, "duration_s": self.duration_s,
+            "pairs": [p.as_dict() for p in self.pairs],
+        }
+
+    def for_task(self, task_id: str) -> list[Pair]:
+        return [p for p in self.pairs if task_id in (p.a, p.b)]
+
+
+def _side(ov: overlap.Repo, w, old: dict | None, refresh: bool) -> dict | None:
+    tip = refs.resolve(ov.repo.path, f"refs/heads/{w.branch}") if w.branch else None
+    if tip is None:
+        return None
+    if old and not refresh and old.get("commit") == tip:
+        return old
+    tree = ov.tree_of(tip)
+    dirty = False
+    worktree = Path(w.worktree) if w.worktree else None
+    if worktree is not None and worktree.is_dir():
+        try:
+            if worktrees.dirty_files(worktree):
+                snap = worktrees.snapshot(worktree, tip, f"nerve radar snapshot of {w.task_id}")
+                tree, dirty = ov.tree_of(snap), True
+        except GitError:
+            pass  # a worktree mid-operation: compare its committed work
+    return {"commit": tip, "tree": tree, "dirty": dirty, "at": time.time()}
+
+
+def recompute(repo, *, changed: Iterable[str] | None = None) -> Scan:
+    """Bring the cache up to date. ``changed``: the tasks whose worktrees must be looked at again
+    (a commit there); None: every task (a full recompute)."""
+    from ..worker.lifecycle import integration_ref
+
+    started = time.monotonic()
+    common = repo.paths.common_dir
+    changed_set = None if changed is None else set(changed)
+    with hold(cache.lock(common), timeout=120, what="the radar lock"):
+        data = cache.load(common)
+        live = bus_workers.all_workers(repo.bus.conn, states=LIVE)
+        ov = overlap.Repo(common)
+        sides: dict[str, dict] = {}
+        for w in live:
+            refresh = changed_set is None or w.task_id in changed_set
+            side = _side(ov, w, data["sides"].get(w.task_id), refresh)
+            if side is not None:
+                sides[w.task_id] = side
+        integration = None
+        try:
+            integration = repo.settings.integration
+            tip = refs.resolve(repo.cwd, integration_ref(repo, integration, fetch=False))
+            if tip:
+                sides[cache.INTEGRATION] = {"commit": tip, "tree": ov.tree_of(tip), "dirty": False, "at": time.time()}
+        except NerveError:
+            pass
+        scan = Scan(integration=integration)
+        pairs: dict[str, dict] = {}
+        tasks = sorted(t for t in sides if t != cache.INTEGRATION)
+        combos = list(itertools.combinations(tasks, 2))
+        if cache.INTEGRATION in sides:
+            combos += [(t, cache.INTEGRATION) for t in tasks]
+        for a, b in combos:
+            k = cache.key(a, b)
+            first, second = k.split("|")
+            s1, s2 = sides[first], sides[second]
+            inputs = [s1["commit"], s1["tree"], s2["commit"], s2["tree"]]
+            old = data["pairs"].get(k)
+            if old and old.get("inputs") == inputs:
+                pairs[k] = old
+                scan.reused += 1
+            else:
+                result = ov.compare(overlap.Side(s1["commit"], s1["tree"]), overlap.Side(s2["commit"], s2["tree"]))
+                pairs[k] = {"inputs": inputs, **result.as_dict(), "at": time.time()}
+                scan.computed += 1
+                was = (old or {}).get("kind")
+                if result.kind == "conflict" and (was != "conflict" or old.get("files") != pairs[k]["files"]):
+                    scan.new_conflicts.append(_pair(first, second, pairs[k]))
+        now = time.time()
+        save = {"sides": sides, "pairs": pairs, "at": now, "integration": integration}
+        cache.save(common, save)
+    scan.at = now
+    scan.pairs = [_pair(*k.split("|"), v) for k, v in sorted(pairs.items()) if v["kind"] != "clean"]
+    scan.duration_s = round(time.monotonic() - started, 3)
+    return scan
+
+
+def _pair(a: str, b: str, v: dict) -> Pair:
+    return Pair(a, b, v["kind"], list(v.get("files", [])), dict(v.get("conflicts", {})))
+
+
+def cached(common_dir) -> Scan:
+    """The last result, as it is (never recomputes)."""
+    data = cache.load(common_dir)
+    scan = Scan(at=data.get("at"), integration=data.get("integration"))
+    scan.pairs = [_pair(*k.split("|"), v) for k, v in sorted(data["pairs"].items()) if v.get("kind") != "clean"]
+    return scan
+
+
+__all__ = ["LIVE", "Pair", "Scan", "cached", "recompute"]
