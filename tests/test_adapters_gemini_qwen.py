@@ -164,3 +164,22 @@ def test_git_in_geminis_shell_gets_its_hooks_and_its_diff_back(repo, tmp_path):
     hooks = subprocess.run(["git", "rev-parse", "--git-path", "hooks"], cwd=work, env=fixed, capture_output=True,
                            text=True).stdout.strip()
     assert os.path.realpath(hooks) == os.path.realpath(work / ".git" / "hooks")
+
+
+def test_every_policy_regex_survives_geminis_safety_check_and_guards_its_settings():
+    """Gemini CLI silently drops a rule whose regex has a nested quantifier (its isSafeRegExp): ours must not."""
+    import re
+
+    nested = re.compile(r"\([^)]*[*+?{].*\)[*+?{]")
+    rules = tomllib.loads(policy_text("python3 -m unittest -v"))["rule"]
+    patterns = [r[k] for r in rules for k in ("argsPattern", "commandRegex") if k in r]
+    assert patterns and not [p for p in patterns if nested.search(p) or len(p) > 2048]
+    settings = next(r for r in rules if "argsPattern" in r)
+    assert settings["decision"] == "deny" and set(settings["toolName"]) == {"write_file", "replace"}
+    pattern = re.compile(settings["argsPattern"])
+
+    def args(path: str) -> str:  # Gemini's stable stringify of the tool's arguments
+        return "\0" + json.dumps({"file_path": path}, separators=(",", ":"))[1:-1] + "\0"
+
+    assert pattern.search(args("/w/t1/.gemini/settings.json")) and pattern.search(args(".qwen/settings.json"))
+    assert not pattern.search(args("/w/t1/README.md")) and not pattern.search(args("/w/t1/notes.gemini/x"))

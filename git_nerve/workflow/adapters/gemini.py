@@ -61,6 +61,11 @@ GIT_DENIED_OPTIONS = r".*(\s--output|\s--no-index|\s--ext-diff|\s--exec|--upload
 FILE_TOOLS = ("read_file", "read_many_files", "list_directory", "glob", "grep_search", "replace", "write_file")
 #: Tools refused outright (they reach the network).
 DENIED_TOOLS = ("google_web_search", "web_fetch")
+#: Files the agent may not write although they are in the worktree: the CLI's own project settings, which
+#: the next run loads (`--skip-trust`): MCP servers, hooks or tool rules there would outlive this policy.
+SETTINGS_PATHS = r'"(file_path|absolute_path|dir_path)":\s*"(|[^"]*/)\.(gemini|qwen)(/|")'  # no nested quantifier:
+#: Gemini CLI drops a rule whose regex has one (its isSafeRegExp)
+
 
 SANDBOX = (
     "Gemini CLI policy engine (private --policy file, approval mode default, headless): file tools inside the "
@@ -81,7 +86,7 @@ def _toml(value: str) -> str:
 
 
 def policy_text(test_command: str, git_allowed: Sequence[str] = GIT_ALLOWED) -> str:
-    """The policy rules of one run (TOML for Gemini CLI's policy engine; Qwen Code has no such engine)."""
+    """The policy rules of one run, TOML for Gemini CLI's policy engine (Qwen Code takes rules as flags)."""
     prefixes = [f"git {sub}" for sub in git_allowed]
     if test_command.strip():
         prefixes.append(test_command.strip())
@@ -110,6 +115,13 @@ def policy_text(test_command: str, git_allowed: Sequence[str] = GIT_ALLOWED) -> 
         f"commandRegex = {_toml(GIT_DENIED_OPTIONS)}",
         'decision = "deny"',
         'denyMessage = "git-nerve: this git option reads or writes outside the worktree"',
+        "priority = 950",
+        "",
+        "[[rule]]",
+        'toolName = ["write_file", "replace"]',
+        f"argsPattern = {_toml(SETTINGS_PATHS)}",
+        'decision = "deny"',
+        'denyMessage = "git-nerve: the CLI settings in .gemini/ and .qwen/ are not the agent to change"',
         "priority = 950",
         "",
         "[[rule]]",
@@ -205,7 +217,7 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     inv.env.update(git_identity_env(inv.workdir, inv.env))
     inv.env.update(git_config_env(inv.workdir, inv.tmpdir, inv.env))
     inv.env.setdefault("NO_COLOR", "1")
-    inv.env.setdefault("GEMINI_CLI_NO_RELAUNCH", "true")
+    inv.env.setdefault("GEMINI_CLI_NO_RELAUNCH", "true")  # one node process (it would re-spawn itself for a bigger heap)
 
 
 # -- failures the exit status hides ---------------------------------------------------------

@@ -44,6 +44,8 @@ _model = model_flag("--model")
 #: outside the worktree.
 DENIED = (
     "web_fetch", "web_search",
+    # the CLI's own project settings, loaded by the next run (hooks, MCP servers, tool rules of its own)
+    "edit(/.qwen/**)", "write_file(/.qwen/**)", "edit(/.gemini/**)", "write_file(/.gemini/**)",
     "run_shell_command(*$(*)", "run_shell_command(*`*)", "run_shell_command(*${*)", "run_shell_command(*>*)",
     "run_shell_command(*<*)", "run_shell_command(*\n*)", "run_shell_command(* ( *)",
     "run_shell_command(* --output*)", "run_shell_command(* --no-index*)", "run_shell_command(* --ext-diff*)",
