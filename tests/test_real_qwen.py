@@ -133,7 +133,9 @@ def test_a_hanging_model_is_a_timeout_that_keeps_the_output(tmp_path, qwen_bin):
     assert res.result["outcome"] == "failed", res
     coder = res.result["rounds"][0]
     text = json.dumps(coder)
-    assert "timed out" in text or "timeout" in text, coder
+    assert coder["status"] == "timeout" and "timed out after 15s" in coder["detail"], coder
+    kept = coder["detail"].split("\n")[1:]  # the CLI's own last output, after the cause line
+    assert kept and kept[0].startswith(("last stderr", "last stdout")) and any(line.strip() for line in kept[1:]), coder
 
 
 def test_stop_via_tell_ends_the_run_promptly(tmp_path, qwen_bin):
