@@ -44,6 +44,14 @@ class Repo:
             raise GitError(f"cannot open repository at {path}: {exc}") from exc
         self._changed: dict[tuple[str, str], frozenset[str]] = {}
 
+    def tip(self, ref: str) -> str | None:
+        """The commit ``ref`` (a full ref name) points at, read in process (no git child per worker)."""
+        try:
+            found = self.repo.references.get(ref)
+            return str(found.peel(pygit2.Commit).id) if found is not None else None
+        except (pygit2.GitError, KeyError, ValueError):
+            return None
+
     def tree_of(self, commit: str) -> str:
         return str(self.repo[commit].peel(pygit2.Tree).id)
 

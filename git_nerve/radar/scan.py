@@ -62,7 +62,7 @@ class Scan:
 
 
 def _side(ov: overlap.Repo, w, old: dict | None, refresh: bool) -> dict | None:
-    tip = refs.resolve(ov.repo.path, f"refs/heads/{w.branch}") if w.branch else None
+    tip = ov.tip(f"refs/heads/{w.branch}") if w.branch else None
     if tip is None:
         return None
     if old and not refresh and old.get("commit") == tip:

@@ -72,6 +72,9 @@ class RoundReport:
     duration_s: float
     status: str  #: "ok", "extract_error", or the adapter error kind
     detail: str = ""
+    #: the runner's own time around the agent's process: prompt and prompt file, spawning the CLI,
+    #: git before and after (reconciliation), extraction, the thread append
+    overhead_s: float = 0.0
 
 
 @dataclass
@@ -290,6 +293,7 @@ class Runner:
 
     def _run_role(self, name: str, role: Role) -> bool:
         """Run one role and record its round; False when the run must end (interrupted or stopped)."""
+        began = time.monotonic()
         adapter = self._configured(role.adapter)
         aname = adapter_name(adapter)
         so_far = self.thread().rounds
@@ -321,7 +325,8 @@ class Runner:
         outcome, stop_reason, interrupted = self._supervise(
             work, abort, f"{self.workflow.name}: {name} running ({aname})", aname
         )
-        duration = round(time.monotonic() - t0, 1)
+        agent_s = time.monotonic() - t0
+        duration = round(agent_s, 1)
         facts: dict[str, Any] = {"adapter": aname, "duration_s": duration, "workflow": self.workflow.name}
         value, exc = outcome
         if exc is None:
@@ -351,7 +356,9 @@ class Runner:
             status, detail = "exception", content
         status, detail = self._reconcile(name, role, before, metadata, status, detail)
         number = self._append(name, content, metadata)
-        report = RoundReport(number, name, aname, duration, status, detail)
+        # the runner's time: everything but the agent's own process (or, for an in-process adapter, its call)
+        overhead = round(time.monotonic() - began - (ctx.process_s or agent_s), 4)
+        report = RoundReport(number, name, aname, duration, status, detail, overhead)
         self.result.rounds.append(report)
         self.on_event("role_end", asdict(report))
         if interrupted:

@@ -366,10 +366,14 @@ class CommandAdapter:
                 inv.argv = [inv.prompt_file if a == PROMPT_FILE else a for a in inv.argv]
             if self.prepare is not None:
                 self.prepare(self, inv)
-            stdout, _ = run_process(
-                inv.argv, name=self.name, cwd=ctx.workdir, input_text=prompt if self.prompt_via == "stdin" else None,
-                timeout=self.effective_timeout, abort=ctx.abort, env=inv.env, grace=self.grace, diagnose=self.diagnose,
-            )
+            started = time.monotonic()
+            try:
+                stdout, _ = run_process(
+                    inv.argv, name=self.name, cwd=ctx.workdir, input_text=prompt if self.prompt_via == "stdin" else None,
+                    timeout=self.effective_timeout, abort=ctx.abort, env=inv.env, grace=self.grace, diagnose=self.diagnose,
+                )
+            finally:
+                ctx.process_s += time.monotonic() - started
             return stdout
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)
