@@ -56,7 +56,7 @@ def recorder(tmp_path, monkeypatch):
 
 def ctx_for(workdir: Path, test_command: str = "python3 -m unittest -v") -> AgentContext:
     start = StartFrame(task_id="t1", workflow="develop", content="do it", workdir=str(workdir))
-    return AgentContext(start, (), str(workdir), threading.Event(), "t1", "coder", test_command)
+    return AgentContext(start, (), str(workdir), threading.Event(), "t1", "coder", test_command=test_command)
 
 
 def test_both_are_built_in_and_discoverable():
