@@ -91,8 +91,6 @@ def test_a_hanging_model_is_a_timeout_that_keeps_the_output(tmp_path, hermes_bin
 
 
 
-@pytest.mark.xfail(strict=True, reason="needs the runner to act on `git nerve tell stop` while an agent runs "
-                   "(the lead's runner change, issue 11); remove this marker when it is merged")
 def test_stop_via_tell_ends_the_run_promptly(tmp_path, hermes_bin):
     repo = AgentRepo.create(tmp_path, "hermes")
     _check(["git", "config", "nerve.heartbeatInterval", "1"], repo.work, agent_env(hermes_bin))

@@ -1,7 +1,7 @@
 """Adapters: the capabilities roles run on.
 
 Command adapters for the agent CLIs (Claude Code, Codex, cursor-agent,
-Hermes, Aider, opencode, and any argv through :func:`create_exec`) and an HTTP adapter
+Hermes, Aider, opencode, Gemini CLI, Qwen Code, and any argv through :func:`create_exec`) and an HTTP adapter
 for OpenAI-compatible chat endpoints. Each CLI has a default instance
 (``claude_adapter``, ...) and a factory (``create_claude(model=, timeout=,
 extra_args=)``, ...); different timeouts are different instances.
@@ -25,9 +25,11 @@ from .claude import claude_adapter, create_claude
 from .codex import codex_adapter, create_codex
 from .command import PROMPT_FILE, CommandAdapter, create_exec
 from .cursor import create_cursor, cursor_adapter
+from .gemini import create_gemini, gemini_adapter
 from .hermes import create_hermes, hermes_adapter
 from .http import HttpAdapter, create_http
 from .opencode import create_opencode, opencode_adapter
+from .qwen import create_qwen, qwen_adapter
 
 #: Modules of this package that are not an agent CLI of their own.
 _NOT_CLIS = {"base", "command", "http"}
@@ -76,10 +78,14 @@ __all__ = [
     "create_codex",
     "create_cursor",
     "create_exec",
+    "create_gemini",
     "create_hermes",
     "create_http",
     "create_opencode",
+    "create_qwen",
     "cursor_adapter",
+    "gemini_adapter",
     "hermes_adapter",
     "opencode_adapter",
+    "qwen_adapter",
 ]

@@ -1,0 +1,348 @@
+"""Google's Gemini CLI in headless mode: `gemini` reads the prompt from standard input
+(stdin that is not a terminal and no ``-p``: one non-interactive run) and prints its
+final answer as plain text.
+
+Confinement is Gemini CLI's own policy engine, never ``--yolo``: the run keeps the
+``default`` approval mode (every tool that would need a person's approval is refused
+in headless mode) and loads a private policy file (``--policy``, in the run's own
+temporary directory) that allows exactly
+
+* the file tools (``read_file``, ``replace``, ``write_file``, ...), which Gemini CLI
+  itself confines to the workspace (the task's worktree);
+* shell commands that start with ``git add``/``commit``/``status``/``diff``/``log``/
+  ``show``/``rev-parse``/``ls-files``/``branch``, ``git nerve``, and the repository's
+  test command (nerve.toml ``[run] test_command``);
+
+and refuses every other shell command and the web tools. Gemini's container sandbox
+(``--sandbox``: docker/podman/runsc/lxc, seatbelt on macOS) is not used: it needs a
+container runtime, and it would hide the repository's git directory from `git commit`.
+
+Gemini's shell tool runs every command with ``GIT_CONFIG_GLOBAL=/dev/null`` and an
+empty ``core.hooksPath``, so git-nerve's hooks never see a commit made there: no
+heartbeat, no commit record, no pre-push guard from the hooks, and no user identity
+from ~/.gitconfig. The adapter puts the identity back (``GIT_AUTHOR_*`` and
+``GIT_COMMITTER_*`` from the worktree's own git) and the hooks too
+(``GIT_CONFIG_PARAMETERS`` outranks Gemini's ``GIT_CONFIG_COUNT`` overrides), and the
+workflow runner records every commit it finds on the branch after each role anyway,
+so the task's history is complete whichever way the commit was made.
+
+Credentials are the user's: ``GEMINI_API_KEY`` (``GOOGLE_GEMINI_BASE_URL`` for a
+proxy, with ``security.auth.selectedType = "gemini-api-key"`` in
+~/.gemini/settings.json), Vertex AI variables, or a Google login in ~/.gemini/.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+from ...git import cli as gitcli
+from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
+
+#: The Gemini CLI version the real-CLI suite runs (tests/test_real_gemini.py).
+TESTED_VERSION = "0.61.0"
+
+_model = model_flag("--model")
+
+#: git subcommands a role may run (no `git -c`, `git config`, `git push`: those are not offered).
+GIT_ALLOWED = (
+    "add", "commit", "status", "diff", "log", "show", "rev-parse", "ls-files", "branch --show-current",
+    "--no-pager diff", "--no-pager log", "--no-pager show", "nerve thread", "nerve knowledge query",
+)
+#: Options of those subcommands that write or read files outside the worktree (`git diff --output=/any/file`,
+#: `git diff --no-index /etc/x /etc/y`) or run a program: refused even after an allowed prefix.
+GIT_DENIED_OPTIONS = r".*(\s--output|\s--no-index|\s--ext-diff|\s--exec|--upload-pack|--receive-pack|\s--template|\s--file=)"
+#: File tools Gemini CLI confines to the workspace itself.
+FILE_TOOLS = ("read_file", "read_many_files", "list_directory", "glob", "grep_search", "replace", "write_file")
+#: Tools refused outright (they reach the network).
+DENIED_TOOLS = ("google_web_search", "web_fetch")
+#: Files the agent may not write although they are in the worktree: the CLI's own project settings, which
+#: the next run loads (`--skip-trust`): MCP servers, hooks or tool rules there would outlive this policy.
+SETTINGS_PATHS = r'"(file_path|absolute_path|dir_path)":\s*"(|[^"]*/)\.(gemini|qwen)(/|")'  # no nested quantifier:
+#: Gemini CLI drops a rule whose regex has one (its isSafeRegExp)
+
+
+SANDBOX = (
+    "Gemini CLI policy engine (private --policy file, approval mode default, headless): file tools inside the "
+    "worktree, shell only for git add/commit/status/diff/log/show, `git nerve` and the test command, no web tools; "
+    "no OS sandbox (Gemini's --sandbox needs docker/podman); its shell bypasses git hooks (core.hooksPath emptied): "
+    "the adapter restores them and the runner records every commit on the branch"
+)
+
+
+def _argv(a: CommandAdapter) -> list[str]:
+    own = [("--approval-mode", "default"), ("--skip-trust", None), ("--output-format", "text")]
+    model = [] if "--model" in (a.extra_args or ()) or "-m" in (a.extra_args or ()) else _model(a.model)
+    return [a.binary, *options(own, a.extra_args), *model, *extras(a)]
+
+
+def _toml(value: str) -> str:
+    return json.dumps(value)  # a TOML basic string is a JSON string for everything we write
+
+
+def policy_text(test_command: str, git_allowed: Sequence[str] = GIT_ALLOWED) -> str:
+    """The policy rules of one run, TOML for Gemini CLI's policy engine (Qwen Code takes rules as flags)."""
+    prefixes = [f"git {sub}" for sub in git_allowed]
+    if test_command.strip():
+        prefixes.append(test_command.strip())
+    lines = [
+        "# git-nerve: what an agent may do in its task's worktree (written for one run, then removed)",
+        "[[rule]]",
+        f"toolName = [{', '.join(_toml(t) for t in FILE_TOOLS)}]",
+        'decision = "allow"',
+        "priority = 900",
+        "",
+        "[[rule]]",
+        'toolName = "run_shell_command"',
+        f"commandPrefix = [{', '.join(_toml(p) for p in prefixes)}]",
+        'decision = "allow"',
+        "priority = 900",
+        "",
+        "[[rule]]",
+        'toolName = "run_shell_command"',
+        'commandRegex = ".*"',
+        'decision = "deny"',
+        'denyMessage = "git-nerve: only git add/commit/status/diff/log/show, `git nerve` and the test command may run"',
+        "priority = 800",
+        "",
+        "[[rule]]",
+        'toolName = "run_shell_command"',
+        f"commandRegex = {_toml(GIT_DENIED_OPTIONS)}",
+        'decision = "deny"',
+        'denyMessage = "git-nerve: this git option reads or writes outside the worktree"',
+        "priority = 950",
+        "",
+        "[[rule]]",
+        'toolName = ["write_file", "replace"]',
+        f"argsPattern = {_toml(SETTINGS_PATHS)}",
+        'decision = "deny"',
+        'denyMessage = "git-nerve: the CLI settings in .gemini/ and .qwen/ are not the agent to change"',
+        "priority = 950",
+        "",
+        "[[rule]]",
+        f"toolName = [{', '.join(_toml(t) for t in DENIED_TOOLS)}]",
+        'decision = "deny"',
+        "priority = 950",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def git_identity_env(workdir: str, env: Mapping[str, str]) -> dict[str, str]:
+    """``GIT_AUTHOR_*`` / ``GIT_COMMITTER_*`` as the worktree's git sees them, for a shell that hides ~/.gitconfig."""
+    found: dict[str, str] = {}
+    for who in ("AUTHOR", "COMMITTER"):
+        if env.get(f"GIT_{who}_NAME") and env.get(f"GIT_{who}_EMAIL"):
+            continue
+        proc = gitcli.run(["var", f"GIT_{who}_IDENT"], cwd=workdir, check=False)
+        m = re.match(r"(.*) <(.*)> \d+ [-+]\d{4}$", proc.stdout.strip()) if proc.returncode == 0 else None
+        if m:
+            found.setdefault(f"GIT_{who}_NAME", m.group(1))
+            found.setdefault(f"GIT_{who}_EMAIL", m.group(2))
+    return found
+
+
+#: git's own diff for one file pair, as an external diff program. Gemini CLI's shell sets ``diff.external`` to
+#: "" (meant as "none"), which git runs as a program: every `git diff` dies ("cannot run"). git has no value
+#: that turns an external diff off, so the adapter names this one, which prints what git itself would.
+EXTERNAL_DIFF = """\
+import subprocess, sys
+if len(sys.argv) < 8:
+    sys.exit(0)
+path, old, old_hex, old_mode, new, new_hex, new_mode = sys.argv[1:8]
+out = subprocess.run(["git", "--no-pager", "diff", "--no-ext-diff", "--no-index", "--no-color", "--", old, new],
+                     capture_output=True).stdout.decode("utf-8", "surrogateescape")
+lines = out.splitlines(keepends=True)
+head = 0
+while head < len(lines) and not lines[head].startswith("@@") and not lines[head].startswith("Binary"):
+    head += 1
+a, b = ("/dev/null" if old == "/dev/null" else "a/" + path), ("/dev/null" if new == "/dev/null" else "b/" + path)
+header = ["diff --git a/%s b/%s\\n" % (path, path)]
+if old == "/dev/null":
+    header.append("new file mode %s\\n" % new_mode)
+elif new == "/dev/null":
+    header.append("deleted file mode %s\\n" % old_mode)
+elif old_mode != new_mode:
+    header += ["old mode %s\\n" % old_mode, "new mode %s\\n" % new_mode]
+def short(h, f):
+    if (h == "." or set(h) == {"0"}) and f != "/dev/null":
+        h = subprocess.run(["git", "hash-object", "--", f], capture_output=True, text=True).stdout.strip()
+    return h[:7] if h and h != "." else "0000000"
+both = old != "/dev/null" and new != "/dev/null"
+mode = " " + new_mode if both and old_mode == new_mode else ""
+header.append("index %s..%s%s\\n" % (short(old_hex, old), short(new_hex, new), mode))
+body = lines[head:]
+if body and body[0].startswith("Binary"):
+    body = ["Binary files %s and %s differ\\n" % (a, b)]
+elif body:
+    header += ["--- %s\\n" % a, "+++ %s\\n" % b]
+sys.stdout.write("".join(header + body) if body or old_mode != new_mode else "")
+"""
+
+
+def _quote_param(key: str, value: str) -> str:
+    """One ``GIT_CONFIG_PARAMETERS`` entry (git's sq_quote)."""
+    q = lambda s: "'" + s.replace("'", "'\\''") + "'"  # noqa: E731
+    return f"{q(key)}={q(value)}"
+
+
+def git_config_env(workdir: str, tmpdir: str, env: Mapping[str, str]) -> dict[str, str]:
+    """``GIT_CONFIG_PARAMETERS`` that outranks what Gemini's shell sets through ``GIT_CONFIG_COUNT``: the
+    repository's hooks directory (for an emptied core.hooksPath) and a working diff (for an emptied diff.external)."""
+    entries: list[str] = []
+    proc = gitcli.run(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=workdir, check=False)
+    hooks = proc.stdout.strip() if proc.returncode == 0 else ""
+    if hooks:
+        entries.append(_quote_param("core.hooksPath", hooks))
+    helper = os.path.join(tmpdir, "nerve-git-diff")
+    with open(helper, "w", encoding="utf-8") as fh:
+        fh.write(f"#!{sys.executable}\n" + EXTERNAL_DIFF)
+    os.chmod(helper, 0o700)
+    entries.append(_quote_param("diff.external", helper))
+    previous = env.get("GIT_CONFIG_PARAMETERS", "")
+    return {"GIT_CONFIG_PARAMETERS": " ".join([*([previous] if previous else []), *entries])}
+
+
+def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
+    policy = os.path.join(inv.tmpdir, "nerve-policy.toml")
+    with open(policy, "w", encoding="utf-8") as fh:
+        fh.write(policy_text(inv.ctx.test_command))
+    if "--policy" not in {a.split("=", 1)[0] for a in (adapter.extra_args or ())}:
+        inv.argv[1:1] = ["--policy", policy]
+    inv.env.update(git_identity_env(inv.workdir, inv.env))
+    inv.env.update(git_config_env(inv.workdir, inv.tmpdir, inv.env))
+    inv.env.setdefault("NO_COLOR", "1")
+    inv.env.setdefault("GEMINI_CLI_NO_RELAUNCH", "true")  # one node process (it would re-spawn itself for a bigger heap)
+
+
+# -- failures the exit status hides ---------------------------------------------------------
+
+_AUTH = re.compile(
+    r"API_KEY_INVALID|API key not valid|API key expired|PERMISSION_DENIED|UNAUTHENTICATED|"
+    r"\b(?:got status|status|code)[\":\s]*(?:401|403)\b|\[(?:401|403)\b|"
+    r"must specify the GEMINI_API_KEY|Please set an Auth method|Invalid auth method selected|"
+    r"Gemini CLI is not running in a trusted directory",
+    re.IGNORECASE,
+)
+
+
+def _auth_cause(text: str) -> str | None:
+    m = _AUTH.search(text)
+    if m is None:
+        return None
+    found = m.group(0)
+    if re.search(r"GEMINI_API_KEY|Auth method|Invalid auth", found, re.IGNORECASE):
+        return f"no usable credentials ({found}): set GEMINI_API_KEY or log in with `gemini`"
+    if "trusted" in found:
+        return found
+    return f"the model API refused the key ({found}): check GEMINI_API_KEY"
+
+
+def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
+    """A bad or missing key, seen while the CLI runs (before its retries) or after an exit 0.
+
+    Only stderr is read: Gemini CLI reports API errors there, and stdout is the agent's own answer,
+    which may well quote an error message."""
+    return _auth_cause(stderr)
+
+
+# -- `git nerve validate` -----------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=8)
+def _version(binary: str) -> tuple[str | None, str | None]:
+    try:
+        proc = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "NO_COLOR": "1"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"`{binary} --version` failed: {exc}"
+    m = re.search(r"\d+\.\d+\.\d+", proc.stdout)
+    return (m.group(0) if m else None), None
+
+
+@functools.lru_cache(maxsize=8)
+def _help(binary: str) -> str:
+    try:
+        return subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "NO_COLOR": "1"}).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _settings_auth() -> str:
+    home = os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
+    try:
+        with open(os.path.join(home, ".gemini", "settings.json"), encoding="utf-8") as fh:
+            data = json.load(fh)
+        return str(((data.get("security") or {}).get("auth") or {}).get("selectedType") or "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def _credential_problems() -> list[str]:
+    """What Gemini CLI would refuse to start without, for the auth type it would pick (its own order)."""
+    env = os.environ
+    selected = _settings_auth()
+    home = env.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
+    if not selected:
+        if env.get("GOOGLE_GEMINI_BASE_URL"):
+            return ['GOOGLE_GEMINI_BASE_URL is set: gemini then needs security.auth.selectedType = "gemini-api-key" '
+                    "in ~/.gemini/settings.json"]
+        if env.get("GEMINI_API_KEY") or env.get("GOOGLE_GENAI_USE_VERTEXAI") == "true":
+            return []
+        return ["gemini has no credentials: set GEMINI_API_KEY (or log in once with `gemini`)"]
+    if selected == "gemini-api-key" and not env.get("GEMINI_API_KEY"):
+        return ["gemini is set to use an API key (security.auth.selectedType) but GEMINI_API_KEY is not set"]
+    if selected == "vertex-ai" and not (env.get("GOOGLE_API_KEY") or (
+            env.get("GOOGLE_CLOUD_PROJECT") and env.get("GOOGLE_CLOUD_LOCATION"))):
+        return ["gemini is set to use Vertex AI but neither GOOGLE_API_KEY nor GOOGLE_CLOUD_PROJECT and "
+                "GOOGLE_CLOUD_LOCATION are set"]
+    if selected == "oauth-personal" and not os.path.exists(os.path.join(home, ".gemini", "oauth_creds.json")):
+        return ["gemini is set to log in with Google but has no login: run `gemini` once"]
+    return []
+
+
+def checks(adapter: CommandAdapter) -> list[str]:
+    problems: list[str] = []
+    version, err = _version(adapter.binary)
+    if err:
+        return [err]
+    if version is None:
+        problems.append(f"`{adapter.binary} --version` printed no version")
+    elif tuple(int(x) for x in version.split(".")) < (0, 61, 0):
+        problems.append(f"gemini {version} is older than {TESTED_VERSION}, the version git-nerve is tested with")
+    text = _help(adapter.binary)
+    for flag in ("--approval-mode", "--policy", "--skip-trust", "--output-format", "--model"):
+        if flag not in text:
+            problems.append(f"`{adapter.binary} --help` does not list {flag}")
+    problems += _credential_problems()
+    return problems
+
+
+def create_gemini(
+    *,
+    model: str | None = None,
+    timeout: float | None = None,
+    extra_args: Sequence[str] | None = None,
+    binary: str = "gemini",
+    name: str = "gemini",
+    grace: float = DEFAULT_GRACE,
+    env: Mapping[str, str] | None = None,
+) -> CommandAdapter:
+    """A gemini adapter; None means nerve.toml's [adapters.gemini] default, else the built-in one (timeout 300 s)."""
+    return CommandAdapter(
+        name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
+        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
+        prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    )
+
+
+#: The default instance: sensible defaults, tuned per repository in nerve.toml.
+gemini_adapter = create_gemini()
+
+__all__ = ["create_gemini", "diagnose", "gemini_adapter", "policy_text"]

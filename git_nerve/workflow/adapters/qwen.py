@@ -1,0 +1,168 @@
+"""Qwen Code (a fork of Gemini CLI) in headless mode: `qwen` reads the prompt from
+standard input (stdin that is not a terminal, no prompt argument: one
+non-interactive run) and prints its final answer as plain text.
+
+Confinement is Qwen Code's own permission rules, never ``--yolo``: the ``default``
+approval mode, in which a headless run refuses every shell command, edit and
+write that no rule allows, plus ``--allowed-tools`` rules for exactly
+
+* the edit tools (``edit``, ``write_file``) inside the workspace (the task's
+  worktree; Qwen asks, hence refuses, for paths outside it);
+* shell commands ``git add``/``commit``/``status``/``diff``/``log``/``show``/
+  ``rev-parse``/``ls-files``/``branch --show-current``, ``git nerve thread`` and
+  the repository's test command (nerve.toml ``[run] test_command``);
+
+and ``--exclude-tools`` rules that refuse the web tools and git options reaching
+outside the worktree. Qwen's sandbox (``--sandbox``: docker/podman, bubblewrap on
+Linux) is not used: it needs a container runtime or bwrap with user namespaces.
+
+Credentials are the user's: an OpenAI-compatible provider (``OPENAI_API_KEY``,
+``OPENAI_BASE_URL``, ``OPENAI_MODEL``, with ``security.auth.selectedType =
+"openai"`` in ~/.qwen/settings.json or ``--auth-type openai`` in extra_args), or
+a Qwen login.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+
+from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
+from .gemini import GIT_ALLOWED, _help, _version, git_config_env, git_identity_env
+
+#: The Qwen Code version the real-CLI suite runs (tests/test_real_qwen.py).
+TESTED_VERSION = "0.24.4"
+
+_model = model_flag("--model")
+
+#: Tool rules refused outright: the web; shell syntax that would run or write something an allowed prefix
+#: does not show (Qwen matches a rule against the start of each simple command, after shell-quote has
+#: dropped `$`-expansions: `git log $(touch x)` is seen as `git log ( touch x )`, so without these a
+#: `git log` rule lets it run; backticks and redirections likewise); git options that read or write
+#: outside the worktree.
+DENIED = (
+    "web_fetch", "web_search",
+    # the CLI's own project settings, loaded by the next run (hooks, MCP servers, tool rules of its own)
+    "edit(/.qwen/**)", "write_file(/.qwen/**)", "edit(/.gemini/**)", "write_file(/.gemini/**)",
+    "run_shell_command(*$(*)", "run_shell_command(*`*)", "run_shell_command(*${*)", "run_shell_command(*>*)",
+    "run_shell_command(*<*)", "run_shell_command(*\n*)", "run_shell_command(* ( *)",
+    "run_shell_command(* --output*)", "run_shell_command(* --no-index*)", "run_shell_command(* --ext-diff*)",
+    "run_shell_command(* --exec*)", "run_shell_command(* --upload-pack*)", "run_shell_command(* --template*)",
+)
+
+SANDBOX = (
+    "Qwen Code permission rules (approval mode default, headless: what no rule allows is refused): edit/write_file "
+    "in the worktree, shell only for git add/commit/status/diff/log/show, `git nerve thread` and the test command, "
+    "no web tools; no OS sandbox (Qwen's --sandbox needs docker/podman or bwrap)"
+)
+
+
+def allowed_rules(test_command: str, git_allowed: Sequence[str] = GIT_ALLOWED) -> list[str]:
+    rules = ["edit(/**)", "write_file(/**)"]  # "/" is the project root (the worktree), not the filesystem's
+    rules += [f"run_shell_command(git {sub})" for sub in git_allowed]
+    if test_command.strip():
+        rules.append(f"run_shell_command({test_command.strip()})")
+    return rules
+
+
+def _argv(a: CommandAdapter) -> list[str]:
+    own = [("--approval-mode", "default"), ("--output-format", "text")]
+    model = [] if "--model" in (a.extra_args or ()) or "-m" in (a.extra_args or ()) else _model(a.model)
+    return [a.binary, *options(own, a.extra_args), *model, *extras(a)]
+
+
+def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
+    overridden = {x.split("=", 1)[0] for x in (adapter.extra_args or ()) if x.startswith("-")}
+    rules: list[str] = []
+    if "--allowed-tools" not in overridden:
+        for rule in allowed_rules(inv.ctx.test_command):
+            rules += ["--allowed-tools", rule]
+    if "--exclude-tools" not in overridden:
+        for rule in DENIED:
+            rules += ["--exclude-tools", rule]
+    inv.argv[1:1] = rules
+    # Qwen's shell, like Gemini's, may hide ~/.gitconfig and empty core.hooksPath / diff.external
+    inv.env.update(git_identity_env(inv.workdir, inv.env))
+    inv.env.update(git_config_env(inv.workdir, inv.tmpdir, inv.env))
+    inv.env.setdefault("NO_COLOR", "1")
+
+
+_AUTH = re.compile(
+    r"Incorrect API key|invalid_api_key|Invalid API key|\b401\b[^\n]{0,80}(?:Unauthorized|key|auth)|"
+    r"(?:status|code)[\":\s]*401\b|API key not valid|No auth type is selected|"
+    r"OPENAI_API_KEY[^\n]{0,40}(?:not set|missing|required)|Missing API key",
+    re.IGNORECASE,
+)
+
+
+def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
+    """A bad or missing key, seen while Qwen Code runs (before its retries) or after an exit 0.
+
+    Only stderr is read ("[API Error: 401 ...]"): stdout is the agent's own answer."""
+    m = _AUTH.search(stderr)
+    if m is None:
+        return None
+    found = m.group(0).strip()
+    if re.search(r"No auth type|not set|missing|required", found, re.IGNORECASE):
+        return f"no usable credentials ({found}): set OPENAI_API_KEY (and security.auth.selectedType)"
+    return f"the model API refused the key ({found}): check OPENAI_API_KEY"
+
+
+def _settings() -> dict:
+    try:
+        with open(os.path.join(os.path.expanduser("~"), ".qwen", "settings.json"), encoding="utf-8") as fh:
+            data = json.load(fh)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def checks(adapter: CommandAdapter) -> list[str]:
+    version, err = _version(adapter.binary)
+    if err:
+        return [err]
+    problems: list[str] = []
+    if version is None:
+        problems.append(f"`{adapter.binary} --version` printed no version")
+    elif tuple(int(x) for x in version.split(".")) < (0, 24, 0):
+        problems.append(f"qwen {version} is older than {TESTED_VERSION}, the version git-nerve is tested with")
+    text = _help(adapter.binary)
+    for flag in ("--approval-mode", "--allowed-tools", "--exclude-tools", "--output-format", "--model"):
+        if flag not in text:
+            problems.append(f"`{adapter.binary} --help` does not list {flag}")
+    settings = _settings()
+    selected = str((((settings.get("security") or {}).get("auth") or {}).get("selectedType")) or "")
+    extra = " ".join(adapter.extra_args or ())
+    if "--auth-type" not in extra and not selected:
+        problems.append('qwen has no auth type: set security.auth.selectedType (e.g. "openai") in ~/.qwen/settings.json '
+                        "or pass --auth-type in [adapters.qwen] extra_args")
+    if (selected == "openai" or "--auth-type openai" in extra or "--auth-type=openai" in extra) and not (
+            os.environ.get("OPENAI_API_KEY") or "--openai-api-key" in extra):
+        problems.append("qwen uses an OpenAI-compatible provider but OPENAI_API_KEY is not set")
+    return problems
+
+
+def create_qwen(
+    *,
+    model: str | None = None,
+    timeout: float | None = None,
+    extra_args: Sequence[str] | None = None,
+    binary: str = "qwen",
+    name: str = "qwen",
+    grace: float = DEFAULT_GRACE,
+    env: Mapping[str, str] | None = None,
+) -> CommandAdapter:
+    """A qwen adapter; None means nerve.toml's [adapters.qwen] default, else the built-in one (timeout 300 s)."""
+    return CommandAdapter(
+        name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
+        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
+        prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    )
+
+
+#: The default instance: sensible defaults, tuned per repository in nerve.toml.
+qwen_adapter = create_qwen()
+
+__all__ = ["create_qwen", "diagnose", "qwen_adapter"]

@@ -1,0 +1,185 @@
+"""The gemini and qwen adapters without the real CLIs (the real ones: tests/test_real_gemini.py, test_real_qwen.py).
+
+A recording stand-in binary shows what each adapter hands its CLI: the argv (never the prompt), the
+prompt on stdin, the private policy file while it runs, and the git configuration that puts back
+what Gemini's shell takes away (hooks, a working `git diff`), checked against real git.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fixtures.repos.build import git
+from git_nerve.workflow.adapters import builtin_names, by_name, create_gemini, create_qwen, gemini_adapter, qwen_adapter
+from git_nerve.workflow.adapters.base import AgentContext, StartFrame
+from git_nerve.workflow.adapters.gemini import diagnose as gemini_diagnose
+from git_nerve.workflow.adapters.gemini import git_config_env, policy_text
+from git_nerve.workflow.adapters.qwen import diagnose as qwen_diagnose
+
+PROMPT = "You are the coder. Add $(touch pwned) to README.md; it's \"quoted\".\n"
+
+RECORDER = r'''#!{python}
+import json, os, sys
+prompt = sys.stdin.read()
+argv = sys.argv[1:]
+policy = argv[argv.index("--policy") + 1] if "--policy" in argv else None
+out = {{"argv": argv, "prompt": prompt, "policy": open(policy).read() if policy and os.path.exists(policy) else None,
+        "env": {{k: v for k, v in os.environ.items() if k.startswith(("GIT_", "NO_COLOR", "GEMINI_CLI"))}}}}
+with open(os.environ["RECORD_TO"], "w") as fh:
+    json.dump(out, fh)
+print("done\n```json\n{{\"summary\": \"ok\", \"files_changed\": []}}\n```")
+'''
+
+
+@pytest.fixture
+def recorder(tmp_path, monkeypatch):
+    exe = tmp_path / "bin" / "recorder"
+    exe.parent.mkdir()
+    exe.write_text(RECORDER.format(python=sys.executable))
+    exe.chmod(0o755)
+    record = tmp_path / "record.json"
+    monkeypatch.setenv("RECORD_TO", str(record))
+
+    def read() -> dict:
+        return json.loads(record.read_text())
+
+    return exe, read
+
+
+def ctx_for(workdir: Path, test_command: str = "python3 -m unittest -v") -> AgentContext:
+    start = StartFrame(task_id="t1", workflow="develop", content="do it", workdir=str(workdir))
+    return AgentContext(start, (), str(workdir), threading.Event(), "t1", "coder", test_command=test_command)
+
+
+def test_both_are_built_in_and_discoverable():
+    assert {"gemini", "qwen"} <= set(builtin_names())
+    assert by_name("gemini") is gemini_adapter and by_name("qwen") is qwen_adapter
+    assert gemini_adapter.sandbox and qwen_adapter.sandbox and gemini_adapter.tested and qwen_adapter.tested
+
+
+def test_gemini_gets_the_prompt_on_stdin_and_a_private_policy(recorder, repo):
+    exe, read = recorder
+    out = create_gemini(binary=str(exe), model="gemini-x")(PROMPT, ctx_for(repo.work))
+    assert "```json" in out
+    got = read()
+    assert got["prompt"] == PROMPT
+    assert all("README" not in a for a in got["argv"])
+    argv = got["argv"]
+    assert argv[argv.index("--approval-mode") + 1] == "default"
+    assert "--yolo" not in argv and "yolo" not in argv and "-y" not in argv
+    assert argv[argv.index("--model") + 1] == "gemini-x"
+    policy = Path(argv[argv.index("--policy") + 1])
+    assert not policy.exists() and not policy.parent.exists()  # private to the run, removed afterwards
+    rules = tomllib.loads(got["policy"])["rule"]
+    allowed = [r for r in rules if r["decision"] == "allow" and r.get("toolName") == "run_shell_command"]
+    assert "python3 -m unittest -v" in allowed[0]["commandPrefix"] and "git commit" in allowed[0]["commandPrefix"]
+    assert any(r["decision"] == "deny" and r.get("commandRegex") == ".*" for r in rules)  # everything else
+    assert not any(r["decision"] == "allow" and r.get("toolName") == "*" for r in rules)
+    # what Gemini's shell takes away: the user's identity (~/.gitconfig) and the hooks
+    assert got["env"]["GIT_AUTHOR_NAME"] == "Nerve Test"
+    assert "core.hooksPath" in got["env"]["GIT_CONFIG_PARAMETERS"]
+    assert not (repo.work / "pwned").exists()
+
+
+def test_extra_args_override_the_flags_gemini_sets(recorder, repo):
+    exe, read = recorder
+    create_gemini(binary=str(exe), extra_args=["--approval-mode", "plan", "--policy", "/etc/mine.toml"])(
+        PROMPT, ctx_for(repo.work))
+    argv = read()["argv"]
+    assert argv.count("--approval-mode") == 1 and argv[argv.index("--approval-mode") + 1] == "plan"
+    assert argv.count("--policy") == 1 and argv[argv.index("--policy") + 1] == "/etc/mine.toml"
+
+
+def test_policy_without_a_test_command_allows_only_git():
+    rules = tomllib.loads(policy_text(""))["rule"]
+    prefixes = next(r["commandPrefix"] for r in rules if r["decision"] == "allow" and "commandPrefix" in r)
+    assert all(p.startswith("git ") for p in prefixes)
+    assert "git push" not in prefixes and "git config" not in prefixes and "git -c" not in prefixes
+
+
+def test_qwen_gets_rules_not_blanket_approval(recorder, repo):
+    exe, read = recorder
+    create_qwen(binary=str(exe))(PROMPT, ctx_for(repo.work))
+    got = read()
+    argv = got["argv"]
+    assert got["prompt"] == PROMPT and all("README" not in a for a in argv)
+    assert argv[argv.index("--approval-mode") + 1] == "default" and "--yolo" not in argv
+    allowed = [argv[i + 1] for i, a in enumerate(argv) if a == "--allowed-tools"]
+    denied = [argv[i + 1] for i, a in enumerate(argv) if a == "--exclude-tools"]
+    assert "run_shell_command(python3 -m unittest -v)" in allowed and "run_shell_command(git commit)" in allowed
+    assert "edit(/**)" in allowed and "run_shell_command" not in allowed  # never the whole shell
+    assert "web_fetch" in denied and "run_shell_command(*$(*)" in denied and "run_shell_command(*`*)" in denied
+    create_qwen(binary=str(exe), extra_args=["--allowed-tools", "run_shell_command(make test)"])(PROMPT, ctx_for(repo.work))
+    argv = read()["argv"]
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--allowed-tools"] == ["run_shell_command(make test)"]
+
+
+def test_a_bad_key_is_named_from_stderr_only():
+    err = ('Error generating content via API. _ApiError: {"error":{"code":400,"message":"API key not valid. '
+           'Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"reason":"API_KEY_INVALID"}]}}')
+    cause = gemini_diagnose(None, "", err)
+    assert cause and "\n" not in cause and "GEMINI_API_KEY" in cause
+    assert gemini_diagnose(0, "", "When using Gemini API, you must specify the GEMINI_API_KEY environment variable.")
+    assert gemini_diagnose(0, "The docs say: API key not valid means a typo.", "") is None  # the agent's answer
+    assert gemini_diagnose(0, "done", "Ripgrep is not available.") is None
+    cause = qwen_diagnose(None, "", "[API Error: 401 Incorrect API key provided.]")
+    assert cause and "OPENAI_API_KEY" in cause
+    assert qwen_diagnose(0, "[API Error: 401 Incorrect API key provided.]", "") is None
+    assert qwen_diagnose(0, "ok", "Ripgrep not available") is None
+
+
+def gemini_shell_env(extra: dict[str, str]) -> dict[str, str]:
+    """What Gemini CLI's shell tool does to every command's environment (its prepareExecution)."""
+    env = dict(os.environ, **extra)
+    count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    for key, value in (("core.hooksPath", ""), ("diff.external", ""), ("core.pager", "cat")):
+        env[f"GIT_CONFIG_KEY_{count}"], env[f"GIT_CONFIG_VALUE_{count}"] = key, value
+        count += 1
+    env.update(GIT_CONFIG_COUNT=str(count), GIT_CONFIG_GLOBAL="/dev/null", GIT_CONFIG_NOSYSTEM="1")
+    return env
+
+
+def test_git_in_geminis_shell_gets_its_hooks_and_its_diff_back(repo, tmp_path):
+    work = repo.work
+    (work / "README.md").write_text((work / "README.md").read_text() + "\nchanged line\n")
+    (work / "new.txt").write_text("new file\n")
+    git(work, "add", "new.txt")
+    (work / "src").mkdir(exist_ok=True)
+    want = git(work, "diff", "HEAD")
+    broken = subprocess.run(["git", "diff", "HEAD"], cwd=work, env=gemini_shell_env({}), capture_output=True, text=True)
+    assert broken.returncode != 0 and "external diff died" in broken.stderr  # what Gemini's shell does to git diff
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    fixed = gemini_shell_env(git_config_env(str(work), str(run_dir), {}))
+    got = subprocess.run(["git", "diff", "HEAD"], cwd=work, env=fixed, capture_output=True, text=True)
+    assert got.returncode == 0 and got.stdout.strip() == want.strip()
+    hooks = subprocess.run(["git", "rev-parse", "--git-path", "hooks"], cwd=work, env=fixed, capture_output=True,
+                           text=True).stdout.strip()
+    assert os.path.realpath(hooks) == os.path.realpath(work / ".git" / "hooks")
+
+
+def test_every_policy_regex_survives_geminis_safety_check_and_guards_its_settings():
+    """Gemini CLI silently drops a rule whose regex has a nested quantifier (its isSafeRegExp): ours must not."""
+    import re
+
+    nested = re.compile(r"\([^)]*[*+?{].*\)[*+?{]")
+    rules = tomllib.loads(policy_text("python3 -m unittest -v"))["rule"]
+    patterns = [r[k] for r in rules for k in ("argsPattern", "commandRegex") if k in r]
+    assert patterns and not [p for p in patterns if nested.search(p) or len(p) > 2048]
+    settings = next(r for r in rules if "argsPattern" in r)
+    assert settings["decision"] == "deny" and set(settings["toolName"]) == {"write_file", "replace"}
+    pattern = re.compile(settings["argsPattern"])
+
+    def args(path: str) -> str:  # Gemini's stable stringify of the tool's arguments
+        return "\0" + json.dumps({"file_path": path}, separators=(",", ":"))[1:-1] + "\0"
+
+    assert pattern.search(args("/w/t1/.gemini/settings.json")) and pattern.search(args(".qwen/settings.json"))
+    assert not pattern.search(args("/w/t1/README.md")) and not pattern.search(args("/w/t1/notes.gemini/x"))
