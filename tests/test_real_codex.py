@@ -164,6 +164,10 @@ def test_a_stop_ends_the_running_agent(codex_bin, task):
         while time.monotonic() < deadline and not model.calls("coder"):
             time.sleep(0.2)
         assert sh(["git", "nerve", "tell", "--task", "t1", "stop"], repos.work, env).returncode == 0
+        told = time.monotonic()
         out, err = proc.communicate(timeout=90)
         data = json.loads(out)
         assert data["outcome"] == "stopped", err[-2000:]
+        # the coder was running `sleep 30`: the stop ended it at the next heartbeat, not after the sleep
+        assert time.monotonic() - told < 25
+        assert data["rounds"][0]["status"] == "aborted"
