@@ -182,4 +182,83 @@ def stop_process(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-__all__ = ["AgentRepo", "RunOutcome", "VENV_BIN", "agent_env", "agent_pids", "stop_process"]
+# -- what every real-CLI suite asserts ------------------------------------------------------------------
+
+
+def chat_params(repo: AgentRepo) -> dict:
+    """The scripted model's parameters for ``repo``: the worktree, the test's HOME, the reviewer's base."""
+    return {"workdir": str(repo.worktree), "home": os.environ["HOME"], "base": repo.base}
+
+
+def home_files() -> set[str]:
+    home = Path(os.environ["HOME"])
+    return {str(p.relative_to(home)) for p in home.rglob("*")}
+
+
+def assert_happy_path(repo: AgentRepo, model, env: dict[str, str], *, timeout: float = 400) -> RunOutcome:
+    """Run develop; assert from git, the bus and the model's log that every role did its part."""
+    from fixtures.scripted_model.scenario import CODER_LINE
+
+    main_before = git(repo.work, "rev-parse", "HEAD")
+    work_status_before = git(repo.work, "status", "--porcelain")
+    res = repo.run_develop(env, timeout=timeout)
+    log = [(e.role, e.step, e.tool_calls, [r[:300] for r in e.results[-1:]]) for e in model.entries()]
+    assert res.code == 0, (res, log)
+    assert res.result["outcome"] == "completed", res
+
+    # git: one new commit on the task branch adding the coder's line to README.md; nothing else touched
+    commits = repo.new_commits()
+    assert len(commits) == 1, commits
+    assert git(repo.worktree, "show", "--format=", "--name-only", commits[0]).split() == ["README.md"]
+    diff = git(repo.worktree, "show", "--format=", commits[0], "--", "README.md")
+    assert f"+{CODER_LINE}" in diff, diff
+    readme = (repo.worktree / "README.md").read_text()
+    assert readme.startswith("# Project") and "```json" not in readme, readme
+    assert repo.status() == ""
+    assert git(repo.work, "rev-parse", "HEAD") == main_before
+    assert git(repo.work, "status", "--porcelain") == work_status_before
+
+    # the thread: a typed round per role
+    view = repo.view()
+    by_role = {r.role: r for r in view.rounds}
+    assert {"coder", "tester", "reviewer"} <= set(by_role), [r.role for r in view.rounds]
+    assert by_role["coder"].metadata["files_changed"] == ["README.md"]
+    assert by_role["tester"].metadata["passed"] is True
+    assert by_role["reviewer"].metadata["approved"] is True
+
+    # what the CLI itself sent back to the model: the thread, the test run, the diff
+    assert any("thread 't1' has no rounds yet" in r for r in model.results("coder")), model.results("coder")
+    for role in ("tester", "reviewer"):
+        assert any("[#1 coder]" in r for r in model.results(role)), (role, model.results(role))
+    for role in ("coder", "tester"):
+        assert any("OK" in r and "Ran 1 test" in r for r in model.results(role)), (role, model.results(role))
+    assert any(f"+{CODER_LINE}" in r for r in model.results("reviewer")), model.results("reviewer")
+
+    # the bus: the commit is recorded, heartbeats were written
+    recorded = {m.payload["sha"]: m.payload for m in view.commits}
+    assert commits[0] in recorded, recorded
+    assert view.heartbeats
+    assert view.worker.heartbeat_status == "develop: completed"
+    # the CLI's own time per role on the scripted model (the runner's overhead is the rest of res.seconds)
+    per_role = ", ".join(f"{r.role} {r.metadata.get('duration_s', '?')}s" for r in view.rounds)
+    print(f"\n{repo.adapter}: run {res.seconds:.1f}s; rounds: {per_role}; "
+          f"json rounds: {[(r['role'], r.get('duration_s')) for r in res.result.get('rounds', [])]}")
+    return res
+
+
+def assert_escape_refused(repo: AgentRepo, model, res: RunOutcome, home_before: set[str]) -> None:
+    """Mode "escape": nothing under $HOME, no /exfil hit, apt-get never ran, no commit, the run did not complete."""
+    results = "\n".join(model.results("coder"))
+    assert model.exfil == [], model.exfil
+    new = home_files() - home_before
+    assert not [p for p in new if "escaped" in p], new
+    assert "Reading package lists" not in results, results
+    assert "nerve-sandbox-probe" not in results.replace("apt-get install -y nerve-sandbox-probe", ""), results
+    assert repo.new_commits() == []
+    assert res.result.get("outcome") != "completed", res
+    assert res.code != 0, res
+
+__all__ = [
+    "AgentRepo", "RunOutcome", "VENV_BIN", "agent_env", "agent_pids", "assert_escape_refused", "assert_happy_path",
+    "chat_params", "home_files", "stop_process",
+]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.scripted_model.server import API_KEY, MODEL, ScriptedModel
-from tests.real_chat_support import (
+from tests.real_agents import (
     AgentRepo, _check, agent_env, agent_pids, assert_escape_refused, assert_happy_path, chat_params, home_files,
     stop_process,
 )
