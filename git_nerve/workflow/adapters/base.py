@@ -53,11 +53,11 @@ class AgentContext:
     abort: threading.Event = field(default_factory=threading.Event)
     task_id: str = ""
     role: str = ""
-    #: seconds the agent's own process(es) ran, added by adapters that start one (the runner's overhead is the rest)
-    process_s: float = 0.0
     #: the repository's test command (nerve.toml ``[run] test_command``): adapters whose CLI
     #: runs shell commands by rule allow exactly this one besides git and `git nerve`
     test_command: str = ""
+    #: seconds the agent's own process(es) ran, added by adapters that start one (the runner's overhead is the rest)
+    process_s: float = 0.0
 
 
 @runtime_checkable
