@@ -46,7 +46,8 @@ def run(workflow: str, task: str | None, max_rounds: int | None, adapter: str | 
     from ..steer.hook import stop_hook
     from ..workflow.runner import run_task
 
-    result = run_task(workflow, task=task, max_rounds=max_rounds, adapter=adapter, between_rounds=stop_hook(),
+    hook = stop_hook()  # between rounds, and on every heartbeat tick while an agent runs (a stop kills it)
+    result = run_task(workflow, task=task, max_rounds=max_rounds, adapter=adapter, between_rounds=hook, on_tick=hook,
                       on_event=None if as_json else _progress)
     if as_json:
         echo_json(result.as_dict())
