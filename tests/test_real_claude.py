@@ -150,10 +150,12 @@ def test_stop_via_tell_ends_the_run_promptly(tmp_path, claude_bin):
         proc = repo.start_develop(env)
         try:
             deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not model.log and proc.poll() is None:
+            while time.monotonic() < deadline and not agent_pids(repo.worktree, "claude") and proc.poll() is None:
                 time.sleep(0.2)
             assert proc.poll() is None, ("the run ended before the stop", proc.communicate())
             assert agent_pids(repo.worktree, "claude"), "claude never started"
+            time.sleep(3)  # it reads the prompt and asks the model, which hangs
+            assert proc.poll() is None
             told = time.monotonic()
             _check(["git", "nerve", "tell", "--task", "t1", "stop"], repo.work, env)
             out, err = proc.communicate(timeout=60)
