@@ -82,7 +82,10 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
         path = os.path.join(inv.tmpdir, "nerve-claude-settings.json")
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(settings(inv.workdir, inv.ctx.test_command), fh, indent=1)
-        inv.argv[2:2] = ["--settings", path]
+        at = len(inv.argv) - len(adapter.extra_args or ())  # among the adapter's own flags, before extra_args
+        if at >= 2 and inv.argv[at - 2] == "--model":
+            at -= 2
+        inv.argv[at:at] = ["--settings", path]
     # No auto-update, telemetry or other side traffic in the middle of a task.
     inv.env.setdefault("DISABLE_AUTOUPDATER", "1")
     inv.env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
@@ -109,14 +112,15 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def _diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
-    """A cause line for an API failure Claude Code reports (401 at once, while it runs; any `API Error` after exit)."""
+    """A cause line for an API failure Claude Code reports: a bad key at once (also while it runs), an
+    `API Error` answer after an exit 0."""
     for text in (stderr, stdout):
         m = _AUTH.search(text)
         if m:
             line = next((ln for ln in text.splitlines() if m.group(0) in ln), m.group(0))
             return f"bad or missing Anthropic credentials ({_one_line(line)}): set ANTHROPIC_API_KEY or log in with `claude`"
-    if code is None:
-        return None
+    if code != 0:
+        return None  # running: only a bad key is certain; a non-zero exit already fails with its own tails
     # Claude Code prints "API Error: ..." as its answer and may still exit 0.
     for text in (stdout, stderr):
         m = _API.search(text)
