@@ -9,7 +9,8 @@ command line as a user would::
     view = repo.view()                                       # rounds, commit records, heartbeats, worker row
 
 Everything a test asserts comes from git and the bus (:meth:`AgentRepo.view`),
-never from what the agent said.
+never from what the agent said. With ``NERVE_BENCH_ROUNDS`` set (bench/agents.py),
+every completed run's JSON result is appended to that file.
 """
 
 from __future__ import annotations

@@ -89,7 +89,8 @@ def test_factories_pass_model_and_extra_args_the_way_the_cli_takes_them(fakes, t
     assert "--no-auto-commits" in aider and "--auto-commits" not in aider and aider[aider.index("--model") + 1] == "sonnet"
 
 
-def test_spawn_failed_when_the_binary_is_not_on_path(fakes, tmp_path):
+def test_spawn_failed_when_the_binary_is_not_on_path(fakes, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")  # claude's checks also look for credentials
     adapter = create_claude(binary="no-such-agent-cli")
     with pytest.raises(AdapterSpawnFailed) as info:
         adapter("hello", ctx_for(tmp_path))

@@ -1,19 +1,176 @@
-"""Claude Code in print mode: `claude -p` reads the prompt from standard input and
-prints its final answer as plain text. File edits are accepted (`--permission-mode
-acceptEdits`: the agent works in the task's own worktree); other tools follow the
-user's Claude Code settings, or add flags with ``extra_args``."""
+"""Claude Code in print mode (``claude -p``), confined by its own permission rules.
+
+The prompt arrives on standard input; the final answer is printed as plain text.
+Nothing is ever asked of a person: the session runs with ``--permission-mode
+dontAsk`` (every tool call no rule allows is refused, never prompted) and
+``--permission-prompts none``, and a settings file written for this run into its
+private directory (``--settings``) allows exactly what a role needs:
+
+* ``Read`` (also Glob, Grep) and ``Edit`` (also Write) inside the task's worktree
+  (``//<worktree>/**``); files elsewhere are refused;
+* ``Bash`` for the read-only git commands, ``git add`` / ``git commit`` (a
+  commit in a linked worktree is written by git itself, under the repository's
+  common dir), ``git nerve thread`` / ``post``, and the repository's test command
+  (nerve.toml ``[run] test_command``). Claude Code checks each part of a compound
+  command (``git add X && git commit ...``) against these rules;
+* deny rules (which win over any allow rule, also the user's own) for the network
+  (``WebFetch``, ``WebSearch``, curl, wget), package managers, ``git push`` /
+  ``config`` / ``remote``, and git's options that write files (``--output``).
+
+Claude Code's bubblewrap sandbox is not used: it needs ``bwrap`` and ``socat``
+and user namespaces, which most CI containers lack. ``extra_args`` override any
+flag set here (``--permission-mode``, ``--settings`` ...).
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+import subprocess
 from collections.abc import Mapping, Sequence
 
-from .command import DEFAULT_GRACE, CommandAdapter, extras, model_flag
+from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, options
 
-_model = model_flag("--model")
+#: Claude Code's version this adapter is tested against (tests/test_real_claude.py).
+TESTED_VERSION = "2.1.330"
+
+#: Shell commands every role may run (Claude Code's prefix rules: `Bash(git log:*)`).
+GIT_READ = ("git status", "git diff", "git log", "git show", "git rev-parse", "git branch --show-current", "git ls-files")
+GIT_WRITE = ("git add", "git commit")
+NERVE = ("git nerve thread", "git nerve post")
+#: Always refused, whatever else allows them (deny rules win in Claude Code).
+DENY = (
+    "WebFetch", "WebSearch",
+    "Bash(curl:*)", "Bash(wget:*)", "Bash(nc:*)", "Bash(ssh:*)", "Bash(scp:*)",
+    "Bash(apt:*)", "Bash(apt-get:*)", "Bash(pip:*)", "Bash(pip3:*)", "Bash(npm:*)", "Bash(sudo:*)",
+    "Bash(git push:*)", "Bash(git config:*)", "Bash(git remote:*)", "Bash(git -c:*)", "Bash(git -C:*)",
+    "Bash(git diff --output:*)", "Bash(git log --output:*)", "Bash(git show --output:*)",
+)
+
+
+def settings(workdir: str, test_command: str = "") -> dict:
+    """The Claude Code settings for one run in ``workdir`` (what ``--settings`` loads)."""
+    root = "/" + os.path.realpath(workdir).rstrip("/")  # `//abs/path/**`: an absolute path in Claude Code's rules
+    allow = [f"{tool}({root}/**)" for tool in ("Read", "Edit")]  # Edit rules cover Write, Read rules cover Glob/Grep
+    allow += [f"Bash({cmd}:*)" for cmd in (*GIT_READ, *GIT_WRITE, *NERVE)]
+    test = " ".join((test_command or "").split())
+    if test:
+        allow.append(f"Bash({test})")
+        allow.append(f"Bash({test}:*)")
+    return {
+        "permissions": {"allow": allow, "deny": list(DENY), "defaultMode": "dontAsk"},
+        "includeCoAuthoredBy": False,
+    }
 
 
 def _argv(a: CommandAdapter) -> list[str]:
-    return [a.binary, "-p", "--output-format", "text", "--permission-mode", "acceptEdits", *_model(a.model), *extras(a)]
+    own: list[tuple[str, str | None]] = [
+        ("--output-format", "text"),
+        ("--permission-mode", "dontAsk"),
+        ("--permission-prompts", "none"),
+        ("--no-session-persistence", None),
+    ]
+    if a.model:
+        own.append(("--model", a.model))
+    return [a.binary, "-p", *options(own, a.extra_args), *extras(a)]
+
+
+def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
+    if "--settings" not in {x.split("=", 1)[0] for x in (adapter.extra_args or ())}:
+        path = os.path.join(inv.tmpdir, "nerve-claude-settings.json")
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(settings(inv.workdir, inv.ctx.test_command), fh, indent=1)
+        at = len(inv.argv) - len(adapter.extra_args or ())  # among the adapter's own flags, before extra_args
+        if at >= 2 and inv.argv[at - 2] == "--model":
+            at -= 2
+        inv.argv[at:at] = ["--settings", path]
+    # No auto-update, telemetry or other side traffic in the middle of a task.
+    inv.env.setdefault("DISABLE_AUTOUPDATER", "1")
+    inv.env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+    inv.env.setdefault("NO_COLOR", "1")
+    # Claude Code retries a failed request 10 times (about 3 minutes for a 401, and in text mode it prints
+    # nothing meanwhile); 3 retries still ride out a blip and a bad key fails in seconds with its own line.
+    inv.env.setdefault("CLAUDE_CODE_MAX_RETRIES", "3")
+
+
+# -- failures the exit status hides ---------------------------------------------------
+
+_AUTH = re.compile(
+    r"authentication_error|invalid x-api-key|Invalid API key|API key is invalid|"
+    r"Invalid bearer token|OAuth token has expired|Please run /login|Not logged in|"
+    r"Credit balance is too low|API Error:? ?(?:401|403)",
+    re.IGNORECASE,
+)
+_API = re.compile(r"^\s*(?:⎿\s*)?(API Error\b.*)$", re.MULTILINE)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
+    """A cause line for an API failure Claude Code reports: a bad key at once (also while it runs), an
+    `API Error` answer after an exit 0."""
+    for text in (stderr, stdout):
+        m = _AUTH.search(text)
+        if m:
+            line = next((ln for ln in text.splitlines() if m.group(0) in ln), m.group(0))
+            return f"bad or missing Anthropic credentials ({_one_line(line)}): set ANTHROPIC_API_KEY or log in with `claude`"
+    if code != 0:
+        return None  # running: only a bad key is certain; a non-zero exit already fails with its own tails
+    # Claude Code prints "API Error: ..." as its answer and may still exit 0.
+    for text in (stdout, stderr):
+        m = _API.search(text)
+        if m and len(text.strip().splitlines()) <= 3:
+            return _one_line(m.group(1))
+    return None
+
+
+# -- `git nerve validate` ------------------------------------------------------------------
+
+
+def _checks(adapter: CommandAdapter) -> list[str]:
+    problems: list[str] = []
+    exe = shutil.which(adapter.binary) or adapter.binary
+    try:
+        ver = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
+        helptext = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"`{adapter.binary} --version` failed: {exc}"]
+    m = re.search(r"(\d+)\.(\d+)\.(\d+)", ver.stdout)
+    if m is None:
+        problems.append(f"`{adapter.binary} --version` printed no version: {ver.stdout.strip()[:80]!r}")
+    elif (int(m.group(1)), int(m.group(2))) < (2, 1):
+        problems.append(f"Claude Code {m.group(0)} is too old: the adapter needs 2.1 or later (tested {TESTED_VERSION})")
+    for flag in ("--permission-mode", "--permission-prompts", "--settings", "--no-session-persistence", "--output-format"):
+        if flag not in helptext:
+            problems.append(f"this Claude Code has no {flag} flag (tested with {TESTED_VERSION})")
+    if "dontAsk" not in helptext:
+        problems.append(f"this Claude Code has no dontAsk permission mode (tested with {TESTED_VERSION})")
+    env = {**os.environ, **(adapter.env or {})}
+    if not any(env.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN",
+                                    "CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX")):
+        home = os.path.expanduser("~")
+        if not (os.path.exists(os.path.join(home, ".claude", ".credentials.json"))
+                or _config_has_login(os.path.join(home, ".claude.json"))):
+            problems.append("no Anthropic credentials: set ANTHROPIC_API_KEY or log in with `claude`")
+    return problems
+
+
+def _config_has_login(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and bool(data.get("oauthAccount") or data.get("primaryApiKey"))
+
+
+SANDBOX = ("Claude Code permission rules (dontAsk): file tools only inside the worktree; Bash only git, "
+           "`git nerve thread/post` and the test command; network, package managers, git push/config denied")
 
 
 def create_claude(
@@ -30,10 +187,11 @@ def create_claude(
     return CommandAdapter(
         name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
         extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
+        prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
     )
 
 
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.
 claude_adapter = create_claude()
 
-__all__ = ["claude_adapter", "create_claude"]
+__all__ = ["SANDBOX", "TESTED_VERSION", "claude_adapter", "create_claude", "settings"]
