@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -106,6 +107,43 @@ def kill_group(proc: subprocess.Popen, grace: float = DEFAULT_GRACE, *, first: i
     deadline = time.monotonic() + 2.0
     while group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+RUN_MARKER = "NERVE_RUN_ID"
+
+
+def sweep(run_id: str | None) -> int:
+    """SIGKILL every process still carrying ``NERVE_RUN_ID=<run_id>`` in its environment; how many.
+
+    An agent CLI can start helpers in a session of their own (Codex runs its
+    sandboxed commands under ``bwrap --new-session``): they leave the agent's
+    process group, so a group kill misses them. Everything the agent started
+    inherits the run's marker, so this finds them whoever their parent is now.
+    """
+    if not run_id:
+        return 0
+    needle = f"{RUN_MARKER}={run_id}".encode()
+    killed = 0
+    me = os.getpid()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                environ = fh.read()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0"):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+            except OSError:
+                pass
+    return killed
 
 
 class Capture:
@@ -245,11 +283,13 @@ def run_process(
     except BaseException as exc:
         if not isinstance(exc, (AdapterAborted, AdapterTimeout, AdapterAgentFailed)) and proc.poll() is None:
             kill_group(proc, grace)
+        sweep((env or {}).get(RUN_MARKER))
         raise
     # The agent has exited; something it left behind in its group may still hold our pipes.
     if not (out.join(1.0) and err.join(0.2)):
         kill_group(proc, grace)
         out.join(2.0), err.join(2.0)
+    sweep((env or {}).get(RUN_MARKER))  # nothing the agent started outlives it
     log.debug("%s: exit %d after %.1fs", name, code, time.monotonic() - started)
     stdout, stderr = out.text(), err.text()
     cause = diagnose(code, stdout, stderr) if diagnose is not None else None
@@ -352,9 +392,10 @@ class CommandAdapter:
         return list(self.checks(self)) if self.checks is not None else []
 
     def __call__(self, prompt: str, ctx: AgentContext) -> str:
-        env = gitcli.clean_env(
-            {"NERVE_TASK_ID": ctx.task_id, "NERVE_ROLE": ctx.role, "NERVE_WORKFLOW": ctx.start.workflow, **(self.env or {})}
-        )
+        env = gitcli.clean_env({
+            "NERVE_TASK_ID": ctx.task_id, "NERVE_ROLE": ctx.role, "NERVE_WORKFLOW": ctx.start.workflow,
+            RUN_MARKER: uuid.uuid4().hex, **(self.env or {}),
+        })
         tmpdir = tempfile.mkdtemp(prefix=f"nerve-{self.name}-")
         try:
             git_dir, common_dir = _git_dirs(ctx.workdir)
