@@ -122,7 +122,12 @@ CI_KILLS = 10
 
 
 def reachable(cwd: Path) -> set[str]:
-    return set(rs.git(cwd, "rev-list", "--all").split())
+    """Commits any ref reaches (when a killed git left a worktree HEAD git cannot read, the refs alone)."""
+    for args in (("rev-list", "--all"), ("rev-list", "--branches", "--tags", "--remotes", "--glob=refs/nerve/*")):
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+        if proc.returncode == 0:
+            return set(proc.stdout.split())
+    raise AssertionError(f"cannot list the commits of {cwd}: {proc.stderr.strip()}")
 
 
 def git_ok(cwd: Path, *args: str, timeout: float = 60) -> tuple[bool, str]:
