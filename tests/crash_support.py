@@ -115,7 +115,7 @@ GROUPS = {g.name: g for g in [
 ]}
 
 #: how many kills per group CI runs (test_crash_random.py); bench/reliability takes more
-CI_KILLS = 10
+CI_KILLS = 6
 
 
 # -- reading ----------------------------------------------------------------------------------------

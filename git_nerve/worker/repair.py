@@ -41,7 +41,7 @@ from ..git import cli, worktrees
 LOCK_GRACE = 2.0
 #: lock files of the common dir / of each worktree's admin dir that a killed git can leave
 COMMON_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "packed-refs.lock", "config.lock", "shallow.lock",
-                "FETCH_HEAD.lock", "AUTO_MERGE.lock")
+                "FETCH_HEAD.lock", "AUTO_MERGE.lock", "objects/maintenance.lock", "gc.log.lock")
 ADMIN_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "AUTO_MERGE.lock")
 
 
