@@ -89,17 +89,27 @@ def _candidate_locks(common: Path) -> list[Path]:
 
 
 def stale_git_locks(common: Path, *, wait: bool = True) -> list[Path]:
-    """Git lock files under ``common`` that no process holds and that are older than LOCK_GRACE."""
+    """Git lock files under ``common`` that no process holds open and that outlived LOCK_GRACE.
+
+    A running git's lock disappears within milliseconds: a young lock is watched (in small steps)
+    until it goes or turns LOCK_GRACE old, so a busy repository costs no fixed wait.
+    """
     locks = _candidate_locks(common)
     if not locks:
         return []
-    if wait:
-        youngest = max((_age(p) for p in locks), default=LOCK_GRACE)
-        if youngest < LOCK_GRACE:
-            time.sleep(min(LOCK_GRACE, LOCK_GRACE - max(youngest, 0.0)))
-        locks = [p for p in locks if p.exists() and _age(p) >= LOCK_GRACE]
-    opened = _open_files() if locks else set()
-    return [p for p in locks if os.fspath(p) not in opened and os.path.realpath(p) not in opened]
+    opened = _open_files()
+    locks = [p for p in locks if os.fspath(p) not in opened]
+    deadline = time.monotonic() + LOCK_GRACE
+    while wait and locks and time.monotonic() < deadline:
+        locks = [p for p in locks if p.exists()]
+        if all(_age(p) >= LOCK_GRACE for p in locks):
+            break
+        time.sleep(0.05)
+    locks = [p for p in locks if p.exists() and (_age(p) >= LOCK_GRACE or not wait)]
+    if locks:
+        opened = _open_files()
+        locks = [p for p in locks if os.fspath(p) not in opened]
+    return locks
 
 
 def _age(path: Path) -> float:
