@@ -142,18 +142,58 @@ def _stale_git_lock(repo, gw, lock_rel: str, args: list[str], cwd_key: str, deta
     return gw(args, cwd), lock, before, cwd
 
 
-@pytest.mark.parametrize("lock_rel,args,cwd_key,detached", [
+_LOCK_CASES = [
     ("refs/heads/main.lock", ["merge", "t1"], "work", False),
     ("refs/heads/main.lock", ["merge", "t1"], "work", True),
     ("index.lock", ["merge", "t1"], "work", False),
     ("index.lock", ["done"], "wt", False),
-], ids=["merge-ref-lock", "merge-ref-lock-no-checkout", "merge-index-lock", "done-index-lock"])
-def test_a_stale_git_lock_file_is_one_clear_error_and_changes_nothing(repo, gw, lock_rel, args, cwd_key, detached):
+]
+_LOCK_IDS = ["merge-ref-lock", "merge-ref-lock-no-checkout", "merge-index-lock", "done-index-lock"]
+
+
+@pytest.mark.parametrize("lock_rel,args,cwd_key,detached", _LOCK_CASES, ids=_LOCK_IDS)
+def test_a_git_lock_file_left_by_a_killed_git_is_removed_with_one_line(repo, gw, lock_rel, args, cwd_key, detached):
+    """No process holds it open: the next command removes it, says so in one line, and finishes."""
     res, lock, before, cwd = _stale_git_lock(repo, gw, lock_rel, args, cwd_key, detached)
-    assert res.code == 4, res
-    lines = [ln for ln in res.err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.err, res.err
-    assert f"remove {lock}" in lines[0], lines[0]
-    assert (rs.dump_bus(repo.work), rs.refs(repo.work)) == before
+    assert res.code == 0, res
+    repaired = [ln for ln in res.err.splitlines() if ln.startswith("repaired: ")]
+    assert len(repaired) == 1 and str(lock) in repaired[0], res.err
+    assert not lock.exists()
+    assert "Traceback" not in res.err
+
+
+@pytest.mark.parametrize("lock_rel,args,cwd_key,detached", _LOCK_CASES[:1] + _LOCK_CASES[3:], ids=["merge-ref-lock", "done-index-lock"])
+def test_a_git_lock_file_a_live_process_holds_is_one_clear_error_and_changes_nothing(repo, gw, lock_rel, args, cwd_key,
+                                                                                      detached, tmp_path):
+    holder = None
+
+    def hold_open(path):
+        nonlocal holder
+        holder = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1]); time.sleep(120)", str(path)])
+        time.sleep(0.3)
+
+    from fixtures.repos import worker as wfx
+
+    wt = wfx.drive(repo.work, "t1", "APPROVED" if args[0] == "merge" else "WORKING")
+    if args[0] == "done":
+        rs.build.commit_file(wt, "t1.txt", "x\n", "t1: work")
+    rs.build.commit_file(repo.work, "other.txt", "main moved\n", "main: other")
+    cwd = repo.work if cwd_key == "work" else wt
+    git_dir = rs.Path(rs.git(cwd, "rev-parse", "--path-format=absolute", "--git-dir"))
+    lock = (rs.common_dir(repo.work) if lock_rel.startswith("refs/") else git_dir) / lock_rel
+    lock.write_text("")
+    hold_open(lock)
+    try:
+        before = rs.dump_bus(repo.work), rs.refs(repo.work)
+        res = gw(args, cwd)
+        assert res.code == 4, res
+        lines = [ln for ln in res.err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.err, res.err
+        assert f"remove {lock}" in lines[0], lines[0]
+        assert (rs.dump_bus(repo.work), rs.refs(repo.work)) == before
+        assert lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
     lock.unlink()
     assert gw(args, cwd).code == 0

@@ -224,6 +224,16 @@ def merge_all(
     result = QueueResult()
     try:
         with hold(repo.lock_path("merge-all"), timeout=0, what="the merge queue lock"):
+            # a merge --all killed between a task's COMPLETED and its cleanup: finish that first
+            for task_id in lifecycle.unfinished_cleanups(repo):
+                try:
+                    merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, force=force)
+                except NerveError as exc:
+                    say(f"{task_id}: merged, but its cleanup did not finish: {exc.message}")
+                    continue
+                result.merged.append((task_id, merged))
+                if on_merged:
+                    on_merged(task_id, merged)
             queue = Queue(workers.all_workers(repo.bus.conn, states=("APPROVED",)), _risky(repo))
             while True:
                 drained = drain(repo.bus, QUEUE_CONSUMER, respond=queue.respond)

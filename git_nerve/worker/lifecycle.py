@@ -33,7 +33,7 @@ from ..git import config as gitconfig
 from ..git import remote as gitremote
 from ..locks import hold
 from ..paths import RepoPaths, discover
-from . import ids
+from . import ids, repair
 from .settings import Settings
 from .settings import load as load_settings
 from .states import State
@@ -112,6 +112,11 @@ def integration_ref(repo: Repo, integration: str, *, fetch: bool) -> str:
     return ref
 
 
+def repair_leftovers(repo: Repo) -> list[str]:
+    """Remove what killed git processes left (dead `git worktree add`s, stale lock files); one line each."""
+    return repair.clean_git_leftovers(repo.paths.common_dir, cwd=repo.cwd, worktree_lock=repo.lock_path("worktrees"))
+
+
 def fetch_branches(repo: Repo, remote: str, branches: list[str]) -> None:
     """Fetch, one command at a time: concurrent fetches into one repository fail
     ("did not send all necessary objects") when they race on the same objects."""
@@ -158,6 +163,7 @@ def spawn(
     """
     ids.validate(task_id)
     ids.validate_description(description)
+    repair_leftovers(repo)
     existing = workers.get_by_key(repo.bus.conn, task_id)
     if existing is not None:
         if existing.task_id != task_id:
@@ -286,26 +292,54 @@ def _repair_ctx(w: workers.Worker) -> None:
 
 
 def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
-    """Recreate a missing worktree of a live task (e.g. after a crash or a manual removal)."""
+    """Make a live task's worktree complete: recreate it when missing (after a crash or a manual removal),
+    adopt an existing one only once verified (:func:`_verify_worktree`), and rewrite a missing or wrong
+    context file."""
     path = Path(w.worktree)
-    if w.state in (State.COMPLETED.value, State.FAILED.value) or path.exists():
+    if w.state in (State.COMPLETED.value, State.FAILED.value):
         return
-    with hold(repo.lock_path("worktrees"), what="the worktree lock"):
-        worktrees.prune(repo.cwd)
-        if path.exists():
-            return
-        if not refs.exists(repo.cwd, f"refs/heads/{w.branch}"):
-            archived = refs.resolve(repo.cwd, refs.archive_name(w.task_id))
-            if archived is None:
-                raise GitError(f"branch {w.branch} of task {w.task_id} is gone and no archive ref exists")
-            refs.update(repo.cwd, f"refs/heads/{w.branch}", _archived_tip(repo, w.task_id), None, "nerve: restore from archive")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        worktrees.add(repo.cwd, path, branch=w.branch, start=None)
-    write_ctx(
-        worktrees.git_dir_of(path),
-        WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path), created_at=clock.iso(w.assigned_at) or "",
-                      description=w.description),
-    )
+    if not path.exists() or not _registered(repo, path):
+        with hold(repo.lock_path("worktrees"), what="the worktree lock"):
+            worktrees.prune(repo.cwd)
+            if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
+                path.rmdir()  # an empty directory git never filled
+            if path.exists() and not _registered(repo, path):
+                raise GitError(f"{path} exists but is not a git worktree; move it away, then run this command again")
+            if not path.exists():
+                if not refs.exists(repo.cwd, f"refs/heads/{w.branch}"):
+                    archived = refs.resolve(repo.cwd, refs.archive_name(w.task_id))
+                    if archived is None:
+                        raise GitError(f"branch {w.branch} of task {w.task_id} is gone and no archive ref exists")
+                    refs.update(repo.cwd, f"refs/heads/{w.branch}", _archived_tip(repo, w.task_id), None, "nerve: restore from archive")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                worktrees.add(repo.cwd, path, branch=w.branch, start=None)
+    _verify_worktree(repo, w)
+
+
+def _registered(repo: Repo, path: Path) -> bool:
+    real = os.path.realpath(path)
+    return any(os.path.realpath(wt.path) == real and not wt.prunable for wt in worktrees.list_all(repo.cwd))
+
+
+def _verify_worktree(repo: Repo, w: workers.Worker) -> None:
+    """A task's worktree is adopted only when it is on the task's branch (or mid-operation there) and its
+    context file names the task; a missing or wrong context file is rewritten (one `repaired:` line)."""
+    from ..context import read as read_ctx
+
+    path = Path(w.worktree)
+    git_dir = worktrees.git_dir_of(path)
+    head = refs.symbolic(path, "HEAD")
+    if head != f"refs/heads/{w.branch}" and worktrees.operation_in_progress(git_dir) is None:
+        raise GitError(f"the worktree {path} of {w.task_id} is not on its branch {w.branch} (HEAD: {head or 'detached'}); "
+                       f"check {w.branch} out there again")
+    try:
+        ctx = read_ctx(git_dir)
+    except UsageError:
+        ctx = None
+    if ctx is None or ctx.task_id != w.task_id or ctx.branch != w.branch or ctx.worktree != str(path):
+        write_ctx(git_dir, WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path),
+                                         created_at=clock.iso(w.assigned_at) or "", description=w.description))
+        repair.say(f"wrote the missing context file of {w.task_id} in {path}")
 
 
 # -- agent commands -------------------------------------------------------------------------
@@ -317,6 +351,7 @@ def start(repo: Repo, task_id: str) -> Outcome:
     Also CONFLICTED -> WORKING once the agent has aborted the stopped rebase
     (``git rebase --abort``) to go on working before trying ``done`` again.
     """
+    repair_leftovers(repo)
     w = get(repo.bus, task_id)
     if w.state == State.CONFLICTED.value:
         wt = Path(w.worktree)
@@ -382,7 +417,11 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
     wt = Path(w.worktree)
     if not wt.is_dir():
         raise GitError(f"the worktree of {task_id} is missing ({wt}); run `git worker spawn {task_id}` to recreate it")
+    repair_leftovers(repo)
     git_dir = worktrees.git_dir_of(wt)
+    for line in (repair.undo_partial_reset(wt, git_dir), repair.abort_killed_rebase(wt, git_dir, w.branch)):
+        if line:
+            repair.say(line)
     op = worktrees.operation_in_progress(git_dir)
     if op:
         files = worktrees.conflicted_files(wt)
@@ -441,7 +480,10 @@ def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_r
         faults.point("done.after-rebase")  # rebased in memory, nothing moved yet
         if refs.resolve(wt, "HEAD") != tip:
             raise ConflictError(f"{w.branch} moved while it was being rebased; run `git worker done` again")
+        git_dir = worktrees.git_dir_of(wt)
+        repair.set_marker(git_dir, "done-reset", {"from": tip, "to": rb.tip})
         cli.run(["reset", "--quiet", "--keep", rb.tip], cwd=wt)
+        repair.clear_marker(git_dir, "done-reset")
         faults.point("done.after-reset")
         if refs.resolve(wt, "ORIG_HEAD") != tip:  # a commit slipped in between: put it back
             cli.run(["reset", "--quiet", "--keep", "ORIG_HEAD"], cwd=wt, check=False)
@@ -450,7 +492,14 @@ def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_r
         _publish(repo.bus, w.task_id, "rewrite", {"source": "rebase", "pairs": [list(p) for p in rb.rewritten], "by": "done"})
         return rb.tip, rb.rewritten
     # A conflict: hand over to git's own rebase so the agent gets git's normal state.
+    git_dir = worktrees.git_dir_of(wt)
+    repair.set_marker(git_dir, "done-rebase", {"tip": tip, "onto": onto})
     proc = cli.run(["rebase", onto], cwd=wt, check=False, env=cli.clean_env({"GIT_EDITOR": "true"}))
+    if proc.returncode != 0 and worktrees.operation_in_progress(git_dir) is None:
+        repair.clear_marker(git_dir, "done-rebase")
+        raise GitError(f"git rebase onto {w.integration} failed: {cli.last_line(proc.stderr)}")
+    if proc.returncode == 0 or worktrees.conflicted_files(wt):
+        repair.clear_marker(git_dir, "done-rebase")  # finished, or stopped on a conflict: the agent's now
     if proc.returncode == 0:  # git resolved what libgit2 could not (e.g. renames): carry on
         new_tip = _require_tip(wt, "HEAD", "branch")
         return new_tip, []
@@ -566,6 +615,7 @@ def merge(
     (exit 7). Afterwards the worker's worktree is removed (its tip archived).
     """
     check_argv = _parse_check(check)
+    repair_leftovers(repo)
     w = get(repo.bus, task_id)
     if w.state == State.COMPLETED.value:
         res = MergeResult(None, already=True, into=w.integration)
@@ -579,7 +629,7 @@ def merge(
     wt = Path(w.worktree)
     if wt.is_dir():
         _refuse_branch_gone(repo, w, "merge")
-    if wt.is_dir() and not force:
+    if wt.is_dir() and not force and not repair.removal_interrupted(wt):
         dirty = worktrees.dirty_files(wt)
         if dirty:
             raise GitError(
@@ -658,6 +708,12 @@ def merge(
     faults.point("merge.after-transition")  # recorded, not cleaned up
     _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
     return res
+
+
+def unfinished_cleanups(repo: Repo) -> list[str]:
+    """COMPLETED tasks whose worktree is still there: a merge killed between COMPLETED and its cleanup."""
+    return [w.task_id for w in workers.all_workers(repo.bus.conn, states=(State.COMPLETED.value,))
+            if Path(w.worktree).exists()]
 
 
 def task_lock(repo: Repo, w: workers.Worker) -> Path:
@@ -770,6 +826,9 @@ def _archive(repo: Repo, w: workers.Worker, *, force: bool) -> str | None:
     """Keep everything the task holds under refs/nerve/archive/<task> (see :mod:`.archive`)."""
     from . import archive
 
+    wt = Path(w.worktree)
+    if wt.is_dir() and repair.removal_interrupted(wt) and refs.exists(repo.cwd, refs.archive_name(w.task_id)):
+        return refs.archive_name(w.task_id)  # archived before the removal that was killed
     return archive.archive(repo, w, force=force)
 
 
@@ -779,7 +838,7 @@ def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: 
         res.archive_ref = _archive(repo, w, force=force)
     faults.point("cleanup.after-archive")
     if wt.is_dir():
-        worktrees.remove(repo.cwd, wt, force=force)
+        repair.remove_worktree(repo.cwd, wt, force=force)
         res.removed_worktree = True
     else:
         _prune_missing(repo, wt)
@@ -821,6 +880,7 @@ class CancelResult:
 
 def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool = False, force: bool = False) -> CancelResult:
     """Any live state -> FAILED. ``cleanup`` archives the tip, then removes the worktree and branch."""
+    repair_leftovers(repo)
     if cleanup and not force:
         # refuse before the state changes: a refused cleanup leaves the task as it was
         w = get(repo.bus, task_id)
@@ -847,7 +907,7 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
             _refuse_unsaved(wt)
         res.archive_ref = _archive(repo, w, force=force)
         if wt.is_dir():
-            worktrees.remove(repo.cwd, wt, force=force)
+            repair.remove_worktree(repo.cwd, wt, force=force)
             res.removed_worktree = True
         else:
             _prune_missing(repo, wt)
@@ -867,7 +927,7 @@ def _refuse_branch_gone(repo: Repo, w: workers.Worker, verb: str) -> None:
 
 def _refuse_unsaved(wt: Path) -> None:
     """GitError when removing ``wt`` would lose a stopped rebase/merge or uncommitted changes."""
-    if not wt.is_dir():
+    if not wt.is_dir() or repair.removal_interrupted(wt):
         return
     op = worktrees.operation_in_progress(worktrees.git_dir_of(wt))
     if op:
@@ -883,6 +943,7 @@ def _refuse_unsaved(wt: Path) -> None:
 def retry(repo: Repo, task_id: str) -> Outcome:
     """FAILED -> ASSIGNED, recreating the worktree (from the archive if the branch was removed)."""
     # already ASSIGNED: a retry that stopped before its worktree was back is finished by running it again
+    repair_leftovers(repo)
     outcome = transition(repo.bus, task_id, State.ASSIGNED, allowed_from=[State.FAILED], already=[State.ASSIGNED], verb="retry",
                          extra_messages=[("task_retry", {})], columns={"last_heartbeat": None})
     _ensure_worktree(repo, outcome.worker)

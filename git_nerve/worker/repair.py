@@ -1,0 +1,349 @@
+"""What a killed command (or a killed git child of one) leaves behind, found and repaired by the next command.
+
+A git process killed half-way leaves its own leftovers, which git never cleans up by itself:
+
+* a worktree whose ``git worktree add`` died: its admin dir is still ``locked`` with the reason
+  "initializing" (git removes that lock only once HEAD is written and the checkout is done), its
+  HEAD may be 0000… (then every ``git fetch`` in the repository fails: "did not send all
+  necessary objects"), its checkout half done (an index that stages the deletion of every file);
+* ``*.lock`` files (``index.lock``, ``refs/heads/x.lock``, ``git-rebase-todo.lock``, ...) whose
+  owner is dead, which make every later git command in that place fail.
+
+:func:`clean_git_leftovers` removes those, each with one line on stderr saying what was repaired.
+A lock file is stale when no process has it open and it is older than :data:`LOCK_GRACE` seconds
+(git keeps a lock for milliseconds, and holds it open while it writes through it).
+
+Our own multi-step git operations leave a marker first (``<worktree git dir>/nerve/<name>``), so a
+rerun knows an interrupted one was ours and how to finish or undo it:
+
+* ``removing``: a worktree removal (``cancel --cleanup``, merge's cleanup) whose archive is made:
+  what is missing from the worktree was deleted by the removal itself, which the rerun resumes;
+* ``done-reset``: ``done``'s ``git reset --keep`` from the old tip to the rebased one: a rerun
+  puts the files the killed reset already wrote back as they were at the old tip;
+* ``done-rebase``: ``done``'s own ``git rebase`` (started on a conflict libgit2 found): killed
+  before it stopped on a conflict, it is aborted and ``done`` starts again.
+
+Standard library only (and the git binary through :mod:`..git.cli`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from ..git import cli, worktrees
+
+#: seconds a git lock file must have existed, unopened, before it counts as left by a killed git
+LOCK_GRACE = 2.0
+#: lock files of the common dir / of each worktree's admin dir that a killed git can leave
+COMMON_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "packed-refs.lock", "config.lock", "shallow.lock",
+                "FETCH_HEAD.lock", "AUTO_MERGE.lock", "objects/maintenance.lock", "gc.log.lock")
+ADMIN_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "AUTO_MERGE.lock")
+
+
+def say(line: str) -> None:
+    """One line on stderr for each repair (never on stdout: --json output stays data)."""
+    print(f"repaired: {line}", file=sys.stderr, flush=True)
+
+
+# -- git's own leftovers -------------------------------------------------------------------------------
+
+
+def _open_files() -> set[str]:
+    """Every path some process (that we can see) has open."""
+    found: set[str] = set()
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                found.add(os.readlink(f"{fd_dir}/{fd}"))
+            except OSError:
+                continue
+    return found
+
+
+def _candidate_locks(common: Path) -> list[Path]:
+    found = [common / n for n in COMMON_LOCKS]
+    found.append(common / "rebase-merge" / "git-rebase-todo.lock")
+    admin_root = common / "worktrees"
+    if admin_root.is_dir():
+        for admin in admin_root.iterdir():
+            found += [admin / n for n in ADMIN_LOCKS]
+            found.append(admin / "rebase-merge" / "git-rebase-todo.lock")
+    refs_dir = common / "refs"
+    if refs_dir.is_dir():
+        found += list(refs_dir.rglob("*.lock"))
+    return [p for p in found if p.is_file() and not p.is_symlink()]
+
+
+def stale_git_locks(common: Path, *, wait: bool = True) -> list[Path]:
+    """Git lock files under ``common`` that no process holds open and that outlived LOCK_GRACE.
+
+    A running git's lock disappears within milliseconds: a young lock is watched (in small steps)
+    until it goes or turns LOCK_GRACE old, so a busy repository costs no fixed wait.
+    """
+    locks = _candidate_locks(common)
+    if not locks:
+        return []
+    opened = _open_files()
+    locks = [p for p in locks if os.fspath(p) not in opened]
+    deadline = time.monotonic() + LOCK_GRACE
+    while wait and locks and time.monotonic() < deadline:
+        locks = [p for p in locks if p.exists()]
+        if all(_age(p) >= LOCK_GRACE for p in locks):
+            break
+        time.sleep(0.05)
+    locks = [p for p in locks if p.exists() and (_age(p) >= LOCK_GRACE or not wait)]
+    if locks:
+        opened = _open_files()
+        locks = [p for p in locks if os.fspath(p) not in opened]
+    return locks
+
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return LOCK_GRACE
+
+
+def _initializing(common: Path) -> list[Path]:
+    """Admin dirs of worktrees whose `git worktree add` has not finished (or died)."""
+    root = common / "worktrees"
+    if not root.is_dir():
+        return []
+    found = []
+    for admin in root.iterdir():
+        try:
+            reason = (admin / "locked").read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            reason = None
+        if reason == "initializing" or (admin.is_dir() and not (admin / "gitdir").exists()):
+            found.append(admin)
+    return found
+
+
+def _add_alive(admin: Path) -> bool:
+    """True when a live `git worktree add` may still be writing ``admin`` (its worktree path is in its argv)."""
+    try:
+        wt = Path((admin / "gitdir").read_text(encoding="utf-8").strip()).parent
+    except OSError:
+        wt = None
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if b"worktree" in argv and b"add" in argv:
+            if wt is None or os.fsencode(wt) in argv:
+                return True
+        if wt is not None:
+            try:
+                if os.readlink(f"/proc/{pid}/cwd").startswith(os.fspath(wt)):
+                    return True  # its checkout child (`git reset --hard`) runs inside the new worktree
+            except OSError:
+                continue
+    return False
+
+
+def _remove_dead_add(common: Path, admin: Path) -> str:
+    try:
+        wt = Path((admin / "gitdir").read_text(encoding="utf-8").strip()).parent
+    except OSError:
+        wt = None
+    # what a dead add held is git's own half checkout (nothing was ever handed to an agent:
+    # a worktree still "initializing" is never adopted); the branch it made stays, with its commits
+    if wt is not None and wt.is_dir():
+        shutil.rmtree(wt, ignore_errors=True)
+    shutil.rmtree(admin, ignore_errors=True)
+    return f"removed the unfinished worktree {wt or admin.name} left by a killed `git worktree add`"
+
+
+def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None = None) -> list[str]:
+    """Repair what killed git processes left in the repository whose common dir is ``common``.
+
+    ``worktree_lock``: our worktrees lock, taken around the removal of unfinished worktrees
+    (None: the caller already holds it). Cheap when there is nothing to repair (a few stats).
+    """
+    repaired: list[str] = []
+    if _initializing(common):
+        from ..locks import hold
+
+        ctx = hold(worktree_lock, what="the worktree lock") if worktree_lock is not None else _null()
+        with ctx:
+            pruned = False
+            for admin in _initializing(common):
+                if _add_alive(admin):
+                    continue
+                repaired.append(_remove_dead_add(common, admin))
+                pruned = True
+            if pruned:
+                worktrees.prune(cwd)
+    for lock in stale_git_locks(common):
+        try:
+            lock.unlink()
+        except OSError:
+            continue
+        repaired.append(f"removed {lock}, a lock file left by a killed git")
+    for line in repaired:
+        say(line)
+    return repaired
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# -- markers of our own multi-step operations ----------------------------------------------------------------
+
+
+def marker(git_dir: Path, name: str) -> Path:
+    return git_dir / "nerve" / name
+
+
+def set_marker(git_dir: Path, name: str, data: dict) -> None:
+    path = marker(git_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def get_marker(git_dir: Path, name: str) -> dict | None:
+    try:
+        data = json.loads(marker(git_dir, name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def clear_marker(git_dir: Path, name: str) -> None:
+    marker(git_dir, name).unlink(missing_ok=True)
+
+
+def removal_interrupted(wt: Path) -> bool:
+    """True when ``wt`` is what a killed removal of ours left (its archive was made first)."""
+    admin = _admin_dir_of(wt)
+    return admin is not None and marker(admin, "removing").exists()
+
+
+def _admin_dir_of(wt: Path) -> Path | None:
+    """The admin dir a worktree's ``.git`` file points at (readable even when the worktree is half deleted)."""
+    dotgit = wt / ".git"
+    try:
+        text = dotgit.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    path = Path(text[len("gitdir:"):].strip())
+    if not path.is_absolute():
+        path = (wt / path).resolve()
+    return path if path.is_dir() else None
+
+
+def remove_worktree(cwd: Path, wt: Path, *, force: bool) -> None:
+    """``git worktree remove``, marked first so that a rerun after a kill resumes it."""
+    admin = _admin_dir_of(wt)
+    resume = admin is not None and marker(admin, "removing").exists()
+    if admin is not None and not resume:
+        set_marker(admin, "removing", {"pid": os.getpid(), "at": time.time()})
+    try:
+        worktrees.remove(cwd, wt, force=force or resume)
+    except Exception:
+        if admin is not None and not resume:
+            clear_marker(admin, "removing")
+        raise
+    if resume:
+        say(f"finished removing the worktree {wt} (its removal was interrupted)")
+
+
+def undo_partial_reset(wt: Path, git_dir: Path) -> str | None:
+    """After a kill inside done's ``git reset --keep OLD -> NEW``: put back, as at OLD, the files it wrote.
+
+    Returns a line saying what was repaired, or None when there was nothing to do.
+    """
+    m = get_marker(git_dir, "done-reset")
+    if m is None:
+        return None
+    old, new = m.get("from"), m.get("to")
+    head = cli.run(["rev-parse", "-q", "--verify", "HEAD"], cwd=wt, check=False).stdout.strip()
+    line = None
+    if old and new and head == old:
+        changed = [p for p in cli.run(["diff", "--name-only", "-z", "--no-renames", old, new], cwd=wt).stdout.split("\0") if p]
+        restored = []
+        for rel in changed:
+            path = wt / rel
+            now = _blob_of_file(wt, path)
+            at_new, at_old = _blob_at(wt, new, rel), _blob_at(wt, old, rel)
+            if now is None or now == at_old or now != at_new:
+                if now is None and at_old is not None and at_new is None:
+                    restored.append(rel)  # the killed reset deleted it
+                    cli.run(["checkout", old, "--", rel], cwd=wt)
+                continue
+            restored.append(rel)
+            if at_old is None:
+                path.unlink()
+            else:
+                cli.run(["checkout", old, "--", rel], cwd=wt)
+        # the index was never written (its lock died with git), but make it HEAD's for the paths touched
+        if restored:
+            cli.run(["reset", "-q", old, "--", *restored], cwd=wt, check=False)
+            line = f"undid the interrupted reset of {wt} ({len(restored)} file(s) put back)"
+    clear_marker(git_dir, "done-reset")
+    return line
+
+
+def _blob_at(wt: Path, rev: str, rel: str) -> str | None:
+    proc = cli.run(["rev-parse", "-q", "--verify", f"{rev}:{rel}"], cwd=wt, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _blob_of_file(wt: Path, path: Path) -> str | None:
+    if not path.is_file() or path.is_symlink():
+        return None
+    return cli.out(["hash-object", "--no-filters", "--", os.fspath(path)], cwd=wt)
+
+
+def abort_killed_rebase(wt: Path, git_dir: Path, branch: str) -> str | None:
+    """A ``git rebase`` that done started and that was killed before it stopped on a conflict: undo it.
+
+    Only ours (the ``done-rebase`` marker) and only with no conflicted file: a rebase the agent
+    started, or one stopped on a conflict, is the agent's to finish. Call after
+    :func:`clean_git_leftovers` (which removes a dead ``git-rebase-todo.lock``).
+    """
+    m = get_marker(git_dir, "done-rebase")
+    if m is None or worktrees.operation_in_progress(git_dir) != "rebase":
+        if m is not None and worktrees.operation_in_progress(git_dir) is None:
+            clear_marker(git_dir, "done-rebase")
+        return None
+    if worktrees.conflicted_files(wt):
+        clear_marker(git_dir, "done-rebase")  # stopped on a conflict: from now on the agent's rebase
+        return None
+    proc = cli.run(["rebase", "--abort"], cwd=wt, check=False)
+    if proc.returncode != 0:
+        # killed before git wrote its state: drop the state, go back to the branch as it was
+        cli.run(["rebase", "--quit"], cwd=wt, check=False)
+        tip = m.get("tip")
+        cli.run(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=wt, check=False)
+        if tip:
+            cli.run(["reset", "-q", "--hard", f"refs/heads/{branch}"], cwd=wt, check=False)
+    clear_marker(git_dir, "done-rebase")
+    return f"undid the rebase in {wt} that an interrupted `git worker done` had started (it had no conflict yet)"

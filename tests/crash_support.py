@@ -1,0 +1,332 @@
+"""Random crashes, even inside git: what tests/test_crash_random.py and ``bench/reliability --crash N`` share.
+
+The fault suite (:mod:`reliability_support`) kills at named points; this one kills at *random
+instants*. For one case (a group: a starting state plus the command that is killed):
+
+1. the command runs once uninterrupted from a fresh copy of the starting state (its duration,
+   exit code and final state are the reference);
+2. for every kill, from a fresh copy again, it runs as a subprocess in its own process group
+   and the whole group (git children and hooks included) is SIGKILLed after a delay drawn
+   uniformly over the measured duration;
+3. the same command runs again, and the invariants are checked (:func:`check`):
+   it finished (the uninterrupted run's exit code and state), ``git worker status`` works,
+   no orphan worktree / branch / bus row / lock, no commit that was reachable is lost,
+   origin lost nothing, ``git fsck --full`` is clean, ``git fetch`` and ``git worktree list``
+   work, every worktree's index and files equal its HEAD (except where a stopped rebase is
+   the expected outcome), each live task's context file names it.
+
+Everything is seeded: a failure prints ``seed=<n>`` and :func:`run_one` with that seed and
+delay replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import reliability_support as rs
+
+from fixtures.repos import build
+
+LIVE = {"ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED"}
+
+
+# -- starting states (beyond reliability_support's) ---------------------------------------------
+
+
+def setup_spawned(s: rs.Scenario) -> None:
+    from git_nerve.worker import lifecycle
+
+    with rs._lifecycle(s.work) as repo:
+        lifecycle.spawn(repo, "t1", description="crash case")
+
+
+def setup_failed(s: rs.Scenario) -> None:
+    from git_nerve.worker import lifecycle
+
+    rs._spawn_started(s)
+    with rs._lifecycle(s.work) as repo:
+        lifecycle.cancel(repo, "t1", reason="stop", cleanup=True)
+
+
+def setup_working_dirty(s: rs.Scenario) -> None:
+    rs._spawn_started(s)
+    build.write(s.wt, "t1.txt", "work of t1\nmore work\n")
+
+
+def setup_two_approved(s: rs.Scenario) -> None:
+    """t1 and t2 APPROVED, main moved on (merge --all merges both)."""
+    from git_nerve.worker import lifecycle
+
+    rs._spawn_started(s)
+    with rs._lifecycle(s.work) as repo:
+        res = lifecycle.spawn(repo, "t2", description="second")
+        lifecycle.start(repo, "t2")
+    build.commit_file(Path(res.worker.worktree), "t2.txt", "work of t2\n", "t2: add t2.txt")
+    with rs._lifecycle(s.work) as repo:
+        for t in ("t1", "t2"):
+            lifecycle.done(repo, t)
+            lifecycle.approve(repo, t, by="tester")
+    rs._main_moves(s)
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    remote: bool
+    setup: object
+    where: str
+    argv: tuple[str, ...]
+    expect: int = 0
+    state: str = ""  #: t1's state after a run that finished
+    commit: bool = False  #: a plain `git commit` (rerun only while the change is not committed)
+
+    def as_rs_group(self) -> rs.Group:
+        return rs.Group(self.name, self.remote, self.setup, ((self.where, self.argv),), self.expect)
+
+
+GW = "git-worker"
+GROUPS = {g.name: g for g in [
+    Group("spawn", False, rs.setup_fresh, "work", (GW, "spawn", "t1", "-d", "crash case"), state="ASSIGNED"),
+    Group("spawn-remote", True, rs.setup_fresh, "work", (GW, "spawn", "t1", "-d", "crash case"), state="ASSIGNED"),
+    Group("start", False, setup_spawned, "work", (GW, "start", "--task", "t1"), state="WORKING"),
+    Group("done", False, rs.setup_working_behind, "wt", (GW, "done"), state="IN_REVIEW"),
+    Group("done-remote", True, rs.setup_working_behind, "wt", (GW, "done"), state="IN_REVIEW"),
+    Group("done-conflict", False, rs.setup_working_conflict, "wt", (GW, "done"), expect=6, state="CONFLICTED"),
+    Group("done-conflict-remote", True, rs.setup_working_conflict, "wt", (GW, "done"), expect=6, state="CONFLICTED"),
+    Group("approve", False, rs.setup_in_review, "work", (GW, "approve", "t1", "--by", "r", "--comment", "ok"),
+          state="APPROVED"),
+    Group("merge", False, rs.setup_approved_behind, "work", (GW, "merge", "t1"), state="COMPLETED"),
+    Group("merge-remote", True, rs.setup_approved_behind, "work", (GW, "merge", "t1"), state="COMPLETED"),
+    Group("merge-delete", True, rs.setup_approved_behind, "work", (GW, "merge", "t1", "--delete-branch"),
+          state="COMPLETED"),
+    Group("merge-all", False, setup_two_approved, "work", (GW, "merge", "--all"), state="COMPLETED"),
+    Group("cancel", False, rs.setup_working, "work", (GW, "cancel", "t1", "--cleanup", "--reason", "stop"),
+          state="FAILED"),
+    Group("retry", False, setup_failed, "work", (GW, "retry", "t1"), state="ASSIGNED"),
+    Group("commit", False, setup_working_dirty, "wt", ("git", "commit", "-q", "-am", "t1: more"), state="WORKING",
+          commit=True),
+]}
+
+#: how many kills per group CI runs (test_crash_random.py); bench/reliability takes more
+CI_KILLS = 6
+
+
+# -- reading ----------------------------------------------------------------------------------------
+
+
+def reachable(cwd: Path) -> set[str]:
+    """Commits any ref reaches (when a killed git left a worktree HEAD git cannot read, the refs alone)."""
+    for args in (("rev-list", "--all"), ("rev-list", "--branches", "--tags", "--remotes", "--glob=refs/nerve/*")):
+        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+        if proc.returncode == 0:
+            return set(proc.stdout.split())
+    raise AssertionError(f"cannot list the commits of {cwd}: {proc.stderr.strip()}")
+
+
+def git_ok(cwd: Path, *args: str, timeout: float = 60) -> tuple[bool, str]:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    return proc.returncode == 0, (proc.stderr or proc.stdout).strip()
+
+
+def in_progress(wt: Path) -> bool:
+    git_dir = Path(rs.git(wt, "rev-parse", "--path-format=absolute", "--git-dir"))
+    return any((git_dir / n).exists() for n in ("rebase-merge", "rebase-apply", "MERGE_HEAD"))
+
+
+def state_of(work: Path, task: str = "t1") -> str | None:
+    for w in rs.rows(work):
+        if w.task_id == task:
+            return w.state
+    return None
+
+
+# -- one case -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Reference:
+    group: Group
+    seconds: float
+    code: int
+    dropped: set[str]  #: commits the uninterrupted run itself stops referencing (a rebased tip; its reflog keeps it)
+
+
+@dataclass
+class Kill:
+    group: str
+    seed: int
+    delay: float
+    killed: bool = False  #: the command was still running when the kill came
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def converged(self) -> bool:
+        return not self.problems
+
+    def replay(self) -> str:
+        return f"group={self.group} seed={self.seed} delay={self.delay:.4f}"
+
+
+class Workspace(rs.Workspace):
+    def fresh_group(self, group: Group) -> rs.Scenario:
+        return self.fresh(group.as_rs_group())
+
+
+def _run(group: Group, s: rs.Scenario, env: dict) -> rs.Proc:
+    return rs.run(list(group.argv), s.cwd(group.where), env=env, timeout=120)
+
+
+def reference(space: Workspace, group: Group) -> Reference:
+    s = space.fresh_group(group)
+    before = reachable(s.work)
+    with rs.fixed_dates():
+        env = dict(os.environ)
+        p = _run(group, s, env)
+    after = reachable(s.work)
+    if p.code != group.expect:
+        raise AssertionError(f"{group.name}: the uninterrupted run exited {p.code}, expected {group.expect}:\n{p.err}")
+    return Reference(group, max(p.seconds, 0.01), p.code, before - after)
+
+
+def run_one(space: Workspace, ref: Reference, seed: int, delay: float | None = None) -> Kill:
+    """Kill ``ref.group``'s command after ``delay`` seconds (drawn from ``seed`` when None), rerun, check."""
+    group = ref.group
+    rng = random.Random(seed)
+    if delay is None:
+        delay = rng.uniform(0, ref.seconds)
+    k = Kill(group.name, seed, delay)
+    s = space.fresh_group(group)
+    origin_before = reachable(s.origin) if s.origin else set()
+    seen = reachable(s.work)
+    with rs.fixed_dates():
+        env = dict(os.environ)
+        child = subprocess.Popen(list(group.argv), cwd=s.cwd(group.where), env=env, start_new_session=True,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        k.killed = child.poll() is None
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        child.wait()
+        seen |= reachable(s.work)
+        if s.origin:
+            origin_before |= reachable(s.origin)
+        rerun = _rerun(group, s, env)
+    k.problems += check(s, ref, rerun, seen, origin_before)
+    return k
+
+
+def _rerun(group: Group, s: rs.Scenario, env: dict) -> rs.Proc | None:
+    if not group.commit:
+        return _run(group, s, env)
+    # a plain `git commit`: the next git-nerve command the agent runs meets what the kill left
+    # (`git worker start` is idempotent while WORKING), then the agent commits again if it did not land
+    rs.run([GW, "start"], s.wt, env=env)
+    if rs.git(s.wt, "status", "--porcelain", "--untracked-files=no"):
+        return _run(group, s, env)
+    return None
+
+
+def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str], origin_before: set[str]) -> list[str]:
+    group = ref.group
+    work = s.work
+    problems: list[str] = []
+    if rerun is not None:
+        if rerun.code != group.expect:
+            problems.append(f"rerun exited {rerun.code} (uninterrupted: {group.expect}): {rerun.err.strip()[-500:]}")
+        for leak in rs.leaks(rerun.err):
+            problems.append(f"rerun printed {leak!r}")
+    st = state_of(work)
+    if st != group.state:
+        problems.append(f"t1 is {st}, an uninterrupted run leaves it {group.state}")
+    if group.name == "merge-all" and state_of(work, "t2") != "COMPLETED":
+        problems.append(f"t2 is {state_of(work, 't2')} after merge --all")
+    status = rs.run([GW, "status"], work, timeout=60)
+    if status.code != 0:
+        problems.append(f"git worker status exited {status.code}: {status.err.strip()[-300:]}")
+    for args in (("worktree", "list"), ("fsck", "--full", "--no-progress", "--no-dangling")):
+        ok, err = git_ok(work, *args)
+        if not ok:
+            problems.append(f"git {' '.join(args[:2])} fails: {err[-300:]}")
+    problems += rs.fsck_problems(work)
+    if s.origin is not None:
+        ok, err = git_ok(work, "fetch", "-q", "origin")
+        if not ok:
+            problems.append(f"git fetch fails: {err[-300:]}")
+        lost = origin_before - reachable(s.origin)
+        problems += [f"origin lost commit {sha}" for sha in sorted(lost)]
+    problems += rs.orphan_problems(work)
+    problems += rs.replay_problems(work)
+    now = reachable(work)
+    lost = seen - now - ref.dropped
+    problems += [f"commit {sha} is no longer reachable from any ref" for sha in sorted(lost)]
+    for item in rs.worktree_list(work):
+        path = Path(item["worktree"])
+        if "bare" in item or not path.is_dir():
+            continue
+        if "locked" in item:
+            problems.append(f"worktree {path} is still locked ({item.get('locked') or 'no reason'})")
+        if group.expect == 6 and path == s.wt and in_progress(path):
+            continue  # the stopped rebase is what the command promises
+        dirty = rs.git(path, "status", "--porcelain")
+        if dirty and not (group.commit and path == s.wt and "t1.txt" in dirty and dirty.count("\n") == 0):
+            problems.append(f"worktree {path} differs from its HEAD: {dirty.splitlines()[:5]}")
+    for w in rs.rows(work):
+        wt = Path(w.worktree)
+        if w.state in LIVE and wt.is_dir():
+            git_dir = Path(rs.git(wt, "rev-parse", "--path-format=absolute", "--git-dir"))
+            ctx = git_dir / "nerve" / ".worker-ctx.json"
+            try:
+                data = json.loads(ctx.read_text(encoding="utf-8"))
+                if data.get("task_id") != w.task_id or data.get("branch") != w.branch:
+                    problems.append(f"{ctx} names {data.get('task_id')}/{data.get('branch')}, not {w.task_id}")
+            except (OSError, ValueError) as exc:
+                problems.append(f"{w.task_id}: context file unreadable: {exc}")
+            head = rs.git(wt, "symbolic-ref", "-q", "HEAD") if not in_progress(wt) else f"refs/heads/{w.branch}"
+            if head != f"refs/heads/{w.branch}":
+                problems.append(f"{w.task_id}: worktree HEAD is {head or 'detached'}, not {w.branch}")
+    return problems
+
+
+# -- a sweep ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sweep:
+    kills: list[Kill] = field(default_factory=list)
+
+    def per_group(self) -> dict[str, tuple[int, int, int]]:
+        """group -> (converged, total, killed while running)"""
+        out: dict[str, tuple[int, int, int]] = {}
+        for k in self.kills:
+            c, t, r = out.get(k.group, (0, 0, 0))
+            out[k.group] = (c + k.converged, t + 1, r + k.killed)
+        return out
+
+    def failures(self) -> list[Kill]:
+        return [k for k in self.kills if not k.converged]
+
+
+def sweep(base: Path, groups: list[str], kills: int, seed: int, *, say=lambda line: None) -> Sweep:
+    """``kills`` random kills for each group, seeds derived from ``seed``."""
+    space = Workspace(base)
+    result = Sweep()
+    for gi, name in enumerate(groups):
+        group = GROUPS[name]
+        ref = reference(space, group)
+        for i in range(kills):
+            k = run_one(space, ref, seed * 100_000 + gi * 1000 + i)
+            result.kills.append(k)
+            if not k.converged:
+                say(f"  NOT CONVERGED {k.replay()}: {k.problems[0]}")
+        c, t, r = result.per_group()[name]
+        say(f"  {name:22s} converged {c}/{t} ({r} killed mid-run; command takes {ref.seconds:.2f} s)")
+    return result

@@ -1,0 +1,306 @@
+"""The kills of issue 13 and issue 17 (items 6-9), each reproduced on a real repository and rerun once.
+
+Kills inside a git child are made deterministic with a smudge filter that blocks on a flag file:
+git's checkout (of `worktree add`, `reset --keep`, `rebase`) stops inside the filter, the whole
+process group is SIGKILLed there, the flag is removed, the command runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import crash_support as cs
+import reliability_support as rs
+
+from fixtures.repos import build
+from fixtures.repos import worker as wfx
+
+GW = "git-worker"
+
+
+def slow_checkout(work: Path, flag: Path, pattern: str = "*.py") -> None:
+    """Files matching ``pattern`` go through a smudge filter that waits while ``flag`` exists."""
+    script = work.parent / "slow-smudge.sh"
+    script.write_text(f"#!/bin/sh\nwhile [ -e '{flag}' ]; do sleep 0.05; done\nexec cat\n", encoding="utf-8")
+    script.chmod(0o755)
+    build.git(work, "config", "filter.slow.smudge", str(script))
+    build.git(work, "config", "filter.slow.clean", "cat")
+    info = Path(build.git(work, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "info"
+    info.mkdir(exist_ok=True)
+    (info / "attributes").write_text(f"{pattern} filter=slow\n", encoding="utf-8")
+
+
+def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float = 30) -> None:
+    """Run ``argv`` in its own process group; SIGKILL the group once git sits in the smudge filter."""
+    flag.write_text("")
+    child = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if any(any("slow-smudge" in a for a in rs._cmdline(pid)) for pid in rs._descendants(child.pid)):
+                break
+            assert child.poll() is None, "the command ended before git reached the filter"
+            time.sleep(0.01)
+        else:
+            raise AssertionError("git never reached the smudge filter")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        flag.unlink(missing_ok=True)
+
+
+def run(argv, cwd):
+    return rs.run(list(argv), cwd)
+
+
+def init(work: Path) -> None:
+    res = run(["git-nerve", "init"], work)
+    assert res.code == 0, res.err
+    build.git(work, "add", "nerve.toml")
+    build.git(work, "commit", "-q", "-m", "nerve.toml")
+
+
+def invariants(work: Path, *, origin: bool = False) -> None:
+    problems = rs.orphan_problems(work) + rs.fsck_problems(work)
+    ok, err = cs.git_ok(work, "worktree", "list")
+    assert ok, err
+    if origin:
+        ok, err = cs.git_ok(work, "fetch", "-q", "origin")
+        assert ok, err
+    for item in rs.worktree_list(work):
+        assert "locked" not in item, item
+        p = Path(item["worktree"])
+        if p.is_dir() and not cs.in_progress(p):
+            assert rs.git(p, "status", "--porcelain") == "", (p, rs.git(p, "status", "--porcelain"))
+    assert not problems, problems
+
+
+def ctx_of(wt: Path) -> dict:
+    git_dir = Path(rs.git(wt, "rev-parse", "--path-format=absolute", "--git-dir"))
+    return json.loads((git_dir / "nerve" / ".worker-ctx.json").read_text(encoding="utf-8"))
+
+
+# -- issue 13 ------------------------------------------------------------------------------------------
+
+
+def test_a_worktree_add_killed_before_head_no_longer_wedges_fetch_and_spawn_repairs_it(remote_repo):
+    """13.1: admin dir 'locked initializing' with HEAD 0000...: every fetch failed; the rerun repairs it."""
+    work = remote_repo.work
+    init(work)
+    wt = work.parent / f"{work.name}.worktrees" / "t1"
+    wt.parent.mkdir(parents=True, exist_ok=True)
+    build.git(work, "worktree", "add", "-q", "--no-track", "-b", "feat/t1", str(wt), "origin/main")
+    admin = Path(build.git(wt, "rev-parse", "--path-format=absolute", "--git-dir"))
+    # what git leaves when killed between writing the admin dir and HEAD
+    (admin / "locked").write_text("initializing", encoding="utf-8")
+    (admin / "HEAD").write_text("0" * 40 + "\n", encoding="utf-8")
+    (admin / "index").unlink()
+    assert not cs.git_ok(work, "fetch", "-q", "origin")[0]  # the wedge the issue describes
+    res = run([GW, "spawn", "t1", "-d", "after the kill"], work)
+    assert res.code == 0, res.err
+    assert any(ln.startswith("repaired: ") and "worktree add" in ln for ln in res.err.splitlines()), res.err
+    assert build.git(wt, "symbolic-ref", "HEAD") == "refs/heads/feat/t1"
+    assert (wt / "src" / "app.py").is_file() and ctx_of(wt)["task_id"] == "t1"
+    invariants(work, origin=True)
+
+
+def test_spawn_killed_inside_the_checkout_of_worktree_add_is_recreated_not_adopted(repo, tmp_path):
+    """13.2: killed while git checks files out; the rerun must not adopt a worktree whose index deletes everything."""
+    flag = tmp_path / "block"
+    slow_checkout(repo.work, flag)
+    kill_inside_filter([GW, "spawn", "t1"], repo.work, flag)
+    wt = repo.work.parent / f"{repo.work.name}.worktrees" / "t1"
+    res = run([GW, "spawn", "t1"], repo.work)
+    assert res.code == 0, res.err
+    assert (wt / "src" / "app.py").read_text(encoding="utf-8") == build.git(repo.work, "show", "main:src/app.py") + "\n"
+    assert rs.git(wt, "status", "--porcelain") == ""
+    assert ctx_of(wt)["task_id"] == "t1"
+    assert run([GW, "start"], wt).code == 0
+    invariants(repo.work)
+
+
+def test_retry_killed_after_the_worktree_before_its_context_is_finished_by_a_rerun(repo):
+    """13.3: the rerun of retry (and of spawn) verifies the worktree and writes the missing context file."""
+    wfx.drive(repo.work, "t1", "WORKING")
+    assert run([GW, "cancel", "t1", "--cleanup"], repo.work).code == 0
+    assert run([GW, "retry", "t1"], repo.work).code == 0
+    wt = wfx.worktree(repo.work, "t1")
+    git_dir = Path(rs.git(wt, "rev-parse", "--path-format=absolute", "--git-dir"))
+    (git_dir / "nerve" / ".worker-ctx.json").unlink()  # where the kill left it
+    for argv in ([GW, "retry", "t1"], [GW, "spawn", "t1"]):
+        res = run(argv, repo.work)
+        assert res.code == 0, res.err
+        assert ctx_of(wt)["task_id"] == "t1"
+        (git_dir / "nerve" / ".worker-ctx.json").unlink()
+    assert run([GW, "spawn", "t1"], repo.work).code == 0
+    assert run([GW, "start"], wt).code == 0
+    invariants(repo.work)
+
+
+# -- issue 17, items 6-9 ----------------------------------------------------------------------------------
+
+
+def _working_behind(work: Path) -> Path:
+    wt = wfx.drive(work, "t1", "WORKING")
+    build.commit_file(wt, "t1.txt", "work of t1\n", "t1: work")
+    build.commit_file(work, "src/new.py", "x = 1\n", "main: new.py")  # the rebase brings a new *.py file
+    return wt
+
+
+def test_done_killed_inside_its_reset_keep_is_finished_by_a_rerun(repo, tmp_path):
+    """17.6: no stale index.lock to remove by hand, no stray untracked file blocking every later done."""
+    wt = _working_behind(repo.work)
+    flag = tmp_path / "block"
+    slow_checkout(repo.work, flag)
+    kill_inside_filter([GW, "done"], wt, flag)
+    res = run([GW, "done"], wt)
+    assert res.code == 0, res.err
+    assert wfx.state(repo.work, "t1") == "IN_REVIEW"
+    assert build.git(wt, "rev-parse", "HEAD") == build.git(repo.work, "rev-parse", "feat/t1")
+    assert build.git(repo.work, "merge-base", "--is-ancestor", "main", "feat/t1") == ""
+    invariants(repo.work)
+
+
+def test_done_killed_after_gits_rebase_started_reruns_to_the_real_outcome(repo, tmp_path):
+    """17.7: the rerun does not stop on 'a rebase is in progress' nor on a stale git-rebase-todo.lock."""
+    wt = wfx.drive(repo.work, "t1", "WORKING")
+    build.commit_file(wt, wfx.APP, wfx.app_text("hi from t1"), "t1: greeting")
+    build.commit_file(wt, "t1.txt", "work\n", "t1: more")
+    build.commit_file(repo.work, wfx.APP, wfx.app_text("hi from main"), "main: greeting")
+    build.commit_file(repo.work, "src/new.py", "x = 1\n", "main: new.py")
+    flag = tmp_path / "block"
+    slow_checkout(repo.work, flag)
+    kill_inside_filter([GW, "done"], wt, flag)
+    assert cs.in_progress(wt)  # the killed rebase is still there
+    assert wfx.state(repo.work, "t1") == "WORKING"
+    res = run([GW, "done"], wt)
+    # the real outcome: git's rebase stops on the real conflict, the task is CONFLICTED
+    assert res.code == 6, res.err
+    assert "repaired: " in res.err and "rebase conflict" in res.err, res.err
+    assert wfx.state(repo.work, "t1") == "CONFLICTED"
+    assert wfx.APP in build.git(wt, "diff", "--name-only", "--diff-filter=U")
+    # and the agent's usual way out works
+    wt.joinpath(wfx.APP).write_text(wfx.app_text("hi from both"), encoding="utf-8")
+    build.git(wt, "add", wfx.APP)
+    env = {**os.environ, "GIT_EDITOR": "true"}
+    assert subprocess.run(["git", "rebase", "--continue"], cwd=wt, env=env, capture_output=True).returncode == 0
+    assert run([GW, "done", "--skip-rebase"], wt).code == 0
+    invariants(repo.work)
+
+
+def test_cancel_cleanup_killed_mid_removal_is_finished_by_a_rerun(repo):
+    """17.8: the files the killed removal deleted are not 'uncommitted changes'."""
+    wt = wfx.drive(repo.work, "t1", "WORKING")
+    build.commit_file(wt, "t1.txt", "work of t1\n", "t1: work")
+    tip = build.git(wt, "rev-parse", "HEAD")
+    many = [f"f{i}.txt" for i in range(300)]
+    for name in many:
+        (wt / name).write_text(name, encoding="utf-8")
+    build.git(wt, "add", "-A")
+    build.git(wt, "commit", "-q", "-m", "t1: many files")
+    tip = build.git(wt, "rev-parse", "HEAD")
+    child = subprocess.Popen([GW, "cancel", "t1", "--cleanup"], cwd=repo.work, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and child.poll() is None:
+        if wt.is_dir() and not all((wt / n).exists() for n in many[::50]):
+            break
+        time.sleep(0.001)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    res = run([GW, "cancel", "t1", "--cleanup"], repo.work)
+    assert res.code == 0, res.err
+    assert not wt.exists()
+    assert build.git(repo.work, "rev-parse", "refs/nerve/archive/t1") == tip
+    assert wfx.state(repo.work, "t1") == "FAILED"
+    invariants(repo.work)
+
+
+def test_merge_all_killed_after_completed_finishes_the_cleanup_when_run_again(repo):
+    """17.9: rerunning `merge --all` removes the worktree the killed run left."""
+    wt = wfx.drive(repo.work, "t1", "APPROVED")
+    killed = rs.run([GW, "merge", "--all"], repo.work, env={**os.environ, "NERVE_FAULT": "merge.after-transition"})
+    assert killed.code == -signal.SIGKILL
+    assert wfx.state(repo.work, "t1") == "COMPLETED" and wt.is_dir()
+    res = run([GW, "merge", "--all"], repo.work)
+    assert res.code == 0, res.err
+    assert not wt.exists()
+    assert "cleanup" in wfx.kinds(repo.work, "t1")
+    invariants(repo.work)
+
+
+# -- a full disk, a read-only .git ---------------------------------------------------------------------------
+
+
+def _tmpfs(path: Path, size: str = "2m") -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode == 0
+
+
+def test_spawn_on_a_full_disk_is_one_clear_line_and_leaves_nothing_half_written(tmp_path):
+    import pytest
+
+    mnt = tmp_path / "small"
+    if not _tmpfs(mnt):
+        pytest.skip("cannot mount a 2 MiB tmpfs here (needs root and mount(8)); a full disk is not exercised")
+    try:
+        repos = build.simple(mnt)
+        init(repos.work)
+        before = rs.refs(repos.work)
+        filler = mnt / "filler"
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=4k", "count=100000"], capture_output=True)
+        res = run([GW, "spawn", "t1"], repos.work)
+        assert res.code in (4, 5), res
+        lines = [ln for ln in res.err.splitlines() if ln.strip() and not ln.startswith("repaired: ")]
+        assert len(lines) == 1 and lines[0].startswith("error: "), res.err
+        assert "Traceback" not in res.err
+        filler.unlink()
+        assert rs.refs(repos.work) == before
+        assert rs.rows(repos.work) == []
+        res = run([GW, "spawn", "t1"], repos.work)  # room again: the same command now works
+        assert res.code == 0, res.err
+        invariants(repos.work)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_read_only_git_dir_is_one_clear_line_and_changes_nothing(repo):
+    import pytest
+
+    init(repo.work)
+    if os.geteuid() == 0:
+        # root ignores file modes: a read-only bind mount is the real thing
+        git_dir = repo.work / ".git"
+        if subprocess.run(["mount", "--bind", "-o", "ro", str(git_dir), str(git_dir)], capture_output=True).returncode:
+            pytest.skip("cannot make .git read-only for root (mount --bind -o ro failed)")
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(git_dir)], capture_output=True).returncode:
+            subprocess.run(["umount", str(git_dir)], capture_output=True)
+            pytest.skip("cannot remount .git read-only")
+    else:
+        for p in [repo.work / ".git", *(repo.work / ".git").rglob("*")]:
+            p.chmod(p.stat().st_mode & ~0o222)
+    try:
+        before = rs.refs(repo.work)
+        res = run([GW, "spawn", "t1"], repo.work)
+        assert res.code in (4, 5), res
+        lines = [ln for ln in res.err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.err, res.err
+        assert rs.refs(repo.work) == before
+        assert not (repo.work.parent / f"{repo.work.name}.worktrees" / "t1").exists()
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(repo.work / ".git")], capture_output=True)
+        else:
+            for p in [repo.work / ".git", *(repo.work / ".git").rglob("*")]:
+                p.chmod(p.stat().st_mode | 0o200)
+    res = run([GW, "spawn", "t1"], repo.work)
+    assert res.code == 0, res.err
+    invariants(repo.work)

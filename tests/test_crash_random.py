@@ -1,0 +1,27 @@
+"""Random SIGKILLs of a whole command's process group (git children and hooks included), at instants
+drawn uniformly over the command's duration, then one rerun: every invariant of crash_support.check
+must hold. A reduced sweep (crash_support.CI_KILLS per command); bench/reliability --crash runs more.
+A failure names the seed and delay that replay it (crash_support.run_one)."""
+
+from __future__ import annotations
+
+import os
+
+import crash_support as cs
+import pytest
+
+SEED = int(os.environ.get("NERVE_CRASH_SEED", "13"))
+KILLS = int(os.environ.get("NERVE_CRASH_KILLS", str(cs.CI_KILLS)))
+
+
+@pytest.mark.parametrize("group", list(cs.GROUPS))
+def test_random_kill_then_rerun_converges(group, tmp_path):
+    space = cs.Workspace(tmp_path / "crash")
+    ref = cs.reference(space, cs.GROUPS[group])
+    gi = list(cs.GROUPS).index(group)
+    failures = []
+    for i in range(KILLS):
+        k = cs.run_one(space, ref, SEED * 100_000 + gi * 1000 + i)
+        if not k.converged:
+            failures.append(f"{k.replay()}:\n    " + "\n    ".join(k.problems))
+    assert not failures, f"{len(failures)}/{KILLS} kills did not converge:\n" + "\n".join(failures)
