@@ -282,12 +282,12 @@ def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str |
 
 def _repair_ctx(w: workers.Worker) -> None:
     """Spawning an existing task rewrites its worktree's .worker-ctx.json if it is corrupt or missing."""
-    from ..context import repair
+    from ..context import repair as repair_context  # not .repair (git's leftovers)
 
     path = Path(w.worktree)
     if w.state in (State.COMPLETED.value, State.FAILED.value) or not path.is_dir():
         return
-    repair(worktrees.git_dir_of(path), WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path),
+    repair_context(worktrees.git_dir_of(path), WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path),
                                                      created_at=clock.iso(w.assigned_at) or "", description=w.description))
 
 
