@@ -84,7 +84,14 @@ def test_an_archive_that_cannot_be_written_removes_nothing(orphaned, gw):
     lock = Path(git(repo.work, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "refs" / "nerve" / "archive" / "t1.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     lock.write_text("")
-    res = gw(["cancel", "t1", "--cleanup", "--force"], repo.work)
+    # a live holder: a lock nobody holds any more is a killed git's leftover, which the repair removes
+    with open(lock) as held:
+        holder = subprocess.Popen(["sleep", "60"], stdin=held)
+    try:
+        res = gw(["cancel", "t1", "--cleanup", "--force"], repo.work)
+    finally:
+        holder.kill()
+        holder.wait()
     assert res.code == 4, res
     assert "nothing was removed" in res.err
     assert wt.is_dir() and (wt / "wip.txt").is_file()
