@@ -707,11 +707,31 @@ class Workspace:
             shutil.rmtree(root)
         if not template.exists():
             s = make_scenario(root, group)
+            _quiet(root)  # a commit's background work (the radar's recompute) must not change files mid-copy
             subprocess.run(["cp", "-a", str(root), str(template)], check=True)
             return s
         subprocess.run(["cp", "-a", str(template), str(root)], check=True)
         origin = root / "project-origin.git"
         return Scenario(root, root / "project", origin if group.remote else None)
+
+
+def _quiet(root: Path, timeout: float = 30.0) -> None:
+    """Wait until no process works inside ``root`` (background work started by its hooks has ended)."""
+    deadline = time.monotonic() + timeout
+    prefix = os.path.realpath(root) + os.sep
+    while time.monotonic() < deadline:
+        busy = False
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != os.getpid():
+                try:
+                    if (os.path.realpath(os.readlink(f"/proc/{entry}/cwd")) + os.sep).startswith(prefix):
+                        busy = True
+                        break
+                except OSError:
+                    continue
+        if not busy:
+            return
+        time.sleep(0.05)
 
 
 def _descendants(pid: int) -> set[int]:

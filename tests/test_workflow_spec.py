@@ -213,11 +213,15 @@ def test_validate_checks_the_built_ins_when_the_repository_has_none(tmp_path, mo
     assert len(report.problems) == 3  # coder, tester, reviewer: no `claude` on this PATH
     install(monkeypatch, tmp_path / "fakes")
     report = validate(tmp_path)
+    assert len(report.problems) == 3 and "no Anthropic credentials" in report.problems[0].message
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")  # the user's login: validate checks it is there
+    report = validate(tmp_path)
     assert report.ok and report.roles == 3
 
 
 def test_validate_checks_the_extract_provider(tmp_path, monkeypatch):
     monkeypatch.delenv("NERVE_EXTRACT_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     install(monkeypatch, tmp_path / "fakes")
     (tmp_path / "nerve.toml").write_text(
         '[extract]\nprovider = "llm"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\napi_key_env = "NERVE_EXTRACT_KEY"\n'
@@ -254,6 +258,7 @@ def test_validate_command(repo, gn, monkeypatch, tmp_path):
     res = gn("validate", work)
     assert res.code == 0 and res.out.startswith("ok: 1 workflow(s), 1 role(s): ship")
     install(monkeypatch, tmp_path / "fakes")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     res = gn("validate develop ship", work)
     assert res.code == 0, res
     res = gn("validate nope", work)
