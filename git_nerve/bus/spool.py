@@ -153,10 +153,11 @@ def ingest(bus, common_dir: str | os.PathLike[str] | None = None) -> int:
                 work.append((nerve_dir.parent, claimed))
     if not work:
         return 0
-    from .. import clock
+    from .. import clock, faults
     from ..context import read as read_context
     from ..errors import NerveError
 
+    faults.point("spool.after-claim")
     batches = []  # (task_id, [(kind, a, b, mtime)])
     done_files = []
     for git_dir, claimed in work:
@@ -183,6 +184,7 @@ def ingest(bus, common_dir: str | os.PathLike[str] | None = None) -> int:
         with bus.write() as conn:
             for task_id, events in batches:
                 new += _record(conn, task_id, events, info, now)
+    faults.point("spool.after-record")
     for path, size in done_files:
         try:
             if path.stat().st_size > size:
