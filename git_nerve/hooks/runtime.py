@@ -1,4 +1,10 @@
-"""The hook bodies: post-commit, post-rewrite, pre-push.
+"""The Python parts of the hooks: pre-push, and what post-commit / post-rewrite cannot do in sh.
+
+Commits, merges and rewrites are recorded by the shim itself (one line in
+``<git-dir>/nerve/spool``, ingested by the next reader of the bus:
+:mod:`git_nerve.bus.spool`). Python starts for pre-push, for the knowledge
+index, for the radar (in the background) and for the CONFLICTED hint after
+a rebase that stopped.
 
 Every agent commit pays for this module, so it imports only the standard
 library and git_nerve's own standard-library modules (bus, context, git.cli,
@@ -7,9 +13,8 @@ need installed packages (the pre-push merge check, pygit2, and whatever the
 knowledge trigger loads) turn site-packages on when they run.
 
 * In a worker's worktree (its git dir holds ``nerve/.worker-ctx.json``)
-  post-commit and post-rewrite record a heartbeat and a ``commit`` /
-  ``rewrite`` message; pre-push records a heartbeat and refuses pushes that
-  would carry broken work. Elsewhere they only trigger the knowledge index.
+  pre-push records a heartbeat and refuses pushes that would carry broken
+  work. Elsewhere the hooks only trigger the knowledge index.
 * post-commit and post-rewrite fail open: any failure of ours is one warning
   line and exit 0. The bus is opened with a short busy timeout, so a locked
   bus delays a commit by at most :data:`BUSY_TIMEOUT` seconds.
