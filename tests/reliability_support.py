@@ -131,6 +131,7 @@ def rows(work: Path) -> list:
 
     if not bus_path(work).exists():
         return []
+    _ingest(work)
     with bus_conn(work) as conn:
         return workers.all_workers(conn)
 
@@ -140,6 +141,7 @@ def all_messages(work: Path) -> list:
 
     if not bus_path(work).exists():
         return []
+    _ingest(work)
     with bus_conn(work) as conn:
         return messages.since(conn, 0)
 
