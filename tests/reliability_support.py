@@ -131,6 +131,7 @@ def rows(work: Path) -> list:
 
     if not bus_path(work).exists():
         return []
+    _ingest(work)
     with bus_conn(work) as conn:
         return workers.all_workers(conn)
 
@@ -140,6 +141,7 @@ def all_messages(work: Path) -> list:
 
     if not bus_path(work).exists():
         return []
+    _ingest(work)
     with bus_conn(work) as conn:
         return messages.since(conn, 0)
 
@@ -166,10 +168,11 @@ def worktree_list(work: Path) -> list[dict]:
 
 
 def dump_bus(work: Path) -> dict[str, list[tuple]]:
-    """Every row of every table, to prove a refused command wrote nothing."""
+    """Every row of every table, to prove a refused command wrote nothing (after the spooled commits are in)."""
     path = bus_path(work)
     if not path.exists():
         return {}
+    _ingest(work)
     with bus_conn(work) as conn:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         return {t: conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid').fetchall() for t in tables}
@@ -551,6 +554,14 @@ def _spawn_started(s: Scenario) -> None:
         lifecycle.spawn(repo, "t1", description="fault case\nsecond line")
         lifecycle.start(repo, "t1")
     build.commit_file(s.wt, "t1.txt", "work of t1\n", "t1: add t1.txt")
+    _ingest(s.work)
+
+
+def _ingest(work: Path) -> None:
+    """Take in what the hook shims spooled, as any reader of the bus does first."""
+    from fixtures.repos import worker as wfx
+
+    wfx.ingest(work)
 
 
 def _main_moves(s: Scenario, rel: str = "other.txt", text: str = "main moved on\n") -> None:
@@ -586,6 +597,18 @@ def setup_working_behind(s: Scenario) -> None:
 
 def setup_working(s: Scenario) -> None:
     _spawn_started(s)
+
+
+def setup_working_committed(s: Scenario) -> None:
+    """Working, with one commit the hook shim spooled and no reader has ingested yet."""
+    _spawn_started(s)
+    build.git(s.wt, "commit", "-q", "--allow-empty", "-m", "t1: more")
+
+
+def setup_working_amended(s: Scenario) -> None:
+    """Working, with an amend the hook shim spooled and no reader has ingested yet."""
+    _spawn_started(s)
+    build.git(s.wt, "commit", "-q", "--amend", "-m", "t1: amended")
 
 
 def setup_working_conflict(s: Scenario) -> None:
@@ -628,10 +651,9 @@ GROUPS = {g.name: g for g in [
     Group("merge-delete", False, setup_approved_behind, (("work", ("git-worker", "merge", "t1", "--delete-branch")),)),
     Group("merge-remote", True, setup_approved_behind, (("work", ("git-worker", "merge", "t1")),)),
     Group("cancel", False, setup_working, (("work", ("git-worker", "cancel", "t1", "--cleanup", "--reason", "stop")),)),
-    Group("commit", False, setup_working, (("wt", ("git", "commit", "-q", "--allow-empty", "-m", "t1: more")),
-                                           ("wt", ("git-worker", "done")))),
-    Group("amend", False, setup_working, (("wt", ("git", "commit", "-q", "--amend", "-m", "t1: amended")),
-                                          ("wt", ("git-worker", "done")))),
+    # the hooks only append to the worktree's spool; the first reader of the bus (here `done`) ingests it
+    Group("commit", False, setup_working_committed, (("wt", ("git-worker", "done")),)),
+    Group("amend", False, setup_working_amended, (("wt", ("git-worker", "done")),)),
     Group("push", True, setup_working, (("wt", ("git-worker", "done")),)),
 ]}
 
@@ -656,8 +678,8 @@ CASES = [Case(g, p) for g, points in [
     ("merge-delete", ["merge.after-transition", "cleanup.after-archive"]),
     ("merge-remote", ["merge.after-commit", "merge.after-push", "merge.before-transition", "merge.after-transition"]),
     ("cancel", ["cancel.after-transition"]),
-    ("commit", ["hook:post-commit"]),
-    ("amend", ["hook:post-rewrite"]),
+    ("commit", ["spool.after-claim", "spool.after-record"]),
+    ("amend", ["spool.after-record"]),
     ("push", ["hook:pre-push"]),
 ] for p in points]
 
@@ -668,7 +690,7 @@ CI_CASES = {
     "spawn@spawn.before-commit", "spawn@spawn.after-bus", "done@done.after-reset", "done-remote@done.after-push",
     "done-conflict@done.after-git-rebase", "approve@bus.commit", "merge@merge.before-transition",
     "merge@cleanup.after-archive", "merge-remote@merge.after-push", "cancel@cancel.after-transition",
-    "commit@hook:post-commit", "push@hook:pre-push",
+    "commit@spool.after-record", "push@hook:pre-push",
 }
 
 

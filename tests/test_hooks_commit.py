@@ -92,59 +92,75 @@ def test_a_conflicted_worker_whose_rebase_is_finished_is_told_what_is_next(repo)
     assert "next: git worker done --skip-rebase" in proc.stderr
     added = messages(work, "t1")[before:]
     assert [m.kind for m in added] == ["heartbeat", "rewrite"]
-    assert added[1].payload["next"] == "git worker done --skip-rebase"
     assert added[1].payload["source"] == "rebase"
 
 
-def test_a_corrupt_bus_does_not_block_a_commit(repo):
+def test_a_corrupt_bus_does_not_block_a_commit_and_the_commit_waits_in_the_spool(repo):
     work = repo.work
     wt = working_worker(work)
     bus = wfx.bus_path(work)
+    saved = bus.read_bytes()
     for suffix in ("-wal", "-shm"):
         bus.with_name(bus.name + suffix).unlink(missing_ok=True)
     bus.write_bytes(b"this is not a database" * 100)
 
     proc = commit(wt, "a.txt", "a\n", "add a")
 
-    warnings = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(warnings) == 1, proc.stderr
-    assert warnings[0].startswith("warning: git-nerve post-commit: commit not recorded on the bus: the bus ")
-    assert "is unreadable" in warnings[0]
+    assert proc.stderr == ""
     assert git(wt, "log", "-1", "--format=%s") == "add a"
+    bus.write_bytes(saved)  # repaired: the next reader takes the commit in
+    assert [m.payload["subject"] for m in messages(work, "t1", "commit")] == ["add a"]
 
 
-def test_a_locked_bus_does_not_block_a_commit(repo):
+def test_a_locked_bus_does_not_delay_a_commit(repo):
     work = repo.work
     wt = working_worker(work)
     holder = sqlite3.connect(wfx.bus_path(work), isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        started = time.monotonic()
         proc = commit(wt, "a.txt", "a\n", "add a")
-        elapsed = time.monotonic() - started
     finally:
         holder.execute("ROLLBACK")
         holder.close()
 
-    assert elapsed < runtime.BUSY_TIMEOUT + 5
-    warnings = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(warnings) == 1 and "locked" in warnings[0], proc.stderr
+    assert proc.stderr == ""
     assert git(wt, "log", "-1", "--format=%s") == "add a"
-    assert messages(work, "t1", "commit") == []
+    assert [m.payload["subject"] for m in messages(work, "t1", "commit")] == ["add a"]
+    assert heartbeats(work, "t1", "post-commit") == 1
 
 
-def test_commits_a_cherry_pick_replays_are_left_to_git(repo):
+def test_cherry_picks_reverts_and_merges_in_a_worker_are_recorded(repo):
     work = repo.work
     git(work, "checkout", "-q", "-b", "elsewhere")
     picks = [commit_file(work, f"p{i}.txt", f"{i}\n", f"pick {i}") for i in range(2)]
+    side = commit_file(work, "side.txt", "s\n", "side work")
     git(work, "checkout", "-q", "main")
     wt = working_worker(work)
 
-    proc = git_run(wt, "cherry-pick", *picks)
-
+    assert git_run(wt, "cherry-pick", *picks).returncode == 0
+    assert git_run(wt, "revert", "--no-edit", "HEAD").returncode == 0
+    commit(wt, "own.txt", "o\n", "own work")
+    proc = git_run(wt, "merge", "--no-edit", "-m", "merge side work", side)
     assert proc.returncode == 0, proc.stderr
-    assert git(wt, "log", "-2", "--format=%s").splitlines() == ["pick 1", "pick 0"]
-    assert messages(work, "t1", "commit") == []  # git's CHERRY_PICK_HEAD was there: post-commit stood aside
+
+    subjects = [m.payload["subject"] for m in messages(work, "t1", "commit")]
+    assert subjects == ["pick 0", "pick 1", 'Revert "pick 1"', "own work", "merge side work"]
+    shas = [m.payload["sha"] for m in messages(work, "t1", "commit")]
+    assert shas[-1] == git(wt, "rev-parse", "HEAD")
+    assert heartbeats(work, "t1", "post-merge") == 1
+    assert messages(work, "t1", "commit")[-1].payload["source"] == "merge"
+
+
+def test_a_fast_forward_merge_in_a_worker_is_recorded(repo):
+    work = repo.work
+    wt = working_worker(work)
+    git(work, "checkout", "-q", "-b", "ahead", "feat/t1")
+    ahead = commit_file(work, "ahead.txt", "a\n", "ahead")
+    git(work, "checkout", "-q", "main")
+
+    assert git_run(wt, "merge", "-q", "--ff-only", "ahead").returncode == 0
+
+    assert [(m.payload["sha"], m.payload["source"]) for m in messages(work, "t1", "commit")] == [(ahead, "merge")]
 
 
 def test_a_commit_where_knowledge_yaml_exists_starts_the_index_sync_without_waiting(repo):

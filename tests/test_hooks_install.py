@@ -21,7 +21,7 @@ from fixtures.repos.hooks import (
 from git_nerve.hooks import install as hooks
 from git_nerve.paths import discover
 
-HOOKS = ("post-commit", "post-rewrite", "pre-push")
+HOOKS = hooks.HOOKS
 
 
 def test_install_keeps_an_existing_hook_which_still_runs_first_with_its_output_and_exit_status(repo, gn):
@@ -55,7 +55,7 @@ def test_reinstall_changes_nothing(repo, gn):
 
     assert res.code == 0, res
     data = json.loads(res.out)
-    assert [h["action"] for h in data["hooks"]] == ["unchanged"] * 3
+    assert [h["action"] for h in data["hooks"]] == ["unchanged"] * len(HOOKS)
     assert data["hooks"][0]["chained"] == "post-commit.nerve-chained"
     assert {p.name: p.read_bytes() for p in hdir.iterdir()} == listing
 
@@ -68,7 +68,7 @@ def test_uninstall_puts_kept_hooks_back_byte_for_byte_with_their_mode(repo, gn, 
     write_hook(hdir, "post-rewrite", "#!/bin/sh\necho never run: not executable\n", mode=0o644)
     target = write_hook(tmp_path, "shared-pre-push", "#!/bin/sh\nexit 0\n")
     (hdir / "pre-push").symlink_to(target)
-    before = {name: os.lstat(hdir / name) for name in HOOKS}
+    before = {name: os.lstat(hdir / name) for name in ("post-commit", "post-rewrite", "pre-push")}
 
     assert gn("hooks install", work).code == 0
     res = gn("hooks uninstall", work)
@@ -77,7 +77,8 @@ def test_uninstall_puts_kept_hooks_back_byte_for_byte_with_their_mode(repo, gn, 
     assert (hdir / "post-commit").read_bytes() == odd
     assert (hdir / "post-rewrite").read_bytes() == b"#!/bin/sh\necho never run: not executable\n"
     assert os.readlink(hdir / "pre-push") == str(target)
-    for name in HOOKS:
+    assert not (hdir / "post-merge").exists()
+    for name in before:
         after = os.lstat(hdir / name)
         assert (after.st_mode, after.st_ino, after.st_size) == (before[name].st_mode, before[name].st_ino, before[name].st_size)
     assert not list(hdir.glob("*.nerve-chained"))
@@ -91,7 +92,7 @@ def test_uninstall_without_kept_hooks_removes_only_ours(repo, gn):
 
     res = gn("hooks uninstall --json", work)
 
-    assert [h["action"] for h in json.loads(res.out)["hooks"]] == ["removed"] * 3
+    assert [h["action"] for h in json.loads(res.out)["hooks"]] == ["removed"] * len(HOOKS)
     assert sorted(p.name for p in hdir.iterdir()) == ["pre-commit"]
     assert other.read_text() == "#!/bin/sh\nexit 0\n"
 
@@ -111,11 +112,13 @@ def test_relative_core_hooks_path_is_resolved_like_git_from_each_worktree(repo, 
     proc = commit(work, "a.txt", "a\n", "add a")
     assert "user hook post-commit ran" in proc.stderr
 
-    # a worker's worktree resolves .githooks inside itself: installing there makes its commits count
+    # a worker's worktree resolves .githooks inside itself: its hooks live in its git dir instead
     wt = working_worker(work)
     assert gn("hooks install", wt).code == 0
-    assert hooks.is_ours(wt / ".githooks" / "post-commit")
+    assert not (wt / ".githooks").exists()
+    assert hooks.is_ours(Path(git(wt, "rev-parse", "--absolute-git-dir")) / "nerve" / "hooks" / "post-commit")
     commit(wt, "w.txt", "w\n", "worker commit")
+    assert git(wt, "status", "--porcelain", "--ignored") == ""
     assert [m.payload["subject"] for m in messages(work, "t1", "commit")] == ["worker commit"]
 
 
@@ -153,20 +156,27 @@ def test_status_and_installed(repo, gn):
     assert hooks.installed(paths) is False
 
 
-def test_a_hook_written_over_ours_while_one_is_kept_is_left_alone(repo, gn):
+def test_a_hook_written_over_ours_while_one_is_kept_is_chained_too_and_uninstall_puts_the_newest_back(repo, gn):
     work = repo.work
     hdir = hooks_dir(work)
     write_hook(hdir, "post-commit", LOGGING_HOOK)
     assert gn("hooks install", work).code == 0
-    newer = write_hook(hdir, "post-commit", "#!/bin/sh\necho another tool\n").read_bytes()
+    newer = write_hook(hdir, "post-commit", "#!/bin/sh\necho another tool >&2\n").read_bytes()
+    assert "post-commit   another tool's hook" in gn("hooks status", work).out
 
     res = gn("hooks install", work)
 
-    assert res.code == 1
-    assert "post-commit.nerve-chained" in res.err
-    assert (hdir / "post-commit").read_bytes() == newer
+    assert res.code == 0, res
+    assert hooks.is_ours(hdir / "post-commit")
     assert (hdir / "post-commit.nerve-chained").read_text() == LOGGING_HOOK
-    assert hooks.is_ours(hdir / "pre-push")
+    assert (hdir / "post-commit.nerve-chained-2").read_bytes() == newer
+    ran = git_run(work, "hook", "run", "post-commit")
+    assert "user hook post-commit ran" in ran.stdout + ran.stderr and "another tool" in ran.stderr
+    assert ran.returncode == 3
+
+    assert gn("hooks uninstall", work).code == 0
+    assert (hdir / "post-commit").read_bytes() == newer
+    assert (hdir / "post-commit.nerve-chained").read_text() == LOGGING_HOOK  # kept, named in the output
 
 
 def test_a_kept_hook_that_runs_the_hook_again_does_not_loop(repo, gn):
@@ -188,19 +198,22 @@ exec "$(git rev-parse --git-path hooks)/post-commit" "$@"
 def test_a_hook_whose_interpreter_is_gone_says_what_to_do_and_falls_back_to_git_nerve(repo, tmp_path):
     work = repo.work
     wt = working_worker(work)  # installs the hooks
+    origin = tmp_path / "origin.git"
+    git(work, "init", "-q", "--bare", str(origin))
+    git(work, "remote", "add", "backup", str(origin))
     hdir = hooks_dir(work)
-    (hdir / "post-commit").write_bytes(hooks.render(str(tmp_path / "gone" / "python"), tmp_path / "gone"))
-    assert hooks.status(discover(work)).hooks[0].state == "broken"
+    (hdir / "pre-push").write_bytes(hooks.render(str(tmp_path / "gone" / "python"), tmp_path / "gone", hook="pre-push"))
+    assert [h.state for h in hooks.status(discover(work)).hooks if h.name == "pre-push"] == ["broken"]
     no_nerve = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not os.path.exists(os.path.join(p, "git-nerve")))
+    commit(wt, "a.txt", "a\n", "first")
 
-    lost = commit(wt, "a.txt", "a\n", "first", env={**os.environ, "PATH": no_nerve})
+    lost = git_run(wt, "push", "-q", "backup", "HEAD:refs/heads/one", env={**os.environ, "PATH": no_nerve})
     lines = [ln for ln in lost.stderr.splitlines() if "git-nerve" in ln]
     assert len(lines) == 1 and "cannot find git-nerve" in lines[0] and "git nerve hooks install" in lines[0], lost.stderr
-    assert messages(work, "t1", "commit") == []
+    assert heartbeats(work, "t1", "pre-push") == 0
 
-    commit(wt, "b.txt", "b\n", "second")  # git-nerve on PATH: `git nerve hook-run`
-    assert [m.payload["subject"] for m in messages(work, "t1", "commit")] == ["second"]
-    assert heartbeats(work, "t1", "post-commit") == 1
+    assert git_run(wt, "push", "-q", "backup", "HEAD:refs/heads/two").returncode == 0  # `git nerve hook-run`
+    assert heartbeats(work, "t1", "pre-push") == 1
 
 
 def test_hook_runner_entry_points(repo, sh):
@@ -229,7 +242,8 @@ def test_spawn_installs_the_hooks_in_the_new_worktree_under_a_relative_hooks_pat
     assert gw("spawn t1", work).code == 0
     wt = work.parent / f"{work.name}.worktrees" / "t1"
     assert hooks.is_ours(work / ".githooks" / "post-commit")
-    assert hooks.is_ours(wt / ".githooks" / "post-commit")  # git resolves .githooks inside the worktree
+    assert not (wt / ".githooks").exists()  # nothing of ours in the worker's work tree
     assert gw("start", wt).code == 0
     commit(wt, "w.txt", "w\n", "worker commit")
+    assert git(wt, "status", "--porcelain", "--ignored") == ""
     assert [m.payload["subject"] for m in messages(work, "t1", "commit")] == ["worker commit"]

@@ -44,13 +44,20 @@ class Bus:
     """A connection to ``<git-common-dir>/nerve/bus.db``."""
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True,
-                 busy_timeout: float = BUSY_TIMEOUT_MS / 1000, retries: int = RETRIES):
+                 busy_timeout: float = BUSY_TIMEOUT_MS / 1000, retries: int = RETRIES, ingest: bool = True):
         """``busy_timeout`` (seconds) and ``retries`` bound how long a locked bus is waited
-        for; the hooks use a short wait so a locked bus cannot stall a commit."""
+        for; the hooks use a short wait so a locked bus cannot stall a commit.
+
+        Opening the bus first ingests what the hook shims spooled (commits,
+        merges, rewrites: :mod:`.spool`), so every reader sees every commit."""
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self.retries = max(1, retries)
         self.conn = self._open(create)
+        if ingest:
+            from .spool import ingest_quietly
+
+            ingest_quietly(self)
 
     # -- opening -----------------------------------------------------------
     def _open(self, create: bool) -> sqlite3.Connection:

@@ -20,14 +20,20 @@ if TYPE_CHECKING:
 def hooks_group() -> None:
     """Install, remove or inspect git-nerve's git hooks.
 
-    The hooks (post-commit, post-rewrite, pre-push) go where git looks for
-    hooks: `git rev-parse --git-path hooks`, which honours core.hooksPath and
-    is shared by all worktrees. A hook that is already there is kept and
-    still runs, first:
+    The hooks (post-commit, post-merge, post-rewrite, pre-push) go where git
+    looks for hooks: `git rev-parse --git-path hooks`, which honours
+    core.hooksPath and is shared by all worktrees. A hook that is already
+    there (another manager's: pre-commit, lefthook, husky, git-lfs) is kept
+    and still runs, first:
 
     \b
         <hooks dir>/post-commit                 git-nerve's shim
         <hooks dir>/post-commit.nerve-chained   the hook that was there
+        <hooks dir>/post-commit.nerve-chained-2 a hook put over ours later
+
+    In a worker's worktree under a relative core.hooksPath (husky's
+    .husky/_, inside the work tree), the worker's hooks live in its git dir
+    (core.hooksPath set for that worktree only) and run husky's first.
     """
 
 
@@ -68,15 +74,21 @@ def install_command(as_json: bool) -> None:
 
 @hooks_group.command("uninstall", context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@click.option("--shared", is_flag=True,
+              help="Uninstall even from an absolute core.hooksPath outside this repository (other repositories lose them too).")
 @handle_errors
-def uninstall_command(as_json: bool) -> None:
+def uninstall_command(as_json: bool, shared: bool) -> None:
     """Remove the hooks; kept hooks go back as they were.
 
-    A hook that was chained is renamed back, byte for byte, with its mode.
+    A hook that was chained is renamed back, byte for byte, with its mode;
+    where another tool renamed our shim (pre-commit's <hook>.legacy) the
+    hook we kept goes back under that name. A hooks directory outside this
+    repository (an absolute core.hooksPath, maybe shared by other
+    repositories) is left alone unless --shared.
     """
     from ..hooks import install as hooks
 
-    report = hooks.uninstall(discover())
+    report = hooks.uninstall(discover(), shared=shared)
     if as_json:
         echo_json(report.as_dict())
     else:
@@ -87,7 +99,9 @@ _STATE_TEXT = {
     "installed": "installed",
     "outdated": "installed, older version (run `git nerve hooks install` to refresh)",
     "broken": "installed, but its interpreter or package is gone (run `git nerve hooks install`)",
-    "foreign": "another tool's hook (run `git nerve hooks install` to chain it)",
+    "foreign": "another tool's hook; git-nerve's is not there (run `git nerve hooks install` to chain it)",
+    "displaced": "NOT RUN: displaced by another tool (run `git nerve hooks install` to restore the chain)",
+    "disabled": "NOT RUN: not executable (run `git nerve hooks install`)",
     "missing": "not installed",
 }
 
@@ -107,9 +121,13 @@ def status_command(as_json: bool) -> None:
     width = max(len(h.name) for h in st.hooks)
     for h in st.hooks:
         line = f"  {h.name:<{width}}  {_STATE_TEXT[h.state]}"
+        if h.message:
+            line += f" ({h.message})"
         if h.chained:
-            line += f"; runs {h.chained} first" if h.state != "missing" else f"; {h.chained} is waiting to be chained"
+            line += f"; runs {h.chained} first" if h.state not in ("missing", "displaced", "foreign") else f"; {h.chained} is waiting to be chained"
         echo(line)
+    for note in st.notes:
+        warn(note)
     pythons = sorted({h.python for h in st.hooks if h.python})
     if pythons:
         echo(f"interpreter: {', '.join(pythons)}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-HOOKS = ("post-commit", "post-rewrite", "pre-push")
+HOOKS = ("post-commit", "post-merge", "post-rewrite", "pre-push")
 USAGE = f"usage: python -m git_nerve.hooks.run <{'|'.join(HOOKS)}> [ARGS...]"
 
 

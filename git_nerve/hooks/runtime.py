@@ -1,4 +1,10 @@
-"""The hook bodies: post-commit, post-rewrite, pre-push.
+"""The Python parts of the hooks: pre-push, and what post-commit / post-rewrite cannot do in sh.
+
+Commits, merges and rewrites are recorded by the shim itself (one line in
+``<git-dir>/nerve/spool``, ingested by the next reader of the bus:
+:mod:`git_nerve.bus.spool`). Python starts for pre-push, for the knowledge
+index, for the radar (in the background) and for the CONFLICTED hint after
+a rebase that stopped.
 
 Every agent commit pays for this module, so it imports only the standard
 library and git_nerve's own standard-library modules (bus, context, git.cli,
@@ -7,9 +13,8 @@ need installed packages (the pre-push merge check, pygit2, and whatever the
 knowledge trigger loads) turn site-packages on when they run.
 
 * In a worker's worktree (its git dir holds ``nerve/.worker-ctx.json``)
-  post-commit and post-rewrite record a heartbeat and a ``commit`` /
-  ``rewrite`` message; pre-push records a heartbeat and refuses pushes that
-  would carry broken work. Elsewhere they only trigger the knowledge index.
+  pre-push records a heartbeat and refuses pushes that would carry broken
+  work. Elsewhere the hooks only trigger the knowledge index.
 * post-commit and post-rewrite fail open: any failure of ours is one warning
   line and exit 0. The bus is opened with a short busy timeout, so a locked
   bus delays a commit by at most :data:`BUSY_TIMEOUT` seconds.
@@ -27,8 +32,7 @@ from collections import namedtuple
 from collections.abc import Callable
 from pathlib import Path
 
-from .. import clock
-from ..bus import messages, workers
+from ..bus import workers
 from ..bus.connection import Bus
 from ..context import WorkerContext
 from ..context import read as read_context
@@ -203,16 +207,18 @@ def schedule_knowledge(where: Where, files: list[str], hook: str) -> None:
 
 
 def post_commit(where: Where) -> int:
+    """The parts of post-commit the shim cannot do: the radar and the knowledge index.
+
+    The commit itself is recorded by the shim (one line in the worktree's
+    spool, see :mod:`.spool`); the radar's notice is printed by the shim too.
+    """
     hook = "post-commit"
-    if operation_in_progress(where.git_dir) in ("rebase", "cherry-pick", "revert"):
-        return 0  # replaying commits: post-rewrite records one summary
     ctx = worker_context(where, hook)
-    knowledge = knowledge_here(where)
+    knowledge = knowledge_here(where) and not os.environ.get("NERVE_HOOK_BACKGROUND")
     if ctx is None and not knowledge:
         return 0
-    if ctx is not None:
-        if guarded(hook, "commit not recorded on the bus", _record_commit, where, ctx.task_id):
-            guarded(hook, "conflict radar not refreshed", _radar, where, ctx.task_id)
+    if ctx is not None and operation_in_progress(where.git_dir) != "rebase":
+        guarded(hook, "conflict radar not refreshed", _radar, where, ctx.task_id)
     if knowledge:
         files = guarded(hook, "knowledge index not scheduled", _commit_files)
         schedule_knowledge(where, files or [], hook)
@@ -225,27 +231,14 @@ RADAR_STATES = ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")
 
 def _radar(where: Where, task_id: str) -> None:
     """Start the radar's recompute of this task's pairs (never waited on); print what it found last time."""
-    from ..radar import background, notice
+    from ..radar import background
 
-    found = notice.take(where.git_dir)
-    if found:
-        sys.stderr.write(found)
     if where.toplevel is None:
         return
     with open_bus(where.common_dir) as bus:
         others = [w for w in workers.all_workers(bus.conn, states=RADAR_STATES) if w.task_id != task_id]
     if others:  # alone, there is nothing to collide with but the integration branch: `git worker conflicts`
         background.spawn(where.toplevel, task_id, where.common_dir / "nerve" / "radar.log")
-
-
-def _record_commit(where: Where, task_id: str) -> bool:
-    sha, _, subject = _git(["log", "-1", "--format=%H%x00%s", "HEAD"]).rstrip(b"\n").partition(b"\0")
-    with open_bus(where.common_dir) as bus:
-        heartbeat.record(bus, task_id, source="post-commit")
-        with bus.write() as conn:
-            payload = {"sha": sha.decode(), "subject": subject.decode("utf-8", "replace")}
-            messages.publish(conn, task_id, "commit", payload, clock.now())
-    return True
 
 
 def _commit_files() -> list[str]:
@@ -267,14 +260,16 @@ def parse_rewrites(text: str) -> list[list[str]]:
 
 
 def post_rewrite(where: Where, source: str, stdin: str) -> int:
+    """The parts of post-rewrite the shim cannot do: the hint to a CONFLICTED task, the knowledge index.
+
+    The rewrite itself is recorded by the shim (see :mod:`.spool`).
+    """
     hook = "post-rewrite"
     pairs = parse_rewrites(stdin)
     ctx = worker_context(where, hook)
     knowledge = knowledge_here(where)
-    if ctx is not None:
-        hint = guarded(hook, "rewrite not recorded on the bus", _record_rewrite, where, ctx.task_id, source, pairs)
-        if hint:
-            sys.stderr.write(f"git-nerve: {ctx.task_id} is CONFLICTED and its rebase is finished; next: {NEXT_AFTER_REBASE}\n")
+    if ctx is not None and guarded(hook, "task state not read", _conflicted_rebase_finished, where, ctx.task_id, source):
+        sys.stderr.write(f"git-nerve: {ctx.task_id} is CONFLICTED and its rebase is finished; next: {NEXT_AFTER_REBASE}\n")
     if knowledge and pairs:
         old_tip = pairs[-1][0]
         files = guarded(hook, "knowledge index not scheduled", lambda: _names(_git(["diff", "--name-only", "-z", old_tip, "HEAD", "--"])))
@@ -282,20 +277,14 @@ def post_rewrite(where: Where, source: str, stdin: str) -> int:
     return 0
 
 
-def _record_rewrite(where: Where, task_id: str, source: str, pairs: list[list[str]]) -> bool:
-    """Heartbeat + one ``rewrite`` message; True when the next step is ``done --skip-rebase``."""
+def _conflicted_rebase_finished(where: Where, task_id: str, source: str) -> bool:
+    """True when the next step is ``done --skip-rebase``."""
     # git runs post-rewrite "rebase" as the rebase's last step, before it removes its state
-    finished = source == "rebase" or operation_in_progress(where.git_dir) != "rebase"
+    if not (source == "rebase" or operation_in_progress(where.git_dir) != "rebase"):
+        return False
     with open_bus(where.common_dir) as bus:
-        heartbeat.record(bus, task_id, source="post-rewrite")
-        with bus.write() as conn:
-            w = workers.get(conn, task_id)
-            hint = finished and w is not None and w.state == State.CONFLICTED.value
-            payload: dict = {"source": source, "pairs": pairs}
-            if hint:
-                payload["next"] = NEXT_AFTER_REBASE
-            messages.publish(conn, task_id, "rewrite", payload, clock.now())
-    return hint
+        w = workers.get(bus.conn, task_id)
+    return w is not None and w.state == State.CONFLICTED.value
 
 
 # -- pre-push ------------------------------------------------------------------------------------
@@ -422,6 +411,8 @@ def run(hook: str, args: list[str], stdin) -> int:
     if hook == "post-commit":
         return post_commit(where)
     text = stdin.read().decode("utf-8", "replace") if stdin is not None else ""
+    if hook == "post-merge":
+        return 0  # all of it is the shim's line in the spool
     if hook == "post-rewrite":
         return post_rewrite(where, args[0] if args else "", text)
     if hook == "pre-push":

@@ -1,0 +1,253 @@
+"""The commit spool: what the hook shims record without starting Python, and its ingestion.
+
+In a worker's worktree the shim (``hooks/git-nerve-hook``) appends one line
+per event to ``<git-dir>/nerve/spool`` (the worktree's own git dir, so
+nothing shows in ``git status``)::
+
+    commit<TAB><sha>                     post-commit (commit, amend, cherry-pick, revert, merge commit)
+    merge<TAB><sha><TAB><squash 0|1>     post-merge (git merge / pull, fast-forward or not)
+    rewrite<TAB><source><TAB><old>:<new> <old>:<new> ...   post-rewrite (amend, rebase)
+
+:func:`ingest` turns pending lines into what the hooks used to write
+themselves: a ``heartbeat`` per event and a ``commit`` / ``rewrite`` message.
+It runs whenever the bus is opened (:class:`git_nerve.bus.connection.Bus`),
+so every reader (``git worker status/show/done/merge``, ``git nerve thread``,
+the workflow runner, the radar) sees every commit first. Standard library only.
+
+Crash safety and idempotence: a spool is first renamed to
+``spool.claimed-<pid>-<ns>`` (the shim's later lines go to a fresh spool),
+its lines are ingested in one bus transaction in which each event is keyed
+(a commit by its sha, a rewrite by its pairs) so an event already on the bus
+is skipped, and the claimed file is removed only after the commit. A reader
+that dies half-way leaves the claimed file; the next reader ingests it, and
+what was already recorded is not recorded twice.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+SPOOL = "spool"
+CLAIMED = "spool.claimed-"
+SOURCES = {"commit": "post-commit", "merge": "post-merge", "rewrite": "post-rewrite"}
+
+
+def spool_path(git_dir: str | os.PathLike[str]) -> Path:
+    return Path(git_dir) / "nerve" / SPOOL
+
+
+def _nerve_dirs(common_dir: Path) -> list[Path]:
+    """The ``nerve`` dirs of every git dir of the repository (the main one and each linked worktree's)."""
+    found = [common_dir / "nerve"]
+    try:
+        entries = os.scandir(common_dir / "worktrees")
+    except OSError:
+        return found
+    with entries:
+        for e in entries:
+            found.append(Path(e.path) / "nerve")
+    return found
+
+
+def _pending(nerve_dir: Path) -> list[str]:
+    try:
+        names = os.listdir(nerve_dir)
+    except OSError:
+        return []
+    return [n for n in names if n == SPOOL or n.startswith(CLAIMED)]
+
+
+def _claim(nerve_dir: Path, names: list[str]) -> list[Path]:
+    """Rename a live spool to a claimed file; with earlier claimed files left by a reader that died."""
+    claimed = []
+    for name in sorted(names):
+        path = nerve_dir / name
+        if name == SPOOL:
+            target = nerve_dir / f"{CLAIMED}{os.getpid()}-{_ns()}"
+            try:
+                os.rename(path, target)
+            except FileNotFoundError:
+                continue  # another reader claimed it first
+            claimed.append(target)
+        else:
+            claimed.append(path)
+    return claimed
+
+
+def _ns() -> int:
+    import time
+
+    return time.time_ns()
+
+
+def parse(line: str) -> tuple | None:
+    """One spool line as ``(kind, sha-or-source, extra)``; None when it is not one of ours."""
+    parts = line.rstrip("\n").split("\t")
+    kind = parts[0]
+    if kind == "commit" and len(parts) >= 2 and _is_sha(parts[1]):
+        return ("commit", parts[1], None)
+    if kind == "merge" and len(parts) >= 2 and _is_sha(parts[1]):
+        return ("merge", parts[1], (parts[2] if len(parts) > 2 else "0") == "1")
+    if kind == "rewrite" and len(parts) >= 3:
+        pairs = []
+        for item in parts[2].split():
+            old, _, new = item.partition(":")
+            if _is_sha(old) and _is_sha(new):
+                pairs.append([old, new])
+        return ("rewrite", parts[1], pairs)
+    return None
+
+
+def _is_sha(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
+
+
+def _read(path: Path) -> tuple[list[str], float, int]:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+            mtime = os.fstat(fh.fileno()).st_mtime
+    except OSError:
+        return [], 0.0, 0
+    return data.decode("utf-8", "replace").splitlines(), mtime, len(data)
+
+
+def _commit_info(common_dir: Path, shas: list[str]) -> dict[str, tuple[float, str]]:
+    """sha -> (committer time, subject); commits git no longer has are left out."""
+    if not shas:
+        return {}
+    from ..git import cli
+
+    proc = cli.run(
+        ["--git-dir", os.fspath(common_dir), "log", "--no-walk=unsorted", "--ignore-missing",
+         "--format=%H%x00%ct%x00%s", "--stdin"],
+        cwd=common_dir, input=("\n".join(dict.fromkeys(shas)) + "\n").encode(), check=False, text=False,
+    )
+    info = {}
+    if proc.returncode == 0:
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            sha, _, rest = line.partition("\0")
+            ct, _, subject = rest.partition("\0")
+            try:
+                info[sha] = (float(ct), subject)
+            except ValueError:
+                continue
+    return info
+
+
+def ingest(bus, common_dir: str | os.PathLike[str] | None = None) -> int:
+    """Record every pending spool line of the repository on ``bus``; returns how many events were new.
+
+    Never raises for a spool it cannot read or a task that is gone: such
+    lines are dropped (a task that is gone has no one to tell).
+    """
+    common = Path(common_dir) if common_dir is not None else bus.path.parent.parent
+    work = []  # (git_dir, claimed files)
+    for nerve_dir in _nerve_dirs(common):
+        names = _pending(nerve_dir)
+        if names:
+            claimed = _claim(nerve_dir, names)
+            if claimed:
+                work.append((nerve_dir.parent, claimed))
+    if not work:
+        return 0
+    from .. import clock, faults
+    from ..context import read as read_context
+    from ..errors import NerveError
+
+    faults.point("spool.after-claim")
+    batches = []  # (task_id, [(kind, a, b, mtime)])
+    done_files = []
+    for git_dir, claimed in work:
+        try:
+            ctx = read_context(git_dir)
+        except NerveError:
+            ctx = None
+        events = []
+        for path in claimed:
+            lines, mtime, size = _read(path)
+            done_files.append((path, size))
+            for line in lines:
+                event = parse(line)
+                if event is not None:
+                    events.append((*event, mtime))
+        if ctx is not None and events:
+            batches.append((ctx.task_id, events))
+    shas = [e[1] for _, events in batches for e in events if e[0] in ("commit", "merge")]
+    shas += [e[2][-1][1] for _, events in batches for e in events if e[0] == "rewrite" and e[2]]
+    info = _commit_info(common, shas) if shas else {}
+    now = clock.now()
+    new = 0
+    if batches:
+        with bus.write() as conn:
+            for task_id, events in batches:
+                new += _record(conn, task_id, events, info, now)
+    faults.point("spool.after-record")
+    for path, size in done_files:
+        try:
+            if path.stat().st_size > size:
+                continue  # a shim appended while we read: the next reader takes the rest (keys skip the rest)
+            path.unlink()
+        except OSError:
+            pass
+    return new
+
+
+def _record(conn, task_id: str, events: list, info: dict, now: float) -> int:
+    from . import messages, workers
+
+    w = workers.get(conn, task_id)
+    if w is None:
+        return 0
+    seen_commits = set()
+    seen_rewrites = set()
+    for m in messages.for_task(conn, task_id, kinds=("commit", "rewrite")):
+        if m.kind == "commit":
+            seen_commits.add(m.payload.get("sha"))
+        else:
+            seen_rewrites.add((m.payload.get("source"), _pairs_key(m.payload.get("pairs"))))
+    last = w.last_heartbeat or 0.0
+    new = 0
+    for kind, a, b, mtime in events:
+        if kind in ("commit", "merge"):
+            if a in seen_commits:
+                continue
+            seen_commits.add(a)
+            ct, subject = info.get(a, (mtime, ""))
+            ts = min(ct, mtime, now) if kind == "commit" else min(mtime, now)
+            payload: dict = {"sha": a, "subject": subject}
+            if kind == "merge":
+                payload["source"] = "merge"
+                if b:
+                    payload["squash"] = True
+        else:
+            key = (a, _pairs_key(b))
+            if key in seen_rewrites:
+                continue
+            seen_rewrites.add(key)
+            ts = min(mtime, now)
+            payload = {"source": a, "pairs": b}
+        messages.publish(conn, task_id, "heartbeat", {"source": SOURCES[kind]}, ts)
+        messages.publish(conn, task_id, "commit" if kind in ("commit", "merge") else "rewrite", payload, ts)
+        if ts >= last:
+            workers.heartbeat(conn, task_id, ts, None, None)
+            last = ts
+        new += 1
+    return new
+
+
+def _pairs_key(pairs) -> tuple:
+    return tuple(tuple(p) for p in pairs or ())
+
+
+def ingest_quietly(bus) -> None:
+    """:func:`ingest` for the bus's open path: a failure is one warning line, never the reader's failure."""
+    try:
+        ingest(bus)
+    except Exception as exc:  # noqa: BLE001 - the spool stays for the next reader
+        sys.stderr.write(f"warning: git-nerve: commits recorded by the hooks not read yet ({type(exc).__name__}: {exc})\n")
+
+
+__all__ = ["SPOOL", "ingest", "ingest_quietly", "parse", "spool_path"]
