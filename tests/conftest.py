@@ -114,3 +114,10 @@ def fsck(path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     bad = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln and not ln.startswith(("dangling", "notice"))]
     assert not bad, bad
+
+
+def pytest_collection_modifyitems(items):
+    """A test of a real third-party tool may install it first (minutes on a fresh machine): give it room."""
+    for item in items:
+        if item.get_closest_marker("real") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(1500))
