@@ -84,6 +84,8 @@ def test_a_hanging_model_is_a_timeout_that_keeps_the_output(codex_bin, tmp_path)
 
 
 def test_a_stop_ends_the_running_agent(codex_bin, repo):
+    # a heartbeat (and so a look at the steering queue) every 2 s: the stop lands inside the coder's `sleep 30`
+    subprocess.run(["git", "config", "nerve.heartbeatInterval", "2s"], cwd=repo.work, check=True)
     with ScriptedModel(mode="slow", params=chat_params(repo)) as model:
         env = env_for(codex_bin, model)
         proc = repo.start_develop(env)

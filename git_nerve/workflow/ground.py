@@ -18,6 +18,7 @@ from pathlib import Path
 from .. import clock
 from ..bus import messages
 from ..bus.connection import Bus
+from ..bus.spool import ingest_quietly
 from ..errors import GitError
 from ..git import refs, worktrees
 
@@ -67,6 +68,7 @@ def record_commits(bus: Bus, workdir: str | Path, task_id: str, commits: list[st
     """Publish a ``commit`` message for each of ``commits`` the bus does not hold yet; the recorded shas."""
     if not commits:
         return []
+    ingest_quietly(bus)  # what the hooks spooled first: a commit they saw is theirs, not recorded twice
     subjects = {c: refs.commit_subject(workdir, c) for c in commits}  # git first, the bus transaction last
     with bus.write() as conn:  # check and publish in one transaction: a hook recording meanwhile is seen
         known = {m.payload.get("sha") for m in messages.for_task(conn, task_id, kinds=("commit",))}
