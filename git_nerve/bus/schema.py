@@ -77,6 +77,21 @@ MIGRATIONS: list[str] = [
     );
     CREATE UNIQUE INDEX outbox_once ON outbox(consumer, inbox_id, kind) WHERE inbox_id IS NOT NULL;
     """,
+    # 2: notes delivered to a running agent (its CLI's hook, the MCP notes tool), and acted on.
+    """
+    CREATE TABLE deliveries (
+        inbox_id  INTEGER NOT NULL,                  -- the note (inbox kind 'note')
+        task_id   TEXT NOT NULL,                     -- the task whose agent it reached (a note to 'all' reaches many)
+        ts        REAL NOT NULL,                     -- when it was handed to the agent
+        reader    TEXT NOT NULL,                     -- who read it: e.g. 'claude (hook)', 'mcp: claude-code 2.1'
+        pid       INTEGER,                           -- the process it reached, when known
+        via       TEXT NOT NULL,                     -- 'hook' | 'mcp' | 'prompt'
+        acted_at  REAL,                              -- when the agent acted on it (NULL: not yet)
+        acted     TEXT,                              -- how: e.g. 'commit 1a2b3c4', 'stopped'
+        PRIMARY KEY (inbox_id, task_id)
+    );
+    CREATE INDEX deliveries_task ON deliveries(task_id, acted_at);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

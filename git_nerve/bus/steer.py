@@ -58,6 +58,12 @@ def enqueue(
     return int(cur.lastrowid)
 
 
+def message(conn: sqlite3.Connection, inbox_id: int) -> InboxMessage | None:
+    """One inbox message by id."""
+    row = conn.execute(f"{_INBOX} WHERE id = ?", (inbox_id,)).fetchone()
+    return InboxMessage(*row) if row else None
+
+
 def last_id(conn: sqlite3.Connection) -> int:
     """The newest inbox id (0 when the inbox is empty)."""
     return int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM inbox").fetchone()[0])
@@ -148,7 +154,71 @@ def outbox_for(conn: sqlite3.Connection, inbox_ids: list[int]) -> list[OutboxLin
     return out
 
 
+# -- deliveries: notes handed to a running agent -------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delivery:
+    inbox_id: int
+    task_id: str
+    ts: float
+    reader: str
+    pid: int | None
+    via: str  #: 'hook' | 'mcp' | 'prompt'
+    acted_at: float | None
+    acted: str | None
+
+
+_DELIVERY = "SELECT inbox_id, task_id, ts, reader, pid, via, acted_at, acted FROM deliveries"
+VIAS = ("hook", "mcp", "prompt")
+
+
+def undelivered_notes(conn: sqlite3.Connection, task_id: str, *, all_since: float | None) -> list[InboxMessage]:
+    """The notes for ``task_id`` (to it, or to every task from ``all_since`` on) no agent of it has read yet."""
+    sql = (f"{_INBOX} WHERE kind = 'note' AND ((scope = 'task' AND task_id = ?)"
+           + (" OR (scope = 'all' AND ts >= ?)" if all_since is not None else "")
+           + ") AND id NOT IN (SELECT inbox_id FROM deliveries WHERE task_id = ?) ORDER BY id")
+    params: list = [task_id] + ([all_since] if all_since is not None else []) + [task_id]
+    return [InboxMessage(*r) for r in conn.execute(sql, params)]
+
+
+def record_delivery(
+    conn: sqlite3.Connection, *, inbox_id: int, task_id: str, reader: str, pid: int | None, via: str, ts: float
+) -> bool:
+    """Note that ``inbox_id`` reached ``task_id``'s agent; False when it had already (the first delivery stands)."""
+    if via not in VIAS:
+        raise ValueError(f"via {via!r}")
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO deliveries(inbox_id, task_id, ts, reader, pid, via) VALUES (?, ?, ?, ?, ?, ?)",
+        (inbox_id, task_id, ts, reader, pid, via),
+    )
+    return cur.rowcount == 1
+
+
+def mark_acted(conn: sqlite3.Connection, *, task_id: str, acted: str, ts: float,
+               inbox_ids: list[int] | None = None) -> list[Delivery]:
+    """Mark the task's delivered notes not yet acted on (or only ``inbox_ids``) as acted on; returns them."""
+    sql = f"{_DELIVERY} WHERE task_id = ? AND acted_at IS NULL"
+    params: list = [task_id]
+    if inbox_ids is not None:
+        if not inbox_ids:
+            return []
+        sql += f" AND inbox_id IN ({','.join('?' * len(inbox_ids))})"
+        params.extend(inbox_ids)
+    found = [Delivery(*r) for r in conn.execute(sql + " ORDER BY inbox_id", params)]
+    for d in found:
+        conn.execute("UPDATE deliveries SET acted_at = ?, acted = ? WHERE inbox_id = ? AND task_id = ?",
+                     (ts, acted, d.inbox_id, task_id))
+    return found
+
+
+def deliveries_for(conn: sqlite3.Connection, task_id: str) -> list[Delivery]:
+    """Every delivery to ``task_id``'s agents, oldest note first."""
+    return [Delivery(*r) for r in conn.execute(f"{_DELIVERY} WHERE task_id = ? ORDER BY inbox_id", (task_id,))]
+
+
 __all__ = [
-    "KINDS", "SCOPES", "InboxMessage", "OutboxLine", "about_task", "acknowledge", "advance", "cursor", "enqueue",
-    "for_queue_after", "for_task_after", "last_id", "outbox_after", "outbox_for",
+    "KINDS", "SCOPES", "VIAS", "Delivery", "InboxMessage", "OutboxLine", "about_task", "acknowledge", "advance",
+    "cursor", "deliveries_for", "enqueue", "for_queue_after", "for_task_after", "last_id", "mark_acted", "message",
+    "outbox_after", "outbox_for", "record_delivery", "undelivered_notes",
 ]

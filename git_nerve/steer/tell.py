@@ -26,6 +26,7 @@ from .. import clock
 from ..bus import rounds, steer, workers
 from ..bus.connection import Bus
 from ..errors import UsageError
+from . import delivery
 from .drain import QUEUE_CONSUMER, task_consumer
 from .parse import COMMANDS, parse
 
@@ -160,12 +161,13 @@ class Entry:
     message: steer.InboxMessage
     answers: tuple[steer.OutboxLine, ...]  #: the outbox lines of the consumers that concern the task
     expected: tuple[str, ...]  #: those consumers
+    note: Any = None  #: a note's :class:`~git_nerve.steer.delivery.NoteStatus` (queued, delivered, acted on)
 
     @property
     def status(self) -> str:
-        """In the thread (a note), or which consumers acted on it and which have yet to."""
+        """A note's delivery (queued, delivered to whom, acted on), or which consumers acted on it and which have yet to."""
         if self.message.kind == "note":
-            return "in the thread"
+            return self.note.describe() if self.note is not None else "in the thread"
         acted = {a.consumer for a in self.answers}
         parts = []
         done = [c for c in self.expected if c in acted]
@@ -181,6 +183,7 @@ class Entry:
         return {
             "id": m.id, "ts": clock.iso(m.ts), "scope": m.scope, "kind": m.kind, "target": m.target, "text": m.text,
             "status": self.status,
+            **({"delivery": self.note.as_dict()} if self.note is not None else {}),
             "outbox": [{"ts": clock.iso(a.ts), "consumer": a.consumer, "text": a.text} for a in self.answers],
         }
 
@@ -191,11 +194,13 @@ def about(bus: Bus, task_id: str) -> list[Entry]:
     w = workers.get(conn, task_id)
     found = steer.about_task(conn, task_id, all_since=w.assigned_at if w else None)
     answers = steer.outbox_for(conn, [m.id for m in found])
+    notes = delivery.statuses(conn, task_id, found)
     entries = []
     for m in found:
         expected = {"task": (task_consumer(task_id),), "all": (task_consumer(task_id), QUEUE_CONSUMER)}.get(
             m.scope, (QUEUE_CONSUMER,))
-        entries.append(Entry(m, tuple(a for a in answers if a.inbox_id == m.id and a.consumer in expected), expected))
+        entries.append(Entry(m, tuple(a for a in answers if a.inbox_id == m.id and a.consumer in expected), expected,
+                             notes.get(m.id)))
     return entries
 
 

@@ -1,0 +1,125 @@
+"""Notes reaching an agent while it runs: delivered (to which process, when), then acted on.
+
+`git nerve tell --task T "..."` queues a note and appends it to T's thread at
+once. A running agent gets it at its next safe point through whichever door
+its CLI has: the CLI's own hook (Claude Code's ``PostToolUse``, for example),
+the MCP notes tool, or, failing both, the next role's prompt. Each door calls
+:func:`deliver`, which hands back the notes this task's agents have not read
+yet and, in the same transaction, records who read them, in which process and
+when, with one outbox line per note (``git nerve outbox`` shows it). When the
+agent has acted on them (its next commit, a stop obeyed, or the agent saying
+so through MCP), :func:`acted` records how, again with an outbox line.
+
+A note is delivered once per task: the first door to take it wins, and a
+second reader (a retry, another process) does not see it again as new. The
+note's text is the person's, never an agent's: it is cleaned of control codes
+before any agent sees it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import clock
+from ..bus import steer, workers
+from ..bus.connection import Bus
+from ..text import clean
+from .drain import quoted, task_consumer
+
+#: outbox kinds of the lines written here (messages' own kinds are stop/skip/add/note)
+DELIVERED = "delivered"
+ACTED = "acted"
+
+
+def _who(reader: str, pid: int | None, via: str) -> str:
+    return f"{reader}" + (f" (pid {pid})" if pid else "") + f" via {via}"
+
+
+def deliver(bus: Bus, task_id: str, *, reader: str, via: str, pid: int | None = None) -> list[steer.InboxMessage]:
+    """The notes ``task_id``'s agents have not read yet, now marked delivered to ``reader``/``pid``.
+
+    Empty when there is nothing new (no write lock is taken then).
+    """
+    conn = bus.conn
+    w = workers.get(conn, task_id)
+    since = w.assigned_at if w else None
+    if not steer.undelivered_notes(conn, task_id, all_since=since):
+        return []
+    with bus.write() as conn:
+        found = steer.undelivered_notes(conn, task_id, all_since=since)
+        ts = clock.now()
+        for m in found:
+            steer.record_delivery(conn, inbox_id=m.id, task_id=task_id, reader=reader, pid=pid, via=via, ts=ts)
+            steer.acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=DELIVERED, ts=ts,
+                              text=f"note delivered to {_who(reader, pid, via)}; queued message: {quoted(m)}")
+    return found
+
+
+def acted(bus: Bus, task_id: str, *, how: str, inbox_ids: list[int] | None = None) -> list[steer.Delivery]:
+    """Record that the notes delivered to ``task_id`` (or only ``inbox_ids``) were acted on, and how."""
+    conn = bus.conn
+    if not any(d.acted_at is None for d in steer.deliveries_for(conn, task_id)):
+        return []
+    with bus.write() as conn:
+        ts = clock.now()
+        done = steer.mark_acted(conn, task_id=task_id, acted=how, ts=ts, inbox_ids=inbox_ids)
+        for d in done:
+            text = _acted_line(conn, d, how)
+            steer.acknowledge(conn, consumer=task_consumer(task_id), inbox_id=d.inbox_id, kind=ACTED, ts=ts, text=text)
+    return done
+
+
+def _acted_line(conn, d: steer.Delivery, how: str) -> str:
+    m = steer.message(conn, d.inbox_id)
+    quote = quoted(m) if m is not None else f"#{d.inbox_id}"
+    return f"note acted on by {d.reader}: {how}; queued message: {quote}"
+
+
+def for_agent(notes: list[steer.InboxMessage]) -> str:
+    """The text an agent is handed: the person's notes, oldest first (empty when there are none)."""
+    if not notes:
+        return ""
+    lines = ["Notes from the person in charge of this task (git nerve tell), oldest first:"]
+    lines += [f"- [note #{m.id}, {clock.iso(m.ts)}] {clean(m.text)}" for m in notes]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class NoteStatus:
+    """Where one note stands for one task: queued, delivered, acted on."""
+
+    message: steer.InboxMessage
+    delivery: steer.Delivery | None
+
+    @property
+    def state(self) -> str:
+        if self.delivery is None:
+            return "queued"
+        return "acted on" if self.delivery.acted_at is not None else "delivered"
+
+    def describe(self) -> str:
+        d = self.delivery
+        if d is None:
+            return "queued (in the thread; no running agent has read it yet)"
+        text = f"delivered to {_who(d.reader, d.pid, d.via)} at {clock.iso(d.ts)}"
+        if d.acted_at is not None:
+            text += f"; acted on at {clock.iso(d.acted_at)}: {d.acted}"
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        d = self.delivery
+        return {
+            "state": self.state,
+            "delivered": None if d is None else {"reader": d.reader, "pid": d.pid, "via": d.via, "ts": clock.iso(d.ts)},
+            "acted": None if d is None or d.acted_at is None else {"ts": clock.iso(d.acted_at), "how": d.acted},
+        }
+
+
+def statuses(conn, task_id: str, notes: list[steer.InboxMessage]) -> dict[int, NoteStatus]:
+    """Each note's status for ``task_id``, by inbox id."""
+    by_id = {d.inbox_id: d for d in steer.deliveries_for(conn, task_id)}
+    return {m.id: NoteStatus(m, by_id.get(m.id)) for m in notes if m.kind == "note"}
+
+
+__all__ = ["ACTED", "DELIVERED", "NoteStatus", "acted", "deliver", "for_agent", "statuses"]
