@@ -2,7 +2,7 @@
 
 Every test runs the real command `git nerve run develop --task t1 --adapter aider`
 on a repository with an origin, after a plain `git nerve init`, against the
-scripted model (Chat Completions; fixtures/scripted_model/styles/aider.py answers
+scripted model (Chat Completions; git_nerve/scripted_model/styles/aider.py answers
 in aider's SEARCH/REPLACE edit format) on 127.0.0.1. The model and key are the
 user's own aider setup (AIDER_MODEL, OPENAI_API_BASE, OPENAI_API_KEY).
 What is asserted comes from git, the bus and the model server's log.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.scripted_model.server import API_KEY, MODEL, ScriptedModel
+from git_nerve.scripted_model.server import API_KEY, MODEL, ScriptedModel
 from tests.real_agents import (
     AgentRepo, _check, agent_env, agent_pids, assert_escape_refused, assert_happy_path, chat_params, home_files,
     stop_process,

@@ -2,7 +2,7 @@
 
 Every test runs the real command `git nerve run develop --task t1 --adapter claude`
 on a repository with an origin, after a plain `git nerve init`, against the
-scripted model (fixtures/scripted_model/anthropic.py: the Messages API with SSE)
+scripted model (git_nerve/scripted_model/anthropic.py: the Messages API with SSE)
 on 127.0.0.1. What is asserted comes from git, the bus and the model server's log
 of the tool results Claude Code sent back (its own evidence of what ran or was refused).
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from fixtures.repos.build import git
-from fixtures.scripted_model.scenario import CODER_LINE
-from fixtures.scripted_model.server import API_KEY, ScriptedModel
+from git_nerve.scripted_model.scenario import CODER_LINE
+from git_nerve.scripted_model.server import API_KEY, ScriptedModel
 from tests.real_agents import AgentRepo, _check, agent_env, agent_pids, stop_process
 from tests.realtools import npm_tool
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.scripted_model import API_KEY, MODEL, ScriptedModel
+from git_nerve.scripted_model import API_KEY, MODEL, ScriptedModel
 from tests.real_agents import AgentRepo, agent_env, assert_happy_path, chat_params
 from tests.realtools import npm_tool
 

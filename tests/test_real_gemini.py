@@ -2,7 +2,7 @@
 
 Every test runs the real command `git nerve run develop --task t1 --adapter gemini`
 on a repository with an origin, after a plain `git nerve init`, against the
-scripted model (fixtures/scripted_model/gemini.py) on 127.0.0.1. What is asserted
+scripted model (git_nerve/scripted_model/gemini.py) on 127.0.0.1. What is asserted
 comes from git, the bus and the model server's log of what the CLI sent back.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from fixtures.repos.build import git
-from fixtures.scripted_model.scenario import CODER_LINE, TEST_CMD
-from fixtures.scripted_model.server import API_KEY, MODEL, ScriptedModel
+from git_nerve.scripted_model.scenario import CODER_LINE, TEST_CMD
+from git_nerve.scripted_model.server import API_KEY, MODEL, ScriptedModel
 from tests.real_agents import AgentRepo, _check, agent_env, agent_pids, stop_process
 from tests.realtools import npm_tool
 

@@ -2,7 +2,7 @@
 
 Every test runs the real command `git nerve run develop --task t1 --adapter opencode`
 on a repository with an origin, after a plain `git nerve init`, against the
-scripted model (Chat Completions, fixtures/scripted_model/chat.py) on 127.0.0.1.
+scripted model (Chat Completions, git_nerve/scripted_model/chat.py) on 127.0.0.1.
 The provider is the user's own opencode config in the test's temporary HOME.
 What is asserted comes from git, the bus and the model server's log.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.scripted_model.server import API_KEY, MODEL, ScriptedModel
+from git_nerve.scripted_model.server import API_KEY, MODEL, ScriptedModel
 from tests.real_agents import (
     AgentRepo, _check, agent_env, agent_pids, assert_escape_refused, assert_happy_path, chat_params, home_files,
     stop_process,
