@@ -57,16 +57,21 @@ class PushResult:
     ok: bool
     rejected: bool  #: the remote moved (non-fast-forward / stale lease): retry after fetching
     message: str
+    #: everything git printed (stdout + stderr: a pre-push hook's own output is in there)
+    output: str = ""
+    #: refused before anything was sent: git's pre-push hook (a gate) said no
+    hook_refused: bool = False
 
 
 def push(cwd, remote: str, src: str, dst_branch: str, *, expect: str | None = None, force_with_lease: bool = False,
-         env_extra: dict | None = None) -> PushResult:
+         env_extra: dict | None = None, config: dict | None = None) -> PushResult:
     """Push ``src`` to ``refs/heads/<dst_branch>`` on ``remote``.
 
     ``expect`` (a sha, or "" for "must not exist") makes the push a
-    compare-and-set on the remote ref via --force-with-lease.
+    compare-and-set on the remote ref via --force-with-lease. ``config``:
+    ``git -c key=value`` settings for this push only.
     """
-    args = ["push", "--quiet", "--porcelain"]
+    args = [*_config_args(config), "push", "--quiet", "--porcelain"]
     if expect is not None:
         args.append(f"--force-with-lease=refs/heads/{dst_branch}:{expect}")
     elif force_with_lease:
@@ -79,8 +84,76 @@ def push(cwd, remote: str, src: str, dst_branch: str, *, expect: str | None = No
     rejected = any(w in text for w in ("[rejected]", "non-fast-forward", "stale info", "fetch first", "[remote rejected]"))
     if "pre-push hook" in text or "hook declined" in text:
         rejected = False
-    return PushResult(False, rejected, cli.last_line(proc.stderr) or cli.last_line(proc.stdout))
+    return PushResult(False, rejected, cli.last_line(proc.stderr) or cli.last_line(proc.stdout), text,
+                      _hook_refused(proc.stdout, text))
 
 
-def delete_branch(cwd, remote: str, branch: str) -> bool:
-    return cli.ok(["push", "--quiet", remote, f":refs/heads/{branch}"], cwd=cwd)
+def _hook_refused(stdout: str, text: str) -> bool:
+    """git gave up before sending anything because the pre-push hook failed.
+
+    git (2.39) says only "failed to push some refs" then, and prints no ref
+    status line (``--porcelain``: ``<flag>\t<from>:<to>\t<summary>``), which
+    it does for every ref it did send or was refused by the remote.
+    """
+    if "pre-push hook" in text or "hook declined" in text:
+        return True
+    status_lines = [ln for ln in stdout.splitlines() if ln[:2] in ("!\t", "=\t", " \t", "*\t", "+\t", "-\t")]
+    return "failed to push some refs" in text and not status_lines
+
+
+def _config_args(config: dict | None) -> list[str]:
+    return [arg for k, v in (config or {}).items() for arg in ("-c", f"{k}={v}")]
+
+
+def delete_branch(cwd, remote: str, branch: str, *, config: dict | None = None) -> PushResult:
+    """Delete ``branch`` on ``remote`` (git runs the pre-push hook for a deletion too)."""
+    proc = cli.run([*_config_args(config), "push", "--quiet", remote, f":refs/heads/{branch}"], cwd=cwd, check=False)
+    text = proc.stdout + proc.stderr
+    if proc.returncode == 0:
+        return PushResult(True, False, "", text)
+    return PushResult(False, False, cli.message(proc.stderr) or cli.last_line(proc.stdout), text,
+                      "failed to push some refs" in text and "[remote rejected]" not in text)
+
+
+def from_checkout_config(main_checkout, remote: str) -> dict:
+    """``git -c`` settings that make a push from another (temporary) checkout behave as one from ``main_checkout``.
+
+    A relative ``core.hooksPath`` (husky's ``.husky/_``) is resolved per
+    checkout; a temporary one has no such directory, so git would run no
+    pre-push hook at all: point it at the main checkout's. A relative remote
+    URL is resolved against the directory git runs in: rewrite it
+    (:func:`url_rewrites`).
+    """
+    import os
+
+    config: dict = {}
+    if main_checkout is None or not os.path.isdir(main_checkout):
+        return config
+    hooks_path = cli.run(["config", "core.hooksPath"], cwd=main_checkout, check=False).stdout.strip()
+    if hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)):
+        config["core.hooksPath"] = cli.out(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=main_checkout)
+    if remote:
+        config.update(url_rewrites(main_checkout, remote, main_checkout))
+    return config
+
+
+def url_rewrites(cwd, remote: str, base) -> dict:
+    """``url.<absolute>.insteadOf=<relative>`` for a remote whose URL is a relative path.
+
+    git resolves such a URL against the directory it runs in; a push from
+    another checkout (a temporary one) would miss the remote. ``base`` is the
+    directory the URL was meant from (the main checkout).
+    """
+    import os
+
+    found = {}
+    for key in (f"remote.{remote}.url", f"remote.{remote}.pushurl"):
+        proc = cli.run(["config", "--get-all", key], cwd=cwd, check=False)
+        for url in proc.stdout.splitlines():
+            url = url.strip()
+            if not url or os.path.isabs(url) or "://" in url or url.startswith("file:"):
+                continue
+            if ":" in url.split("/", 1)[0]:  # scp-like host:path
+                continue
+            found[f"url.{os.path.normpath(os.path.join(os.fspath(base), url))}.insteadOf"] = url
+    return found

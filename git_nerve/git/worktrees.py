@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import shutil
 import time
@@ -202,3 +204,53 @@ def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | 
         return cli.out(["commit-tree", tree, *parent_args, "-m", message], cwd=worktree, env=env)
     finally:
         tmp_index.unlink(missing_ok=True)
+
+
+# -- temporary checkouts (merge's push, --check) ----------------------------------------------------
+
+#: where temporary checkouts live, under the common dir; each is named ``<what>-<pid>-<n>``
+TMP_DIR = ("nerve", "tmp")
+
+
+def tmp_root(common_dir: Path) -> Path:
+    return Path(common_dir).joinpath(*TMP_DIR)
+
+
+_tmp_count = itertools.count(1)
+
+
+@contextlib.contextmanager
+def checkout_at(cwd, common_dir: Path, commit: str, *, what: str = "push"):
+    """A detached worktree at ``commit`` under ``<common-dir>/nerve/tmp/``, removed on exit (even on failure).
+
+    Named ``<what>-<pid>-<n>`` after the process that made it, so that one a
+    killed process left behind is removed by the next command
+    (:func:`dead_temporary_checkouts`).
+    """
+    path = tmp_root(common_dir) / f"{what}-{os.getpid()}-{next(_tmp_count)}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():  # left by a dead process that had our pid
+        discard(cwd, path)
+    try:
+        add_detached(cwd, path, commit)
+        yield path
+    finally:
+        discard(cwd, path)
+
+
+def dead_temporary_checkouts(common_dir: Path) -> list[Path]:
+    """Temporary checkouts whose process is gone (killed before it could remove them)."""
+    root = tmp_root(common_dir)
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    dead = []
+    for name in names:
+        parts = name.rsplit("-", 2)
+        if len(parts) != 3 or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+            dead.append(root / name)
+    return dead

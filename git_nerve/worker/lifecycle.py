@@ -691,10 +691,11 @@ def merge(
                         f"cannot merge {task_id}: it became {now.state} while the merge was prepared; nothing was merged"
                     )
                 if target_ref.startswith("refs/remotes/"):  # (not for an integration branch the remote lacks)
-                    push = gitremote.push(repo.paths.common_dir, settings.remote, mr.commit, integration, expect=ours,
-                                          env_extra={"NERVE_INTERNAL_PUSH": "merge"})
+                    push = _push_from_checkout(repo, settings.remote, mr.commit, integration, ours)
                     if push.rejected:
                         continue  # the remote moved between fetch and push: merge again on the new tip
+                    if push.hook_refused:
+                        raise _gate_refused(push, integration, settings.remote, task_id)
                     if not push.ok:
                         raise GitError(f"could not push {integration} to {settings.remote}: {push.message}")
                     faults.point("merge.after-push")  # the remote moved, the local branch not yet
@@ -708,6 +709,28 @@ def merge(
     faults.point("merge.after-transition")  # recorded, not cleaned up
     _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
     return res
+
+
+def _push_from_checkout(repo: Repo, remote: str, commit: str, integration: str, expect: str) -> gitremote.PushResult:
+    """Push the merge from a real checkout of it (a temporary detached worktree, removed afterwards), so that
+    every pre-push gate (pre-commit, lefthook, husky, the user's own) runs as for a person's push."""
+    from .settings import main_checkout
+
+    config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
+    with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, commit, what="push") as path:
+        faults.point("merge.in-checkout")  # the temporary checkout exists, nothing pushed
+        return gitremote.push(path, remote, commit, integration, expect=expect, config=config,
+                              env_extra={"NERVE_INTERNAL_PUSH": "merge"})
+
+
+def _gate_refused(push: gitremote.PushResult, integration: str, remote: str, task_id: str) -> CheckFailed:
+    """A pre-push hook refused the merge's push: its own output, and the promise that nothing moved."""
+    output = [ln for ln in push.output.splitlines() if ln.strip() and not ln.startswith("error: failed to push some refs")]
+    return CheckFailed(
+        f"a pre-push hook refused the push of {integration} to {remote}; nothing was merged "
+        f"({task_id} is still APPROVED: fix what it says, then run the merge again)",
+        details=output[-40:],
+    )
 
 
 def unfinished_cleanups(repo: Repo) -> list[str]:
@@ -843,7 +866,7 @@ def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: 
     else:
         _prune_missing(repo, wt)
     if delete_branch:
-        res.deleted_branch = _delete_branch(repo, w)
+        res.deleted_branch = _delete_branch(repo, w, res.warnings)
     if res.removed_worktree or res.deleted_branch:
         _publish(repo.bus, w.task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
                                                   "branch_deleted": res.deleted_branch})
@@ -855,7 +878,7 @@ def _prune_missing(repo: Repo, wt: Path) -> None:
         worktrees.prune(repo.cwd)
 
 
-def _delete_branch(repo: Repo, w: workers.Worker) -> bool:
+def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = None) -> bool:
     deleted = False
     ref = f"refs/heads/{w.branch}"
     sha = refs.resolve(repo.cwd, ref)
@@ -864,10 +887,31 @@ def _delete_branch(repo: Repo, w: workers.Worker) -> bool:
         deleted = True
     remote = repo.settings.remote
     if remote and refs.exists(repo.cwd, f"refs/remotes/{remote}/{w.branch}"):
-        gitremote.delete_branch(repo.cwd, remote, w.branch)
+        push = _delete_from_checkout(repo, remote, w)
+        if not push.ok and _remote_has_branch(repo, remote, w.branch):
+            # the task is already COMPLETED/FAILED: say so, do not fail the command for it
+            said = "; ".join(ln.strip() for ln in push.output.splitlines()
+                             if ln.strip() and not ln.startswith("error: failed to push some refs"))[-500:]
+            if warnings is not None:
+                warnings.append(f"{w.branch} was not deleted on {remote}: {said or push.message}")
+            return deleted
         cli.run(["update-ref", "-d", f"refs/remotes/{remote}/{w.branch}"], cwd=repo.cwd, check=False)
         deleted = True
     return deleted
+
+
+def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker) -> gitremote.PushResult:
+    """Delete the task's branch on the remote from a real checkout (as :func:`_push_from_checkout`)."""
+    from .settings import main_checkout
+
+    at = refs.resolve(repo.cwd, f"refs/remotes/{remote}/{w.branch}")
+    config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
+    with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, at or "HEAD", what="push") as path:
+        return gitremote.delete_branch(path, remote, w.branch, config=config)
+
+
+def _remote_has_branch(repo: Repo, remote: str, branch: str) -> bool:
+    return cli.ok(["ls-remote", "--exit-code", "--heads", remote, f"refs/heads/{branch}"], cwd=repo.cwd)
 
 
 @dataclass

@@ -192,6 +192,14 @@ def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None =
                 pruned = True
             if pruned:
                 worktrees.prune(cwd)
+    dead = worktrees.dead_temporary_checkouts(common)
+    if dead:
+        from ..locks import hold
+
+        with hold(worktree_lock, what="the worktree lock") if worktree_lock is not None else _null():
+            for path in dead:
+                worktrees.discard(cwd, path)
+                repaired.append(f"removed the temporary checkout {path} a killed merge left")
     for lock in stale_git_locks(common):
         try:
             lock.unlink()
