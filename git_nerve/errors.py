@@ -19,7 +19,7 @@ class ExitCode(enum.IntEnum):
     GIT = 4
     DATABASE = 5
     CONFLICT = 6
-    CHECK_FAILED = 7  # `merge --check CMD` exited non-zero: nothing moved
+    CHECK_FAILED = 7  # `merge --check CMD` exited non-zero, or a pre-push hook refused merge's push: nothing moved
     INTERRUPTED = 130
 
 

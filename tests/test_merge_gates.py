@@ -138,3 +138,31 @@ def test_a_temporary_checkout_a_killed_merge_left_is_removed_by_the_next_command
     assert res.code == 0, res
     assert f"repaired: removed the temporary checkout {left}" in res.err
     assert not left.exists() and str(left) not in git(work, "worktree", "list")
+
+
+def test_merge_all_and_batch_run_the_gate_from_a_checkout_and_a_refusal_moves_nothing(remote_repo, sh, tmp_path):
+    """A plain pre-push hook of the user's (no manager): `merge --all` and `--batch` push through it too."""
+    from fixtures.repos.hooks import hooks_dir, write_hook
+
+    work, origin = remote_repo.work, remote_repo.origin
+    for task in ("t1", "t2"):
+        wfx.drive(work, task, "APPROVED")
+    # the user's own gate in place of ours; it needs a work tree (`git status` fails in a git dir)
+    write_hook(hooks_dir(work), "pre-push", "#!/bin/sh\ngit status --porcelain >/dev/null || exit 9\n" + gate_script(tmp_path) + "\n")
+    before = origin_main(origin)
+    (tmp_path / "closed").write_text("")
+
+    res = sh("git worker merge --all", work)
+
+    assert res.code == 7, res
+    assert res.err.count("GATE: release notes missing, merge refused") == 2, res.err
+    assert origin_main(origin) == before and git(work, "rev-parse", "main") == before
+    assert {wfx.state(work, t) for t in ("t1", "t2")} == {"APPROVED"}
+    assert temp_checkouts(work) == []
+
+    (tmp_path / "closed").unlink()
+    res = sh("git worker merge --all --batch 2 --check true", work)
+
+    assert res.code == 0, res
+    assert {wfx.state(work, t) for t in ("t1", "t2")} == {"COMPLETED"}
+    assert origin_main(origin) == git(work, "rev-parse", "main") != before

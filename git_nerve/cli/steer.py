@@ -128,6 +128,7 @@ def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str 
 def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: bool, batch: int, as_json: bool) -> None:
     import sys
 
+    from ..errors import CheckFailed
     from ..steer.queue import merge_all
 
     with worker_cli._repo(create=False) as repo:
@@ -141,6 +142,8 @@ def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: boo
         def failed(task_id: str, exc) -> None:
             files = getattr(exc, "files", None)
             echo(f"merge {task_id} failed: {exc.message}" + (f" (files: {', '.join(files)})" if files else ""), err=True)
+            for detail in exc.details if isinstance(exc, CheckFailed) else []:  # a check's or a pre-push gate's own words
+                echo(f"  {detail}", err=True)
 
         result = merge_all(repo, delete_branch=delete_branch, check=check, force=force, batch=batch,
                            say=lambda text: echo(f"steer: {text}", err=True), on_merged=merged, on_failed=failed)

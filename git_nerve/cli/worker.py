@@ -27,7 +27,7 @@ EXIT_CODES = """\b
 Exit codes:
   0 ok              2 usage or bad input    3 invalid transition
   4 git error       5 database error        6 conflict
-  7 --check failed (merge)
+  7 --check failed, or a pre-push hook refused the merge's push (merge)
 """
 
 
