@@ -40,17 +40,21 @@ class InitReport:
 
 def init(cwd=None) -> InitReport:
     paths: RepoPaths = discover(cwd)
-    Bus(paths.bus_path).close()  # creates and migrates
-    report = InitReport(nerve_dir=paths.nerve_dir, bus=paths.bus_path, integration=None)
     where = paths.toplevel or paths.common_dir
     cfg = gitconfig.read(where)
+    gitconfig.refuse_unsupported_object_format(cfg)  # before anything is written
+    Bus(paths.bus_path).close()  # creates and migrates
+    report = InitReport(nerve_dir=paths.nerve_dir, bus=paths.bus_path, integration=None)
     from .worker.settings import load as load_settings
 
     try:
         settings = load_settings(paths, cfg)
-        report.integration = settings.integration
+        integration = settings.integration_branch
         if not cfg.get("nerve.integration"):
-            gitconfig.set_value(where, "nerve.integration", settings.integration)
+            integration = _integration_from_remote(where, settings, report) or integration
+        report.integration = integration or settings.integration
+        if not cfg.get("nerve.integration"):
+            gitconfig.set_value(where, "nerve.integration", report.integration)
             report.integration_pinned = True
     except Exception as exc:  # detached HEAD and no remote: say so, keep going
         report.warnings.append(str(exc))
@@ -77,3 +81,22 @@ def init(cwd=None) -> InitReport:
             report.nerve_toml_created = True
         report.nerve_toml_tracked = gitcli.ok(["ls-files", "--error-unmatch", "--", nerve_toml.FILE], cwd=home)
     return report
+
+
+def _integration_from_remote(where: Path, settings, report: InitReport) -> str | None:
+    """With a remote but no local record of its default branch (no ``refs/remotes/<remote>/HEAD``: a clone
+    made with --no-checkout or by hand, a remote added later), ask the remote instead of pinning whatever
+    branch is checked out here; when it cannot be asked, say which branch was pinned and how to change it."""
+    from .git import remote as gitremote
+
+    remote = settings.remote
+    if not remote or gitremote.default_branch(where, remote):
+        return None
+    branch, why = gitremote.ask_default_branch(where, remote)
+    if branch:
+        return branch
+    if settings.integration_branch:
+        report.warnings.append(
+            f"could not ask {remote} for its default branch ({why}); pinned the current branch "
+            f"{settings.integration_branch!r} as the integration branch (change it: git config nerve.integration <branch>)")
+    return None

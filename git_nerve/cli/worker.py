@@ -342,6 +342,8 @@ def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json
 
     with _repo(create=False) as repo:
         res = lifecycle.cancel(repo, task_id, reason=reason, cleanup=cleanup, force=force)
+        for w in res.warnings:
+            warn(w)
         if as_json:
             echo_json({**_row(repo, task_id), "archive_ref": res.archive_ref,
                        "worktree_removed": res.removed_worktree, "branch_deleted": res.deleted_branch})

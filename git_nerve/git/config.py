@@ -53,3 +53,18 @@ def read(cwd: str | os.PathLike[str]) -> GitConfig:
 
 def set_value(cwd: str | os.PathLike[str], key: str, value: str) -> None:
     cli.run(["config", key, value], cwd=cwd)
+
+
+#: object formats pygit2 (libgit2 built without experimental SHA-256) can read
+SUPPORTED_OBJECT_FORMATS = ("sha1",)
+
+
+def refuse_unsupported_object_format(cfg: GitConfig) -> None:
+    """UsageError (exit 2) for a repository whose objects git-nerve cannot read (``git init
+    --object-format=sha256``): pygit2's libgit2 has no SHA-256, so done's rebase and merge would fail."""
+    from ..errors import UsageError
+
+    fmt = (cfg.get("extensions.objectFormat") or "sha1").lower()
+    if fmt not in SUPPORTED_OBJECT_FORMATS:
+        raise UsageError(f"this repository uses {fmt} object names, which git-nerve does not support yet "
+                         "(its libgit2 reads only sha1 repositories); nothing was set up")

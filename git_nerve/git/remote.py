@@ -24,6 +24,21 @@ def default_branch(cwd, remote: str) -> str | None:
     return None
 
 
+def ask_default_branch(cwd, remote: str, timeout: float = 20) -> tuple[str | None, str]:
+    """The remote's default branch, asked of the remote itself (``git ls-remote --symref <remote> HEAD``):
+    (branch, "") or (None, why it could not be told)."""
+    try:
+        proc = cli.run(["ls-remote", "--symref", remote, "HEAD"], cwd=cwd, check=False, timeout=timeout)
+    except GitError as exc:
+        return None, exc.message
+    if proc.returncode != 0:
+        return None, cli.message(proc.stderr) or f"git ls-remote exited {proc.returncode}"
+    for line in proc.stdout.splitlines():
+        if line.startswith("ref: refs/heads/") and line.endswith("\tHEAD"):
+            return line[len("ref: refs/heads/"):-len("\tHEAD")], ""
+    return None, f"{remote} has no default branch (its HEAD names no branch)"
+
+
 FETCH_ATTEMPTS = 3
 #: what git says when two fetches into one repository race
 _RACING_FETCH = ("did not send all necessary objects", "cannot lock ref")

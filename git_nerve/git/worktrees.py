@@ -254,3 +254,29 @@ def dead_temporary_checkouts(common_dir: Path) -> list[Path]:
         if pid != os.getpid() and not os.path.exists(f"/proc/{pid}"):
             dead.append(root / name)
     return dead
+
+
+def has_submodules(worktree: Path) -> bool:
+    """True when ``worktree`` has initialised submodules (git then refuses a plain `git worktree remove`)."""
+    proc = cli.run(["rev-parse", "--path-format=absolute", "--git-dir"], cwd=worktree, check=False)
+    return proc.returncode == 0 and (Path(proc.stdout.strip()) / "modules").is_dir()
+
+
+def submodule_unsaved(worktree: Path) -> list[str]:
+    """Initialised submodules of ``worktree`` whose work would be lost with it: uncommitted changes,
+    or commits no remote-tracking ref of the submodule holds (their objects live in the worktree's
+    admin dir, which the removal deletes)."""
+    if not has_submodules(worktree):
+        return []
+    proc = cli.run(["submodule", "foreach", "--quiet", "--recursive", 'printf "%s\\0" "$displaypath"'],
+                   cwd=worktree, check=False)
+    found = []
+    for rel in (p for p in proc.stdout.split("\0") if p.strip()):
+        sub = worktree / rel
+        if not (sub / ".git").exists():
+            continue
+        if dirty_files(sub):
+            found.append(f"{rel} (uncommitted changes)")
+        elif cli.run(["rev-list", "-n", "1", "HEAD", "--not", "--remotes"], cwd=sub, check=False).stdout.strip():
+            found.append(f"{rel} (commits on no remote)")
+    return found

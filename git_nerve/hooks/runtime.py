@@ -318,7 +318,28 @@ def refuse(reason: str) -> None:
     sys.stderr.write(clean(f"git-nerve: push refused: {reason}") + "\n")
 
 
-def pre_push(where: Where, remote: str, stdin: str) -> int:
+def _is_nerve_remote(remote: str, url: str) -> bool:
+    """Is this push aimed at the remote git-nerve merges into (``nerve.remote``, else ``origin``, else the only
+    remote)? A push of the integration branch to another remote (a backup mirror) is none of our business."""
+    raw = cli.run(["config", "-z", "--get-regexp", r"^(nerve\.remote|remote\..+\.(url|pushurl))$"],
+                  inherit_location=True, check=False).stdout
+    configured, urls = None, {}
+    for entry in (e for e in raw.split("\0") if e):
+        key, _, value = entry.partition("\n")
+        if key == "nerve.remote":
+            configured = value
+        else:
+            urls.setdefault(key[len("remote."):key.rfind(".")], []).append(value)
+    if configured is not None:
+        ours = None if configured in ("", "none") else configured
+    else:
+        ours = "origin" if "origin" in urls else (next(iter(urls)) if len(urls) == 1 else None)
+    if ours is None:
+        return False
+    return remote == ours or (bool(url) and url in urls.get(ours, [])) or (remote in urls.get(ours, []))
+
+
+def pre_push(where: Where, remote: str, stdin: str, url: str = "") -> int:
     """Refuse (exit :data:`REFUSED`, one line per reason) a push that would carry broken work."""
     hook = "pre-push"
     ctx = worker_context(where, hook)
@@ -335,7 +356,7 @@ def pre_push(where: Where, remote: str, stdin: str) -> int:
         if worker.state == State.CONFLICTED.value and os.environ.get("NERVE_INTERNAL_PUSH") != "done":
             reasons.append(f"task {worker.task_id} is CONFLICTED; resolve the rebase, then run `{NEXT_AFTER_REBASE}` (it pushes)")
         target = f"refs/heads/{worker.integration}"
-        if any(u.remote_ref == target for u in updates):
+        if any(u.remote_ref == target for u in updates) and _is_nerve_remote(remote, url):
             reasons.append(
                 f"this push updates {worker.integration}, the integration branch; only `git worker merge` does that "
                 f"(push {ctx.branch} instead)"
@@ -416,5 +437,5 @@ def run(hook: str, args: list[str], stdin) -> int:
     if hook == "post-rewrite":
         return post_rewrite(where, args[0] if args else "", text)
     if hook == "pre-push":
-        return pre_push(where, args[0] if args else "", text)
+        return pre_push(where, args[0] if args else "", text, args[1] if len(args) > 1 else "")
     raise ValueError(f"no hook named {hook!r}")

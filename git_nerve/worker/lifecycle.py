@@ -163,6 +163,7 @@ def spawn(
     """
     ids.validate(task_id)
     ids.validate_description(description)
+    gitconfig.refuse_unsupported_object_format(repo.config)
     repair_leftovers(repo)
     existing = workers.get_by_key(repo.bus.conn, task_id)
     if existing is not None:
@@ -295,9 +296,10 @@ def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
     """Make a live task's worktree complete: recreate it when missing (after a crash or a manual removal),
     adopt an existing one only once verified (:func:`_verify_worktree`), and rewrite a missing or wrong
     context file."""
-    path = Path(w.worktree)
     if w.state in (State.COMPLETED.value, State.FAILED.value):
         return
+    w = follow_moved_worktree(repo, w)
+    path = Path(w.worktree)
     if not path.exists() or not _registered(repo, path):
         with hold(repo.lock_path("worktrees"), what="the worktree lock"):
             worktrees.prune(repo.cwd)
@@ -314,6 +316,33 @@ def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 worktrees.add(repo.cwd, path, branch=w.branch, start=None)
     _verify_worktree(repo, w)
+
+
+def follow_moved_worktree(repo: Repo, w: workers.Worker) -> workers.Worker:
+    """A task's worktree moved with `git worktree move`: find it where git says it is now (the worktree that
+    has the task's branch checked out), record that path on the bus and in its context file."""
+    recorded = Path(w.worktree)
+    if recorded.is_dir() and (recorded / ".git").exists():
+        return w
+    from ..context import read as read_ctx
+
+    now = worktrees.find_for_branch(repo.cwd, f"refs/heads/{w.branch}")
+    if now is None or os.path.realpath(now.path) == os.path.realpath(recorded) or not now.path.is_dir():
+        return w
+    git_dir = worktrees.git_dir_of(now.path)
+    try:
+        ctx = read_ctx(git_dir)
+    except UsageError:
+        ctx = None
+    if ctx is None or ctx.task_id != w.task_id:
+        return w  # the branch checked out by hand somewhere else (the main checkout): not the task's worktree
+    write_ctx(git_dir, WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(now.path),
+                                     created_at=clock.iso(w.assigned_at) or "", description=w.description))
+    with repo.bus.write() as conn:
+        workers.update(conn, w.task_id, worktree=str(now.path))
+        messages.publish(conn, w.task_id, "worktree_moved", {"from": str(recorded), "to": str(now.path)}, clock.now())
+    repair.say(f"the worktree of {w.task_id} was moved to {now.path} (git worktree move); recorded its new place")
+    return get(repo.bus, w.task_id)
 
 
 def _registered(repo: Repo, path: Path) -> bool:
@@ -414,6 +443,7 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
         raise InvalidTransition(
             f"cannot finish {task_id}: it is {w.state}" + (" (run `git worker start` first)" if w.state == "ASSIGNED" else "")
         )
+    w = follow_moved_worktree(repo, w)
     wt = Path(w.worktree)
     if not wt.is_dir():
         raise GitError(f"the worktree of {task_id} is missing ({wt}); run `git worker spawn {task_id}` to recreate it")
@@ -616,7 +646,7 @@ def merge(
     """
     check_argv = _parse_check(check)
     repair_leftovers(repo)
-    w = get(repo.bus, task_id)
+    w = follow_moved_worktree(repo, get(repo.bus, task_id))
     if w.state == State.COMPLETED.value:
         res = MergeResult(None, already=True, into=w.integration)
         _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
@@ -636,6 +666,7 @@ def merge(
                 f"the worktree of {task_id} has uncommitted changes ({', '.join(dirty[:5])}); "
                 "commit them (and have them reviewed) or pass --force to archive them"
             )
+        _refuse_submodule_work(wt)  # before COMPLETED: its cleanup must not fail afterwards
     branch_ref = f"refs/heads/{w.branch}"
     tip = refs.resolve(cwd, branch_ref) or refs.resolve(cwd, refs.archive_name(task_id))
     if tip is None:
@@ -881,6 +912,11 @@ def _prune_missing(repo: Repo, wt: Path) -> None:
 def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = None) -> bool:
     deleted = False
     ref = f"refs/heads/{w.branch}"
+    elsewhere = worktrees.find_for_branch(repo.cwd, ref)
+    if elsewhere is not None:  # never delete a branch some worktree has checked out (the task's own is gone by now)
+        if warnings is not None:
+            warnings.append(f"{w.branch} was not deleted: it is checked out at {elsewhere.path}")
+        return deleted
     sha = refs.resolve(repo.cwd, ref)
     if sha is not None:
         refs.delete(repo.cwd, ref, sha)
@@ -920,11 +956,13 @@ class CancelResult:
     archive_ref: str | None = None
     removed_worktree: bool = False
     deleted_branch: bool = False
+    warnings: list[str] = field(default_factory=list)
 
 
 def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool = False, force: bool = False) -> CancelResult:
     """Any live state -> FAILED. ``cleanup`` archives the tip, then removes the worktree and branch."""
     repair_leftovers(repo)
+    follow_moved_worktree(repo, get(repo.bus, task_id))
     if cleanup and not force:
         # refuse before the state changes: a refused cleanup leaves the task as it was
         w = get(repo.bus, task_id)
@@ -955,7 +993,7 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
             res.removed_worktree = True
         else:
             _prune_missing(repo, wt)
-        res.deleted_branch = _delete_branch(repo, w)
+        res.deleted_branch = _delete_branch(repo, w, res.warnings)
         _publish(repo.bus, task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
                                                 "branch_deleted": res.deleted_branch})
     return res
@@ -981,6 +1019,17 @@ def _refuse_unsaved(wt: Path) -> None:
         raise GitError(
             f"the worktree {wt} has uncommitted changes ({', '.join(dirty[:5])}); "
             "commit them, or pass --force to archive them and remove the worktree"
+        )
+    _refuse_submodule_work(wt)
+
+
+def _refuse_submodule_work(wt: Path) -> None:
+    """GitError when a submodule of ``wt`` holds work its removal would lose (no archive can keep it)."""
+    unsaved = worktrees.submodule_unsaved(wt)
+    if unsaved:
+        raise GitError(
+            f"the worktree {wt} has submodules with unsaved work ({', '.join(unsaved[:5])}); "
+            "commit and push it in the submodule, or pass --force to remove it anyway"
         )
 
 

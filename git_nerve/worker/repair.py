@@ -273,8 +273,11 @@ def remove_worktree(cwd: Path, wt: Path, *, force: bool) -> None:
     resume = admin is not None and marker(admin, "removing").exists()
     if admin is not None and not resume:
         set_marker(admin, "removing", {"pid": os.getpid(), "at": time.time()})
+    # git refuses a plain removal of a worktree with initialised submodules; the callers have checked
+    # there is nothing unsaved in it (or its submodules) first, or were told --force
+    submodules = admin is not None and (admin / "modules").is_dir()
     try:
-        worktrees.remove(cwd, wt, force=force or resume)
+        worktrees.remove(cwd, wt, force=force or resume or submodules)
     except Exception:
         if admin is not None and not resume:
             clear_marker(admin, "removing")
