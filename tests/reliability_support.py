@@ -676,7 +676,7 @@ CASES = [Case(g, p) for g, points in [
     ("approve", ["bus.commit"]),
     ("merge", ["merge.after-commit", "merge.before-transition", "merge.after-transition", "cleanup.after-archive"]),
     ("merge-delete", ["merge.after-transition", "cleanup.after-archive"]),
-    ("merge-remote", ["merge.after-commit", "merge.after-push", "merge.before-transition", "merge.after-transition"]),
+    ("merge-remote", ["merge.after-commit", "merge.in-checkout", "merge.after-push", "merge.before-transition", "merge.after-transition"]),
     ("cancel", ["cancel.after-transition"]),
     ("commit", ["spool.after-claim", "spool.after-record"]),
     ("amend", ["spool.after-record"]),
@@ -689,7 +689,7 @@ CASES = [Case(g, p) for g, points in [
 CI_CASES = {
     "spawn@spawn.before-commit", "spawn@spawn.after-bus", "done@done.after-reset", "done-remote@done.after-push",
     "done-conflict@done.after-git-rebase", "approve@bus.commit", "merge@merge.before-transition",
-    "merge@cleanup.after-archive", "merge-remote@merge.after-push", "cancel@cancel.after-transition",
+    "merge@cleanup.after-archive", "merge-remote@merge.in-checkout", "merge-remote@merge.after-push", "cancel@cancel.after-transition",
     "commit@spool.after-record", "push@hook:pre-push",
 }
 
