@@ -166,3 +166,23 @@ def test_merge_all_and_batch_run_the_gate_from_a_checkout_and_a_refusal_moves_no
     assert res.code == 0, res
     assert {wfx.state(work, t) for t in ("t1", "t2")} == {"COMPLETED"}
     assert origin_main(origin) == git(work, "rev-parse", "main") != before
+
+
+def test_delete_branch_goes_through_the_gate_and_a_refusal_is_a_warning_not_a_failed_merge(remote_repo, gw):
+    from fixtures.repos.hooks import hooks_dir, write_hook
+
+    work, origin = remote_repo.work, remote_repo.origin
+    wfx.drive(work, "t1", "APPROVED")
+    assert git(origin, "rev-parse", "--verify", "refs/heads/feat/t1")  # `done` pushed it
+    # a gate that refuses deleting branches on the remote (the local sha of a deletion is all zeros)
+    write_hook(hooks_dir(work), "pre-push", "#!/bin/sh\ngit status --porcelain >/dev/null || exit 9\n"
+               "while read l lsha r rsha; do case $lsha in *[!0]*) ;; *) echo \"GATE: keep $r\" >&2; exit 1;; esac; done\n")
+
+    res = gw("merge t1 --delete-branch", work)
+
+    assert res.code == 0, res
+    assert wfx.state(work, "t1") == "COMPLETED"
+    assert origin_main(origin) == git(work, "rev-parse", "main")
+    assert "feat/t1 was not deleted on origin: GATE: keep refs/heads/feat/t1" in res.err
+    assert git(origin, "rev-parse", "--verify", "refs/heads/feat/t1")
+    assert temp_checkouts(work) == []
