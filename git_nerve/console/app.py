@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import threading
 import time
@@ -269,7 +270,16 @@ def serve(paths: RepoPaths, *, port: int = 0, on_ready: Callable[[str, int, str]
     app = build_app(paths, watcher, token=token, port=port)
     config = uvicorn.Config(app, http="h11", ws="none", lifespan="off", loop="asyncio", log_level="warning",
                             access_log=False, server_header=False, timeout_graceful_shutdown=1)
-    server = uvicorn.Server(config)
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            # Ctrl-C or SIGTERM: stop serving and return normally (exit 0); uvicorn would raise the
+            # signal again once shut down, which ends the process by that signal
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            else:
+                self.should_exit = True
+
+    server = Server(config)
     watcher.start()
     try:
         if on_ready is not None:
