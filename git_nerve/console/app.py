@@ -77,6 +77,7 @@ class Watcher:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._closing = False
         self._key: tuple | None = None
         self._built_at = 0.0
         self._body = ""
@@ -138,7 +139,19 @@ class Watcher:
         self._thread = threading.Thread(target=self.run, name="nerve-console-watcher", daemon=True)
         self._thread.start()
 
+    def close_streams(self) -> None:
+        """End every event stream (the server is shutting down: it waits for open responses)."""
+        self._closing = True
+        with self._lock:
+            subs = list(self._subs)
+        for sub in subs:
+            try:
+                sub.loop.call_soon_threadsafe(sub.event.set)
+            except RuntimeError:
+                pass
+
     def stop(self) -> None:
+        self._closing = True
         self._stop.set()
         self._wake.set()
         with self._lock:
@@ -154,7 +167,7 @@ class Watcher:
 
     @property
     def stopping(self) -> bool:
-        return self._stop.is_set()
+        return self._closing
 
     def subscribe(self, loop: asyncio.AbstractEventLoop) -> _Subscriber:
         sub = _Subscriber(loop)
@@ -278,6 +291,7 @@ def serve(paths: RepoPaths, *, port: int = 0, on_ready: Callable[[str, int, str]
                 self.force_exit = True
             else:
                 self.should_exit = True
+            watcher.close_streams()
 
     server = Server(config)
     watcher.start()
