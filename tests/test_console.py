@@ -108,11 +108,11 @@ def test_the_stream_follows_heartbeats_commits_and_tells(console, repo, gw):
 
 
 def test_review_and_merge_go_through_the_lifecycle(repo, gw, tmp_path):
+    """Started from a subdirectory of the task's own worktree, which the merge then removes."""
     _spawn(gw, repo.work, "t1")
-    c = Console(repo.work)
+    wt = __import__("pathlib").Path(json.loads(gw("status --json", repo.work).out)[0]["worktree"])
+    c = Console(wt / "src")
     try:
-        row = json.loads(c.request("GET", "/api/state")[1])["workers"][0]
-        wt = __import__("pathlib").Path(row["worktree"])
         # wrong state: the lifecycle's own refusal, with its exit code
         status, text = c.request("POST", "/api/approve", body={"task": "t1"})
         assert status == 409 and json.loads(text)["exit_code"] == 3 and "ASSIGNED" in json.loads(text)["error"]
@@ -141,6 +141,7 @@ def test_review_and_merge_go_through_the_lifecycle(repo, gw, tmp_path):
         status, text = c.request("GET", "/api/task/t1")
         rounds = json.loads(text)["thread"]["rounds"]
         assert [(r["role"], r["content"]) for r in rounds] == [("reviewer", "rename it"), ("reviewer", "good")]
+        assert worker_row(json.loads(c.request("GET", "/api/state")[1]), "t1")["state"] == "COMPLETED"
     finally:
         assert c.stop() == 0
 
@@ -181,3 +182,26 @@ def test_the_hook_and_heartbeat_paths_do_not_load_the_console():
              "print(' '.join(m for m in ('git_nerve.console', 'starlette', 'uvicorn') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == ""
+
+
+def test_tell_kinds_go_where_git_nerve_tell_sends_them(console, repo, gn):
+    def tell(body):
+        status, text = console.request("POST", "/api/tell", body=body)
+        assert status == 200, text
+        return json.loads(text)["told"]
+
+    assert tell({"task": "t1", "kind": "stop", "text": "stop"})["scope"] == "task"
+    stop = tell({"kind": "stop", "text": "stop"})  # no task: the merge queue, as outside a worktree
+    assert (stop["scope"], stop["task"]) == ("queue", None)
+    skip = tell({"kind": "skip", "text": "t2"})
+    assert (skip["scope"], skip["kind"], skip["target"]) == ("queue", "skip", "t2")
+    assert tell({"text": "add t1"})["kind"] == "add"  # read from the text, like the command
+    status, text = console.request("POST", "/api/tell", body={"task": "t1", "text": "  "})
+    assert status == 400 and "empty message" in json.loads(text)["error"]
+    status, text = console.request("POST", "/api/tell", body={"task": "t9", "text": "hi"})
+    assert status == 400 and "unknown task" in json.loads(text)["error"]
+    # the command sees exactly what the console queued
+    queued = json.loads(gn("outbox --json", repo.work).out)
+    assert queued == []  # nothing has acted on them yet
+    shown = json.loads(gn("tell --task t2 --json hello", repo.work).out)
+    assert shown["id"] == 5
