@@ -20,10 +20,8 @@ from .. import __version__
 from ..errors import NerveError
 from ..text import clean_line
 from . import tools
-from .tools import SERVER_NAME, Binding
+from .tools import SERVER_NAME, TOOL_NAMES, Binding  # noqa: F401 (TOOL_NAMES: re-exported)
 
-#: The tool names, as the server lists them (a CLI prefixes them: Claude Code calls them mcp__nerve__<name>).
-TOOL_NAMES = ("thread", "post", "heartbeat", "state", "done", "knowledge_query", "conflicts", "notes", "note_acted")
 
 INSTRUCTIONS = (
     "git-nerve coordinates several coding agents on one repository; this server speaks for the task of the "
