@@ -61,7 +61,8 @@ def test_claude_code_calls_our_mcp_tools_in_a_workflow_run(tmp_path, claude_bin)
         env["ANTHROPIC_BASE_URL"] = model.url
         res = repo.run_develop(env)
         coder = model.results("coder")
-        log = [(e.role, e.step, e.tool_calls, [r[:300] for r in e.results[-1:]]) for e in model.entries()]
+        log = [(e.role, e.step, e.reply_text[:400], e.tool_calls, [r[:300] for r in e.results[-1:]])
+               for e in model.entries()]
         tester, reviewer = model.results("tester"), model.results("reviewer")
     assert res.code == 0 and res.result.get("outcome") == "completed", (res, log)
 
@@ -69,7 +70,9 @@ def test_claude_code_calls_our_mcp_tools_in_a_workflow_run(tmp_path, claude_bin)
     assert any(NOTE in r and "note #" in r for r in coder), coder  # notes: the person's note
     assert any("recorded as acted on: note #" in r for r in coder), coder
     assert any(r.startswith("heartbeat: t1 at ") for r in coder), coder
-    assert any("[#1 human]" in r or NOTE in r for r in coder if "round" in r or "#1" in r), coder  # thread text
+    # thread: the very text `git nerve thread` prints (then the thread held only the person's note, round 1)
+    first_round = _check(["git", "nerve", "thread", "--before", "2"], repo.worktree, env).rstrip("\n")
+    assert first_round.startswith("[#1 human]") and first_round in coder, (first_round, coder)
     assert any("round" in r and "posted to the thread of t1" in r for r in coder), coder
     assert any('"state": "WORKING"' in r for r in coder), coder  # state
     done = [r for r in coder if "done" in r.lower() and ("permission" in r.lower() or "denied" in r.lower())]

@@ -64,7 +64,7 @@ def build(binding: Binding, *, client_pid: int | None = None) -> MCPServer:
     server = _Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     b = binding
 
-    @server.tool(description="The task's thread (its conversation so far), exactly as `git nerve thread` prints it: "
+    @server.tool(structured_output=False, description="The task's thread (its conversation so far), exactly as `git nerve thread` prints it: "
                  "round 1 then the newest rounds within `budget` characters; `before` pages back.")
     def thread(
         budget: Annotated[int | None, Field(description="characters of content to show (default 4000)", ge=1)] = None,
@@ -72,7 +72,7 @@ def build(binding: Binding, *, client_pid: int | None = None) -> MCPServer:
     ) -> str:
         return _call(tools.thread, b, budget, before)
 
-    @server.tool(description="Append a round to the task's thread (as `git nerve post --role ROLE`); returns its id.")
+    @server.tool(structured_output=False, description="Append a round to the task's thread (as `git nerve post --role ROLE`); returns its id.")
     def post(
         role: Annotated[str, Field(description="who speaks: coder, tester, reviewer, ...")],
         content: Annotated[str, Field(description="the round's text")],
@@ -80,7 +80,7 @@ def build(binding: Binding, *, client_pid: int | None = None) -> MCPServer:
     ) -> str:
         return _call(tools.post, b, role, content, metadata)
 
-    @server.tool(description="Record a heartbeat for the task with a one-line status (what you are doing now) "
+    @server.tool(structured_output=False, description="Record a heartbeat for the task with a one-line status (what you are doing now) "
                  "and optional progress between 0 and 1; `git worker status` shows it.")
     def heartbeat(
         status: Annotated[str | None, Field(description="one line: what you are doing now")] = None,
@@ -88,35 +88,35 @@ def build(binding: Binding, *, client_pid: int | None = None) -> MCPServer:
     ) -> str:
         return _call(tools.heartbeat, b, status, progress)
 
-    @server.tool(description="The task's state as JSON: its row of `git worker status --json`, unread notes, radar.")
+    @server.tool(structured_output=False, description="The task's state as JSON: its row of `git worker status --json`, unread notes, radar.")
     def state() -> str:
         return _call(tools.state, b)
 
-    @server.tool(description="Finish the task (`git worker done`): rebase onto the integration branch, push, ask "
+    @server.tool(structured_output=False, description="Finish the task (`git worker done`): rebase onto the integration branch, push, ask "
                  "for review. Refused while the branch has no commit of its own or the worktree has uncommitted changes.")
     def done() -> str:
         return _call(tools.done, b)
 
-    @server.tool(description="Search this repository's code and docs index (`git nerve knowledge query`).")
+    @server.tool(structured_output=False, description="Search this repository's code and docs index (`git nerve knowledge query`).")
     def knowledge_query(
         text: Annotated[str, Field(description="what to look for")],
         limit: Annotated[int, Field(description="how many results", ge=1, le=50)] = 5,
     ) -> str:
         return _call(tools.knowledge_query, b, text, limit)
 
-    @server.tool(description="The conflict radar for this task: which other live tasks (or the integration branch) "
+    @server.tool(structured_output=False, description="The conflict radar for this task: which other live tasks (or the integration branch) "
                  "your work would conflict or overlap with, by file and line.")
     def conflicts(
         refresh: Annotated[bool, Field(description="recompute now instead of the last result")] = False,
     ) -> str:
         return _call(tools.conflicts, b, refresh)
 
-    @server.tool(description="The notes the person in charge sent this task (`git nerve tell`) that you have not "
+    @server.tool(structured_output=False, description="The notes the person in charge sent this task (`git nerve tell`) that you have not "
                  "read yet. Reading them records that you received them; call note_acted once you acted on them.")
     def notes(ctx: Context) -> str:
         return _call(tools.notes, b, _client(ctx), client_pid)
 
-    @server.tool(description="Say that the notes you received were acted on, and how (one line).")
+    @server.tool(structured_output=False, description="Say that the notes you received were acted on, and how (one line).")
     def note_acted(
         how: Annotated[str, Field(description="one line: what you did about the notes")],
         note_ids: Annotated[list[int] | None, Field(description="only these notes (default: all you received)")] = None,

@@ -119,6 +119,8 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
             if at >= 2 and inv.argv[at - 2] == "--model":
                 at -= 2
             inv.argv[at:at] = ["--mcp-config", mcp]
+            # our few tools are offered up front rather than behind Claude Code's ToolSearch (one round trip less)
+            inv.env.setdefault("ENABLE_TOOL_SEARCH", "false")
     # No auto-update, telemetry or other side traffic in the middle of a task.
     inv.env.setdefault("DISABLE_AUTOUPDATER", "1")
     inv.env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
