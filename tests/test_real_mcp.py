@@ -138,3 +138,33 @@ def test_install_is_what_claude_and_gemini_list_and_uninstall_restores_every_byt
     assert sorted(r["action"] for r in out) == ["removed"] * 4, out
     assert _files(claude_json, gemini_settings, *project) == before
     assert "nerve" not in _check([str(claude_bin), "mcp", "list"], repo.worktree, env).split()
+
+
+def test_gemini_cli_calls_our_mcp_tools_in_a_workflow_run(tmp_path, gemini_bin):
+    from tests.test_real_gemini import gemini_env
+
+    repo = AgentRepo.create(tmp_path, "gemini")
+    with ScriptedModel(mode="mcp", params=_params(repo)) as model:
+        env = gemini_env(gemini_bin, model)
+        # the user registers git-nerve's server with Gemini CLI once; the adapter's policy allows its tools
+        _check(["git", "nerve", "mcp", "install", "gemini"], repo.work, env)
+        _check(["git", "nerve", "tell", "--task", "t1", NOTE], repo.work, env)
+        res = repo.run_develop(env)
+        coder = model.results("coder")
+        log = [(e.role, e.step, e.reply_text[:300], e.tool_calls, [r[:300] for r in e.results[-1:]])
+               for e in model.entries()]
+    assert res.code == 0 and res.result.get("outcome") == "completed", (res, log)
+    assert any(NOTE in r for r in coder), log
+    assert any("heartbeat: t1 at " in r for r in coder), log
+    first_round = _check(["git", "nerve", "thread", "--before", "2"], repo.worktree, env).rstrip("\n")
+    assert any(first_round in r for r in coder), (first_round, log)
+    # `done` is not among the tools a run allows: Gemini CLI does not even offer it to the model
+    offered = [e for e in log if e[0] == "coder" and "is not offered" in e[2]]
+    assert offered and "'done'" in offered[0][2] and "mcp_nerve_thread" in offered[0][2], log
+    (d,) = _deliveries(repo.work)
+    assert d.via == "mcp" and d.reader.startswith("gemini-cli"), d
+    assert d.pid and d.acted == "read the note before starting", d
+    view = repo.view()
+    assert any(b.payload.get("source") == "mcp" and b.payload.get("status") == MCP_STATUS for b in view.heartbeats)
+    assert [r.content for r in view.rounds if r.role == "coder-note"] == [MCP_POST]
+    assert view.worker.state == "WORKING"

@@ -151,7 +151,13 @@ class Refused(Exception):
     pass
 
 
+#: One line, as `json.dumps` or `JSON.stringify` write it without indentation.
+COMPACT, MINIFIED = "compact", "minified"
+
+
 def _indent_of(text: str) -> int | str:
+    if "\n" not in text.strip():
+        return MINIFIED if '":' in text and '": ' not in text else COMPACT
     m = re.search(r"\n([ \t]+)\S", text)
     if not m:
         return 2
@@ -160,6 +166,10 @@ def _indent_of(text: str) -> int | str:
 
 
 def _dump(data: Any, indent: int | str) -> str:
+    if indent == COMPACT:
+        return json.dumps(data, ensure_ascii=False)
+    if indent == MINIFIED:
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return json.dumps(data, indent=indent, ensure_ascii=False)
 
 
