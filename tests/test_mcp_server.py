@@ -177,3 +177,15 @@ def test_git_nerve_mcp_outside_a_repository_exits_2_with_one_line(tmp_path):
                           stdin=subprocess.DEVNULL, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: not a git repository")
+
+
+def test_runs_allow_our_tools_by_name_never_the_whole_server_nor_done():
+    from git_nerve.workflow.adapters import claude, gemini
+
+    allow = claude.settings("/w")["permissions"]["allow"]
+    ours = [r for r in allow if r.startswith("mcp__")]
+    assert ours == [f"mcp__nerve__{t}" for t in ("thread", "post", "heartbeat", "state", "knowledge_query",
+                                                   "conflicts", "notes", "note_acted")]
+    assert "mcp__nerve" not in allow and "mcp__nerve__done" not in allow and not any("*" in r for r in ours)
+    rule = gemini.mcp_policy_text()
+    assert 'mcpName = "nerve"' in rule and '"done"' not in rule and '"*"' not in rule
