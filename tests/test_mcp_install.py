@@ -54,9 +54,9 @@ def test_user_scope_writes_each_clis_own_format_and_uninstall_restores_every_byt
     assert json.loads(claude.read_text())["mcpServers"]["other"] == {"command": "x"}
     assert tomllib.loads(codex.read_text())["mcp_servers"] == {"other": {"command": "x"}, "nerve": {"command": EXE, "args": ["mcp"]}}
     assert codex.read_text().startswith(before[codex].decode())  # appended, nothing above it touched
-    assert json.loads(gemini.read_text()) == {"ui": {"theme": "Default"}, "mcpServers": {"nerve": {"command": EXE, "args": ["mcp"]}}}
+    assert json.loads(gemini.read_text()) == {"ui": {"theme": "Default"}, "mcpServers": {"nerve": {"command": EXE, "args": ["mcp"], "timeout": 600000}}}
     qwen = home() / ".qwen" / "settings.json"
-    assert json.loads(qwen.read_text()) == {"mcpServers": {"nerve": {"command": EXE, "args": ["mcp"]}}}
+    assert json.loads(qwen.read_text()) == {"mcpServers": {"nerve": {"command": EXE, "args": ["mcp"], "timeout": 600000}}}
     opencode = home() / ".config" / "opencode" / "opencode.json"
     assert json.loads(opencode.read_text()) == {"mcp": {"nerve": {"type": "local", "command": [EXE, "mcp"], "enabled": True}}}
 

@@ -168,3 +168,37 @@ def test_gemini_cli_calls_our_mcp_tools_in_a_workflow_run(tmp_path, gemini_bin):
     assert any(b.payload.get("source") == "mcp" and b.payload.get("status") == MCP_STATUS for b in view.heartbeats)
     assert [r.content for r in view.rounds if r.role == "coder-note"] == [MCP_POST]
     assert view.worker.state == "WORKING"
+
+
+def test_install_is_what_codex_opencode_and_qwen_list(tmp_path):
+    codex = npm_tool("@openai/codex", "0.169.0", "codex")
+    opencode = npm_tool("opencode-ai", "1.18.33", "opencode")
+    qwen = npm_tool("@qwen-code/qwen-code", "0.24.4", "qwen")
+    repo = AgentRepo.create(tmp_path, "codex")
+    env = agent_env(codex)
+    env["PATH"] = f"{Path(opencode).parent}:{Path(qwen).parent}:{env['PATH']}"
+    home = Path(env["HOME"])
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('model = "scripted"\n')
+    before = config.read_bytes()
+    out = json.loads(_check(["git", "nerve", "mcp", "install", "--json"], repo.worktree, env))  # the CLIs on PATH
+    assert {r["cli"]: r["action"] for r in out} == {"codex": "installed", "opencode": "installed", "qwen": "installed"}
+    exe = str(VENV_BIN / "git-nerve")
+
+    def listed(binary: Path) -> str:
+        proc = subprocess.run([str(binary), "mcp", "list"], cwd=repo.worktree, env=env, capture_output=True,
+                              text=True, timeout=120)
+        return proc.stdout + proc.stderr
+
+    row = next(ln for ln in listed(codex).splitlines() if ln.startswith("nerve"))
+    assert row.split()[:4] == ["nerve", exe, "mcp", "-"] and "enabled" in row, row
+    text = listed(opencode)
+    assert "nerve" in text and "connected" in text and f"{exe} mcp" in text, text  # opencode connects to it
+    text = listed(qwen)
+    assert f"nerve: {exe} mcp (stdio) - Connected" in text, text
+
+    out = json.loads(_check(["git", "nerve", "mcp", "uninstall", "--json"], repo.worktree, env))
+    assert sorted(r["action"] for r in out) == ["removed"] * 3, out
+    assert config.read_bytes() == before
+    assert "nerve" not in listed(codex).split()

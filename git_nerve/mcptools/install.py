@@ -4,8 +4,8 @@
 |---|---|---|---|
 | claude | ``~/.claude.json`` ``mcpServers`` | ``.mcp.json`` at the checkout's top | ``{"type": "stdio", "command", "args"}`` |
 | codex | ``$CODEX_HOME/config.toml`` (``~/.codex``) | refused (Codex reads MCP servers per user) | ``[mcp_servers.nerve]`` |
-| gemini | ``~/.gemini/settings.json`` ``mcpServers`` | ``.gemini/settings.json`` | ``{"command", "args"}`` |
-| qwen | ``~/.qwen/settings.json`` ``mcpServers`` | ``.qwen/settings.json`` | ``{"command", "args"}`` |
+| gemini | ``~/.gemini/settings.json`` ``mcpServers`` | ``.gemini/settings.json`` | ``{"command", "args", "timeout"}`` |
+| qwen | ``~/.qwen/settings.json`` ``mcpServers`` | ``.qwen/settings.json`` | ``{"command", "args", "timeout"}`` |
 | opencode | ``$XDG_CONFIG_HOME/opencode/opencode.json`` ``mcp`` | ``opencode.json`` | ``{"type": "local", "command": [...]}`` |
 
 Every entry is named ``nerve`` and runs the absolute path of this git-nerve
@@ -38,6 +38,7 @@ from ..paths import discover
 from .tools import SERVER_NAME
 
 CLIS = ("claude", "codex", "gemini", "qwen", "opencode")
+GEMINI_TIMEOUT_MS = 600_000
 RECORD = "mcp.json"
 
 
@@ -94,7 +95,10 @@ def target(cli: str, scope: str, top: Path, exe: str) -> Target:
         return Target(cli, scope, path, "json", ("mcpServers",), {"type": "stdio", **argv, "env": {}})
     if cli in ("gemini", "qwen"):
         base = _home() if scope == "user" else top
-        return Target(cli, scope, base / f".{cli}" / "settings.json", "json", ("mcpServers",), dict(argv))
+        # timeout: Gemini CLI's own default for a call (10 min), stated because without it `mcp list` gives up
+        # connecting after 5 s, and starting the server (importing the SDK) can take 2-4 s on a busy machine
+        return Target(cli, scope, base / f".{cli}" / "settings.json", "json", ("mcpServers",),
+                      {**argv, "timeout": GEMINI_TIMEOUT_MS})
     if cli == "opencode":
         if scope == "user":
             path = Path(os.environ.get("XDG_CONFIG_HOME") or _home() / ".config") / "opencode" / "opencode.json"

@@ -67,7 +67,7 @@ def build(binding: Binding, *, client_pid: int | None = None) -> MCPServer:
     @server.tool(structured_output=False, description="The task's thread (its conversation so far), exactly as `git nerve thread` prints it: "
                  "round 1 then the newest rounds within `budget` characters; `before` pages back.")
     def thread(
-        budget: Annotated[int | None, Field(description="characters of content to show (default 4000)", ge=1)] = None,
+        budget: Annotated[int | None, Field(description="characters of content to show (default 8000, as `git nerve thread`)", ge=1)] = None,
         before: Annotated[int | None, Field(description="show the rounds before this round id", ge=1)] = None,
     ) -> str:
         return _call(tools.thread, b, budget, before)
