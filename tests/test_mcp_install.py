@@ -52,7 +52,7 @@ def test_user_scope_writes_each_clis_own_format_and_uninstall_restores_every_byt
 
     assert json.loads(claude.read_text())["mcpServers"]["nerve"] == {"type": "stdio", "command": EXE, "args": ["mcp"], "env": {}}
     assert json.loads(claude.read_text())["mcpServers"]["other"] == {"command": "x"}
-    assert tomllib.loads(codex.read_text())["mcp_servers"] == {"other": {"command": "x"}, "nerve": {"command": EXE, "args": ["mcp"]}}
+    assert tomllib.loads(codex.read_text())["mcp_servers"] == {"other": {"command": "x"}, "nerve": {"command": EXE, "args": ["mcp"], "startup_timeout_sec": 30}}
     assert codex.read_text().startswith(before[codex].decode())  # appended, nothing above it touched
     assert json.loads(gemini.read_text()) == {"ui": {"theme": "Default"}, "mcpServers": {"nerve": {"command": EXE, "args": ["mcp"], "timeout": 600000}}}
     qwen = home() / ".qwen" / "settings.json"
@@ -60,8 +60,8 @@ def test_user_scope_writes_each_clis_own_format_and_uninstall_restores_every_byt
     opencode = home() / ".config" / "opencode" / "opencode.json"
     assert json.loads(opencode.read_text()) == {"mcp": {"nerve": {"type": "local", "command": [EXE, "mcp"], "enabled": True}}}
 
-    again = nerve(["mcp", "install", "claude", "--json"], work)
-    assert json.loads(again.out)[0]["action"] == "already"
+    again = nerve(["mcp", "install", "claude", "codex", "gemini", "--json"], work)
+    assert [r["action"] for r in json.loads(again.out)] == ["already"] * 3
 
     res = nerve(["mcp", "uninstall", "--json"], work)
     assert res.code == 0, res

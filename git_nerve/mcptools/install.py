@@ -3,7 +3,7 @@
 | CLI | user scope | project scope | entry |
 |---|---|---|---|
 | claude | ``~/.claude.json`` ``mcpServers`` | ``.mcp.json`` at the checkout's top | ``{"type": "stdio", "command", "args"}`` |
-| codex | ``$CODEX_HOME/config.toml`` (``~/.codex``) | refused (Codex reads MCP servers per user) | ``[mcp_servers.nerve]`` |
+| codex | ``$CODEX_HOME/config.toml`` (``~/.codex``) | refused (Codex reads MCP servers per user) | ``[mcp_servers.nerve]`` (+ ``startup_timeout_sec``) |
 | gemini | ``~/.gemini/settings.json`` ``mcpServers`` | ``.gemini/settings.json`` | ``{"command", "args", "timeout"}`` |
 | qwen | ``~/.qwen/settings.json`` ``mcpServers`` | ``.qwen/settings.json`` | ``{"command", "args", "timeout"}`` |
 | opencode | ``$XDG_CONFIG_HOME/opencode/opencode.json`` ``mcp`` | ``opencode.json`` | ``{"type": "local", "command": [...]}`` |
@@ -39,6 +39,7 @@ from .tools import SERVER_NAME
 
 CLIS = ("claude", "codex", "gemini", "qwen", "opencode")
 GEMINI_TIMEOUT_MS = 600_000
+CODEX_STARTUP_S = 30
 RECORD = "mcp.json"
 
 
@@ -109,7 +110,9 @@ def target(cli: str, scope: str, top: Path, exe: str) -> Target:
         if scope != "user":
             raise UsageError("codex reads its MCP servers from $CODEX_HOME/config.toml only: use --scope user")
         path = Path(os.environ.get("CODEX_HOME") or _home() / ".codex") / "config.toml"
-        block = f"\n[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(exe)}\nargs = [\"mcp\"]\n"
+        # startup_timeout_sec: Codex waits 10 s by default; the server needs 2-4 s (the SDK's import), more when busy
+        block = (f"\n[mcp_servers.{SERVER_NAME}]\ncommand = {json.dumps(exe)}\nargs = [\"mcp\"]\n"
+                 f"startup_timeout_sec = {CODEX_STARTUP_S}\n")
         return Target(cli, scope, path, "toml", (), block)
     raise UsageError(f"unknown CLI {cli!r} (known: {', '.join(CLIS)})")
 
@@ -278,7 +281,7 @@ def _toml_install(t: Target) -> tuple[str, dict[str, Any]]:
         raise Refused(f"does not parse as TOML ({exc}); add by hand: {t.entry.strip()!r}") from None
     servers = data.get("mcp_servers", {})
     if isinstance(servers, dict) and SERVER_NAME in servers:
-        if servers[SERVER_NAME] == {"command": json.loads(t.entry.split("command = ", 1)[1].split("\n")[0]), "args": ["mcp"]}:
+        if servers[SERVER_NAME] == tomllib.loads(t.entry)["mcp_servers"][SERVER_NAME]:
             return "already", {}
         raise Refused(f"it already has an MCP server named {SERVER_NAME!r} that is not this one")
     sep = "" if not text or text.endswith("\n") else "\n"
