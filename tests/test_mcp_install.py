@@ -85,6 +85,14 @@ def test_project_scope_writes_in_the_checkout_and_codex_refuses_it(work):
     assert not (work / ".mcp.json").exists() and not (work / "opencode.json").exists()
 
 
+def test_project_scope_is_refused_in_a_tasks_worktree(work):
+    assert run([str(BIN / "git-worker"), "spawn", "t1", "-d", "x"], work).code == 0
+    wt = Path(json.loads(run([str(BIN / "git-worker"), "status", "--json"], work).out)[0]["worktree"])
+    res = nerve(["mcp", "install", "claude", "--scope", "project"], wt)
+    assert res.code == 2 and "the worktree of task t1" in res.err and res.err.count("\n") == 1, res
+    assert not (wt / ".mcp.json").exists()
+
+
 def test_a_file_that_does_not_parse_or_would_be_reformatted_is_left_alone(work):
     claude = home() / ".claude.json"
     claude.write_text('{"mcpServers": {,}}')

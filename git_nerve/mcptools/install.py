@@ -346,6 +346,13 @@ def install(clis: list[str], *, scope: str = "user") -> list[Result]:
     names = _names(clis, on_path())
     if not names:
         raise UsageError(f"none of {', '.join(CLIS)} is on PATH; name the CLIs to register with")
+    if scope == "project":
+        from .. import context
+
+        ctx = context.read(paths.git_dir)
+        if ctx is not None:  # a project file here would be an untracked file in the task's branch's worktree
+            raise UsageError(f"--scope project writes into this checkout, the worktree of task {ctx.task_id}: "
+                             "run it from the main checkout, or use --scope user")
     top = paths.toplevel or paths.common_dir
     exe = executable()
     record_path = paths.nerve_dir / RECORD

@@ -251,7 +251,7 @@ def note_acted(b: Binding, how: str, note_ids: list[int] | None = None) -> str:
         done_ = delivery.acted(bus, task, how=how, inbox_ids=note_ids)
     if not done_:
         return f"no delivered note of {task} was waiting to be acted on"
-    return f"recorded as acted on: " + ", ".join(f"note #{d.inbox_id}" for d in done_)
+    return "recorded as acted on: " + ", ".join(f"note #{d.inbox_id}" for d in done_)
 
 
 def reader_name(client_info: Any) -> str:
