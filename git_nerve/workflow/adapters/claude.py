@@ -13,6 +13,9 @@ private directory (``--settings``) allows exactly what a role needs:
   common dir), ``git nerve thread`` / ``post``, and the repository's test command
   (nerve.toml ``[run] test_command``). Claude Code checks each part of a compound
   command (``git add X && git commit ...``) against these rules;
+* git-nerve's own MCP server (``git nerve mcp``, in a private ``--mcp-config``)
+  with its tools allowed one by one (``mcp__nerve__thread``, ``notes``, ...),
+  all but ``done``: the runner owns the task's lifecycle;
 * deny rules (which win over any allow rule, also the user's own) for the network
   (``WebFetch``, ``WebSearch``, curl, wget), package managers, ``git push`` /
   ``config`` / ``remote``, and git's options that write files (``--output``).
@@ -59,10 +62,33 @@ def settings(workdir: str, test_command: str = "") -> dict:
     if test:
         allow.append(f"Bash({test})")
         allow.append(f"Bash({test}:*)")
+    allow += mcp_rules()
     return {
         "permissions": {"allow": allow, "deny": list(DENY), "defaultMode": "dontAsk"},
         "includeCoAuthoredBy": False,
     }
+
+
+def mcp_rules() -> list[str]:
+    """git-nerve's own MCP tools a run may call, each by name (never the whole server: `done` is the runner's)."""
+    from ...mcptools.tools import RUN_TOOLS, SERVER_NAME
+
+    return [f"mcp__{SERVER_NAME}__{t}" for t in RUN_TOOLS]
+
+
+def _mcp_config(inv: Invocation) -> str | None:
+    """A private --mcp-config file that starts `git nerve mcp` (None when git-nerve's executable is not found)."""
+    from ...errors import UsageError
+    from ...mcptools.tools import SERVER_NAME, server_entry
+
+    try:
+        entry = server_entry()
+    except UsageError:
+        return None
+    path = os.path.join(inv.tmpdir, "nerve-claude-mcp.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump({"mcpServers": {SERVER_NAME: {"type": "stdio", **entry}}}, fh, indent=1)
+    return path
 
 
 def _argv(a: CommandAdapter) -> list[str]:
@@ -86,6 +112,15 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
         if at >= 2 and inv.argv[at - 2] == "--model":
             at -= 2
         inv.argv[at:at] = ["--settings", path]
+    if "--mcp-config" not in {x.split("=", 1)[0] for x in (adapter.extra_args or ())}:
+        mcp = _mcp_config(inv)  # git-nerve's MCP server for this task (its worktree is the agent's cwd)
+        if mcp is not None:
+            at = len(inv.argv) - len(adapter.extra_args or ())
+            if at >= 2 and inv.argv[at - 2] == "--model":
+                at -= 2
+            inv.argv[at:at] = ["--mcp-config", mcp]
+            # our few tools are offered up front rather than behind Claude Code's ToolSearch (one round trip less)
+            inv.env.setdefault("ENABLE_TOOL_SEARCH", "false")
     # No auto-update, telemetry or other side traffic in the middle of a task.
     inv.env.setdefault("DISABLE_AUTOUPDATER", "1")
     inv.env.setdefault("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")

@@ -208,10 +208,26 @@ def git_config_env(workdir: str, tmpdir: str, env: Mapping[str, str]) -> dict[st
     return {"GIT_CONFIG_PARAMETERS": " ".join([*([previous] if previous else []), *entries])}
 
 
+def mcp_policy_text() -> str:
+    """Allow git-nerve's own MCP tools (server `nerve`) one by one: all but `done` (the runner owns the lifecycle)."""
+    from ...mcptools.tools import RUN_TOOLS, SERVER_NAME
+
+    return "\n".join([
+        "[[rule]]",
+        f"mcpName = {_toml(SERVER_NAME)}",
+        f"toolName = [{', '.join(_toml(t) for t in RUN_TOOLS)}]",
+        'decision = "allow"',
+        "priority = 900",
+        "",
+    ])
+
+
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     policy = os.path.join(inv.tmpdir, "nerve-policy.toml")
     with open(policy, "w", encoding="utf-8") as fh:
-        fh.write(policy_text(inv.ctx.test_command))
+        # git-nerve's MCP tools, when the user registered the server (`git nerve mcp install gemini`): Gemini CLI
+        # has no per-run MCP flag, and skips a system-settings file under a world-writable directory such as /tmp
+        fh.write(policy_text(inv.ctx.test_command) + "\n" + mcp_policy_text())
     if "--policy" not in {a.split("=", 1)[0] for a in (adapter.extra_args or ())}:
         inv.argv[1:1] = ["--policy", policy]
     inv.env.update(git_identity_env(inv.workdir, inv.env))
