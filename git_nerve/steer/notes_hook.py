@@ -28,8 +28,7 @@ import sys
 READERS = {"claude": "claude-code (hook)"}
 
 #: names of the processes between the CLI and us (the shell its hook runs through)
-_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "env", "timeout", "nice", "git-nerve", "python3",
-                     "python", "git"})
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "env", "timeout", "nice", "git", "git-nerve"})
 
 def _proc(pid: int) -> tuple[str, int] | None:
     """(command name, parent pid) of ``pid`` from /proc, or None."""
@@ -49,7 +48,7 @@ def _proc(pid: int) -> tuple[str, int] | None:
 
 
 def agent_pid(start: int | None = None) -> int | None:
-    """The agent CLI's process: our parent, or the first ancestor that is not a shell (or python/git wrapper)."""
+    """The agent CLI's process: our parent, or the first ancestor that is not a shell (or `git`, for `git nerve`)."""
     pid = start if start is not None else os.getppid()
     for _ in range(8):
         if pid <= 1:
@@ -58,7 +57,7 @@ def agent_pid(start: int | None = None) -> int | None:
         if info is None:
             return pid if pid > 1 else None
         name, parent = info
-        if name not in _SHELLS and not name.startswith("python"):
+        if name not in _SHELLS:
             return pid
         pid = parent
     return None
