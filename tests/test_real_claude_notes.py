@@ -155,7 +155,7 @@ def test_stop_mid_run_ends_claude_at_its_next_tool_call_and_keeps_the_edit(tmp_p
     snap = git(repo.work, "rev-parse", ref)
     assert git(repo.work, "rev-parse", f"{snap}^1") == repo.base
     assert CODER_LINE in git(repo.work, "show", f"{ref}:README.md")
-    assert ref in result["reason"], result
+    assert ref in result["reason"], result  # the run's own answer says where the work is
 
     _, outbox = _deliveries(repo)
     texts = [line.text for line in outbox]

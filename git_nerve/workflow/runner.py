@@ -285,13 +285,16 @@ class Runner:
         how = self._stop_how
         if how is None:
             reader = delivery.stop_reached(self.bus.conn, self.start.task_id)
-            how = (f"the agent ended at its next safe point ({reader} answered the stop)" if reader
-                   else "the run stopped before its next agent started")
+            how = f"the agent ended at its next safe point ({reader} answered the stop)" if reader else None
+        if how is None and kept is None and "NOT" not in where:
+            return  # stopped between agents with nothing uncommitted: the stop's own outbox line says it all
+        how = how or "the run stopped before its next agent started"
         try:
             delivery.stop_obeyed(self.bus, self.start.task_id, how=f"{how}; {where}")
         except NerveError as exc:
             log.warning("could not record the stop in the outbox: %s", exc.message)
-        self.result.reason = f"{self.result.reason}; {how}; {where}" if self.result.reason else f"{how}; {where}"
+        if kept is not None or "NOT" in where:  # where the work is belongs in the run's own answer
+            self.result.reason = f"{self.result.reason}; {where}" if self.result.reason else where
 
     def _request_stop(self, reason: str) -> None:
         """Ask the running agent's CLI to end itself: its notes hook reads this file at the next safe point."""
