@@ -230,6 +230,8 @@ def test_a_stop_asks_a_clean_stop_agent_to_end_itself_and_its_uncommitted_work_i
 
     subprocess.run(["git", "config", "nerve.heartbeatInterval", "0.2"], cwd=task.work, check=True)
     request = stop_request_path(discover(task.worktree).git_dir)
+    request.parent.mkdir(parents=True, exist_ok=True)
+    request.write_text("left behind by a killed run\n")  # must not stop this run's agent
     seen: list[str] = []
 
     def agent(prompt, ctx):

@@ -180,7 +180,8 @@ class Runner:
         self.stop_grace = max(0.0, stop_grace)
         #: how the last stop ended the agent (None: no stop reached a running agent)
         self._stop_how: str | None = None
-        self._stop_file: Path | None = None
+        self._stop_file: Path | None = None  #: the stop request written for the running agent
+        self._stop_path: Path | None = None  #: where it goes: <git-dir of the worktree>/nerve/stop-request
         self.result = RunResult(start.task_id, workflow.name, first_round=start.first_round)
         self._beat_warned = False
         #: each role's extract settings: nerve.toml's [extract], then the role's own (checked before anything runs)
@@ -296,17 +297,24 @@ class Runner:
         if kept is not None or "NOT" in where:  # where the work is belongs in the run's own answer
             self.result.reason = f"{self.result.reason}; {where}" if self.result.reason else where
 
-    def _request_stop(self, reason: str) -> None:
-        """Ask the running agent's CLI to end itself: its notes hook reads this file at the next safe point."""
+    def _request_stop(self, reason: str | None) -> None:
+        """Ask the running agent's CLI to end itself: its notes hook reads this file at the next safe point
+        (None: remove a request left behind)."""
         from ..paths import discover, stop_request_path
 
         try:
-            path = stop_request_path(discover(self.start.workdir).git_dir)
+            if self._stop_path is None:
+                self._stop_path = stop_request_path(discover(self.start.workdir).git_dir)
+            path = self._stop_path
+            if reason is None:
+                path.unlink(missing_ok=True)
+                return
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(reason + "\n", encoding="utf-8")
             self._stop_file = path
         except (NerveError, OSError) as exc:
-            log.warning("could not ask the agent to stop (%s); it is killed after the grace period", exc)
+            if reason is not None:
+                log.warning("could not ask the agent to stop (%s); it is killed after the grace period", exc)
 
     def _clear_stop(self) -> None:
         if self._stop_file is not None:
@@ -397,6 +405,7 @@ class Runner:
         self.on_event("role_start", {"role": name, "adapter": aname})
         before = self._git(ground.tip, self.start.workdir, self.start.branch)
         t0 = time.monotonic()
+        self._request_stop(None)  # a stop request a killed run left behind must not end this agent
         try:
             outcome, stop_reason, interrupted = self._supervise(
                 work, abort, f"{self.workflow.name}: {name} running ({aname})", aname,
