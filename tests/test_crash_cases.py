@@ -305,3 +305,53 @@ def test_a_read_only_git_dir_is_one_clear_line_and_changes_nothing(repo):
     res = run([GW, "spawn", "t1"], repo.work)
     assert res.code == 0, res.err
     invariants(repo.work)
+
+
+def test_merge_killed_inside_the_fast_forward_of_the_main_checkout_converges(tmp_path):
+    """13 (merge-delete, seed 1310003): a kill while `git merge --ff-only` writes the main checkout's files
+    (after the push) left files untracked and main behind; the rerun undoes the half-written checkout and
+    finishes the fast-forward, and every crash invariant holds."""
+    group = cs.GROUPS["merge-delete"]
+    space = cs.Workspace(tmp_path / "crash")
+    ref = cs.reference(space, group)
+    s = space.fresh_group(group)
+    seen = cs.reachable(s.work)
+    origin_before = cs.reachable(s.origin)
+    flag = tmp_path / "block"
+    # the filter blocks on t1.txt (other.txt, before it, is written) only in the main checkout, not in the
+    # temporary checkout the push runs from
+    script = tmp_path / "slow-smudge.sh"
+    script.write_text(f"#!/bin/sh\nif [ \"$1\" = t1.txt ] && [ \"$(pwd -P)\" = '{os.path.realpath(s.work)}' ]; then\n"
+                      f"  while [ -e '{flag}' ]; do sleep 0.05; done\nfi\nexec cat\n", encoding="utf-8")
+    script.chmod(0o755)
+    build.git(s.work, "config", "filter.slow.smudge", f"{script} %f")
+    build.git(s.work, "config", "filter.slow.clean", "cat")
+    (rs.common_dir(s.work) / "info").mkdir(exist_ok=True)
+    (rs.common_dir(s.work) / "info" / "attributes").write_text("*.txt filter=slow\n", encoding="utf-8")
+
+    flag.write_text("")
+    child = subprocess.Popen(list(group.argv), cwd=s.work, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            blocked = [pid for pid in rs._descendants(child.pid) if any("slow-smudge" in a for a in rs._cmdline(pid))]
+            if any(os.path.realpath(os.readlink(f"/proc/{pid}/cwd")) == os.path.realpath(s.work) for pid in blocked
+                   if os.path.exists(f"/proc/{pid}")):
+                break
+            assert child.poll() is None, "merge ended before git fast-forwarded the main checkout"
+            time.sleep(0.01)
+        else:
+            raise AssertionError("git never reached the main checkout's fast-forward")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+        flag.unlink(missing_ok=True)
+    seen |= cs.reachable(s.work)
+    assert build.git(s.work, "status", "--porcelain"), "the kill left the main checkout as it was: nothing tested"
+
+    rerun = rs.run(list(group.argv), s.work)
+    assert "repaired: undid the interrupted fast-forward" in rerun.err
+    problems = cs.check(s, ref, rerun, seen, origin_before)
+    assert not problems, "\n".join(problems)
+    assert build.git(s.work, "rev-parse", "main") == build.git(s.work, "rev-parse", "origin/main")

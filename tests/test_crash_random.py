@@ -16,12 +16,7 @@ KILLS = int(os.environ.get("NERVE_CRASH_KILLS", str(cs.CI_KILLS)))
 
 #: Groups with a known kill window that does not converge yet (each names its replay); bench/reliability
 #: still runs them, and the closing note of the session that left them says what is open.
-KNOWN_OPEN = {
-    # merge --delete-branch without a remote, killed around 0.5 s (seed 1310003, delay 0.5057, under load):
-    # the main checkout was left with other.txt untracked, its HEAD no longer holding main's last commit.
-    # Not reproduced when replayed on a quiet machine.
-    "merge-delete",
-}
+KNOWN_OPEN: set[str] = set()
 
 
 @pytest.mark.parametrize("group", [g for g in cs.GROUPS if g not in KNOWN_OPEN])

@@ -243,7 +243,8 @@ def test_the_commit_path_loads_none_of_the_heavy_packages():
         "import sys; sys.path.insert(0, sys.argv[1]);"
         "import git_nerve.hooks.run, git_nerve.hooks.runtime, git_nerve.knowledge.trigger, git_nerve.cli.entry;"
         "from git_nerve.worker import heartbeat;"
-        "heavy = ('click', 'pygit2', 'pydantic', 'yaml', 'asyncio', 'filelock', 'dataclasses', 'typing');"
+        "heavy = ('click', 'pygit2', 'pydantic', 'yaml', 'asyncio', 'filelock', 'dataclasses', 'typing',"
+        "         'git_nerve.console', 'starlette', 'uvicorn');"
         "print(' '.join(m for m in heavy if m in sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-S", "-c", probe, str(root)], capture_output=True, text=True, check=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from . import console as console_cli
 from . import hooks as hooks_cli
 from . import knowledge as knowledge_cli
 from . import setup as setup_cli
@@ -25,7 +26,7 @@ def nerve() -> None:
     """
 
 
-for _module in (setup_cli, hooks_cli, thread_cli, workflow_cli, steer_cli, knowledge_cli):
+for _module in (setup_cli, hooks_cli, thread_cli, workflow_cli, steer_cli, knowledge_cli, console_cli):
     for _command in _module.COMMANDS:
         nerve.add_command(_command)
 

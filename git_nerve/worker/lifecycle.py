@@ -681,6 +681,7 @@ def merge(
     with hold(repo.lock_path("merge"), what="the merge lock"):
         # looked at under the lock: a merge fast-forwarding this checkout makes it look dirty meanwhile
         target_wt = worktrees.find_for_branch(cwd, f"refs/heads/{integration}")
+        _undo_killed_fast_forward(target_wt)
         if target_wt is not None and worktrees.dirty_files(target_wt.path, untracked=False):
             raise GitError(
                 f"{integration} is checked out at {target_wt.path} with uncommitted changes; commit or stash them, then merge again"
@@ -840,12 +841,33 @@ def _advance_local(repo: Repo, integration: str, old: str, new: str, target_wt: 
                  wt_git_dir / "HEAD.lock"):
         if refs.stale_lock(lock):
             raise GitError(f"cannot move {integration}: {cli.stale_lock_message(str(lock))}")
-    proc = cli.run(["merge", "--ff-only", "--quiet", new], cwd=target_wt.path, check=False)
+    proc = _fast_forward(target_wt, old, new)
     if proc.returncode != 0:
         if refs.resolve(target_wt.path, "HEAD") != old:
             return False
         raise GitError(f"could not fast-forward {integration} in {target_wt.path}: {cli.message(proc.stderr)}")
     return True
+
+
+#: the marker a fast-forward of the integration branch's checkout leaves while it runs
+FF_MARKER = "integration-ff"
+
+
+def _fast_forward(target_wt: worktrees.WorktreeInfo, old: str, new: str):
+    """``git merge --ff-only NEW`` in the integration checkout, marked while it runs: a kill half-way (files
+    written, HEAD not moved) is undone by the next merge (:func:`_undo_killed_fast_forward`)."""
+    git_dir = worktrees.git_dir_of(target_wt.path)
+    repair.set_marker(git_dir, FF_MARKER, {"from": old, "to": new})
+    proc = cli.run(["merge", "--ff-only", "--quiet", new], cwd=target_wt.path, check=False)
+    repair.clear_marker(git_dir, FF_MARKER)
+    return proc
+
+
+def _undo_killed_fast_forward(target_wt: worktrees.WorktreeInfo | None) -> None:
+    if target_wt is not None:
+        line = repair.undo_partial_reset(target_wt.path, worktrees.git_dir_of(target_wt.path), FF_MARKER)
+        if line:
+            repair.say(line)
 
 
 def _sync_local_integration(repo: Repo, integration: str, merged: str, target_wt: worktrees.WorktreeInfo | None) -> str | None:
@@ -856,7 +878,7 @@ def _sync_local_integration(repo: Repo, integration: str, merged: str, target_wt
     if not refs.is_ancestor(repo.cwd, local, merged):
         return f"local {integration} has commits that are not on the remote; it was left as it is"
     if target_wt is not None:
-        proc = cli.run(["merge", "--ff-only", "--quiet", merged], cwd=target_wt.path, check=False)
+        proc = _fast_forward(target_wt, local, merged)
         if proc.returncode != 0:
             return f"could not fast-forward {integration} in {target_wt.path}: {cli.message(proc.stderr)}"
         return None

@@ -286,12 +286,14 @@ def remove_worktree(cwd: Path, wt: Path, *, force: bool) -> None:
         say(f"finished removing the worktree {wt} (its removal was interrupted)")
 
 
-def undo_partial_reset(wt: Path, git_dir: Path) -> str | None:
-    """After a kill inside done's ``git reset --keep OLD -> NEW``: put back, as at OLD, the files it wrote.
+def undo_partial_reset(wt: Path, git_dir: Path, name: str = "done-reset") -> str | None:
+    """After a kill inside a checkout move OLD -> NEW (done's ``git reset --keep``, merge's ``git merge
+    --ff-only`` of the integration checkout; ``name`` is the marker set before it): put back, as at OLD,
+    the files it wrote. Only files whose content is exactly NEW's are touched, so nothing of a person's is lost.
 
     Returns a line saying what was repaired, or None when there was nothing to do.
     """
-    m = get_marker(git_dir, "done-reset")
+    m = get_marker(git_dir, name)
     if m is None:
         return None
     old, new = m.get("from"), m.get("to")
@@ -317,8 +319,9 @@ def undo_partial_reset(wt: Path, git_dir: Path) -> str | None:
         # the index was never written (its lock died with git), but make it HEAD's for the paths touched
         if restored:
             cli.run(["reset", "-q", old, "--", *restored], cwd=wt, check=False)
-            line = f"undid the interrupted reset of {wt} ({len(restored)} file(s) put back)"
-    clear_marker(git_dir, "done-reset")
+            what = "reset" if name == "done-reset" else "fast-forward"
+            line = f"undid the interrupted {what} of {wt} ({len(restored)} file(s) put back)"
+    clear_marker(git_dir, name)
     return line
 
 

@@ -1,0 +1,135 @@
+"""What the console shows, as JSON-ready dicts, read through the features' own functions.
+
+:func:`summary` is what every server-sent event carries: every worker (the
+row `git worker status --json` prints, plus its radar marks, its last commit
+and a ``version`` that changes whenever something about the task changes),
+the conflict radar, the merge queue and the outbox. :func:`task_detail` is
+one task's whole story (thread, message history, what was told about it);
+the page fetches it again when the selected task's ``version`` moves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import clock
+from ..bus import watch, workers
+from ..errors import NerveError
+from ..radar import scan
+from ..radar.cache import INTEGRATION
+from ..steer import tell as steer_tell
+from ..steer.outbox import as_dict as outbox_dict
+from ..steer.queue import Queue
+from ..thread import service as thread_service
+from ..worker import lifecycle
+from ..worker.status import row
+
+#: outbox lines every event carries (the newest)
+OUTBOX_LINES = 200
+#: non-heartbeat messages a task's detail carries (the newest)
+HISTORY = 400
+#: characters of a task's thread the detail carries (`git nerve thread --budget`)
+THREAD_BUDGET = 60_000
+
+
+class Commits:
+    """Each task's last commit, looked up again only when the task's newest message id moved."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[int, dict | None]] = {}
+
+    def last(self, conn, task_id: str, newest: int) -> dict | None:
+        known = self._seen.get(task_id)
+        if known is not None and known[0] == newest:
+            return known[1]
+        found = watch.last_of_kind(conn, task_id, "commit")
+        value = None
+        if found is not None:
+            _, ts, payload = found
+            value = {"sha": str(payload.get("sha", "")), "subject": str(payload.get("subject", "")), "ts": clock.iso(ts)}
+        self._seen[task_id] = (newest, value)
+        return value
+
+
+def _settings(repo):
+    try:
+        return repo.settings
+    except Exception:  # noqa: BLE001 - the view works even when nerve.* settings cannot be resolved
+        return None
+
+
+def _marks(result: scan.Scan) -> dict[str, list[dict[str, str]]]:
+    """Per task, the radar pairs it is in: ``{"kind": "conflict", "with": "t2"}`` (as `git worker status` marks them)."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for p in result.pairs:
+        for me, other in ((p.a, p.b), (p.b, p.a)):
+            if me == INTEGRATION:
+                continue
+            name = (result.integration or "integration") if other == INTEGRATION else other
+            out.setdefault(me, []).append({"kind": p.kind, "with": name})
+    return out
+
+
+def summary(repo, commits: Commits | None = None, *, steering: tuple | None = None) -> dict[str, Any]:
+    """The whole dashboard (everything but the tasks' threads and histories)."""
+    conn = repo.bus.conn
+    commits = commits or Commits()
+    settings = _settings(repo)
+    now = clock.now()
+    steering = steering if steering is not None else watch.steering_mark(conn)
+    radar = scan.cached(repo.paths.common_dir)
+    marks = _marks(radar)
+    all_workers = workers.all_workers(conn)
+    rows = []
+    for w in all_workers:
+        r = row(w, settings, now)
+        newest = watch.last_message_id(conn, w.task_id)
+        r["radar"] = marks.get(w.task_id, [])
+        r["last_commit"] = commits.last(conn, w.task_id, newest)
+        r["heartbeat_ts"] = w.last_heartbeat
+        r["version"] = f"{newest}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}"
+        rows.append(r)
+    risky = {t for p in radar.pairs if p.kind == "conflict" for t in (p.a, p.b)}
+    approved = [w for w in all_workers if w.state == "APPROVED"]
+    return {
+        "at": now,
+        "workers": rows,
+        "radar": radar.as_dict(),
+        "queue": [{"task_id": t, "radar_conflict": t in risky} for t in Queue(approved, risky).tasks],
+        "outbox": [outbox_dict(line) for line in watch.outbox_tail(conn, OUTBOX_LINES)],
+    }
+
+
+def _history(msgs) -> list[dict[str, Any]]:
+    """The message log with heartbeats folded into counts (as `git worker show` prints it)."""
+    out: list[dict[str, Any]] = []
+    beats = 0
+    for m in msgs:
+        if m.kind == "heartbeat":
+            beats += 1
+            continue
+        if beats:
+            out.append({"kind": "heartbeats", "count": beats})
+            beats = 0
+        out.append({"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload})
+    if beats:
+        out.append({"kind": "heartbeats", "count": beats})
+    return out[-HISTORY:]
+
+
+def task_detail(repo, task_id: str) -> dict[str, Any]:
+    """One task: its row, its thread (as `git nerve thread --json`), its history, what was told about it."""
+    w, msgs = lifecycle.show(repo, task_id)
+    try:
+        thread = thread_service.view(repo.bus, task_id, budget=THREAD_BUDGET).as_dict()
+    except NerveError:
+        thread = {"thread": task_id, "rounds": [], "omitted": []}
+    return {
+        "worker": row(w, _settings(repo)),
+        "thread": thread,
+        "messages": _history(msgs),
+        "told": [e.as_dict() for e in steer_tell.about(repo.bus, task_id)],
+    }
+
+
+__all__ = ["Commits", "summary", "task_detail"]

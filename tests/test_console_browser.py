@@ -1,0 +1,188 @@
+"""The console in a real browser: Debian's headless Chromium driven by Playwright (installed at a
+pinned version by tests/realtools.py; the browser is never downloaded), on a real repository with a
+live worker (`git worker run` heartbeating around a scripted agent that commits, reads a note and
+finishes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, git
+from console_support import Console
+from realtools import REAL_ENV, apt_tool, pip_tool
+
+PLAYWRIGHT = "1.65.2"
+NOTE = "please also write NOTES.md"
+
+
+def artifacts() -> Path:
+    where = Path(REAL_ENV.get("NERVE_ARTIFACTS") or ROOT / "tests" / "artifacts")
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+class Browser:
+    """tests/browser_driver.py under Playwright's own Python: one JSON command per call."""
+
+    def __init__(self, python: Path, chromium: Path):
+        env = {**os.environ, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
+        self.proc = subprocess.Popen([str(python), str(ROOT / "tests" / "browser_driver.py"), str(chromium)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def __call__(self, op: str, **args):
+        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"the browser driver ended during {op} {args}")
+        answer = json.loads(line)
+        if not answer["ok"]:
+            raise AssertionError(f"{op} {args}: {answer['error']}")
+        return answer["value"]
+
+    def close(self) -> None:
+        try:
+            self("quit")
+        except (AssertionError, BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+# The agent `git worker run` supervises: it commits when the test says so, then takes the notes a person
+# sent through the door mid-run delivery uses (git_nerve.steer.delivery), acts on them with a second
+# commit, and exits 0 (so `--done` asks for review).
+AGENT = textwrap.dedent('''
+    import os, subprocess, sys, time
+    from pathlib import Path
+    from git_nerve.bus.connection import Bus
+    from git_nerve.paths import discover
+    from git_nerve.steer import delivery
+
+    go = Path(sys.argv[1])
+    deadline = time.time() + 120
+    while not go.exists():
+        assert time.time() < deadline, "never told to commit"
+        time.sleep(0.1)
+    Path("feature.txt").write_text("the feature\\n")
+    subprocess.run(["git", "add", "feature.txt"], check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "agent: add the feature"], check=True)
+    bus = Bus(discover().bus_path)
+    while True:
+        notes = delivery.deliver(bus, "t1", reader="scripted agent", via="hook", pid=os.getpid())
+        if notes:
+            break
+        assert time.time() < deadline, "no note came"
+        time.sleep(0.2)
+    Path("NOTES.md").write_text("".join(m.text + "\\n" for m in notes))
+    subprocess.run(["git", "add", "NOTES.md"], check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "agent: act on the note"], check=True)
+    sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    delivery.acted(bus, "t1", how=f"commit {sha}")
+    bus.close()
+''')
+
+
+def _wait(predicate, what: str, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.mark.real
+def test_the_console_in_chromium_follows_a_live_worker_and_reviews_and_merges_it(remote_repo, tmp_path):
+    chromium = apt_tool("chromium", "chromium")
+    apt_tool("chromium-driver", "chromedriver")
+    playwright = pip_tool("playwright", PLAYWRIGHT, "playwright")
+    work, origin = remote_repo.work, remote_repo.origin
+    git(work, "config", "nerve.heartbeatInterval", "1")
+    for task, desc in (("t1", "add the feature"), ("t2", "write the docs")):
+        subprocess.run(["git", "worker", "spawn", task, "-d", desc], cwd=work, check=True, capture_output=True)
+    wt = Path(json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True,
+                                        capture_output=True, text=True).stdout)[0]["worktree"])
+    (tmp_path / "agent.py").write_text(AGENT)
+    go = tmp_path / "go"
+    console = Console(work)
+    agent = subprocess.Popen(["git", "worker", "run", "--done", "--", sys.executable, str(tmp_path / "agent.py"), str(go)],
+                             cwd=wt, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    browser = Browser(playwright.parent / "python", chromium)
+    shot = artifacts() / "console.png"
+    try:
+        assert browser("goto", url=console.url) == 200
+        browser("wait_text", selector="#conn", text="live")
+        browser("wait_text", selector="tr.worker[data-task=t2]", text="write the docs")
+        # the live worker: `git worker run` started it and heartbeats every second
+        browser("wait", selector="tr.worker[data-task=t1][data-state=WORKING]", timeout=30_000)
+        browser("wait_text", selector="tr.worker[data-task=t1] [data-testid=heartbeat]", text="ago", timeout=30_000)
+        browser("eval", js="window.__sameLoad = 'yes'")  # gone if the page reloads
+        browser("click", selector="tr.worker[data-task=t1]")
+
+        # a commit made in the worker appears, without a reload
+        go.write_text("go")
+        browser("wait_text", selector="tr.worker[data-task=t1] [data-testid=last-commit]", text="agent: add the feature",
+                timeout=30_000)
+        browser("wait_text", selector="#history li", text="agent: add the feature")
+
+        # a note sent from the page reaches the agent, which acknowledges it (outbox) and acts on it
+        browser("fill", selector="#tell-text", value=NOTE)
+        browser("click", selector="[data-testid=tell-send]")
+        browser("wait_text", selector="#result", text="queued #1: note for t1")
+        browser("wait_text", selector="#thread .round.human", text=NOTE)
+        browser("wait_text", selector="#outbox li", text="note delivered to scripted agent", timeout=30_000)
+        browser("wait_text", selector="#told li", text="acted on", timeout=30_000)
+        assert agent.wait(timeout=120) == 0, agent.stdout.read()
+        assert (wt / "NOTES.md").read_text() == NOTE + "\n"
+
+        # `--done`: rebased, pushed, IN_REVIEW; approve with a comment, then merge, from the page
+        browser("wait", selector="tr.worker[data-task=t1][data-state=IN_REVIEW]", timeout=30_000)
+        browser("fill", selector="#review-comment", value="looks right")
+        browser("click", selector="#approve")
+        browser("wait_text", selector="#result", text="approved: t1 is APPROVED")
+        browser("wait", selector="tr.worker[data-task=t1][data-state=APPROVED]")
+        browser("wait_text", selector="#queue li", text="t1")
+        browser("wait_text", selector="#thread .round.reviewer", text="looks right")
+        browser("click", selector="#merge")
+        browser("wait_text", selector="#result", text="merged t1 into main", timeout=60_000)
+        browser("wait", selector="tr.worker[data-task=t1][data-state=COMPLETED]")
+        assert browser("eval", js="window.__sameLoad") == "yes"
+        browser("screenshot", path=str(shot))
+        assert browser("problems") == []  # no script error, no refused request so far
+
+        # a request without the token is refused, from the page's own origin too
+        assert browser("fetch", url="/api/state")[0] == 403
+        assert browser("fetch", url="/api/tell", init={"method": "POST", "headers": {"Content-Type": "application/json"},
+                                                        "body": json.dumps({"task": "t2", "text": "x"})})[0] == 403
+        assert browser("goto", url=console.url.split("?")[0]) == 403
+    finally:
+        browser.close()
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        assert console.stop() == 0
+    assert shot.stat().st_size > 10_000
+
+    # git is the ground truth: origin's main has the merge of t1 with both of the agent's commits
+    log = git(origin, "log", "--format=%s", "main")
+    assert log.splitlines()[0] == "Merge feat/t1 (t1)"
+    assert "agent: add the feature" in log and "agent: act on the note" in log
+    assert git(origin, "show", "main:NOTES.md") == NOTE
+    rows = {r["task_id"]: r for r in json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work,
+                                                               check=True, capture_output=True, text=True).stdout)}
+    assert rows["t1"]["state"] == "COMPLETED" and rows["t2"]["state"] == "ASSIGNED"
+    # the note: told on the bus, delivered to the agent's process, acted on
+    shown = json.loads(subprocess.run(["git", "worker", "show", "t1", "--json"], cwd=work, check=True,
+                                      capture_output=True, text=True).stdout)
+    assert shown["inbox"][0]["delivery"]["state"] == "acted on"
