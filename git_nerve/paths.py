@@ -173,4 +173,10 @@ def ensure_local_filesystem(path: str | os.PathLike[str]) -> None:
         )
 
 
-__all__ = ["RepoPaths", "discover", "ensure_local_filesystem", "filesystem_type", "make_dirs", "create_file", "replace_file", "GitError"]
+def stop_request_path(git_dir: str | os.PathLike[str]) -> Path:
+    """``<git-dir>/nerve/stop-request``: a stop the run drained while its agent runs in this worktree; the
+    agent CLI's notes hook (`git nerve notes --hook`) answers it by ending the agent at its next safe point."""
+    return Path(git_dir) / "nerve" / "stop-request"
+
+
+__all__ = ["RepoPaths", "discover", "stop_request_path", "ensure_local_filesystem", "filesystem_type", "make_dirs", "create_file", "replace_file", "GitError"]

@@ -223,6 +223,43 @@ def test_on_tick_can_stop_the_running_agent(task, monkeypatch, tmp_path):
     assert not [p for p in fakes.pid_list() if alive(p)]
 
 
+def test_a_stop_asks_a_clean_stop_agent_to_end_itself_and_its_uncommitted_work_is_archived(task, monkeypatch):
+    """An adapter whose CLI can end itself (claude's notes hook) gets the stop through <git-dir>/nerve/stop-request
+    and is not killed; what it left uncommitted is kept under refs/nerve/archive/<task>, the worktree untouched."""
+    from git_nerve.paths import discover, stop_request_path
+
+    subprocess.run(["git", "config", "nerve.heartbeatInterval", "0.2"], cwd=task.work, check=True)
+    request = stop_request_path(discover(task.worktree).git_dir)
+    request.parent.mkdir(parents=True, exist_ok=True)
+    request.write_text("left behind by a killed run\n")  # must not stop this run's agent
+    seen: list[str] = []
+
+    def agent(prompt, ctx):
+        (Path(ctx.workdir) / "half-done.txt").write_text("work in progress\n")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not request.exists():  # its next "safe point"
+            time.sleep(0.05)
+        seen.append(request.read_text() if request.exists() else "")
+        return reply(False)
+
+    agent.clean_stop = True
+    ticks = iter([None, "stop: a person asked to stop"])
+    ref = use(monkeypatch, flow(agent))
+    head = git(task.worktree, "rev-parse", "HEAD")
+    result = run_task(ref, task="t1", cwd=task.work, on_tick=lambda t: next(ticks, None))
+    assert seen == ["stop: a person asked to stop\n"]
+    assert result.outcome == "stopped" and result.reason.startswith("stop: a person asked to stop; uncommitted work")
+    assert "refs/nerve/archive/t1" in result.reason
+    assert not request.exists()  # the request lives only while its agent runs
+    (only,) = thread_rounds(task)
+    assert "error" not in only.metadata  # it ended itself: no abort
+    snap = git(task.work, "rev-parse", "refs/nerve/archive/t1")
+    assert git(task.work, "rev-parse", f"{snap}^1") == head
+    assert git(task.work, "show", "refs/nerve/archive/t1:half-done.txt") == "work in progress"
+    assert (task.worktree / "half-done.txt").read_text() == "work in progress\n"  # left in place too
+    assert git(task.worktree, "rev-parse", "HEAD") == head
+
+
 def test_between_rounds_stops_before_the_next_agent_starts(task, monkeypatch):
     calls: list[int] = []
     ref = use(monkeypatch, flow(lambda p, c: calls.append(1) or reply(False)))

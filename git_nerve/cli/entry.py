@@ -25,6 +25,11 @@ def worker_main() -> None:
 
 def nerve_main() -> None:
     argv = sys.argv[1:]
+    if argv[:1] == ["notes"] and any(a == "--hook" or a.startswith("--hook=") for a in argv) \
+            and not {"-h", "--help"} & set(argv):
+        from ..steer.notes_hook import main as notes_main  # an agent CLI's hook: standard library + bus only
+
+        sys.exit(notes_main(argv[1:]))
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
     from .nerve import nerve

@@ -166,5 +166,42 @@ def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: boo
     sys.exit(result.exit_code)
 
 
-COMMANDS = [tell, outbox]
+@click.command("notes", context_settings=CONTEXT_SETTINGS)
+@click.option("--hook", "hook_cli", metavar="CLI", help="Answer an agent CLI's hook (claude): hook JSON on stdin, "
+              "the CLI's answer on stdout; never fails (errors: one line on stderr, exit 0).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@handle_errors
+def notes(hook_cli: str | None, as_json: bool) -> None:
+    """Hand over the notes this worktree's task has not read yet (and mark them delivered).
+
+    \b
+    The person's notes (`git nerve tell --task T "..."`) reach a running agent
+    at its next safe point: Claude Code runs `git nerve notes --hook claude`
+    after each tool call (the adapter installs it) and the notes are added to
+    the model's next request; a queued `stop` ends the agent there. Agents
+    without hooks, and people, run `git nerve notes`. `git nerve outbox` and
+    `git worker show` say who read each note (which process, when) and when it
+    was acted on (the task's next commit).
+    """
+    import os
+    import sys
+
+    from ..steer import notes_hook
+
+    if hook_cli:
+        sys.exit(notes_hook.main(["--hook", hook_cli]))
+    got = notes_hook.collect(os.getcwd(), reader="git nerve notes", via="prompt", pid=notes_hook.agent_pid())
+    if got["task"] is None:
+        from ..errors import UsageError
+
+        raise UsageError("not in a task's worktree: run `git nerve notes` inside the worktree of a task")
+    if as_json:
+        echo_json(got)
+        return
+    if got["stop"]:
+        echo(f"stop: {got['stop']}")
+    echo(got["text"] or f"no new notes for {got['task']}")
+
+
+COMMANDS = [tell, outbox, notes]
 WORKER_COMMANDS = [merge]

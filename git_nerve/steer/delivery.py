@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import clock
-from ..bus import steer, workers
+from ..bus import messages, steer, workers
 from ..bus.connection import Bus
 from ..text import clean
 from .drain import quoted, task_consumer
@@ -68,6 +68,64 @@ def acted(bus: Bus, task_id: str, *, how: str, inbox_ids: list[int] | None = Non
             text = _acted_line(conn, d, how)
             steer.acknowledge(conn, consumer=task_consumer(task_id), inbox_id=d.inbox_id, kind=ACTED, ts=ts, text=text)
     return done
+
+
+def settle(bus: Bus, task_id: str) -> list[steer.Delivery]:
+    """Delivered notes a later commit of the task acted on: ``commit <sha7>`` (the first commit recorded
+    at or after the delivery's second: git's commit times have whole seconds)."""
+    conn = bus.conn
+    open_ = [d for d in steer.deliveries_for(conn, task_id) if d.acted_at is None]
+    if not open_:
+        return []
+    commits = [m for m in messages.for_task(conn, task_id, kinds=("commit",)) if m.payload.get("sha")]
+    done: list[steer.Delivery] = []
+    by_commit: dict[str, list[int]] = {}
+    for d in open_:
+        after = next((m for m in commits if m.ts >= int(d.ts)), None)
+        if after is not None:
+            by_commit.setdefault(str(after.payload["sha"]), []).append(d.inbox_id)
+    for sha, ids in by_commit.items():
+        done += acted(bus, task_id, how=f"commit {sha[:7]}", inbox_ids=ids)
+    return done
+
+
+def last_stop(conn, task_id: str) -> steer.InboxMessage | None:
+    """The newest ``stop`` addressed to ``task_id`` (its own or to all) since it was assigned."""
+    w = workers.get(conn, task_id)
+    stops = [m for m in steer.about_task(conn, task_id, all_since=w.assigned_at if w else None) if m.kind == "stop"]
+    return stops[-1] if stops else None
+
+
+def stop_delivered(bus: Bus, task_id: str, *, reader: str, via: str, pid: int | None = None) -> bool:
+    """Outbox: the task's stop reached its running agent (once per stop)."""
+    m = last_stop(bus.conn, task_id)
+    if m is None:
+        return False
+    with bus.write() as conn:
+        return steer.acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=DELIVERED, ts=clock.now(),
+                                 text=f"stop delivered to {_who(reader, pid, via)}: the agent is asked to end now; "
+                                      f"queued message: {quoted(m)}")
+
+
+def stop_reached(conn, task_id: str) -> str | None:
+    """Who the task's last stop was delivered to while its agent ran (the outbox line's words), or None."""
+    m = last_stop(conn, task_id)
+    if m is None:
+        return None
+    for line in steer.outbox_for(conn, [m.id]):
+        if line.kind == DELIVERED and line.consumer == task_consumer(task_id):
+            return line.text.split(":", 1)[0].removeprefix("stop delivered to ")
+    return None
+
+
+def stop_obeyed(bus: Bus, task_id: str, *, how: str) -> bool:
+    """Outbox: how the task's stop ended its agent and where its work is (once per stop)."""
+    m = last_stop(bus.conn, task_id)
+    if m is None:
+        return False
+    with bus.write() as conn:
+        return steer.acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=ACTED, ts=clock.now(),
+                                 text=f"stop acted on: {how}; queued message: {quoted(m)}")
 
 
 def _acted_line(conn, d: steer.Delivery, how: str) -> str:
@@ -122,4 +180,5 @@ def statuses(conn, task_id: str, notes: list[steer.InboxMessage]) -> dict[int, N
     return {m.id: NoteStatus(m, by_id.get(m.id)) for m in notes if m.kind == "note"}
 
 
-__all__ = ["ACTED", "DELIVERED", "NoteStatus", "acted", "deliver", "for_agent", "statuses"]
+__all__ = ["ACTED", "DELIVERED", "NoteStatus", "acted", "deliver", "for_agent", "last_stop", "settle", "statuses",
+           "stop_delivered", "stop_obeyed", "stop_reached"]

@@ -208,6 +208,30 @@ def _archive(repo, w, *, force: bool) -> str | None:
     return ref
 
 
+def keep_uncommitted(cwd, wt: Path, task_id: str, why: str) -> tuple[str, str, list[str]] | None:
+    """Uncommitted work in ``wt`` (untracked files too) kept under ``refs/nerve/archive/<task>`` without
+    touching the worktree: (ref, snapshot sha, files), or None when the worktree is clean.
+
+    The snapshot's first parent is the worktree's HEAD and, when an archive existed, the previous
+    archive is its second parent: nothing archived earlier becomes unreachable.
+    """
+    wt = Path(wt)
+    if not wt.is_dir():
+        return None
+    dirty = worktrees.dirty_files(wt)
+    if not dirty:
+        return None
+    head = refs.resolve(wt, "HEAD")
+    ref = refs.archive_name(task_id)
+    previous = refs.resolve(cwd, ref)
+    parents = list(dict.fromkeys(p for p in (head, previous) if p))
+    sha = _snapshot(wt, parents, f"nerve snapshot of {task_id}: {why}")
+    cli.run(["update-ref", "-m", f"nerve: archive {task_id} ({why})", ref, sha], cwd=cwd)
+    if refs.resolve(cwd, ref) != sha:  # git is the ground truth
+        raise GitError(f"{ref} does not point at the snapshot {sha[:12]} after archiving")
+    return ref, sha, dirty
+
+
 def _snapshot(wt: Path, parents: list[str], message: str) -> str:
     """The worktree's files (index and untracked) as a commit on ``parents`` (none: a root commit)."""
     if parents:
@@ -225,4 +249,4 @@ def _snapshot(wt: Path, parents: list[str], message: str) -> str:
         tmp_index.unlink(missing_ok=True)
 
 
-__all__ = ["archive", "branch_gone", "branch_gone_error", "known_tips", "last_known_tip"]
+__all__ = ["archive", "branch_gone", "branch_gone_error", "keep_uncommitted", "known_tips", "last_known_tip"]

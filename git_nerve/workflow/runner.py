@@ -54,6 +54,10 @@ EventHook = Callable[[str, dict], None]
 #: Seconds to wait for an aborted adapter to return before giving up on it.
 ABORT_WAIT = 30.0
 
+#: Seconds a drained ``stop`` leaves the agent to end itself at its next safe point (its CLI's notes hook
+#: answers the stop request) before its process group is killed.
+STOP_GRACE = 5.0
+
 EXIT_CODES = {
     "completed": ExitCode.OK,
     "failed": ExitCode.FAILURE,
@@ -158,6 +162,7 @@ class Runner:
         between_rounds: StopHook | None = None,
         on_tick: StopHook | None = None,
         on_event: EventHook | None = None,
+        stop_grace: float = STOP_GRACE,
     ):
         if max_rounds is not None and max_rounds < 1:
             raise UsageError("--max-rounds must be at least 1")
@@ -172,6 +177,11 @@ class Runner:
         self.between_rounds = between_rounds
         self.on_tick = on_tick
         self.on_event = on_event or (lambda kind, data: None)
+        self.stop_grace = max(0.0, stop_grace)
+        #: how the last stop ended the agent (None: no stop reached a running agent)
+        self._stop_how: str | None = None
+        self._stop_file: Path | None = None  #: the stop request written for the running agent
+        self._stop_path: Path | None = None  #: where it goes: <git-dir of the worktree>/nerve/stop-request
         self.result = RunResult(start.task_id, workflow.name, first_round=start.first_round)
         self._beat_warned = False
         #: each role's extract settings: nerve.toml's [extract], then the role's own (checked before anything runs)
@@ -230,6 +240,9 @@ class Runner:
             self.result.duration_s = round(time.monotonic() - started, 1)
         if self.result.outcome == "completed":
             self._check_completed()
+        self._settle_notes()
+        if self.result.outcome == "stopped":
+            self._keep_stopped_work()
         self._beat(self._final_status())
         try:
             self._publish("workflow_end", {
@@ -240,6 +253,76 @@ class Runner:
             log.warning("could not record the end of the run: %s", exc.message)
         self.on_event("end", self.result.as_dict())
         return self.result
+
+    def _settle_notes(self) -> None:
+        """Notes delivered to the agents that a commit since has acted on (see steer.delivery)."""
+        from ..steer import delivery  # the one steer entry point the runner uses besides its stop hook
+
+        try:
+            delivery.settle(self.bus, self.start.task_id)
+        except NerveError as exc:
+            log.warning("could not record notes acted on: %s", exc.message)
+
+    def _keep_stopped_work(self) -> None:
+        """A stopped run loses nothing: uncommitted work is kept under the task's archive ref (the worktree
+        is left as it is), and the outbox says how the agent ended and where its work is."""
+        from ..steer import delivery
+        from ..worker import archive
+
+        kept = None
+        try:
+            kept = archive.keep_uncommitted(self.start.workdir, Path(self.start.workdir), self.start.task_id,
+                                            "uncommitted work when its run was stopped")
+        except NerveError as exc:
+            log.warning("could not archive the uncommitted work of %s: %s", self.start.task_id, exc.message)
+            where = f"its uncommitted work could NOT be archived ({exc.message}); it is still in {self.start.workdir}"
+        else:
+            if kept is None:
+                where = "nothing uncommitted was left"
+            else:
+                ref, sha, files = kept
+                where = (f"uncommitted work ({len(files)} file(s): {', '.join(files[:5])}) kept under {ref} "
+                         f"({sha[:12]}) and left in the worktree")
+        how = self._stop_how
+        if how is None:
+            reader = delivery.stop_reached(self.bus.conn, self.start.task_id)
+            how = f"the agent ended at its next safe point ({reader} answered the stop)" if reader else None
+        if how is None and kept is None and "NOT" not in where:
+            return  # stopped between agents with nothing uncommitted: the stop's own outbox line says it all
+        how = how or "the run stopped before its next agent started"
+        try:
+            delivery.stop_obeyed(self.bus, self.start.task_id, how=f"{how}; {where}")
+        except NerveError as exc:
+            log.warning("could not record the stop in the outbox: %s", exc.message)
+        if kept is not None or "NOT" in where:  # where the work is belongs in the run's own answer
+            self.result.reason = f"{self.result.reason}; {where}" if self.result.reason else where
+
+    def _request_stop(self, reason: str | None) -> None:
+        """Ask the running agent's CLI to end itself: its notes hook reads this file at the next safe point
+        (None: remove a request left behind)."""
+        from ..paths import discover, stop_request_path
+
+        try:
+            if self._stop_path is None:
+                self._stop_path = stop_request_path(discover(self.start.workdir).git_dir)
+            path = self._stop_path
+            if reason is None:
+                path.unlink(missing_ok=True)
+                return
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(reason + "\n", encoding="utf-8")
+            self._stop_file = path
+        except (NerveError, OSError) as exc:
+            if reason is not None:
+                log.warning("could not ask the agent to stop (%s); it is killed after the grace period", exc)
+
+    def _clear_stop(self) -> None:
+        if self._stop_file is not None:
+            try:
+                self._stop_file.unlink(missing_ok=True)
+            except OSError:
+                pass
+            self._stop_file = None
 
     def _finish(self, outcome: str, reason: str) -> None:
         self.result.outcome, self.result.reason = outcome, reason
@@ -322,9 +405,14 @@ class Runner:
         self.on_event("role_start", {"role": name, "adapter": aname})
         before = self._git(ground.tip, self.start.workdir, self.start.branch)
         t0 = time.monotonic()
-        outcome, stop_reason, interrupted = self._supervise(
-            work, abort, f"{self.workflow.name}: {name} running ({aname})", aname
-        )
+        self._request_stop(None)  # a stop request a killed run left behind must not end this agent
+        try:
+            outcome, stop_reason, interrupted = self._supervise(
+                work, abort, f"{self.workflow.name}: {name} running ({aname})", aname,
+                grace=self.stop_grace if getattr(adapter, "clean_stop", False) else 0.0,
+            )
+        finally:
+            self._clear_stop()
         agent_s = time.monotonic() - t0
         duration = round(agent_s, 1)
         facts: dict[str, Any] = {"adapter": aname, "duration_s": duration, "workflow": self.workflow.name}
@@ -384,6 +472,8 @@ class Runner:
         recorded = self._git(ground.record_commits, self.bus, self.start.workdir, self.start.task_id, obs.commits, "workflow")
         if recorded:
             self._beat(f"{self.workflow.name}: {name} committed {recorded[-1][:12]}")
+        if obs.commits:
+            self._settle_notes()
         problem = ground.verdict(obs, must_commit=role.commits, branch=self.start.branch)
         if problem is None:
             return status, detail
@@ -395,7 +485,7 @@ class Runner:
         return "git_error", f"{name}: {problem}{said}"
 
     def _supervise(
-        self, work: Callable[[], Any], abort: threading.Event, status: str, aname: str
+        self, work: Callable[[], Any], abort: threading.Event, status: str, aname: str, grace: float = 0.0
     ) -> tuple[tuple[Any, BaseException | None], str | None, str | None]:
         """Run ``work`` on a worker thread; heartbeat and tick here until it ends."""
         box: dict[str, Any] = {}
@@ -415,17 +505,29 @@ class Runner:
         self._beat(status)
         worker.start()
         next_tick = time.monotonic() + self.interval
+        stop_deadline: float | None = None  # a drained stop: the agent's CLI may end it cleanly until then
         try:
             with _sigterm_as_interrupt():
                 while not finished.is_set() and not abort.is_set():
                     finished.wait(max(0.0, min(0.1, next_tick - time.monotonic())))
+                    if stop_deadline is not None and not finished.is_set() and time.monotonic() >= stop_deadline:
+                        self._stop_how = (f"the agent did not end at a safe point within {grace:g}s; "
+                                          "its process group was killed")
+                        abort.set()
+                        break
                     if not finished.is_set() and time.monotonic() >= next_tick:
                         next_tick += self.interval
                         self._beat(status)
-                        if self.on_tick is not None:
+                        if self.on_tick is not None and stop_reason is None:
                             stop_reason = self.on_tick(self.start.task_id) or None
-                            if stop_reason:
-                                abort.set()
+                            if stop_reason and grace <= 0:
+                                self._stop_how = "the agent's process group was killed (its CLI cannot end it cleanly)"
+                                abort.set()  # the CLI cannot end the agent itself: kill it now
+                            elif stop_reason:
+                                self._request_stop(stop_reason)
+                                stop_deadline = time.monotonic() + grace
+                if stop_reason and finished.is_set() and self._stop_how is None:
+                    self._stop_how = "the agent ended at its next safe point (its CLI's notes hook)"
         except (KeyboardInterrupt, _Interrupt) as exc:
             interrupted = "SIGTERM" if isinstance(exc, _Interrupt) else "Ctrl-C"
             abort.set()

@@ -53,7 +53,7 @@ DENY = (
 )
 
 
-def settings(workdir: str, test_command: str = "") -> dict:
+def settings(workdir: str, test_command: str = "", notes_hook: str | None = None) -> dict:
     """The Claude Code settings for one run in ``workdir`` (what ``--settings`` loads)."""
     root = "/" + os.path.realpath(workdir).rstrip("/")  # `//abs/path/**`: an absolute path in Claude Code's rules
     allow = [f"{tool}({root}/**)" for tool in ("Read", "Edit")]  # Edit rules cover Write, Read rules cover Glob/Grep
@@ -63,10 +63,34 @@ def settings(workdir: str, test_command: str = "") -> dict:
         allow.append(f"Bash({test})")
         allow.append(f"Bash({test}:*)")
     allow += mcp_rules()
-    return {
+    data: dict = {
         "permissions": {"allow": allow, "deny": list(DENY), "defaultMode": "dontAsk"},
         "includeCoAuthoredBy": False,
     }
+    if notes_hook:
+        data["hooks"] = hooks(notes_hook)
+    return data
+
+
+#: the hook events that hand the person's notes over (a stop ends the agent at the first of them)
+NOTES_EVENTS = ("PostToolUse", "PostToolUseFailure", "UserPromptSubmit")
+
+
+def hooks(command: str) -> dict:
+    """Claude Code hooks running git-nerve's notes command after each tool call (ours, not the agent's:
+    hooks run outside the permission rules, the agent gains no Bash rule from them)."""
+    entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 15}]}]
+    return {event: entry for event in NOTES_EVENTS}
+
+
+def notes_command() -> str | None:
+    """`<git-nerve> notes --hook claude` with git-nerve's absolute path (None when it cannot be found)."""
+    import shlex
+    import sys
+
+    here = os.path.join(os.path.dirname(sys.executable), "git-nerve")
+    exe = here if os.access(here, os.X_OK) else shutil.which("git-nerve")
+    return f"{shlex.quote(exe)} notes --hook claude" if exe else None
 
 
 def mcp_rules() -> list[str]:
@@ -107,7 +131,7 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     if "--settings" not in {x.split("=", 1)[0] for x in (adapter.extra_args or ())}:
         path = os.path.join(inv.tmpdir, "nerve-claude-settings.json")
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(settings(inv.workdir, inv.ctx.test_command), fh, indent=1)
+            json.dump(settings(inv.workdir, inv.ctx.test_command, notes_command()), fh, indent=1)
         at = len(inv.argv) - len(adapter.extra_args or ())  # among the adapter's own flags, before extra_args
         if at >= 2 and inv.argv[at - 2] == "--model":
             at -= 2
@@ -222,7 +246,7 @@ def create_claude(
     return CommandAdapter(
         name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
         extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
+        prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX, clean_stop=True,
     )
 
 

@@ -360,6 +360,9 @@ class CommandAdapter:
     checks: Checks | None = None
     sandbox: str | None = None
     tested: bool = True
+    #: the CLI ends the agent itself at its next safe point when the run asks it to stop (its notes hook,
+    #: `git nerve notes --hook`): the runner then waits its stop grace before killing the process group
+    clean_stop: bool = False
 
     def __post_init__(self) -> None:
         if self.prompt_via not in ("stdin", "file"):

@@ -1,0 +1,173 @@
+"""`git nerve notes`: the person's notes handed to a running agent at its next safe point.
+
+Two callers:
+
+* an agent CLI's own hook (``git nerve notes --hook claude``): the CLI runs it
+  after every tool call with its hook JSON on stdin. We find the task from the
+  hook's ``cwd`` (the worktree's ``.worker-ctx.json``), deliver the notes its
+  agents have not read yet (recorded with the CLI's process id, found by
+  walking up from our parent past shells) and print what the CLI injects into
+  the model's next request. A ``stop`` queued for the task (or one the run
+  already drained) answers ``continue: false`` instead, so the CLI ends the
+  agent cleanly before the runner's kill. Never fails the agent's tool call:
+  any error is one line on stderr and exit 0 with nothing injected.
+* a person, or an agent without hooks (``git nerve notes [--json]``): the
+  same delivery, printed.
+
+Hot path: standard library and the bus only (entry.py calls :func:`main` without click).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+
+#: the hook formats we speak: CLI name -> reader recorded with the delivery
+READERS = {"claude": "claude-code (hook)"}
+
+#: names of the processes between the CLI and us (the shell its hook runs through)
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "env", "timeout", "nice", "git", "git-nerve"})
+
+def _proc(pid: int) -> tuple[str, int] | None:
+    """(command name, parent pid) of ``pid`` from /proc, or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    lp, rp = data.find("("), data.rfind(")")
+    if lp < 0 or rp < 0:
+        return None
+    rest = data[rp + 2:].split()
+    try:
+        return data[lp + 1:rp], int(rest[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def agent_pid(start: int | None = None) -> int | None:
+    """The agent CLI's process: our parent, or the first ancestor that is not a shell (or `git`, for `git nerve`)."""
+    pid = start if start is not None else os.getppid()
+    for _ in range(8):
+        if pid <= 1:
+            return None
+        info = _proc(pid)
+        if info is None:
+            return pid if pid > 1 else None
+        name, parent = info
+        if name not in _SHELLS:
+            return pid
+        pid = parent
+    return None
+
+
+def _task_of(cwd: str):
+    from ..context import read
+    from ..paths import discover
+
+    paths = discover(cwd)
+    ctx = read(paths.git_dir)
+    if ctx is None:
+        return paths, None
+    return paths, ctx.task_id
+
+
+def pending_stop(bus, task_id: str, git_dir) -> str | None:
+    """The reason to end the agent now: a stop the run drained (its file), or one still queued for the task."""
+    from ..paths import stop_request_path
+
+    try:
+        text = stop_request_path(git_dir).read_text(encoding="utf-8").strip()
+        if text:
+            return text
+    except OSError:
+        pass
+    from ..bus import steer, workers
+    from .drain import task_consumer
+
+    conn = bus.conn
+    w = workers.get(conn, task_id)
+    after = steer.cursor(conn, task_consumer(task_id))
+    for m in steer.for_task_after(conn, task_id, after, all_since=w.assigned_at if w else None):
+        if m.kind == "stop":
+            return f'stopped by queued message: "{m.text}"'
+    return None
+
+
+def collect(cwd: str, *, reader: str, via: str, pid: int | None) -> dict:
+    """What a caller in ``cwd`` is handed: ``{"task", "stop", "notes": [...], "text"}`` (bus writes included)."""
+    from ..bus.connection import Bus
+    from . import delivery
+
+    paths, task_id = _task_of(cwd)
+    if task_id is None:
+        return {"task": None, "stop": None, "notes": [], "text": ""}
+    bus = Bus(paths.bus_path, create=False)
+    try:
+        delivery.settle(bus, task_id)  # notes delivered earlier that a commit since has acted on
+        notes = delivery.deliver(bus, task_id, reader=reader, via=via, pid=pid)
+        stop = pending_stop(bus, task_id, paths.git_dir)
+        if stop:
+            delivery.stop_delivered(bus, task_id, reader=reader, via=via, pid=pid)
+    finally:
+        bus.close()
+    from .. import clock
+    from ..text import clean
+
+    return {
+        "task": task_id,
+        "stop": stop,
+        "notes": [{"id": m.id, "ts": clock.iso(m.ts), "text": clean(m.text)} for m in notes],
+        "text": delivery.for_agent(notes),
+    }
+
+
+def claude_answer(event: str, got: dict) -> dict | None:
+    """Claude Code's hook output (2.1.330): a stop ends the agent; notes become ``additionalContext``."""
+    if got["stop"]:
+        return {"continue": False, "stopReason": f"git-nerve: {got['stop']}",
+                "systemMessage": f"git-nerve: this task was stopped ({got['stop']})"}
+    if not got["text"]:
+        return None
+    if event in ("PostToolUse", "UserPromptSubmit", "SessionStart", "PostToolUseFailure"):
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": got["text"]}}
+    return None
+
+
+def hook(cli_name: str, stdin_text: str, *, cwd: str | None = None, pid: int | None = None) -> str:
+    """The stdout of ``git nerve notes --hook CLI`` for this hook input ("" when nothing is injected)."""
+    if cli_name not in READERS:
+        raise ValueError(f"unknown hook format {cli_name!r} (known: {', '.join(sorted(READERS))})")
+    data = json.loads(stdin_text) if stdin_text.strip() else {}
+    if not isinstance(data, dict):
+        raise ValueError("the hook input is not a JSON object")
+    event = str(data.get("hook_event_name") or "PostToolUse")
+    where = data.get("cwd") if isinstance(data.get("cwd"), str) and os.path.isdir(data["cwd"]) else (cwd or os.getcwd())
+    got = collect(where, reader=READERS[cli_name], via="hook", pid=pid if pid is not None else agent_pid())
+    answer = claude_answer(event, got)
+    return json.dumps(answer) if answer else ""
+
+
+def main(argv: list[str]) -> int:
+    """`git nerve notes --hook CLI` without click: exit 0 always, errors are one line on stderr."""
+    cli_name = argv[argv.index("--hook") + 1] if "--hook" in argv and argv.index("--hook") + 1 < len(argv) else ""
+    if not cli_name:
+        for a in argv:
+            if a.startswith("--hook="):
+                cli_name = a.split("=", 1)[1]
+    try:
+        out = hook(cli_name, sys.stdin.read())
+    except Exception as exc:  # never fail the agent's tool call
+        msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, sqlite3.Error):
+            msg = f"bus error: {exc}"
+        sys.stderr.write(f"git-nerve notes: nothing delivered ({' '.join(str(msg).split())[:300]})\n")
+        return 0
+    if out:
+        sys.stdout.write(out + "\n")
+    return 0
+
+
+__all__ = ["READERS", "agent_pid", "claude_answer", "collect", "hook", "main", "pending_stop"]

@@ -1,0 +1,147 @@
+"""`git nerve notes --hook claude` (an agent CLI's hook) and `git nerve notes` on real repositories:
+hook JSON in -> the CLI's JSON out, each note delivered once with the CLI's pid, a stop answered with
+continue:false, any error exit 0 with nothing injected; notes acted on by the task's next commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import git
+
+from fixtures.repos import worker as wk
+from git_nerve.bus import steer
+from git_nerve.bus.connection import Bus
+from git_nerve.steer import notes_hook
+
+BIN = Path(sys.executable).parent
+
+
+def hook(cwd: Path, payload, *, cli: str = "claude", env: dict | None = None) -> subprocess.CompletedProcess:
+    data = payload if isinstance(payload, str) else json.dumps(payload)
+    return subprocess.run([str(BIN / "git-nerve"), "notes", "--hook", cli], cwd=cwd, input=data,
+                          capture_output=True, text=True, timeout=30, env=env)
+
+
+def tell(work: Path, *args: str) -> None:
+    subprocess.run([str(BIN / "git-nerve"), "tell", *args], cwd=work, check=True, capture_output=True)
+
+
+def deliveries(work: Path):
+    with Bus(wk.bus_path(work)) as bus:
+        return steer.deliveries_for(bus.conn, "t1"), steer.outbox_after(bus.conn)
+
+
+def test_a_note_is_injected_once_as_post_tool_use_context_with_the_cli_pid(repo):
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "use the new API")
+    res = hook(wt / "src", {"hook_event_name": "PostToolUse", "cwd": str(wt), "tool_name": "Bash"})
+    assert res.returncode == 0 and res.stderr == "", res
+    out = json.loads(res.stdout)
+    ctx = out["hookSpecificOutput"]
+    assert ctx["hookEventName"] == "PostToolUse"
+    assert "use the new API" in ctx["additionalContext"] and "git nerve tell" in ctx["additionalContext"]
+
+    # once: the next tool call gets nothing new
+    again = hook(wt, {"hook_event_name": "PostToolUse", "cwd": str(wt)})
+    assert again.returncode == 0 and again.stdout == "", again
+
+    got, outbox = deliveries(repo.work)
+    assert len(got) == 1 and got[0].via == "hook" and got[0].reader == "claude-code (hook)"
+    # the pid is the process that ran the hook command (this test's python: subprocess.run has no shell)
+    assert got[0].pid == os.getpid()
+    assert any(line.text.startswith(f"note delivered to claude-code (hook) (pid {os.getpid()}) via hook")
+               for line in outbox)
+
+
+def test_the_pid_recorded_is_the_agent_cli_past_the_shell_that_ran_the_hook(repo):
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "note one")
+    # Claude Code runs a hook command through a shell: the shell is skipped, its parent (us) recorded
+    proc = subprocess.run(["/bin/sh", "-c", f"'{BIN / 'git-nerve'}' notes --hook claude; true"], cwd=wt,
+                          input=json.dumps({"hook_event_name": "PostToolUse"}), capture_output=True, text=True)
+    assert proc.returncode == 0 and "note one" in proc.stdout, proc
+    got, _ = deliveries(repo.work)
+    assert got[0].pid == os.getpid()
+
+
+def test_garbage_or_no_task_or_unknown_cli_is_exit_0_nothing_injected_nothing_delivered(repo, tmp_path):
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "keep it")
+    for cwd, payload, cli in [
+        (wt, "{not json", "claude"),
+        (wt, "[1, 2]", "claude"),
+        (wt, {"hook_event_name": "PostToolUse"}, "nosuchcli"),
+        (repo.work, {"hook_event_name": "PostToolUse"}, "claude"),  # the main checkout: no task
+        (tmp_path, {"hook_event_name": "PostToolUse"}, "claude"),  # not a repository at all
+    ]:
+        res = hook(cwd, payload, cli=cli)
+        assert res.returncode == 0 and res.stdout == "", (payload, cli, res)
+        if cwd != repo.work:
+            assert res.stderr.startswith("git-nerve notes: nothing delivered (") and res.stderr.count("\n") == 1, res
+    assert deliveries(repo.work)[0] == []  # still queued for a door that works
+
+
+def test_a_queued_stop_answers_continue_false_and_the_outbox_says_it_reached_the_agent(repo):
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "stop")
+    res = hook(wt, {"hook_event_name": "PostToolUse", "cwd": str(wt)})
+    out = json.loads(res.stdout)
+    assert out["continue"] is False and "stop" in out["stopReason"], out
+    _, outbox = deliveries(repo.work)
+    assert any(line.text.startswith("stop delivered to claude-code (hook)") for line in outbox), outbox
+
+
+def test_the_runners_stop_request_file_is_answered_too(repo):
+    from git_nerve.paths import discover, stop_request_path
+
+    wt = wk.spawn(repo.work, "t1")
+    path = stop_request_path(discover(wt).git_dir)
+    path.write_text("stopped by queued message: \"halt\"\n")
+    out = json.loads(hook(wt, {"hook_event_name": "PostToolUse"}).stdout)
+    assert out["continue"] is False and "halt" in out["stopReason"]
+
+
+def test_a_commit_after_the_delivery_marks_the_note_acted_on(repo):
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "add a changelog line")
+    hook(wt, {"hook_event_name": "PostToolUse"})
+    (wt / "CHANGES").write_text("a line\n")
+    git(wt, "add", "CHANGES")
+    git(wt, "commit", "-qm", "changelog")
+    sha = git(wt, "rev-parse", "HEAD")
+    assert hook(wt, {"hook_event_name": "PostToolUse"}).stdout == ""  # the next safe point settles it
+    got, outbox = deliveries(repo.work)
+    assert got[0].acted == f"commit {sha[:7]}" and got[0].acted_at is not None
+    assert any(line.text.startswith(f"note acted on by claude-code (hook): commit {sha[:7]}") for line in outbox)
+
+
+def test_git_nerve_notes_for_a_person_or_an_agent_without_hooks(repo):
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "first")
+    res = subprocess.run([str(BIN / "git-nerve"), "notes", "--json"], cwd=wt, capture_output=True, text=True)
+    got = json.loads(res.stdout)
+    assert res.returncode == 0 and got["task"] == "t1" and [n["text"] for n in got["notes"]] == ["first"]
+    res = subprocess.run([str(BIN / "git-nerve"), "notes"], cwd=wt, capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout == "no new notes for t1\n"
+    shown = json.loads(subprocess.run([str(BIN / "git-worker"), "show", "t1", "--json"], cwd=repo.work,
+                                      capture_output=True, text=True).stdout)
+    note = next(m for m in shown["inbox"] if m["kind"] == "note")
+    assert note["delivery"]["state"] == "delivered" and note["delivery"]["delivered"]["via"] == "prompt"
+    res = subprocess.run([str(BIN / "git-nerve"), "notes"], cwd=repo.work, capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.startswith("error: not in a task's worktree")
+
+
+def test_the_hook_path_loads_none_of_the_heavy_packages():
+    root = Path(__file__).resolve().parent.parent
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "import git_nerve.cli.entry, git_nerve.steer.notes_hook, git_nerve.steer.delivery, git_nerve.bus.connection;"
+        "heavy = ('click', 'pygit2', 'pydantic', 'yaml', 'asyncio', 'filelock');"
+        "print(' '.join(m for m in heavy if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-S", "-c", probe, str(root)], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == ""
