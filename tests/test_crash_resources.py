@@ -249,6 +249,8 @@ def test_a_full_disk_is_one_clear_line_nothing_half_written_and_the_rerun_conver
             f.unlink()
         seen |= cs.reachable(s.work)
         problems = _outcome_problems(s, group, res, before)
+        if res.code in REFUSAL_CODES and not any(w in res.err.lower() for w in ("no space left", "disk is full")):
+            problems.append(f"the error does not say the disk is full: {res.err.strip()!r}")
         assert not problems, f"{name} on a full disk:\n" + "\n".join(problems)
         problems = _converges(s, ref, seen, origin_before)
         assert not problems, f"{name} after a full disk:\n" + "\n".join(problems)
@@ -291,6 +293,8 @@ def test_a_read_only_git_dir_is_one_clear_line_changes_nothing_and_the_rerun_con
         res = rs.run([*prefix, *group.argv], s.cwd(group.where), env=_env(), timeout=120)
     # nothing can be written to a read-only .git: the command must refuse, not report success
     problems = _refusal_problems(res) + _outcome_problems(s, group, res, before)
+    if "read-only" not in res.err.lower():
+        problems.append(f"the error does not say what is read-only: {res.err.strip()!r}")
     assert not problems, f"{name} with a read-only .git:\n" + "\n".join(dict.fromkeys(problems))
     problems = _converges(s, ref, seen, origin_before)
     assert not problems, f"{name} after a read-only .git:\n" + "\n".join(problems)
