@@ -94,6 +94,9 @@ class Bus:
                 self._migrate(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if _no_room(self.path.parent):
+                # opening in WAL mode writes the -wal/-shm files beside it: on a full disk SQLite only says "disk I/O error"
+                raise DatabaseError(f"cannot open the bus {self.path}: no space left on device ({exc}); it was left untouched") from exc
             raise DatabaseError(f"the bus {self.path} is unreadable ({exc}); it was left untouched") from exc
         except DatabaseError:
             conn.close()
@@ -268,3 +271,12 @@ def _split(script: str) -> list[str]:
 def open_bus(common_dir: str | os.PathLike[str], *, create: bool = True) -> Bus:
     """Open (creating and migrating if needed) the bus of a repository."""
     return Bus(Path(common_dir) / "nerve" / BUS_FILE, create=create)
+
+
+def _no_room(directory: Path) -> bool:
+    """True when the file system holding ``directory`` has (almost) no space left for us."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024

@@ -1057,12 +1057,44 @@ def _refuse_submodule_work(wt: Path) -> None:
 
 def retry(repo: Repo, task_id: str) -> Outcome:
     """FAILED -> ASSIGNED, recreating the worktree (from the archive if the branch was removed)."""
-    # already ASSIGNED: a retry that stopped before its worktree was back is finished by running it again
+    # The worktree comes back first, the bus row moves last: a retry refused half-way (a full disk, a
+    # read-only .git) leaves the task FAILED with nothing of the attempt left (what it made is rolled
+    # back); a retry killed half-way leaves a FAILED task whose worktree the rerun verifies and adopts.
+    # Already ASSIGNED: an older retry that stopped before its worktree was back is finished by running it again.
     repair_leftovers(repo)
-    outcome = transition(repo.bus, task_id, State.ASSIGNED, allowed_from=[State.FAILED], already=[State.ASSIGNED], verb="retry",
-                         extra_messages=[("task_retry", {})], columns={"last_heartbeat": None})
+    w = get(repo.bus, task_id)
+    if w.state == State.FAILED.value:
+        path = Path(w.worktree)
+        had_dir, had_branch = path.exists(), refs.exists(repo.cwd, f"refs/heads/{w.branch}")
+        try:
+            _ensure_worktree(repo, w._replace(state=State.ASSIGNED.value))
+            outcome = transition(repo.bus, task_id, State.ASSIGNED, allowed_from=[State.FAILED], already=[State.ASSIGNED],
+                                 verb="retry", extra_messages=[("task_retry", {})], columns={"last_heartbeat": None})
+        except BaseException:
+            _undo_retry(repo, w, made_dir=not had_dir, made_branch=not had_branch)
+            raise
+    else:
+        outcome = transition(repo.bus, task_id, State.ASSIGNED, allowed_from=[State.FAILED], already=[State.ASSIGNED],
+                             verb="retry", extra_messages=[("task_retry", {})], columns={"last_heartbeat": None})
     _ensure_worktree(repo, outcome.worker)
     return outcome
+
+
+def _undo_retry(repo: Repo, w: workers.Worker, *, made_dir: bool, made_branch: bool) -> None:
+    """Take back what a refused retry made (the task is still FAILED): its new worktree, and the branch it
+    restored from the archive ref (which keeps the tip). Best effort: the error that stopped it is what counts."""
+    current = workers.get(repo.bus.conn, w.task_id)
+    if current is not None and current.state != State.FAILED.value:
+        return  # the transition happened after all (or another command moved the task): keep everything
+    try:
+        if made_dir:
+            worktrees.discard(repo.cwd, Path(w.worktree))
+        if made_branch:
+            tip = refs.resolve(repo.cwd, f"refs/heads/{w.branch}")
+            if tip is not None and tip == _archived_tip(repo, w.task_id):
+                refs.delete(repo.cwd, f"refs/heads/{w.branch}", tip)
+    except Exception:  # noqa: BLE001 - a rollback must not hide the cause
+        pass
 
 
 # -- reading ------------------------------------------------------------------------------------

@@ -230,8 +230,12 @@ def set_marker(git_dir: Path, name: str, data: dict) -> None:
     path = marker(git_dir, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk: no half-written marker left behind
+        raise
 
 
 def get_marker(git_dir: Path, name: str) -> dict | None:
