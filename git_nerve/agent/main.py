@@ -68,7 +68,7 @@ class Steering:
             return "", []
         from ..steer import delivery
 
-        found = delivery.deliver(self.bus, self.task_id, reader=READER, via="agent", pid=os.getpid())
+        found = delivery.deliver(self.bus, self.task_id, reader=READER, via="hook", pid=os.getpid())
         return delivery.for_agent(found), [m.id for m in found]
 
     def acted(self, ids: list[int], how: str) -> None:
