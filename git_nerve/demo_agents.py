@@ -109,18 +109,18 @@ def _note_state(work: Path, task: str) -> str:
 
 
 def run(directory: Path | None = None, *, agent: str | None = None, console: bool = False) -> Path:
+    adapter = agent or "nerve_agent"
+    if agent:
+        from .workflow.adapters import by_name
+
+        problems = by_name(agent).check()  # an unknown name is a usage error (exit 2)
+        if problems:
+            raise DemoFailed(f"--agent {agent} cannot run here: {'; '.join(problems)}")
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="git-nerve-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):
         raise DemoFailed(f"{root} is not empty; pick an empty or new directory")
     gw, gn = _commands()
-    adapter = agent or "nerve_agent"
-    if agent:
-        from .workflow.adapters import by_name
-
-        problems = by_name(agent).check()
-        if problems:
-            raise DemoFailed(f"--agent {agent} cannot run here: {'; '.join(problems)}")
     (root / "logs").mkdir()
     model = None
     procs: dict[str, subprocess.Popen] = {}
@@ -269,7 +269,8 @@ def _watch(work: Path, gw: list[str], gn: list[str], procs: dict[str, subprocess
             note_shown = True
             _say("The agent took the note at its next step: the outbox says delivered (to which process), then acted on")
             _run([*gn, "outbox"], work)
-        if note_shown and not stop_sent and (seen[README] >= 2 or now > 120) and procs[README].poll() is None:
+        ready = (note_shown and seen[README] >= 2) or (note_sent and now > 150)  # a real CLI may never take the note
+        if ready and not stop_sent and procs[README].poll() is None:
             stop_sent = True
             _say(f"The person stops the {README} run; its commits stay on its branch")
             _run([*gn, "tell", "--task", README, "stop"], work)

@@ -78,3 +78,11 @@ def test_the_full_demo_runs_real_agents_to_a_merged_outcome(tmp_path, sh):
     port = int(re.search(r":(\d+)/", url).group(1))
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_demo_options_are_checked_before_anything_is_built(tmp_path, gn):
+    res = gn(["demo", "--fast", "--agent", "claude", "--dir", str(tmp_path / "d")], tmp_path)
+    assert res.code == 2, res.err
+    res = gn(["demo", "--agent", "no-such-cli", "--dir", str(tmp_path / "d")], tmp_path)
+    assert res.code == 2, res.err
+    assert not (tmp_path / "d").exists()
