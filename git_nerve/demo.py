@@ -56,6 +56,8 @@ def _shown(argv: list[str]) -> str:
     """``argv`` as a person would type it (quoted where the shell needs it)."""
     import shlex
 
+    if argv[:2] == [sys.executable, "-c"] and len(argv) > 3 and argv[3] in ("worker_main", "nerve_main"):
+        argv = ["git", "worker" if argv[3] == "worker_main" else "nerve", *argv[4:]]  # what a person types
     return shlex.join(argv)
 
 
