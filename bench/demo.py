@@ -48,7 +48,7 @@ def main() -> None:
                 for r in rounds.load(bus.conn, task, list(range(1, last + 1))):
                     if r.metadata.get("adapter"):
                         over = r.metadata.get("overhead_s")
-                        print(f"{task:10} {r.number if hasattr(r, 'number') else '':>5} {r.role:9} "
+                        print(f"{task:10} {r.round:>5} {r.role:9} "
                               f"{r.metadata.get('duration_s', '?'):>8} {over if over is not None else '-':>10}")
 
 
