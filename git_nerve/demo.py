@@ -1,9 +1,12 @@
-"""`git nerve demo`: the whole lifecycle on a throw-away repository.
+"""`git nerve demo --fast`: the worker lifecycle on a throw-away repository.
 
 Every step is a real command, printed before it runs, as a person would type
 it: git for the agents' own work, `git worker` for the coordination. Two
 workers edit the same line of the same file, so the second `done` meets a
 real rebase conflict, resolved with git's own `git rebase --continue`.
+
+The full demo (real agents, workflows, radar, notes, stop, knowledge, merge
+queue) is :mod:`git_nerve.demo_agents`.
 """
 
 from __future__ import annotations
@@ -37,16 +40,25 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _run(argv: list[str], cwd: Path, *, expect: int = 0, show: bool = True) -> subprocess.CompletedProcess:
+def _run(argv: list[str], cwd: Path, *, expect: int | None = 0, show: bool = True) -> subprocess.CompletedProcess:
     if show:
-        click.echo(f"$ {' '.join(argv)}" + (f"    # in {cwd.name}" if cwd.name else ""))
+        click.echo(f"$ {_shown(argv)}" + (f"    # in {cwd.name}" if cwd.name else ""))
     proc = subprocess.run(argv, cwd=cwd, env=_env(), text=True, capture_output=True)
     if show:
         for line in (proc.stdout + proc.stderr).rstrip().splitlines():
             click.echo(f"  {line}")
-    if proc.returncode != expect:
+    if expect is not None and proc.returncode != expect:
         raise DemoFailed(f"`{' '.join(argv)}` exited {proc.returncode}, expected {expect}")
     return proc
+
+
+def _shown(argv: list[str]) -> str:
+    """``argv`` as a person would type it (quoted where the shell needs it)."""
+    import shlex
+
+    if argv[:2] == [sys.executable, "-c"] and len(argv) > 3 and argv[3] in ("worker_main", "nerve_main"):
+        argv = ["git", "worker" if argv[3] == "worker_main" else "nerve", *argv[4:]]  # what a person types
+    return shlex.join(argv)
 
 
 def _commands() -> tuple[list[str], list[str]]:
@@ -60,6 +72,7 @@ def _commands() -> tuple[list[str], list[str]]:
 
 
 def run(directory: Path | None = None) -> Path:
+    """The fast, lifecycle-only demo (`git nerve demo --fast`)."""
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="git-nerve-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):

@@ -47,7 +47,7 @@ def test_init_outside_a_repository_is_one_clear_error(tmp_path, gn):
 @pytest.mark.slow
 def test_demo_runs_the_whole_lifecycle_with_a_real_conflict(tmp_path, sh):
     target = tmp_path / "demo"
-    res = sh(["git", "nerve", "demo", "--dir", str(target)], tmp_path, timeout=300)
+    res = sh(["git", "nerve", "demo", "--fast", "--dir", str(target)], tmp_path, timeout=300)
     assert res.code == 0, res.out + res.err
     assert "CONFLICTED" in res.out and "git rebase --continue" in res.out
     log = git(target / "shop", "log", "--format=%s", "origin/main")

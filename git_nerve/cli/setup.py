@@ -36,17 +36,39 @@ def init(as_json: bool) -> None:
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--dir", "directory", type=click.Path(file_okay=False, path_type=Path),
               help="Build the demo here (default: a new temporary directory, kept so you can look around).")
+@click.option("--fast", is_flag=True, help="Only the worker lifecycle (scripted commits, a real rebase conflict): a few seconds.")
+@click.option("--agent", "agent", metavar="NAME",
+              help="Use the real agent CLI NAME (claude, codex, gemini, ...; your own install and login) instead of "
+                   "git-nerve's agent on the scripted model.")
+@click.option("--console", is_flag=True, help="Also start `git nerve console` and print its URL, to watch it live.")
 @handle_errors
-def demo(directory: Path | None) -> None:
-    """Walk through the whole lifecycle on a throw-away repository.
+def demo(directory: Path | None, fast: bool, agent: str | None, console: bool) -> None:
+    """Show the whole product at work on a throw-away repository (kept; its path is printed).
 
-    Builds a repository with an origin remote, spawns two workers, commits in
-    both, and takes them through done, approve and merge, including one real
-    rebase conflict and its resolution. Every step runs the real commands.
+    Needs only python3 and git: no network, no API key. A scripted model
+    starts on 127.0.0.1 and real agent processes (git-nerve's own agent,
+    one per role) run three tasks' develop workflows at once: commits appear in
+    `git worker status`, the conflict radar catches two tasks changing the same
+    line and tells both, a person's `git nerve tell` note reaches a running
+    agent (see `git nerve outbox`), a stop ends one run with its work kept,
+    `git nerve knowledge query` answers a question, and the merge queue merges
+    what passes its check. Every step prints the command it runs.
+
+    --fast: the worker lifecycle only (spawn, commit, done, a real rebase
+    conflict resolved with git, approve, merge), in a few seconds.
     """
-    from ..demo import run
+    from ..errors import UsageError
 
-    run(directory)
+    if fast and (agent or console):
+        raise UsageError("--fast runs no agents: it cannot be combined with --agent or --console")
+    if fast:
+        from ..demo import run
+
+        run(directory)
+        return
+    from ..demo_agents import run as run_agents
+
+    run_agents(directory, agent=agent, console=console)
 
 
 COMMANDS = [init, demo]
