@@ -218,13 +218,7 @@ FULL_DISK = [(name, 64 * 1024) for name in COMMANDS] + [("start", 0), ("merge-re
 
 
 #: Known windows that do not converge yet (xfail, not strict: where git runs out of room shifts with its version).
-KNOWN_OPEN = {
-    # done with origin, the disk full inside `git reset` (the worktree following the rebased branch): git wrote
-    # other.txt (main's new file) into the work tree, then could not write the index; the rerun's reset refuses
-    # ("untracked working tree file 'other.txt' would be overwritten"). The same window as merge-delete's in
-    # test_crash_random.KNOWN_OPEN (a checkout cut off between the files and the index).
-    ("done-remote", 64 * 1024),
-}
+KNOWN_OPEN: set[tuple[str, int]] = set()
 
 
 @pytest.mark.parametrize("name,leave", FULL_DISK, ids=[f"{n}-{leave // 1024}k" for n, leave in FULL_DISK])

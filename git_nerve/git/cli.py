@@ -86,8 +86,21 @@ def run(
     except subprocess.TimeoutExpired as exc:
         raise GitError(f"git {args[0] if args else ''} timed out after {timeout}s") from exc
     if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(map(str, args[:2]))} failed: {message(proc.stderr) or message(proc.stdout) or f'exit {proc.returncode}'}")
+        said = message(proc.stderr) or message(proc.stdout) or f"exit {proc.returncode}"
+        raise GitError(f"git {' '.join(map(str, args[:2]))} failed: {said}{disk_full_hint(said, cwd)}")
     return proc
+
+
+def disk_full_hint(said: str, cwd: str | os.PathLike[str] | None) -> str:
+    """`` (no space left on device)`` when git failed to write and the filesystem it wrote to is full: git's own
+    words ("unable to write file x") do not name the cause."""
+    if "no space left" in said.lower():
+        return ""
+    try:
+        st = os.statvfs(cwd or ".")
+    except OSError:
+        return ""
+    return " (no space left on device)" if st.f_bavail * st.f_frsize < 1 << 20 else ""
 
 
 def out(args: Sequence[str], **kw) -> str:

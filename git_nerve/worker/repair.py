@@ -310,6 +310,8 @@ def undo_partial_reset(wt: Path, git_dir: Path, name: str = "done-reset") -> str
             path = wt / rel
             now = _blob_of_file(wt, path)
             at_new, at_old = _blob_at(wt, new, rel), _blob_at(wt, old, rel)
+            if now is not None and now != at_old and now != at_new and _cut_off(wt, path, at_new):
+                now = at_new  # git was stopped (killed, or the disk filled) while writing NEW's content
             if now is None or now == at_old or now != at_new:
                 if now is None and at_old is not None and at_new is None:
                     restored.append(rel)  # the killed reset deleted it
@@ -332,6 +334,19 @@ def undo_partial_reset(wt: Path, git_dir: Path, name: str = "done-reset") -> str
 def _blob_at(wt: Path, rev: str, rel: str) -> str | None:
     proc = cli.run(["rev-parse", "-q", "--verify", f"{rev}:{rel}"], cwd=wt, check=False)
     return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _cut_off(wt: Path, path: Path, blob: str | None) -> bool:
+    """True when ``path`` holds the start of ``blob``'s content (nothing else): what git leaves when it is
+    stopped half-way through writing the file."""
+    if blob is None:
+        return False
+    try:
+        have = path.read_bytes()
+    except OSError:
+        return False
+    full = cli.run(["cat-file", "blob", blob], cwd=wt, text=False, check=False).stdout or b""
+    return len(have) < len(full) and full.startswith(have)
 
 
 def _blob_of_file(wt: Path, path: Path) -> str | None:
