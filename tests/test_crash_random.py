@@ -24,6 +24,7 @@ KNOWN_OPEN = {
 }
 
 
+@pytest.mark.timeout(900)  # 22 kills of a 2-7 s command, each with a rerun: ~1-2 min quiet, far more on a loaded box
 @pytest.mark.parametrize("group", [g for g in cs.GROUPS if g not in KNOWN_OPEN])
 def test_random_kill_then_rerun_converges(group, tmp_path):
     space = cs.Workspace(tmp_path / "crash")
