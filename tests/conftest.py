@@ -20,6 +20,17 @@ from fixtures.repos import build  # noqa: E402
 BIN = Path(sys.executable).parent
 
 
+def warm_bytecode() -> None:
+    """Write git-nerve's bytecode once: the machine may set PYTHONDONTWRITEBYTECODE, and then every
+    `git worker` subprocess a test starts would compile the whole package again (~0.3 s each)."""
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "git_nerve"), quiet=2, workers=1)
+
+
+warm_bytecode()
+
+
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("home")

@@ -114,8 +114,8 @@ GROUPS = {g.name: g for g in [
           commit=True),
 ]}
 
-#: how many kills per group CI runs (test_crash_random.py); bench/reliability takes more
-CI_KILLS = 6
+#: how many kills per group CI runs (test_crash_random.py: 22 x 14 groups = 308); bench/reliability takes more
+CI_KILLS = 22
 
 
 # -- reading ----------------------------------------------------------------------------------------
@@ -133,6 +133,16 @@ def reachable(cwd: Path) -> set[str]:
 def git_ok(cwd: Path, *args: str, timeout: float = 60) -> tuple[bool, str]:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
     return proc.returncode == 0, (proc.stderr or proc.stdout).strip()
+
+
+def fsck_full(cwd: Path) -> list[str]:
+    """``git fsck --full`` (one run): its complaints, or [] when clean."""
+    proc = subprocess.run(["git", "fsck", "--full", "--no-progress", "--no-dangling"], cwd=cwd, capture_output=True,
+                          text=True, check=False)
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln and not ln.startswith("notice")]
+    if proc.returncode and not lines:
+        lines = [f"git fsck --full exited {proc.returncode}"]
+    return [f"git fsck: {ln}" for ln in lines[:20]]
 
 
 def in_progress(wt: Path) -> bool:
@@ -252,11 +262,10 @@ def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str],
     status = rs.run([GW, "status"], work, timeout=60)
     if status.code != 0:
         problems.append(f"git worker status exited {status.code}: {status.err.strip()[-300:]}")
-    for args in (("worktree", "list"), ("fsck", "--full", "--no-progress", "--no-dangling")):
-        ok, err = git_ok(work, *args)
-        if not ok:
-            problems.append(f"git {' '.join(args[:2])} fails: {err[-300:]}")
-    problems += rs.fsck_problems(work)
+    ok, err = git_ok(work, "worktree", "list")
+    if not ok:
+        problems.append(f"git worktree list fails: {err[-300:]}")
+    problems += fsck_full(work)
     if s.origin is not None:
         ok, err = git_ok(work, "fetch", "-q", "origin")
         if not ok:
@@ -302,6 +311,7 @@ def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str],
 @dataclass
 class Sweep:
     kills: list[Kill] = field(default_factory=list)
+    seconds: float = 0.0  #: wall time (set by bench/reliability)
 
     def per_group(self) -> dict[str, tuple[int, int, int]]:
         """group -> (converged, total, killed while running)"""
@@ -315,18 +325,75 @@ class Sweep:
         return [k for k in self.kills if not k.converged]
 
 
-def sweep(base: Path, groups: list[str], kills: int, seed: int, *, say=lambda line: None) -> Sweep:
-    """``kills`` random kills for each group, seeds derived from ``seed``."""
-    space = Workspace(base)
+def kill_plan(seed: int, kills: int) -> list[tuple[int, float]]:
+    """``kills`` (seed, fraction of the command's duration) pairs: stratified, so that even a few kills spread over
+    the whole run (kill i lands in the i-th of ``kills`` equal slices, at a seeded point inside it)."""
+    plan = []
+    for i in range(kills):
+        s = seed + i
+        plan.append((s, (i + random.Random(s).random()) / kills))
+    return plan
+
+
+def group_seed(seed: int, name: str) -> int:
+    return seed * 100_000 + list(GROUPS).index(name) * 1000
+
+
+def run_planned(space: Workspace, ref: Reference, seed: int, fraction: float) -> Kill:
+    return run_one(space, ref, seed, fraction * ref.seconds)
+
+
+def sweep(base: Path, groups: list[str], kills: int, seed: int, *, jobs: int = 1, chunk: int = 10,
+          say=lambda line: None) -> Sweep:
+    """``kills`` random kills for each group, seeds derived from ``seed``; ``jobs`` processes share the work in
+    chunks of ``chunk`` kills, round-robin over the groups (partial results cover every group)."""
     result = Sweep()
-    for gi, name in enumerate(groups):
-        group = GROUPS[name]
-        ref = reference(space, group)
-        for i in range(kills):
-            k = run_one(space, ref, seed * 100_000 + gi * 1000 + i)
-            result.kills.append(k)
+    work = [(name, part) for name in groups
+            for part in _chunks(kill_plan(group_seed(seed, name), kills), chunk)]
+    rounds: list[tuple[str, list]] = []
+    by_group = {name: [w for w in work if w[0] == name] for name in groups}
+    while any(by_group.values()):
+        for name in groups:
+            if by_group[name]:
+                rounds.append(by_group[name].pop(0))
+    refs: dict[str, float] = {}
+
+    def report(name: str, done: list[Kill], seconds: float) -> None:
+        result.kills.extend(done)
+        refs[name] = seconds
+        for k in done:
             if not k.converged:
                 say(f"  NOT CONVERGED {k.replay()}: {k.problems[0]}")
         c, t, r = result.per_group()[name]
-        say(f"  {name:22s} converged {c}/{t} ({r} killed mid-run; command takes {ref.seconds:.2f} s)")
+        say(f"  {name:22s} converged {c}/{t} ({r} killed mid-run; command takes {seconds:.2f} s)")
+
+    if jobs <= 1:
+        for name, part in rounds:
+            report(name, *_run_chunk(str(base), name, part))
+        return result
+    import concurrent.futures as cf
+    import multiprocessing
+
+    with cf.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        futures = {pool.submit(_run_chunk, str(base), name, part): name for name, part in rounds}
+        for fut in cf.as_completed(futures):
+            report(futures[fut], *fut.result())
     return result
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+_SPACES: dict[str, tuple[Workspace, dict[str, Reference]]] = {}
+
+
+def _run_chunk(base: str, name: str, plan: list[tuple[int, float]]) -> tuple[list[Kill], float]:
+    """One chunk of one group's kills, in this process's own workspace (its templates and references reused)."""
+    if base not in _SPACES:
+        _SPACES[base] = (Workspace(Path(base) / f"p{os.getpid()}"), {})
+    space, refs = _SPACES[base]
+    if name not in refs:
+        refs[name] = reference(space, GROUPS[name])
+    ref = refs[name]
+    return [run_planned(space, ref, s, f) for s, f in plan], ref.seconds

@@ -109,8 +109,16 @@ def fixed_dates() -> contextlib.AbstractContextManager:
 # -- reading a repository -----------------------------------------------------------------------------
 
 
+_COMMON_DIRS: dict[str, Path] = {}
+
+
 def common_dir(work: Path) -> Path:
-    return Path(git(work, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    """The repository's common dir (asked of git once per work tree path: checks call this many times)."""
+    key = os.path.abspath(work)
+    found = _COMMON_DIRS.get(key)
+    if found is None or not found.is_dir():
+        found = _COMMON_DIRS[key] = Path(git(work, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    return found
 
 
 def bus_path(work: Path) -> Path:

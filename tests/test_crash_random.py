@@ -19,14 +19,14 @@ KILLS = int(os.environ.get("NERVE_CRASH_KILLS", str(cs.CI_KILLS)))
 KNOWN_OPEN: set[str] = set()
 
 
+@pytest.mark.timeout(900)  # 22 kills of a 2-7 s command, each with a rerun: ~1-2 min quiet, far more on a loaded box
 @pytest.mark.parametrize("group", [g for g in cs.GROUPS if g not in KNOWN_OPEN])
 def test_random_kill_then_rerun_converges(group, tmp_path):
     space = cs.Workspace(tmp_path / "crash")
     ref = cs.reference(space, cs.GROUPS[group])
-    gi = list(cs.GROUPS).index(group)
     failures = []
-    for i in range(KILLS):
-        k = cs.run_one(space, ref, SEED * 100_000 + gi * 1000 + i)
+    for seed, fraction in cs.kill_plan(cs.group_seed(SEED, group), KILLS):
+        k = cs.run_planned(space, ref, seed, fraction)
         if not k.converged:
             failures.append(f"{k.replay()}:\n    " + "\n    ".join(k.problems))
     assert not failures, f"{len(failures)}/{KILLS} kills did not converge:\n" + "\n".join(failures)
