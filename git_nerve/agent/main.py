@@ -51,6 +51,7 @@ class Steering:
 
     def __init__(self, workdir: Path, task_id: str | None):
         self.task_id = task_id
+        self.workdir = workdir
         self.bus = None
         if not task_id:
             return
@@ -76,6 +77,17 @@ class Steering:
             from ..steer import delivery
 
             delivery.acted(self.bus, self.task_id, how=how, inbox_ids=ids)
+
+    def stop_requested(self) -> bool:
+        """The runner drained a stop for this task and asks the agent to end itself (its stop-request file)."""
+        if self.bus is None:
+            return False
+        try:
+            from ..paths import discover, stop_request_path
+
+            return stop_request_path(discover(self.workdir).git_dir).exists()
+        except Exception:  # noqa: BLE001 - cannot tell: the runner's kill after its grace still ends the run
+            return False
 
     def stop_queued(self) -> bool:
         """A stop for this task that its run has not acted on yet (read only: the runner drains it)."""
@@ -104,6 +116,9 @@ def run(prompt: str, *, base_url: str, key: str, model: str, workdir: Path, test
     messages: list[dict] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
     pending_ids: list[int] = []
     for step in range(max_steps):
+        if steering.stop_requested():
+            say("the run was stopped (git nerve tell ... stop): ending at this safe point, before the next step")
+            return EXIT_STOPPED
         if steering.stop_queued():
             say("a stop is queued for this task: no further step")
             deadline = time.monotonic() + 60

@@ -659,7 +659,7 @@ def merge(
     wt = Path(w.worktree)
     if wt.is_dir():
         _refuse_branch_gone(repo, w, "merge")
-    if wt.is_dir() and not force and not repair.removal_interrupted(wt):
+    if wt.is_dir() and not force and not repair.removal_interrupted(wt, repo.paths.common_dir):
         dirty = worktrees.dirty_files(wt)
         if dirty:
             raise GitError(
@@ -903,7 +903,7 @@ def _archive(repo: Repo, w: workers.Worker, *, force: bool) -> str | None:
     from . import archive
 
     wt = Path(w.worktree)
-    if wt.is_dir() and repair.removal_interrupted(wt) and refs.exists(repo.cwd, refs.archive_name(w.task_id)):
+    if wt.is_dir() and repair.removal_interrupted(wt, repo.paths.common_dir) and refs.exists(repo.cwd, refs.archive_name(w.task_id)):
         return refs.archive_name(w.task_id)  # archived before the removal that was killed
     return archive.archive(repo, w, force=force)
 
@@ -914,7 +914,7 @@ def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: 
         res.archive_ref = _archive(repo, w, force=force)
     faults.point("cleanup.after-archive")
     if wt.is_dir():
-        repair.remove_worktree(repo.cwd, wt, force=force)
+        repair.remove_worktree(repo.cwd, wt, force=force, common=repo.paths.common_dir)
         res.removed_worktree = True
     else:
         _prune_missing(repo, wt)
@@ -991,7 +991,7 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
         if w.state != State.COMPLETED.value:
             if Path(w.worktree).is_dir():
                 _refuse_branch_gone(repo, w, "cancel --cleanup")
-            _refuse_unsaved(Path(w.worktree))
+            _refuse_unsaved(Path(w.worktree), repo.paths.common_dir)
     with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
         _refuse_merged_on_remote(repo, task_id, "cancel")
         outcome = transition(
@@ -1008,10 +1008,10 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
         if not force:
             if wt.is_dir():
                 _refuse_branch_gone(repo, w, "cancel --cleanup")
-            _refuse_unsaved(wt)
+            _refuse_unsaved(wt, repo.paths.common_dir)
         res.archive_ref = _archive(repo, w, force=force)
         if wt.is_dir():
-            repair.remove_worktree(repo.cwd, wt, force=force)
+            repair.remove_worktree(repo.cwd, wt, force=force, common=repo.paths.common_dir)
             res.removed_worktree = True
         else:
             _prune_missing(repo, wt)
@@ -1029,9 +1029,9 @@ def _refuse_branch_gone(repo: Repo, w: workers.Worker, verb: str) -> None:
         raise archive.branch_gone_error(repo, w, verb)
 
 
-def _refuse_unsaved(wt: Path) -> None:
+def _refuse_unsaved(wt: Path, common: Path | None = None) -> None:
     """GitError when removing ``wt`` would lose a stopped rebase/merge or uncommitted changes."""
-    if not wt.is_dir() or repair.removal_interrupted(wt):
+    if not wt.is_dir() or repair.removal_interrupted(wt, common):
         return
     op = worktrees.operation_in_progress(worktrees.git_dir_of(wt))
     if op:

@@ -250,19 +250,21 @@ def clear_marker(git_dir: Path, name: str) -> None:
     marker(git_dir, name).unlink(missing_ok=True)
 
 
-def removal_interrupted(wt: Path) -> bool:
+def removal_interrupted(wt: Path, common: Path | None = None) -> bool:
     """True when ``wt`` is what a killed removal of ours left (its archive was made first)."""
-    admin = _admin_dir_of(wt)
+    admin = _admin_dir_of(wt, common)
     return admin is not None and marker(admin, "removing").exists()
 
 
-def _admin_dir_of(wt: Path) -> Path | None:
-    """The admin dir a worktree's ``.git`` file points at (readable even when the worktree is half deleted)."""
+def _admin_dir_of(wt: Path, common: Path | None = None) -> Path | None:
+    """The admin dir of worktree ``wt``: the one its ``.git`` file points at, readable even when the worktree is
+    half deleted; when a killed ``git worktree remove`` already deleted that file, the one under ``common``'s
+    ``worktrees/`` whose ``gitdir`` names ``wt``."""
     dotgit = wt / ".git"
     try:
         text = dotgit.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
-        return None
+        return _admin_dir_naming(wt, common) if common is not None and not dotgit.exists() else None
     if not text.startswith("gitdir:"):
         return None
     path = Path(text[len("gitdir:"):].strip())
@@ -271,9 +273,25 @@ def _admin_dir_of(wt: Path) -> Path | None:
     return path if path.is_dir() else None
 
 
-def remove_worktree(cwd: Path, wt: Path, *, force: bool) -> None:
+def _admin_dir_naming(wt: Path, common: Path) -> Path | None:
+    want = os.path.realpath(wt / ".git")
+    try:
+        admins = list((common / "worktrees").iterdir())
+    except OSError:
+        return None
+    for admin in admins:
+        try:
+            named = (admin / "gitdir").read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if named and os.path.realpath(named) == want:
+            return admin
+    return None
+
+
+def remove_worktree(cwd: Path, wt: Path, *, force: bool, common: Path | None = None) -> None:
     """``git worktree remove``, marked first so that a rerun after a kill resumes it."""
-    admin = _admin_dir_of(wt)
+    admin = _admin_dir_of(wt, common)
     resume = admin is not None and marker(admin, "removing").exists()
     if admin is not None and not resume:
         set_marker(admin, "removing", {"pid": os.getpid(), "at": time.time()})

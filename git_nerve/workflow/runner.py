@@ -442,6 +442,10 @@ class Runner:
             content = f"{aname}: the adapter raised {type(exc).__name__}: {exc}"
             metadata = {**facts, "error": "exception"}
             status, detail = "exception", content
+        if stop_reason and status != "ok" and not interrupted:
+            # a stop the agent obeyed (or was killed for): the round was stopped, not failed
+            metadata["stopped_how"] = self._stop_how
+            status, detail = "stopped", f"stopped: {stop_reason}"
         status, detail = self._reconcile(name, role, before, metadata, status, detail)
         number = self._append(name, content, metadata)
         # the runner's time: everything but the agent's own process (or, for an in-process adapter, its call)
@@ -527,7 +531,7 @@ class Runner:
                                 self._request_stop(stop_reason)
                                 stop_deadline = time.monotonic() + grace
                 if stop_reason and finished.is_set() and self._stop_how is None:
-                    self._stop_how = "the agent ended at its next safe point (its CLI's notes hook)"
+                    self._stop_how = "the agent ended at its next safe point (it read the stop request)"
         except (KeyboardInterrupt, _Interrupt) as exc:
             interrupted = "SIGTERM" if isinstance(exc, _Interrupt) else "Ctrl-C"
             abort.set()

@@ -71,7 +71,7 @@ def create_nerve_agent(
     return CommandAdapter(
         name=name, binary=binary or sys.executable, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
         extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+        prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX, clean_stop=True,
     )
 
 
