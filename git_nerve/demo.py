@@ -71,6 +71,17 @@ def _commands() -> tuple[list[str], list[str]]:
     return ([sys.executable, "-c", run_entry, "worker_main"], [sys.executable, "-c", run_entry, "nerve_main"])
 
 
+def seed_repository(root: Path, seed: Path, origin: Path, work: Path, files: dict[str, str]) -> None:
+    """The demo's shop: ``files`` committed in ``seed``, a bare ``origin`` cloned from it, ``work`` cloned from that."""
+    _run(["git", "init", "-q", "-b", "main", str(seed)], root)
+    for rel, text in files.items():
+        (seed / rel).write_text(text)
+    _run(["git", "add", "-A"], seed, show=False)
+    _run(["git", "commit", "-q", "-m", "initial shop"], seed, show=False)
+    _run(["git", "clone", "-q", "--bare", str(seed), str(origin)], root)
+    _run(["git", "clone", "-q", str(origin), str(work)], root)
+
+
 def run(directory: Path | None = None) -> Path:
     """The fast, lifecycle-only demo (`git nerve demo --fast`)."""
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="git-nerve-demo-"))
@@ -81,13 +92,10 @@ def run(directory: Path | None = None) -> Path:
     origin, seed, work = root / "origin.git", root / "seed", root / "shop"
 
     _say("A repository with an origin remote")
-    _run(["git", "init", "-q", "-b", "main", str(seed)], root)
-    (seed / "prices.py").write_text("TAX_RATE = 0.20\n\n\ndef price_with_tax(net):\n    return round(net * (1 + TAX_RATE), 2)\n")
-    (seed / "README.md").write_text("# Shop\n")
-    _run(["git", "add", "-A"], seed, show=False)
-    _run(["git", "commit", "-q", "-m", "initial shop"], seed, show=False)
-    _run(["git", "clone", "-q", "--bare", str(seed), str(origin)], root)
-    _run(["git", "clone", "-q", str(origin), str(work)], root)
+    seed_repository(root, seed, origin, work, {
+        "prices.py": "TAX_RATE = 0.20\n\n\ndef price_with_tax(net):\n    return round(net * (1 + TAX_RATE), 2)\n",
+        "README.md": "# Shop\n",
+    })
     _run([*gn, "init"], work)
 
     _say("Spawn two workers: one task = one branch = one worktree")

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import click
 
-from .demo import DemoFailed, _commands, _env, _run, _say, _shown
+from .demo import DemoFailed, _commands, _env, _run, _say, _shown, seed_repository
 
 RATE, LABEL, README = "tax-rate", "tax-label", "readme"
 TEST_COMMAND = "python3 -m unittest -v"
@@ -138,15 +138,10 @@ def run(directory: Path | None = None, *, agent: str | None = None, console: boo
         origin, seed, work = root / "origin.git", root / "seed", root / "shop"
 
         _say("A repository with an origin remote, and git-nerve in it")
-        _run(["git", "init", "-q", "-b", "main", str(seed)], root)
-        (seed / "prices.py").write_text(PRICES)
-        (seed / "test_prices.py").write_text(TESTS)
-        (seed / "README.md").write_text("# Shop\n\nA small shop.\n")
-        (seed / ".gitignore").write_text("__pycache__/\n")
-        _run(["git", "add", "-A"], seed, show=False)
-        _run(["git", "commit", "-q", "-m", "initial shop"], seed, show=False)
-        _run(["git", "clone", "-q", "--bare", str(seed), str(origin)], root)
-        _run(["git", "clone", "-q", str(origin), str(work)], root)
+        seed_repository(root, seed, origin, work, {
+            "prices.py": PRICES, "test_prices.py": TESTS, "README.md": "# Shop\n\nA small shop.\n",
+            ".gitignore": "__pycache__/\n",
+        })
         _run([*gn, "init"], work)
         toml = work / "nerve.toml"
         extra = ""

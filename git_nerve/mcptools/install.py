@@ -140,6 +140,17 @@ def _save_record(path: Path, entries: list[dict[str, Any]]) -> None:
     _write(path, json.dumps({"entries": entries}, indent=2) + "\n")
 
 
+def _remove_created(path: Path, rec: dict) -> tuple[str, str]:
+    """Remove a config file install created (now empty again) and the directories it created for it."""
+    path.unlink()
+    for d in rec.get("created_dirs", []):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass  # not empty: something else lives there now
+    return "removed", "the file install created is gone again"
+
+
 def _write(path: Path, text: str) -> None:
     """Atomic replace, keeping the file's mode."""
     tmp = path.with_name(f".{path.name}.nerve-tmp")
@@ -247,13 +258,7 @@ def _json_uninstall(rec: dict[str, Any]) -> tuple[str, str]:
     if not servers and rec.get("created_container"):
         del data[key]
     if not data and rec.get("created_file"):
-        path.unlink()
-        for d in rec.get("created_dirs", []):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
-        return "removed", "the file install created is gone again"
+        return _remove_created(path, rec)
     _write(path, _dump(data, indent) + trailing)
     return "removed", ""
 
@@ -313,13 +318,7 @@ def _toml_uninstall(rec: dict[str, Any]) -> tuple[str, str]:
             ("refused", f"the [mcp_servers.{SERVER_NAME}] block was changed since install")
     new = text.replace(block, "", 1)
     if rec.get("created_file") and not new.strip():
-        path.unlink()
-        for d in rec.get("created_dirs", []):
-            try:
-                os.rmdir(d)
-            except OSError:
-                pass
-        return "removed", "the file install created is gone again"
+        return _remove_created(path, rec)
     _write(path, new)
     return "removed", ""
 
