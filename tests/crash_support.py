@@ -251,7 +251,8 @@ def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str],
     problems: list[str] = []
     if rerun is not None:
         if rerun.code != group.expect:
-            problems.append(f"rerun exited {rerun.code} (uninterrupted: {group.expect}): {rerun.err.strip()[-500:]}")
+            problems.append(f"rerun exited {rerun.code} (uninterrupted: {group.expect}): "
+                            f"{(rerun.err.strip() or rerun.out.strip())[-500:]}")
         for leak in rs.leaks(rerun.err):
             problems.append(f"rerun printed {leak!r}")
     st = state_of(work)

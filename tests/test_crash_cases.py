@@ -355,3 +355,19 @@ def test_merge_killed_inside_the_fast_forward_of_the_main_checkout_converges(tmp
     problems = cs.check(s, ref, rerun, seen, origin_before)
     assert not problems, "\n".join(problems)
     assert build.git(s.work, "rev-parse", "main") == build.git(s.work, "rev-parse", "origin/main")
+
+
+def test_merge_all_killed_inside_a_worktree_removal_leaves_no_stale_registration(repo):
+    """13 (merge-all, seed 1311016): killed after git deleted the worktree's files but not its admin dir; the
+    rerun of `merge --all` (nothing left to merge) drops git's stale registration."""
+    wt = wfx.drive(repo.work, "t1", "APPROVED")
+    killed = rs.run([GW, "merge", "--all"], repo.work, env={**os.environ, "NERVE_FAULT": "merge.after-transition"})
+    assert killed.code == -signal.SIGKILL
+    import shutil
+
+    shutil.rmtree(wt)  # what a `git worktree remove` killed half-way leaves: the files gone, the registration not
+    assert any(item.get("worktree") == str(wt) for item in rs.worktree_list(repo.work))
+    res = run([GW, "merge", "--all"], repo.work)
+    assert res.code == 0, res.err
+    assert not any(item.get("worktree") == str(wt) for item in rs.worktree_list(repo.work))
+    invariants(repo.work)

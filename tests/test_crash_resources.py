@@ -243,7 +243,7 @@ def test_a_full_disk_is_one_clear_line_nothing_half_written_and_the_rerun_conver
             f.unlink()
         seen |= cs.reachable(s.work)
         problems = _outcome_problems(s, group, res, before)
-        if res.code in REFUSAL_CODES and not any(w in res.err.lower() for w in ("no space left", "disk is full")):
+        if res.code in REFUSAL_CODES and not any(w in res.err.lower() for w in ("no space left", "disk is full", "out of diskspace")):
             problems.append(f"the error does not say the disk is full: {res.err.strip()!r}")
         assert not problems, f"{name} on a full disk:\n" + "\n".join(problems)
         problems = _converges(s, ref, seen, origin_before)

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
+import tomli_w
 
-from git_nerve.scripted_model.scenario import CODER_LINE, MCP_POST, MCP_STATUS
+from git_nerve.scripted_model.scenario import CODER_LINE, MCP_POST, MCP_STATUS, TEST_CMD
 from git_nerve.scripted_model.server import API_KEY, ScriptedModel
 from tests.real_agents import VENV_BIN, AgentRepo, _check, agent_env
 from tests.realtools import npm_tool
@@ -55,6 +57,16 @@ def _deliveries(work: Path) -> list:
 
 def test_claude_code_calls_our_mcp_tools_in_a_workflow_run(tmp_path, claude_bin):
     repo = AgentRepo.create(tmp_path, "claude")
+    # This test is about the MCP notes tool: the run gets the adapter's own permission rules but not its notes
+    # hook (which would hand the note over first, at the prompt: tests/test_real_claude_notes.py covers that door).
+    from git_nerve.workflow.adapters import claude
+
+    settings = tmp_path / "claude-settings-without-notes-hook.json"
+    settings.write_text(json.dumps(claude.settings(str(repo.worktree), TEST_CMD, None)))
+    toml = repo.work / "nerve.toml"
+    data = tomllib.loads(toml.read_text())
+    data.setdefault("adapters", {}).setdefault("claude", {})["extra_args"] = ["--settings", str(settings)]
+    toml.write_text(tomli_w.dumps(data))  # the main checkout's nerve.toml counts, committed or not
     env = agent_env(claude_bin, ANTHROPIC_API_KEY=API_KEY)
     _check(["git", "nerve", "tell", "--task", "t1", NOTE], repo.work, env)
     with ScriptedModel(mode="mcp", params=_params(repo)) as model:

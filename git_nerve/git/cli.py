@@ -94,7 +94,7 @@ def run(
 def disk_full_hint(said: str, cwd: str | os.PathLike[str] | None) -> str:
     """`` (no space left on device)`` when git failed to write and the filesystem it wrote to is full: git's own
     words ("unable to write file x") do not name the cause."""
-    if "no space left" in said.lower():
+    if any(w in said.lower() for w in ("no space left", "out of diskspace", "disk is full")):
         return ""
     try:
         st = os.statvfs(cwd or ".")

@@ -766,9 +766,13 @@ def _gate_refused(push: gitremote.PushResult, integration: str, remote: str, tas
 
 
 def unfinished_cleanups(repo: Repo) -> list[str]:
-    """COMPLETED tasks whose worktree is still there: a merge killed between COMPLETED and its cleanup."""
-    return [w.task_id for w in workers.all_workers(repo.bus.conn, states=(State.COMPLETED.value,))
-            if Path(w.worktree).exists()]
+    """COMPLETED tasks whose worktree is still there, or still registered with git (a removal killed after git
+    deleted the files): a merge killed between COMPLETED and the end of its cleanup."""
+    done = workers.all_workers(repo.bus.conn, states=(State.COMPLETED.value,))
+    if not done:
+        return []
+    registered = {os.path.abspath(info.path) for info in worktrees.list_all(repo.cwd)}
+    return [w.task_id for w in done if Path(w.worktree).exists() or os.path.abspath(w.worktree) in registered]
 
 
 def task_lock(repo: Repo, w: workers.Worker) -> Path:
@@ -845,7 +849,9 @@ def _advance_local(repo: Repo, integration: str, old: str, new: str, target_wt: 
     if proc.returncode != 0:
         if refs.resolve(target_wt.path, "HEAD") != old:
             return False
-        raise GitError(f"could not fast-forward {integration} in {target_wt.path}: {cli.message(proc.stderr)}")
+        said = cli.message(proc.stderr)
+        raise GitError(f"could not fast-forward {integration} in {target_wt.path}: {said}"
+                       f"{cli.disk_full_hint(said, target_wt.path)}")
     return True
 
 
@@ -854,12 +860,15 @@ FF_MARKER = "integration-ff"
 
 
 def _fast_forward(target_wt: worktrees.WorktreeInfo, old: str, new: str):
-    """``git merge --ff-only NEW`` in the integration checkout, marked while it runs: a kill half-way (files
-    written, HEAD not moved) is undone by the next merge (:func:`_undo_killed_fast_forward`)."""
+    """``git merge --ff-only NEW`` in the integration checkout, marked while it runs: a kill or a failure half-way
+    (files written, HEAD not moved) is undone by the next merge (:func:`_undo_killed_fast_forward`)."""
     git_dir = worktrees.git_dir_of(target_wt.path)
     repair.set_marker(git_dir, FF_MARKER, {"from": old, "to": new})
     proc = cli.run(["merge", "--ff-only", "--quiet", new], cwd=target_wt.path, check=False)
-    repair.clear_marker(git_dir, FF_MARKER)
+    if proc.returncode == 0:
+        repair.clear_marker(git_dir, FF_MARKER)
+    # a failure keeps the marker: git may have written some files before it gave up (a full disk), and the
+    # next merge puts back exactly those (only files holding NEW's content, or the start of it)
     return proc
 
 
@@ -880,7 +889,8 @@ def _sync_local_integration(repo: Repo, integration: str, merged: str, target_wt
     if target_wt is not None:
         proc = _fast_forward(target_wt, local, merged)
         if proc.returncode != 0:
-            return f"could not fast-forward {integration} in {target_wt.path}: {cli.message(proc.stderr)}"
+            said = cli.message(proc.stderr)
+            return f"could not fast-forward {integration} in {target_wt.path}: {said}{cli.disk_full_hint(said, target_wt.path)}"
         return None
     refs.update(repo.cwd, f"refs/heads/{integration}", merged, local, f"nerve: sync {integration}")
     return None
