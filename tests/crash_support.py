@@ -240,7 +240,9 @@ def _rerun(group: Group, s: rs.Scenario, env: dict) -> rs.Proc | None:
     # a plain `git commit`: the next git-nerve command the agent runs meets what the kill left
     # (`git worker start` is idempotent while WORKING), then the agent commits again if it did not land
     rs.run([GW, "start"], s.wt, env=env)
-    if rs.git(s.wt, "status", "--porcelain", "--untracked-files=no"):
+    # "not committed" is the work tree against HEAD, not `git status`: a commit killed after it moved the branch but
+    # before it wrote the index back leaves an index lagging HEAD, and `commit -a` then rightly finds nothing to do
+    if rs.git(s.wt, "diff", "--name-only", "HEAD"):
         return _run(group, s, env)
     return None
 
