@@ -36,14 +36,16 @@ def slow_checkout(work: Path, flag: Path, pattern: str = "*.py") -> None:
     (info / "attributes").write_text(f"{pattern} filter=slow\n", encoding="utf-8")
 
 
-def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float = 30) -> None:
-    """Run ``argv`` in its own process group; SIGKILL the group once git sits in the smudge filter."""
+def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float = 30, inside: Path | None = None) -> None:
+    """Run ``argv`` in its own process group; SIGKILL the group once git sits in the smudge filter (running in the
+    checkout ``inside``, when given)."""
     flag.write_text("")
     child = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            if any(any("slow-smudge" in a for a in rs._cmdline(pid)) for pid in rs._descendants(child.pid)):
+            if any(any("slow-smudge" in a for a in rs._cmdline(pid)) and (inside is None or _cwd_is(pid, inside))
+                   for pid in rs._descendants(child.pid)):
                 break
             assert child.poll() is None, "the command ended before git reached the filter"
             time.sleep(0.01)
@@ -53,6 +55,13 @@ def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         flag.unlink(missing_ok=True)
+
+
+def _cwd_is(pid: int, path: Path) -> bool:
+    try:
+        return os.path.realpath(os.readlink(f"/proc/{pid}/cwd")) == os.path.realpath(path)
+    except OSError:
+        return False
 
 
 def run(argv, cwd):
@@ -329,24 +338,7 @@ def test_merge_killed_inside_the_fast_forward_of_the_main_checkout_converges(tmp
     (rs.common_dir(s.work) / "info").mkdir(exist_ok=True)
     (rs.common_dir(s.work) / "info" / "attributes").write_text("*.txt filter=slow\n", encoding="utf-8")
 
-    flag.write_text("")
-    child = subprocess.Popen(list(group.argv), cwd=s.work, start_new_session=True,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            blocked = [pid for pid in rs._descendants(child.pid) if any("slow-smudge" in a for a in rs._cmdline(pid))]
-            if any(os.path.realpath(os.readlink(f"/proc/{pid}/cwd")) == os.path.realpath(s.work) for pid in blocked
-                   if os.path.exists(f"/proc/{pid}")):
-                break
-            assert child.poll() is None, "merge ended before git fast-forwarded the main checkout"
-            time.sleep(0.01)
-        else:
-            raise AssertionError("git never reached the main checkout's fast-forward")
-    finally:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.wait()
-        flag.unlink(missing_ok=True)
+    kill_inside_filter(list(group.argv), s.work, flag, timeout=60, inside=s.work)
     seen |= cs.reachable(s.work)
     assert build.git(s.work, "status", "--porcelain"), "the kill left the main checkout as it was: nothing tested"
 

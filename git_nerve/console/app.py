@@ -151,16 +151,9 @@ class Watcher:
                 pass
 
     def stop(self) -> None:
-        self._closing = True
         self._stop.set()
         self._wake.set()
-        with self._lock:
-            subs = list(self._subs)
-        for sub in subs:
-            try:
-                sub.loop.call_soon_threadsafe(sub.event.set)
-            except RuntimeError:
-                pass
+        self.close_streams()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.repo.close()
