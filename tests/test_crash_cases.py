@@ -36,16 +36,17 @@ def slow_checkout(work: Path, flag: Path, pattern: str = "*.py") -> None:
     (info / "attributes").write_text(f"{pattern} filter=slow\n", encoding="utf-8")
 
 
-def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float = 30, inside: Path | None = None) -> None:
+def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float = 30, inside: Path | None = None,
+                       file: str | None = None) -> None:
     """Run ``argv`` in its own process group; SIGKILL the group once git sits in the smudge filter (running in the
-    checkout ``inside``, when given)."""
+    checkout ``inside``, for ``file``, when given)."""
     flag.write_text("")
     child = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
             if any(any("slow-smudge" in a for a in rs._cmdline(pid)) and (inside is None or _cwd_is(pid, inside))
-                   for pid in rs._descendants(child.pid)):
+                   and (file is None or file in rs._cmdline(pid)) for pid in rs._descendants(child.pid)):
                 break
             assert child.poll() is None, "the command ended before git reached the filter"
             time.sleep(0.01)
@@ -338,7 +339,7 @@ def test_merge_killed_inside_the_fast_forward_of_the_main_checkout_converges(tmp
     (rs.common_dir(s.work) / "info").mkdir(exist_ok=True)
     (rs.common_dir(s.work) / "info" / "attributes").write_text("*.txt filter=slow\n", encoding="utf-8")
 
-    kill_inside_filter(list(group.argv), s.work, flag, timeout=60, inside=s.work)
+    kill_inside_filter(list(group.argv), s.work, flag, timeout=60, inside=s.work, file="t1.txt")
     seen |= cs.reachable(s.work)
     assert build.git(s.work, "status", "--porcelain"), "the kill left the main checkout as it was: nothing tested"
 

@@ -227,6 +227,29 @@ def _write_executable(path: Path, data: bytes) -> None:
         raise
 
 
+_TEMPORARY = re.compile(r"^\.(?P<hook>[^/]+)\.nerve-(?P<pid>\d+)\.tmp$")
+
+
+def remove_dead_temporaries(directory: Path) -> list[Path]:
+    """Remove the temporary files of an install killed mid-write (:func:`_write_executable`): ours by name, and
+    only when the process that wrote them is gone."""
+    removed: list[Path] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = _TEMPORARY.match(name)
+        if m is None or Path(f"/proc/{m['pid']}").exists() or not Path("/proc/self").exists():
+            continue
+        try:
+            (directory / name).unlink()
+            removed.append(directory / name)
+        except OSError:
+            pass
+    return removed
+
+
 def _fs_error(action: str, path: Path, exc: OSError) -> NerveError:
     return NerveError(f"cannot {action} {path}: {exc.strerror or exc}")
 
@@ -396,6 +419,7 @@ def install(paths: RepoPaths) -> InstallReport:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _fs_error("create the hooks directory", directory, exc) from exc
+    remove_dead_temporaries(directory)
     lfs = lfs_configured(paths)
     for name in HOOKS:
         change = _install_one(directory, name, render(hook=name))

@@ -206,6 +206,10 @@ def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None =
         except OSError:
             continue
         repaired.append(f"removed {lock}, a lock file left by a killed git")
+    from ..hooks.install import remove_dead_temporaries
+
+    for tmp in remove_dead_temporaries(common / "hooks"):
+        repaired.append(f"removed {tmp}, a half-written hook a killed install left")
     for line in repaired:
         say(line)
     return repaired
