@@ -105,6 +105,10 @@ def test_a_worktree_add_killed_before_head_no_longer_wedges_fetch_and_spawn_repa
     init(work)
     wt = work.parent / f"{work.name}.worktrees" / "t1"
     wt.parent.mkdir(parents=True, exist_ok=True)
+    from git_nerve.git import destroy
+
+    # what spawn records before it runs `git worktree add` (record-then-create): only then is it provably ours
+    destroy.record(work / ".git", "worktree", str(wt), task="t1")
     build.git(work, "worktree", "add", "-q", "--no-track", "-b", "feat/t1", str(wt), "origin/main")
     admin = Path(build.git(wt, "rev-parse", "--path-format=absolute", "--git-dir"))
     # what git leaves when killed between writing the admin dir and HEAD

@@ -63,13 +63,6 @@ def stale_lock(path: str | os.PathLike[str], wait: float = 1.0) -> bool:
     return False
 
 
-def delete(cwd, ref: str, old: str | None = None) -> None:
-    args = ["update-ref", "-d", ref]
-    if old:
-        args.append(old)
-    cli.run(args, cwd=cwd)
-
-
 def is_ancestor(cwd, ancestor: str, descendant: str) -> bool:
     proc = cli.run(["merge-base", "--is-ancestor", ancestor, descendant], cwd=cwd, check=False)
     if proc.returncode in (0, 1):

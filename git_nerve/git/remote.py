@@ -120,16 +120,6 @@ def _config_args(config: dict | None) -> list[str]:
     return [arg for k, v in (config or {}).items() for arg in ("-c", f"{k}={v}")]
 
 
-def delete_branch(cwd, remote: str, branch: str, *, config: dict | None = None) -> PushResult:
-    """Delete ``branch`` on ``remote`` (git runs the pre-push hook for a deletion too)."""
-    proc = cli.run([*_config_args(config), "push", "--quiet", remote, f":refs/heads/{branch}"], cwd=cwd, check=False)
-    text = proc.stdout + proc.stderr
-    if proc.returncode == 0:
-        return PushResult(True, False, "", text)
-    return PushResult(False, False, cli.message(proc.stderr) or cli.last_line(proc.stdout), text,
-                      "failed to push some refs" in text and "[remote rejected]" not in text)
-
-
 def from_checkout_config(main_checkout, remote: str) -> dict:
     """``git -c`` settings that make a push from another (temporary) checkout behave as one from ``main_checkout``.
 

@@ -116,25 +116,6 @@ def add_detached(cwd, path: Path, commit: str) -> None:
     cli.run(["worktree", "add", "--quiet", "--detach", os.fspath(path), commit], cwd=cwd)
 
 
-def remove(cwd, path: Path, *, force: bool = False) -> None:
-    args = ["worktree", "remove"]
-    if force:
-        args += ["--force", "--force"]
-    cli.run([*args, os.fspath(path)], cwd=cwd)
-
-
-def prune(cwd) -> None:
-    cli.run(["worktree", "prune"], cwd=cwd, check=False)
-
-
-def discard(cwd, path: Path) -> None:
-    """Remove a worktree we just created (rollback): force, then prune leftovers."""
-    cli.run(["worktree", "remove", "--force", "--force", os.fspath(path)], cwd=cwd, check=False)
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
-    prune(cwd)
-
-
 def dirty_files(worktree: Path, *, untracked: bool = True) -> list[str]:
     """Paths with uncommitted changes (and untracked, non-ignored files when asked)."""
     args = ["status", "--porcelain=v1", "-z", f"--untracked-files={'normal' if untracked else 'no'}"]
@@ -227,15 +208,23 @@ def checkout_at(cwd, common_dir: Path, commit: str, *, what: str = "push"):
     killed process left behind is removed by the next command
     (:func:`dead_temporary_checkouts`).
     """
+    from . import destroy
+
     path = tmp_root(common_dir) / f"{what}-{os.getpid()}-{next(_tmp_count)}"
     path.parent.mkdir(parents=True, exist_ok=True)
+    scope = destroy.tmp_scope(common_dir)
     if path.exists():  # left by a dead process that had our pid
-        discard(cwd, path)
+        destroy.discard(cwd, path, scope)
+    destroy.record(common_dir, "tmp", os.fspath(path))  # before git creates it: a kill leaves it recorded
     try:
         add_detached(cwd, path, commit)
         yield path
     finally:
-        discard(cwd, path)
+        kept = destroy.discard(cwd, path, scope)
+        if kept:
+            import sys
+
+            print(f"warning: {kept}", file=sys.stderr)
 
 
 def dead_temporary_checkouts(common_dir: Path) -> list[Path]:

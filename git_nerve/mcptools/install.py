@@ -143,11 +143,9 @@ def _save_record(path: Path, entries: list[dict[str, Any]]) -> None:
 def _remove_created(path: Path, rec: dict) -> tuple[str, str]:
     """Remove a config file install created (now empty again) and the directories it created for it."""
     path.unlink()
-    for d in rec.get("created_dirs", []):
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass  # not empty: something else lives there now
+    from ..git import destroy
+
+    destroy.remove_empty_dirs(rec.get("created_dirs", []))  # one that is not empty: something else lives there now
     return "removed", "the file install created is gone again"
 
 

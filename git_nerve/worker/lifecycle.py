@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +26,7 @@ from ..bus.connection import Bus
 from ..context import WorkerContext
 from ..context import write as write_ctx
 from ..errors import CheckFailed, ConflictError, GitError, InvalidTransition, UsageError
-from ..git import cli, refs, worktrees
+from ..git import cli, destroy, refs, worktrees
 from ..git import config as gitconfig
 from ..git import remote as gitremote
 from ..locks import hold
@@ -114,7 +112,18 @@ def integration_ref(repo: Repo, integration: str, *, fetch: bool) -> str:
 
 def repair_leftovers(repo: Repo) -> list[str]:
     """Remove what killed git processes left (dead `git worktree add`s, stale lock files); one line each."""
-    return repair.clean_git_leftovers(repo.paths.common_dir, cwd=repo.cwd, worktree_lock=repo.lock_path("worktrees"))
+    return repair.clean_git_leftovers(repo.paths.common_dir, cwd=repo.cwd, worktree_lock=repo.lock_path("worktrees"),
+                                      scope=lambda: door_scope(repo))
+
+
+def door_scope(repo: Repo) -> destroy.Scope:
+    """What the door for destruction (:mod:`..git.destroy`) proves against: the roots, every task's worktree."""
+    from .settings import main_checkout
+
+    final = (State.COMPLETED.value, State.FAILED.value)
+    rows = [(w.task_id, w.worktree, w.state not in final) for w in workers.all_workers(repo.bus.conn)]
+    main = None if repo.paths.is_bare else main_checkout(repo.paths)
+    return destroy.scope(repo.paths.common_dir, main, repo.settings.worktree_root, rows)
 
 
 def fetch_branches(repo: Repo, remote: str, branches: list[str]) -> None:
@@ -211,6 +220,10 @@ def spawn(
                 # set before git runs: a `git worktree add` that fails half-way (e.g. a failing
                 # post-checkout hook) has already created the branch and the worktree
                 created_branch = not refs.exists(cwd, f"refs/heads/{branch}")
+                # recorded before git creates them (a kill leaves at most a record of something missing)
+                destroy.record(repo.paths.common_dir, "worktree", os.fspath(path), task=task_id)
+                if created_branch:
+                    destroy.record(repo.paths.common_dir, "branch", branch, task=task_id)
                 created_worktree = True
                 worktrees.add(cwd, path, branch=branch, start=base_sha if created_branch else None)
                 faults.point("spawn.after-worktree")
@@ -242,10 +255,7 @@ def spawn(
             )
             faults.point("spawn.before-commit")  # killed holding the bus write lock
     except BaseException:
-        if created_worktree:
-            worktrees.discard(cwd, path)
-        if created_branch:
-            cli.run(["update-ref", "-d", f"refs/heads/{branch}", base_sha], cwd=cwd, check=False)
+        _rollback_spawn(repo, task_id, path if created_worktree else None, branch if created_branch else None, base_sha)
         raise
     faults.point("spawn.after-bus")
     result = SpawnResult(row, created=True)
@@ -253,6 +263,18 @@ def spawn(
     if warning:
         result.warnings.append(warning)
     return result
+
+
+def _rollback_spawn(repo: Repo, task_id: str, path: Path | None, branch: str | None, base_sha: str) -> None:
+    """Take back what a failed spawn made, through the door (best effort: the error that stopped it counts)."""
+    try:
+        sc = door_scope(repo)
+        if path is not None:
+            destroy.discard(repo.cwd, path, sc, task=task_id)
+        if branch is not None:
+            destroy.delete_branch(repo.cwd, repo.paths.common_dir, branch, owned_by_task=task_id, old=base_sha)
+    except Exception:  # noqa: BLE001 - a rollback must not hide the cause
+        pass
 
 
 def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str | None]:
@@ -302,9 +324,9 @@ def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
     path = Path(w.worktree)
     if not path.exists() or not _registered(repo, path):
         with hold(repo.lock_path("worktrees"), what="the worktree lock"):
-            worktrees.prune(repo.cwd)
+            destroy.prune_entry(repo.cwd, path, door_scope(repo))
             if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
-                path.rmdir()  # an empty directory git never filled
+                destroy.remove_empty_dirs([path])  # an empty directory git never filled
             if path.exists() and not _registered(repo, path):
                 raise GitError(f"{path} exists but is not a git worktree; move it away, then run this command again")
             if not path.exists():
@@ -312,8 +334,10 @@ def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
                     archived = refs.resolve(repo.cwd, refs.archive_name(w.task_id))
                     if archived is None:
                         raise GitError(f"branch {w.branch} of task {w.task_id} is gone and no archive ref exists")
+                    destroy.record(repo.paths.common_dir, "branch", w.branch, task=w.task_id)
                     refs.update(repo.cwd, f"refs/heads/{w.branch}", _archived_tip(repo, w.task_id), None, "nerve: restore from archive")
                 path.parent.mkdir(parents=True, exist_ok=True)
+                destroy.record(repo.paths.common_dir, "worktree", os.fspath(path), task=w.task_id)
                 worktrees.add(repo.cwd, path, branch=w.branch, start=None)
     _verify_worktree(repo, w)
 
@@ -813,10 +837,9 @@ parse_check = _parse_check
 
 
 def _run_check(repo: Repo, commit: str, argv: list[str]) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="nerve-check-"))
-    path = tmp / "tree"
-    worktrees.add_detached(repo.cwd, path, commit)
-    try:
+    # a temporary checkout of ours (recorded, under <common>/nerve/tmp/): one a killed merge leaves is removed
+    # by the next command, never left registered
+    with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, commit, what="check") as path:
         try:
             proc = subprocess.run(argv, cwd=path, env=cli.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         except FileNotFoundError:
@@ -827,9 +850,6 @@ def _run_check(repo: Repo, commit: str, argv: list[str]) -> None:
                 f"--check `{shlex.join(argv)}` failed with exit {proc.returncode}; nothing was merged",
                 details=[tail] if tail else [],
             )
-    finally:
-        worktrees.discard(repo.cwd, path)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _advance_local(repo: Repo, integration: str, old: str, new: str, target_wt: worktrees.WorktreeInfo | None) -> bool:
@@ -924,7 +944,8 @@ def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: 
         res.archive_ref = _archive(repo, w, force=force)
     faults.point("cleanup.after-archive")
     if wt.is_dir():
-        repair.remove_worktree(repo.cwd, wt, force=force, common=repo.paths.common_dir)
+        repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
+                               common=repo.paths.common_dir)
         res.removed_worktree = True
     else:
         _prune_missing(repo, wt)
@@ -938,7 +959,7 @@ def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: 
 def _prune_missing(repo: Repo, wt: Path) -> None:
     """A worktree deleted by hand leaves git's entry for it behind ("prunable"): drop it."""
     if any(info.path == wt or os.path.abspath(info.path) == os.path.abspath(wt) for info in worktrees.list_all(repo.cwd)):
-        worktrees.prune(repo.cwd)
+        destroy.prune_entry(repo.cwd, wt, door_scope(repo))
 
 
 def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = None) -> bool:
@@ -950,8 +971,9 @@ def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = N
             warnings.append(f"{w.branch} was not deleted: it is checked out at {elsewhere.path}")
         return deleted
     sha = refs.resolve(repo.cwd, ref)
+    owner = {"owned_by_task": w.task_id, "row_branch": w.branch}
     if sha is not None:
-        refs.delete(repo.cwd, ref, sha)
+        destroy.delete_branch(repo.cwd, repo.paths.common_dir, w.branch, old=sha, **owner)
         deleted = True
     remote = repo.settings.remote
     if remote and refs.exists(repo.cwd, f"refs/remotes/{remote}/{w.branch}"):
@@ -963,7 +985,7 @@ def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = N
             if warnings is not None:
                 warnings.append(f"{w.branch} was not deleted on {remote}: {said or push.message}")
             return deleted
-        cli.run(["update-ref", "-d", f"refs/remotes/{remote}/{w.branch}"], cwd=repo.cwd, check=False)
+        destroy.delete_tracking_ref(repo.cwd, repo.paths.common_dir, remote, w.branch, **owner)
         deleted = True
     return deleted
 
@@ -975,7 +997,8 @@ def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker) -> gitremo
     at = refs.resolve(repo.cwd, f"refs/remotes/{remote}/{w.branch}")
     config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
     with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, at or "HEAD", what="push") as path:
-        return gitremote.delete_branch(path, remote, w.branch, config=config)
+        return destroy.delete_remote_branch(path, repo.paths.common_dir, remote, w.branch, owned_by_task=w.task_id,
+                                            row_branch=w.branch, config=config)
 
 
 def _remote_has_branch(repo: Repo, remote: str, branch: str) -> bool:
@@ -1021,7 +1044,8 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
             _refuse_unsaved(wt, repo.paths.common_dir)
         res.archive_ref = _archive(repo, w, force=force)
         if wt.is_dir():
-            repair.remove_worktree(repo.cwd, wt, force=force, common=repo.paths.common_dir)
+            repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
+                                   common=repo.paths.common_dir)
             res.removed_worktree = True
         else:
             _prune_missing(repo, wt)
@@ -1098,11 +1122,12 @@ def _undo_retry(repo: Repo, w: workers.Worker, *, made_dir: bool, made_branch: b
         return  # the transition happened after all (or another command moved the task): keep everything
     try:
         if made_dir:
-            worktrees.discard(repo.cwd, Path(w.worktree))
+            destroy.discard(repo.cwd, Path(w.worktree), door_scope(repo), task=w.task_id)
         if made_branch:
             tip = refs.resolve(repo.cwd, f"refs/heads/{w.branch}")
             if tip is not None and tip == _archived_tip(repo, w.task_id):
-                refs.delete(repo.cwd, f"refs/heads/{w.branch}", tip)
+                destroy.delete_branch(repo.cwd, repo.paths.common_dir, w.branch, owned_by_task=w.task_id,
+                                      row_branch=w.branch, old=tip)
     except Exception:  # noqa: BLE001 - a rollback must not hide the cause
         pass
 

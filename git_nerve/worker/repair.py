@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
 
-from ..git import cli, worktrees
+from ..git import cli, destroy, worktrees
 
 #: seconds a git lock file must have existed, unopened, before it counts as left by a killed git
 LOCK_GRACE = 2.0
@@ -159,47 +158,54 @@ def _add_alive(admin: Path) -> bool:
     return False
 
 
-def _remove_dead_add(common: Path, admin: Path) -> str:
-    try:
-        wt = Path((admin / "gitdir").read_text(encoding="utf-8").strip()).parent
-    except OSError:
-        wt = None
-    # what a dead add held is git's own half checkout (nothing was ever handed to an agent:
-    # a worktree still "initializing" is never adopted); the branch it made stays, with its commits
-    if wt is not None and wt.is_dir():
-        shutil.rmtree(wt, ignore_errors=True)
-    shutil.rmtree(admin, ignore_errors=True)
-    return f"removed the unfinished worktree {wt or admin.name} left by a killed `git worktree add`"
+def kept(line: str) -> None:
+    """One line on stderr for something a repair left in place because the door could not prove it ours."""
+    print(f"kept: {line[len('kept '):] if line.startswith('kept ') else line}", file=sys.stderr, flush=True)
 
 
-def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None = None) -> list[str]:
+def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None = None, scope=None) -> list[str]:
     """Repair what killed git processes left in the repository whose common dir is ``common``.
 
     ``worktree_lock``: our worktrees lock, taken around the removal of unfinished worktrees
-    (None: the caller already holds it). Cheap when there is nothing to repair (a few stats).
+    (None: the caller already holds it). ``scope``: a callable returning the door's
+    :class:`..git.destroy.Scope` (built only when something is to be removed). Cheap when there is
+    nothing to repair (a few stats). What the door cannot prove ours is kept, with one `kept:` line.
     """
     repaired: list[str] = []
+    held: list[str] = []
+    sc = None
+
+    def door():
+        nonlocal sc
+        if sc is None:
+            sc = scope() if scope is not None else destroy.tmp_scope(common)
+        return sc
+
     if _initializing(common):
         from ..locks import hold
 
         ctx = hold(worktree_lock, what="the worktree lock") if worktree_lock is not None else _null()
         with ctx:
-            pruned = False
             for admin in _initializing(common):
                 if _add_alive(admin):
                     continue
-                repaired.append(_remove_dead_add(common, admin))
-                pruned = True
-            if pruned:
-                worktrees.prune(cwd)
+                try:
+                    wt = destroy.remove_unfinished_add(admin, door())
+                except destroy.Refused as exc:
+                    held.append(f"{exc.message} (left by an unfinished `git worktree add`)")
+                    continue
+                repaired.append(f"removed the unfinished worktree {wt} left by a killed `git worktree add`")
     dead = worktrees.dead_temporary_checkouts(common)
     if dead:
         from ..locks import hold
 
         with hold(worktree_lock, what="the worktree lock") if worktree_lock is not None else _null():
             for path in dead:
-                worktrees.discard(cwd, path)
-                repaired.append(f"removed the temporary checkout {path} a killed merge left")
+                line = destroy.discard(cwd, path, door())
+                if line:
+                    held.append(line)
+                else:
+                    repaired.append(f"removed the temporary checkout {path} a killed merge left")
     for lock in stale_git_locks(common):
         try:
             lock.unlink()
@@ -212,6 +218,8 @@ def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None =
         repaired.append(f"removed {tmp}, a half-written hook a killed install left")
     for line in repaired:
         say(line)
+    for line in held:
+        kept(line)
     return repaired
 
 
@@ -278,23 +286,25 @@ def _admin_dir_of(wt: Path, common: Path | None = None) -> Path | None:
 
 
 def _admin_dir_naming(wt: Path, common: Path) -> Path | None:
-    want = os.path.realpath(wt / ".git")
+    want = os.path.realpath(wt)
     try:
         admins = list((common / "worktrees").iterdir())
     except OSError:
         return None
     for admin in admins:
         try:
-            named = (admin / "gitdir").read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+            named = destroy.worktree_of_gitdir(admin)  # verified; a relative one against the admin dir
+        except destroy.Refused:
             continue
-        if named and os.path.realpath(named) == want:
+        if os.path.realpath(named) == want:
             return admin
     return None
 
 
-def remove_worktree(cwd: Path, wt: Path, *, force: bool, common: Path | None = None) -> None:
-    """``git worktree remove``, marked first so that a rerun after a kill resumes it."""
+def remove_worktree(cwd: Path, wt: Path, *, force: bool, scope, task: str, common: Path | None = None) -> None:
+    """``git worktree remove`` through the door, marked first so that a rerun after a kill resumes it (a
+    removal killed after git deleted the worktree's ``.git`` file is finished by git itself, the file
+    written back from the admin dir that names it)."""
     admin = _admin_dir_of(wt, common)
     resume = admin is not None and marker(admin, "removing").exists()
     if admin is not None and not resume:
@@ -303,7 +313,8 @@ def remove_worktree(cwd: Path, wt: Path, *, force: bool, common: Path | None = N
     # there is nothing unsaved in it (or its submodules) first, or were told --force
     submodules = admin is not None and (admin / "modules").is_dir()
     try:
-        worktrees.remove(cwd, wt, force=force or resume or submodules)
+        destroy.remove_worktree(cwd, wt, scope, task=task, force=force or resume or submodules,
+                                admin=admin if resume else None)
     except Exception:
         if admin is not None and not resume:
             clear_marker(admin, "removing")

@@ -420,7 +420,9 @@ class CommandAdapter:
                 ctx.process_s += time.monotonic() - started
             return stdout
         finally:
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            from ...git import destroy
+
+            destroy.remove_own_tempdir(tmpdir, prefix=f"nerve-{self.name}-")
 
 
 def _git_dirs(workdir: str) -> tuple[str, str]:
