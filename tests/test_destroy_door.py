@@ -58,3 +58,280 @@ def test_the_patterns_catch_what_they_forbid():
     }
     for what, sample in samples.items():
         assert FORBIDDEN[what].search(sample), what
+
+
+# -- hostile inputs on real repositories ------------------------------------------------------------------------
+
+GW = "git-worker"
+
+
+def _run(argv, cwd, env=None):
+    import subprocess
+
+    proc = subprocess.run(argv, cwd=cwd, text=True, capture_output=True, env=env or dict(os.environ), timeout=120)
+    return proc
+
+
+@pytest.fixture
+def setup(repo):
+    """A repository with a live task t1 (spawned through git-nerve), its door scope, and a fingerprint of
+    everything that must survive a refused removal."""
+    work = repo.work
+    wt1 = wfx.spawn(work, "t1")
+    root = wt1.parent
+    common = work / ".git"
+    return work, wt1, root, common
+
+
+def _scope(work):
+    from git_nerve.worker import lifecycle
+
+    with wfx.opened(work) as r:
+        return lifecycle.door_scope(r)
+
+
+def _fingerprint(*dirs: Path) -> dict:
+    out = {}
+    for d in dirs:
+        for dirpath, dirnames, filenames in os.walk(d):
+            for name in filenames + dirnames:
+                p = Path(dirpath, name)
+                out[str(p)] = p.is_dir()
+    return out
+
+
+def _dead_add(common: Path, name: str, gitdir: str) -> Path:
+    """What a killed `git worktree add` leaves: an admin dir locked "initializing" with ``gitdir`` as written."""
+    admin = common / "worktrees" / name
+    admin.mkdir(parents=True)
+    (admin / "locked").write_text("initializing", encoding="utf-8")
+    (admin / "gitdir").write_text(gitdir, encoding="utf-8")
+    (admin / "commondir").write_text("../..\n", encoding="utf-8")
+    (admin / "HEAD").write_text("0" * 40 + "\n", encoding="utf-8")
+    old = time.time() - 10
+    for f in admin.iterdir():
+        os.utime(f, (old, old))
+    return admin
+
+
+def _refused(fn, *args, match: str, **kw) -> str:
+    with pytest.raises(destroy.Refused) as info:
+        fn(*args, **kw)
+    assert re.search(match, info.value.message), info.value.message
+    assert info.value.exit_code == 4
+    return info.value.message
+
+
+def _intact(work: Path, wt1: Path, admin: Path | None, before: dict) -> None:
+    assert (work / ".git" / "HEAD").is_file() and (work / "src" / "app.py").is_file()
+    assert build.git(work, "rev-parse", "main")
+    assert build.git(wt1, "symbolic-ref", "HEAD") == "refs/heads/feat/t1"
+    if admin is not None:
+        assert (admin / "gitdir").exists(), "the unproven admin dir is kept"
+    assert _fingerprint(work, wt1) == before
+
+
+@pytest.mark.parametrize("case", [
+    "empty", "newline-only", "relative-unrecorded", "main-checkout", "root", "truncated", "not-dotgit",
+    "live-task", "outside-roots",
+])
+def test_an_unfinished_add_is_kept_unless_provably_ours(setup, case, tmp_path):
+    work, wt1, root, common = setup
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("a person's file\n", encoding="utf-8")
+    if case == "outside-roots":
+        destroy.record(common, "worktree", str(outside), task="t9")  # even a record does not make it ours
+    gitdir, match = {
+        "empty": ("", "empty"),
+        "newline-only": ("\n", "empty"),
+        "relative-unrecorded": ("../../../project.worktrees/ghost/.git\n", "not one git-nerve recorded"),
+        "main-checkout": (f"{work}/.git\n", "not one git-nerve recorded|main checkout"),
+        "root": ("/.git\n", "not one git-nerve recorded|root"),
+        "truncated": (f"{root}/t2/.gi", "not a .git"),
+        "not-dotgit": (f"{root}\n", "not a .git"),
+        "live-task": (f"{wt1}/.git\n", "another git dir"),
+        "outside-roots": (f"{outside}/.git\n", "outside the worktree root"),
+    }[case]
+    admin = _dead_add(common, "tree", gitdir)
+    before = _fingerprint(work, wt1)
+    _refused(destroy.remove_unfinished_add, admin, _scope(work), match=match)
+    _intact(work, wt1, admin, before)
+    assert (outside / "keep.txt").is_file()
+
+
+def test_a_relative_gitdir_is_resolved_against_its_own_directory_not_the_cwd(setup, tmp_path, monkeypatch):
+    """5d: `worktree.useRelativePaths` writes gitdir relative to the admin dir. Resolved against the cwd, the
+    same text would name a decoy; the door removes only the recorded half checkout it really names."""
+    work, wt1, root, common = setup
+    half = root / "t2"
+    destroy.record(common, "worktree", str(half), task="t2")
+    half.mkdir()
+    (half / "partial.txt").write_text("half a checkout\n", encoding="utf-8")
+    admin = _dead_add(common, "t2", os.path.relpath(half / ".git", common / "worktrees" / "t2") + "\n")
+    decoy_base = tmp_path / "a" / "b" / "c"
+    decoy_base.mkdir(parents=True)
+    decoy = Path(os.path.normpath(decoy_base / os.path.relpath(half, common / "worktrees" / "t2")))
+    decoy.mkdir(parents=True, exist_ok=True)
+    (decoy / "keep.txt").write_text("not ours\n", encoding="utf-8")
+    monkeypatch.chdir(decoy_base)
+    removed = destroy.remove_unfinished_add(admin, _scope(work))
+    assert os.path.realpath(removed) == os.path.realpath(half)
+    assert not half.exists() and not admin.exists()
+    assert (decoy / "keep.txt").is_file()
+    assert wt1.is_dir() and (work / ".git").is_dir()
+
+
+def test_the_cwd_and_its_parents_are_never_removed_even_when_recorded(setup, monkeypatch):
+    work, wt1, root, common = setup
+    here = root / "t3"
+    (here / "sub").mkdir(parents=True)
+    destroy.record(common, "worktree", str(here), task="t3")
+    for cwd in (here, here / "sub"):
+        monkeypatch.chdir(cwd)
+        admin = _dead_add(common, "t3", f"{here}/.git\n")
+        _refused(destroy.remove_unfinished_add, admin, _scope(work), match="current directory or a parent")
+        assert here.is_dir() and (here / "sub").is_dir() and admin.is_dir()
+        _refused(destroy.remove_tree, here, _scope(work), task="t3", match="current directory or a parent")
+        destroy_admin = admin
+        import shutil
+
+        shutil.rmtree(destroy_admin)  # the test's own scaffolding, rebuilt for the next cwd
+
+
+def test_a_symlink_escaping_the_root_is_never_followed(setup, tmp_path):
+    work, wt1, root, common = setup
+    outside = tmp_path / "elsewhere"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "keep.txt").write_text("a person's file\n", encoding="utf-8")
+    link = root / "evil"
+    link.symlink_to(outside)
+    destroy.record(common, "worktree", str(link), task="evil")
+    destroy.record(common, "worktree", str(link / "deep"), task="evil")
+    sc = _scope(work)
+    _refused(destroy.remove_tree, link, sc, task="evil", match="symbolic link")
+    _refused(destroy.remove_tree, link / "deep", sc, task="evil", match="outside the worktree root")
+    admin = _dead_add(common, "evil", f"{link}/deep/.git\n")
+    _refused(destroy.remove_unfinished_add, admin, sc, match="outside the worktree root")
+    assert (outside / "deep" / "keep.txt").is_file() and link.is_symlink()
+
+
+def test_main_checkout_common_dir_root_and_relative_paths_are_refused(setup):
+    work, wt1, root, common = setup
+    sc = _scope(work)
+    before = _fingerprint(work, wt1)
+    for target, match in [(work, "main checkout"), (work.parent, "main checkout"), (common, "git dir"),
+                          (common / "objects", "inside the git dir"), (Path("/"), "root directory"),
+                          (Path(""), "not an absolute path"), (Path("."), "not an absolute path"),
+                          (Path("project.worktrees/t1"), "not an absolute path")]:
+        _refused(destroy.remove_tree, target, sc, task="t1", match=match)
+        _refused(destroy.remove_worktree, work, target, sc, task="t1", match=match)
+    _intact(work, wt1, None, before)
+
+
+def test_another_live_tasks_worktree_is_never_removed(setup):
+    work, wt1, root, common = setup
+    wt2 = wfx.spawn(work, "t2")
+    sc = _scope(work)
+    before = _fingerprint(work, wt1)
+    _refused(destroy.remove_tree, wt1, sc, task="t2", match="live task t1")
+    _refused(destroy.remove_worktree, work, wt1, sc, task="t2", match="live task t1")
+    assert destroy.discard(work, wt1, sc, task="t2") is not None
+    _refused(destroy.remove_tree, wt1, sc, task=None, match="live task t1")
+    _intact(work, wt1, None, before)
+    # the task's own worktree, named by its row, is removable by git
+    destroy.remove_worktree(work, wt2, sc, task="t2")
+    assert not wt2.exists()
+
+
+def test_a_path_under_the_root_that_no_record_names_is_kept(setup):
+    work, wt1, root, common = setup
+    stray = root / "a-persons-dir"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine\n", encoding="utf-8")
+    _refused(destroy.remove_tree, stray, _scope(work), task="t1", match="no record says git-nerve made it")
+    _refused(destroy.remove_tree, stray, _scope(work), match="no record")
+    assert (stray / "notes.txt").is_file()
+
+
+def test_git_refusing_a_removal_keeps_the_tree(setup):
+    """5c: when `git worktree remove` refuses, nothing is removed by hand."""
+    work, wt1, root, common = setup
+    (wt1 / "uncommitted.txt").write_text("work in progress\n", encoding="utf-8")
+    sc = _scope(work)
+    with pytest.raises(destroy.GitError):
+        destroy.remove_worktree(work, wt1, sc, task="t1")  # not --force: git refuses a dirty worktree
+    assert (wt1 / "uncommitted.txt").is_file()
+    # a directory git does not know as a worktree: discard reports it and keeps it
+    made = root / "t5"
+    destroy.record(common, "worktree", str(made), task="t5")
+    made.mkdir()
+    (made / "file.txt").write_text("x\n", encoding="utf-8")
+    line = destroy.discard(work, made, _scope(work), task="t5")
+    assert line and "git refused" in line
+    assert (made / "file.txt").is_file()
+
+
+def test_branches_and_refs_only_when_a_record_says_ours(setup):
+    work, wt1, root, common = setup
+    build.git(work, "branch", "persons-branch")
+    sha = build.git(work, "rev-parse", "persons-branch")
+    _refused(destroy.delete_branch, work, common, "persons-branch", owned_by_task="t1", match="no record")
+    _refused(destroy.delete_branch, work, common, "persons-branch", owned_by_task=None, match="no record")
+    _refused(destroy.delete_branch, work, common, "feat/t1", owned_by_task="t1", owned=False,
+             row_branch="feat/t1", match="adopted")
+    _refused(destroy.delete_branch, work, common, "feat/t1", owned_by_task="t2", match="no record")
+    _refused(destroy.delete_remote_branch, work, common, "origin", "persons-branch", owned_by_task="t1",
+             match="no record")
+    _refused(destroy.delete_ref, work, "refs/nerve/archive/t1", match="temporary")
+    _refused(destroy.delete_ref, work, "refs/heads/main", match="temporary")
+    assert build.git(work, "rev-parse", "persons-branch") == sha
+    # spawn recorded feat/t1 as made for t1 (record-then-create)
+    assert destroy.recorded(common, "branch", "feat/t1")["task"] == "t1"
+    assert destroy.recorded(common, "worktree", str(wt1))["task"] == "t1"
+
+
+# -- the issue's reproduction, through the CLI ----------------------------------------------------------------
+
+
+def test_an_empty_gitdir_no_longer_deletes_the_repository(repo):
+    """21.1: `.git/worktrees/tree/` locked "initializing" with an empty gitdir, 10 s old; `git worker spawn t2`
+    used to remove the current directory (the main checkout, .git included)."""
+    work = repo.work
+    assert _run(["git-nerve", "init"], work).returncode == 0
+    wt1 = wfx.spawn(work, "t1")
+    admin = work / ".git" / "worktrees" / "tree"
+    admin.mkdir(parents=True)
+    (admin / "locked").write_text("initializing", encoding="utf-8")
+    (admin / "gitdir").write_text("", encoding="utf-8")
+    old = time.time() - 10
+    for f in (admin / "locked", admin / "gitdir"):
+        os.utime(f, (old, old))
+    head = build.git(work, "rev-parse", "HEAD")
+    res = _run([GW, "spawn", "t2"], work)
+    assert res.returncode == 0, res.stderr
+    kept = [ln for ln in res.stderr.splitlines() if ln.startswith("kept: ")]
+    assert len(kept) == 1 and "empty" in kept[0] and str(admin) in kept[0], res.stderr
+    assert not any(ln.startswith("repaired: ") for ln in res.stderr.splitlines()), res.stderr
+    assert (work / ".git" / "HEAD").is_file() and (work / "src" / "app.py").is_file()
+    assert build.git(work, "rev-parse", "HEAD") == head
+    assert wt1.is_dir() and admin.is_dir()
+    assert wfx.state(work, "t2") == "ASSIGNED" and wfx.worktree(work, "t2").is_dir()
+
+
+def test_an_unfinished_add_of_ours_is_repaired_through_the_cli(repo):
+    """The same leftover, when its gitdir names a worktree spawn recorded making, is removed (and the task made)."""
+    work = repo.work
+    assert _run(["git-nerve", "init"], work).returncode == 0
+    common = work / ".git"
+    half = work.parent / f"{work.name}.worktrees" / "t2"
+    destroy.record(common, "worktree", str(half), task="t2")
+    half.mkdir(parents=True)
+    (half / "src").mkdir()
+    admin = _dead_add(common, "t2", f"{half}/.git\n")
+    (half / ".git").write_text(f"gitdir: {admin}\n", encoding="utf-8")
+    res = _run([GW, "spawn", "t2"], work)
+    assert res.returncode == 0, res.stderr
+    assert any(ln.startswith("repaired: ") and "unfinished worktree" in ln for ln in res.stderr.splitlines()), res.stderr
+    assert build.git(half, "symbolic-ref", "HEAD") == "refs/heads/feat/t2"
+    assert (work / ".git" / "HEAD").is_file()

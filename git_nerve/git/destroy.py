@@ -224,6 +224,17 @@ def remove_unfinished_add(admin: Path, sc: Scope) -> str:
     if rec is None and real_wt not in sc.owners:
         raise Refused(f"kept {admin}: its worktree {wt} is not one git-nerve recorded making")
     real_wt = prove_path(wt, sc, task=task)
+    dotgit = os.path.join(real_wt, ".git")
+    if os.path.lexists(dotgit):
+        try:
+            points = open(dotgit, encoding="utf-8").read().strip()
+        except (OSError, UnicodeDecodeError):
+            points = ""
+        target = points[len("gitdir:"):].strip() if points.startswith("gitdir:") else ""
+        if target and not os.path.isabs(target):
+            target = os.path.join(real_wt, target)
+        if not target or os.path.realpath(target) != real_admin:
+            raise Refused(f"kept {admin}: its worktree {wt} belongs to another git dir ({points[:200] or 'a .git directory'})")
     # what a dead add held is git's own half checkout (a worktree still "initializing" is never handed to an agent)
     if os.path.isdir(real_wt):
         _rmtree(real_wt)

@@ -1036,23 +1036,35 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
     res = CancelResult(outcome)
     faults.point("cancel.after-transition")
     if cleanup:
-        w = outcome.worker
-        wt = Path(w.worktree)
-        if not force:
-            if wt.is_dir():
-                _refuse_branch_gone(repo, w, "cancel --cleanup")
-            _refuse_unsaved(wt, repo.paths.common_dir)
-        res.archive_ref = _archive(repo, w, force=force)
-        if wt.is_dir():
-            repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
-                                   common=repo.paths.common_dir)
-            res.removed_worktree = True
-        else:
-            _prune_missing(repo, wt)
-        res.deleted_branch = _delete_branch(repo, w, res.warnings)
-        _publish(repo.bus, task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
-                                                "branch_deleted": res.deleted_branch})
+        from ..locks import try_hold
+
+        held = try_hold(repo.lock_path(f"cleanup-{workers.task_key(task_id)}"))
+        if held is None:  # two cleanups of one task at once: the other one removes it
+            raise GitError(f"another command is cleaning up {task_id} right now; this one removed nothing "
+                           f"(run `git worker cancel {task_id} --cleanup` again once it is done)")
+        with held:
+            _cancel_cleanup(repo, outcome, res, force=force)
     return res
+
+
+def _cancel_cleanup(repo: Repo, outcome: Outcome, res: CancelResult, *, force: bool) -> None:
+    task_id = outcome.worker.task_id
+    w = outcome.worker
+    wt = Path(w.worktree)
+    if not force:
+        if wt.is_dir():
+            _refuse_branch_gone(repo, w, "cancel --cleanup")
+        _refuse_unsaved(wt, repo.paths.common_dir)
+    res.archive_ref = _archive(repo, w, force=force)
+    if wt.is_dir():
+        repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
+                               common=repo.paths.common_dir)
+        res.removed_worktree = True
+    else:
+        _prune_missing(repo, wt)
+    res.deleted_branch = _delete_branch(repo, w, res.warnings)
+    _publish(repo.bus, task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
+                                            "branch_deleted": res.deleted_branch})
 
 
 def _refuse_branch_gone(repo: Repo, w: workers.Worker, verb: str) -> None:

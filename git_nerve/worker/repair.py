@@ -309,6 +309,9 @@ def remove_worktree(cwd: Path, wt: Path, *, force: bool, scope, task: str, commo
     resume = admin is not None and marker(admin, "removing").exists()
     if admin is not None and not resume:
         set_marker(admin, "removing", {"pid": os.getpid(), "at": time.time()})
+    from .. import faults
+
+    faults.point("cleanup.before-remove")  # marked, git not started
     # git refuses a plain removal of a worktree with initialised submodules; the callers have checked
     # there is nothing unsaved in it (or its submodules) first, or were told --force
     submodules = admin is not None and (admin / "modules").is_dir()
