@@ -335,3 +335,103 @@ def test_an_unfinished_add_of_ours_is_repaired_through_the_cli(repo):
     assert any(ln.startswith("repaired: ") and "unfinished worktree" in ln for ln in res.stderr.splitlines()), res.stderr
     assert build.git(half, "symbolic-ref", "HEAD") == "refs/heads/feat/t2"
     assert (work / ".git" / "HEAD").is_file()
+
+
+# -- item 4: removals that converge -------------------------------------------------------------------------------
+
+
+def _registered(work: Path) -> list[str]:
+    out = build.git(work, "worktree", "list", "--porcelain")
+    return [ln.split(" ", 1)[1] for ln in out.splitlines() if ln.startswith("worktree ")]
+
+
+def test_cancel_cleanup_force_killed_after_git_deleted_the_dotgit_file_converges(repo):
+    """21.4: killed inside `git worktree remove` after git deleted the worktree's .git file: every rerun used to
+    exit 4 ("validation failed, cannot remove working tree") and a prunable entry stayed."""
+    work = repo.work
+    wt = wfx.drive(work, "t1", "WORKING")
+    (wt / "wip.txt").write_text("uncommitted\n", encoding="utf-8")
+    killed = _run([GW, "cancel", "t1", "--cleanup", "--force"], work,
+                  env={**os.environ, "NERVE_FAULT": "cleanup.before-remove"})
+    assert killed.returncode == -9, killed.stderr
+    archived = build.git(work, "rev-parse", "refs/nerve/archive/t1")
+    # what git had done when it was killed: the .git file and some files gone, the rest and its admin dir not
+    (wt / ".git").unlink()
+    (wt / "src" / "app.py").unlink()
+    assert wt.is_dir() and str(wt) in _registered(work)
+    res = _run([GW, "cancel", "t1", "--cleanup", "--force"], work)
+    assert res.returncode == 0, res.stderr
+    assert not wt.exists() and str(wt) not in _registered(work)
+    assert "finished removing" in res.stderr
+    assert build.git(work, "rev-parse", "refs/nerve/archive/t1") == archived
+    assert build.git(work, "show", f"{archived}:wip.txt") == "uncommitted"
+    assert wfx.state(work, "t1") == "FAILED"
+    assert _run([GW, "cancel", "t1", "--cleanup", "--force"], work).returncode == 0  # and again: nothing to do
+
+
+def test_merge_check_killed_while_its_check_runs_leaves_nothing_registered(repo, tmp_path):
+    """21.4: the check worktree lived under the system temp dir and stayed registered for good; now it is a
+    recorded temporary checkout under <common>/nerve/tmp/ that the next command removes."""
+    import signal
+    import subprocess
+    import tempfile
+
+    work = repo.work
+    wfx.drive(work, "t1", "APPROVED")
+    flag = tmp_path / "check-started"
+    before_tmp = set(os.listdir(tempfile.gettempdir()))
+    child = subprocess.Popen([GW, "merge", "t1", "--check", f"sh -c 'touch {flag}; sleep 60'"], cwd=work,
+                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists():
+            assert child.poll() is None and time.monotonic() < deadline, "the check never started"
+            time.sleep(0.02)
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+    tmp_root = work / ".git" / "nerve" / "tmp"
+    checks = [p for p in _registered(work) if p.startswith(str(tmp_root) + "/check-")]
+    assert len(checks) == 1, _registered(work)
+    assert destroy.recorded(work / ".git", "tmp", checks[0]) is not None
+    assert not [n for n in set(os.listdir(tempfile.gettempdir())) - before_tmp if n.startswith("nerve-check-")]
+    res = _run([GW, "merge", "t1"], work)
+    assert res.returncode == 0, res.stderr
+    assert any(ln.startswith("repaired: ") and "temporary checkout" in ln for ln in res.stderr.splitlines()), res.stderr
+    assert not [p for p in _registered(work) if p.startswith(str(tmp_root))]
+    assert not any(tmp_root.iterdir())
+    assert wfx.state(work, "t1") == "COMPLETED"
+
+
+def test_two_cancel_cleanups_of_one_task_at_once(repo):
+    """21.4: the loser used to print a raw git error; now it is one clear line (exit 4) and removes nothing."""
+    from git_nerve.locks import hold
+
+    work = repo.work
+    wt = wfx.drive(work, "t1", "WORKING")
+    with hold(work / ".git" / "nerve" / "locks" / "cleanup-t1.lock"):  # the other cleanup, mid-way
+        res = _run([GW, "cancel", "t1", "--cleanup"], work)
+        assert res.returncode == 4, res.stderr
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "another command is cleaning up t1" in lines[0], res.stderr
+        assert wt.is_dir() and build.git(wt, "symbolic-ref", "HEAD") == "refs/heads/feat/t1"
+    res = _run([GW, "cancel", "t1", "--cleanup"], work)
+    assert res.returncode == 0, res.stderr
+    assert not wt.exists()
+
+
+def test_two_cancel_cleanups_racing_for_real(repo):
+    import subprocess
+
+    work = repo.work
+    wt = wfx.drive(work, "t1", "WORKING")
+    procs = [subprocess.Popen([GW, "cancel", "t1", "--cleanup"], cwd=work, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for _ in range(2)]
+    results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    assert 0 in [code for code, _ in results], results
+    for code, err in results:
+        assert code in (0, 4), results
+        if code == 4:
+            assert "another command is cleaning up t1" in err and "fatal:" not in err, results
+    assert not wt.exists() and str(wt) not in _registered(work)
+    assert "refs/heads/feat/t1" not in wfx.branches(work)

@@ -1042,8 +1042,10 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
         if held is None:  # two cleanups of one task at once: the other one removes it
             raise GitError(f"another command is cleaning up {task_id} right now; this one removed nothing "
                            f"(run `git worker cancel {task_id} --cleanup` again once it is done)")
-        with held:
+        try:  # (try_hold hands back the lock already held)
             _cancel_cleanup(repo, outcome, res, force=force)
+        finally:
+            held.__exit__(None, None, None)
     return res
 
 
