@@ -685,7 +685,7 @@ CASES = [Case(g, p) for g, points in [
     ("merge", ["merge.after-commit", "merge.before-transition", "merge.after-transition", "cleanup.after-archive"]),
     ("merge-delete", ["merge.after-transition", "cleanup.after-archive"]),
     ("merge-remote", ["merge.after-commit", "merge.in-checkout", "merge.after-push", "merge.before-transition", "merge.after-transition"]),
-    ("cancel", ["cancel.after-transition"]),
+    ("cancel", ["cancel.after-transition", "cleanup.before-remove"]),
     ("commit", ["spool.after-claim", "spool.after-record"]),
     ("amend", ["spool.after-record"]),
     ("push", ["hook:pre-push"]),
