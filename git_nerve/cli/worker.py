@@ -289,8 +289,8 @@ def request_changes(task_id: str, comment: str | None, by: str | None, as_json: 
 @click.argument("task_id")
 @click.option("--delete-branch", is_flag=True, help="Also delete the task's branch (local and remote) once merged.")
 @click.option("--check", metavar="CMD", help="Run CMD on the merge result first; if it fails nothing moves.")
-@click.option("--force", is_flag=True, help="Remove the worker's worktree even with uncommitted changes or a stopped "
-              "rebase: they are archived first (files, untracked too, under refs/nerve/archive/<task>; submodule "
+@click.option("--force", is_flag=True, help="Remove the worker's worktree even with uncommitted changes: they "
+              "are archived first (files, untracked too, under refs/nerve/archive/<task>; submodule "
               "commits in the submodule's repository). Ignored files (.env, build output) are deleted, never archived: "
               "they are listed.")
 @json_option

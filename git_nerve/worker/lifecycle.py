@@ -669,10 +669,10 @@ def merge(
                 "commit them (and have them reviewed) or pass --force to archive them"
             )
         _refuse_submodule_work(wt)  # before COMPLETED: its cleanup must not fail afterwards
-    elif wt.is_dir() and force:
+    if wt.is_dir():
         from . import archive
 
-        archive.refuse_homeless_submodules(repo, w)  # --force keeps submodule work: refuse now if it cannot
+        archive.refuse_homeless_submodules(repo, w)  # the cleanup keeps submodule work: refuse now if it cannot
     branch_ref = f"refs/heads/{w.branch}"
     tip = refs.resolve(cwd, branch_ref) or refs.resolve(cwd, refs.archive_name(task_id))
     if tip is None:
@@ -1011,7 +1011,7 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
             if Path(w.worktree).is_dir():
                 _refuse_branch_gone(repo, w, "cancel --cleanup")
             _refuse_unsaved(Path(w.worktree), repo.paths.common_dir)
-    elif cleanup and Path(get(repo.bus, task_id).worktree).is_dir():
+    if cleanup and Path(get(repo.bus, task_id).worktree).is_dir():
         from . import archive
 
         archive.refuse_homeless_submodules(repo, get(repo.bus, task_id))  # before the state changes
