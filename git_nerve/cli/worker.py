@@ -289,7 +289,10 @@ def request_changes(task_id: str, comment: str | None, by: str | None, as_json: 
 @click.argument("task_id")
 @click.option("--delete-branch", is_flag=True, help="Also delete the task's branch (local and remote) once merged.")
 @click.option("--check", metavar="CMD", help="Run CMD on the merge result first; if it fails nothing moves.")
-@click.option("--force", is_flag=True, help="Archive uncommitted changes in the worker's worktree and remove it anyway.")
+@click.option("--force", is_flag=True, help="Remove the worker's worktree even with uncommitted changes: they "
+              "are archived first (files, untracked too, under refs/nerve/archive/<task>; submodule "
+              "commits in the submodule's repository). Ignored files (.env, build output) are deleted, never archived: "
+              "they are listed.")
 @json_option
 @handle_errors
 def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_json: bool) -> None:
@@ -311,7 +314,8 @@ def merge_json(repo, task_id: str, res) -> dict:
     """A merged task as `git worker merge --json` prints it (also used by `merge --all`)."""
     return {**_row(repo, task_id), "merge_commit": res.commit, "pushed": res.pushed,
             "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
-            "branch_deleted": res.deleted_branch}
+            "branch_deleted": res.deleted_branch, "submodule_archives": res.submodule_archives,
+            "ignored_removed": res.ignored_removed}
 
 
 def print_merge(task_id: str, res) -> None:
@@ -323,17 +327,31 @@ def print_merge(task_id: str, res) -> None:
              + (" (pushed)" if res.pushed else ""))
     if res.archive_ref:
         echo(f"  Archived tip: {res.archive_ref}")
-    if res.removed_worktree:
-        echo("  Worktree removed")
+    _print_removal(res)
     if res.deleted_branch:
         echo("  Branch deleted")
+
+
+def _print_removal(res) -> None:
+    """What a cleanup kept in submodules, that it removed the worktree, and the ignored files that went with it."""
+    for kept in res.submodule_archives:
+        echo(f"  Archived submodule work: {kept}")
+    if res.removed_worktree:
+        echo("  Worktree removed")
+    if res.ignored_removed:
+        tops = sorted({p.split("/", 1)[0] + ("/" if "/" in p else "") for p in res.ignored_removed})
+        echo(f"  Deleted {len(res.ignored_removed)} ignored path(s), not archived: {', '.join(tops[:10])}"
+             + (f" (+{len(tops) - 10} more)" if len(tops) > 10 else ""))
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("task_id")
 @click.option("--reason", help="Why the task is cancelled.")
 @click.option("--cleanup", is_flag=True, help="Remove the worktree and branch (the tip is archived first).")
-@click.option("--force", is_flag=True, help="With --cleanup: archive uncommitted changes and remove anyway.")
+@click.option("--force", is_flag=True, help="With --cleanup: remove the worktree even with uncommitted changes, a stopped "
+              "rebase or a branch deleted by hand: they are archived first (files, untracked too, under "
+              "refs/nerve/archive/<task>; submodule commits in the submodule's repository). Ignored files (.env, "
+              "build output) are deleted, never archived: they are listed.")
 @json_option
 @handle_errors
 def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json: bool) -> None:
@@ -346,13 +364,13 @@ def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json
             warn(w)
         if as_json:
             echo_json({**_row(repo, task_id), "archive_ref": res.archive_ref,
-                       "worktree_removed": res.removed_worktree, "branch_deleted": res.deleted_branch})
+                       "worktree_removed": res.removed_worktree, "branch_deleted": res.deleted_branch,
+                       "submodule_archives": res.submodule_archives, "ignored_removed": res.ignored_removed})
             return
         _state_line(res.outcome, "Cancelled", task_id)
         if res.archive_ref:
             echo(f"  Archived tip: {res.archive_ref}")
-        if res.removed_worktree:
-            echo("  Worktree removed")
+        _print_removal(res)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)

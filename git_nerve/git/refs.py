@@ -86,3 +86,30 @@ def commits_between(cwd, base: str, tip: str) -> list[str]:
 
 def archive_name(task_id: str) -> str:
     return f"refs/nerve/archive/{task_id}"
+
+
+def reflog_commits(git_dir, ref: str, *, since: float | None = None) -> list[str]:
+    """The commits a reflog names (each entry's old and new value), newest first, from entries written at
+    or after ``since`` (epoch seconds; None: all). Read from ``<git_dir>/logs/<ref>`` itself: ``git reflog``
+    needs a ref that resolves, which a deleted or unborn branch's HEAD does not. [] when there is none."""
+    try:
+        with open(os.path.join(os.fspath(git_dir), "logs", *ref.split("/")), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    out: list[str] = []
+    for line in reversed(lines):
+        head, _, _msg = line.partition("\t")
+        parts = head.split(" ")
+        if len(parts) < 4:
+            continue
+        try:
+            when = int(parts[-2])
+        except ValueError:
+            when = None
+        if since is not None and when is not None and when < since:
+            continue
+        for sha in (parts[1], parts[0]):
+            if len(sha) >= 40 and sha != ZERO and sha not in out:
+                out.append(sha)
+    return out

@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +166,7 @@ def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | 
     ``parent`` (or of ``parents``, in that order, to keep more history
     reachable). Nothing in the worktree, its index or any ref changes.
     """
-    tmp_index = git_dir_of(worktree) / "nerve" / f"snapshot-{os.getpid()}.index"
+    tmp_index = git_dir_of(worktree) / "nerve" / f"snapshot-{os.getpid()}-{threading.get_ident()}.index"
     from ..paths import make_dirs
 
     make_dirs(tmp_index.parent)
@@ -269,3 +270,65 @@ def submodule_unsaved(worktree: Path) -> list[str]:
         elif cli.run(["rev-list", "-n", "1", "HEAD", "--not", "--remotes"], cwd=sub, check=False).stdout.strip():
             found.append(f"{rel} (commits on no remote)")
     return found
+
+
+def ignored_files(worktree: Path) -> list[str]:
+    """Ignored paths in ``worktree`` (``.env``, ``node_modules/``: a wholly ignored directory is one entry,
+    ending in ``/``), which a removal deletes and no archive keeps. [] when git cannot tell."""
+    proc = cli.run(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
+                   cwd=worktree, check=False)
+    if proc.returncode != 0:
+        return []
+    return sorted(p for p in proc.stdout.split("\0") if p)
+
+
+def submodule_git_dirs(worktree: Path) -> list[tuple[str, Path]]:
+    """Initialised submodules of ``worktree`` (recursive): (path shown to people, its absolute git dir)."""
+    if not has_submodules(worktree):
+        return []
+    proc = cli.run(["submodule", "foreach", "--quiet", "--recursive", 'printf "%s\\0" "$displaypath"'],
+                   cwd=worktree, check=False)
+    found = []
+    for rel in (p for p in proc.stdout.split("\0") if p.strip()):
+        sub = worktree / rel
+        if not (sub / ".git").exists():
+            continue
+        git_dir = cli.run(["rev-parse", "--path-format=absolute", "--git-dir"], cwd=sub, check=False)
+        if git_dir.returncode == 0 and git_dir.stdout.strip():
+            found.append((rel, Path(git_dir.stdout.strip())))
+    return found
+
+
+def local_branch_tips(checkout: Path) -> list[str]:
+    """The commits the local branches of the repository checked out at ``checkout`` point at."""
+    out = cli.run(["for-each-ref", "--format=%(objectname)", "refs/heads"], cwd=checkout, check=False).stdout
+    return out.split()
+
+
+def unpushed_commits(repo_dir: Path, tips: list[str]) -> list[str]:
+    """The ``tips`` (commits of the repository at ``repo_dir``) that reach a commit no remote-tracking ref holds."""
+    tips = [t for t in dict.fromkeys(tips) if t]
+    if not tips:
+        return []
+    have = cli.run(["cat-file", "--batch-check=%(objectname) %(objecttype)"], cwd=repo_dir,
+                   input="".join(f"{t}\n" for t in tips), check=False).stdout
+    tips = [t for t in tips if f"{t} commit" in have]
+    keep = []
+    for tip in tips:
+        if cli.run(["rev-list", "-n", "1", tip, "--not", "--remotes", "--"], cwd=repo_dir, check=False).stdout.strip():
+            keep.append(tip)
+    return keep
+
+
+def keep_in_repository(repo_dir: Path, home: Path, shas: list[str], prefix: str) -> list[str]:
+    """Copy commits of the repository checked out at ``repo_dir`` into the repository whose git dir is
+    ``home``, each under ``<prefix>/<sha>`` there (a push without our side's pre-push hook). The refs written; GitError when one
+    is not there afterwards."""
+    if not shas:
+        return []
+    specs = [f"{sha}:{prefix}/{sha}" for sha in shas]
+    cli.run(["push", "--no-verify", "--quiet", os.fspath(home), *specs], cwd=repo_dir)
+    for sha in shas:
+        if not cli.ok(["--git-dir", os.fspath(home), "cat-file", "-e", f"{prefix}/{sha}^{{commit}}"], cwd=home):
+            raise GitError(f"{sha[:12]} is not in {home} after archiving it there")
+    return [f"{prefix}/{sha}" for sha in shas]

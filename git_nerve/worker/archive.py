@@ -139,10 +139,56 @@ def _not_contained(cwd, tips: list[str], contained_in: list[str]) -> list[str]:
     return loose
 
 
-def archive(repo, w, *, force: bool) -> str | None:
+#: how often an archive is rebuilt when another archiver moved the ref meanwhile
+_CAS_ATTEMPTS = 8
+
+
+def task_began(repo, w) -> float:
+    """When the task began (its first message, or its row's assignment), in epoch seconds, a little early:
+    git's reflog times are whole seconds."""
+    first = messages.for_task(repo.bus.conn, w.task_id)
+    times = [t for t in (first[0].ts if first else None, w.assigned_at) if t]
+    return (min(times) - 2) if times else 0
+
+
+def recorded_commits(repo, w) -> list[str]:
+    """Every commit the task is known to have made or pointed at (that still exists), newest first: the
+    worktree's HEAD, the branch and its remote copy, their reflogs since the task began, every commit the
+    bus recorded (those a rewrite replaced too), the previous archive."""
+    cwd = repo.cwd
+    wt = Path(w.worktree)
+    since = task_began(repo, w)
+    remote = repo.settings.remote
+    candidates: list[str | None] = [refs.resolve(wt, "HEAD") if wt.is_dir() else None,
+                                    refs.resolve(cwd, f"refs/heads/{w.branch}")]
+    if remote:
+        candidates.append(refs.resolve(cwd, f"refs/remotes/{remote}/{w.branch}"))
+    if wt.is_dir():
+        try:
+            candidates += refs.reflog_commits(worktrees.git_dir_of(wt), "HEAD", since=since)
+        except GitError:
+            pass
+    common = repo.paths.common_dir
+    candidates += refs.reflog_commits(common, f"refs/heads/{w.branch}", since=since)
+    if remote:
+        candidates += refs.reflog_commits(common, f"refs/remotes/{remote}/{w.branch}", since=since)
+    bus_tips, rewritten = _bus_tips(repo, w)
+    candidates += bus_tips + sorted(rewritten)
+    candidates.append(refs.resolve(cwd, refs.archive_name(w.task_id)))
+    seen = list(dict.fromkeys(c for c in candidates if c and c != refs.ZERO))
+    return _existing_commits(cwd, seen)
+
+
+def archive(repo, w, *, force: bool, kept: list[str] | None = None) -> str | None:
     """Make ``refs/nerve/archive/<task>`` reach everything the task holds; its name, or None when the
-    task holds nothing at all. GitError (nothing removed by the caller) when that cannot be done."""
+    task holds nothing at all. GitError (nothing removed by the caller) when that cannot be done.
+
+    Commits of the worktree's submodules that no remote holds are kept first in each submodule's own
+    repository (:func:`keep_submodule_work`); the refs written there are appended to ``kept``."""
     try:
+        written = keep_submodule_work(repo, w)
+        if kept is not None:
+            kept += written
         return _archive(repo, w, force=force)
     except GitError as exc:
         raise GitError(f"could not archive {w.task_id} ({exc.message}); nothing was removed") from exc
@@ -163,49 +209,126 @@ def _archive(repo, w, *, force: bool) -> str | None:
                 f"the worktree {wt} has uncommitted changes ({', '.join(dirty[:5])}); "
                 "commit them, or pass --force to archive them and remove the worktree"
             )
-    previous = refs.resolve(cwd, refs.archive_name(w.task_id))
-    remote = repo.settings.remote
-    pushed = refs.resolve(cwd, f"refs/remotes/{remote}/{w.branch}") if remote else None
-    if branch_tip is not None:
-        # the branch is there: its tip, the worktree's HEAD and files, its copy on the remote
-        # (deleted too with --delete-branch), and an earlier archive
-        tips = [t for t in (head, branch_tip, pushed, previous) if t]
-    else:
-        # the branch is gone: everything the worktree's reflog and the bus still know
-        tips = known_tips(repo, w) + ([pushed] if pushed else [])
-    main = branch_tip or head or (tips[0] if tips else None)
-    # what must stay reachable besides `main`: other tips the integration branch does not contain
-    # (a branch deleted by hand, a detached HEAD, a previous archive); the integration branch itself
-    # holds what was merged
+    ref = refs.archive_name(w.task_id)
+    # the integration branch itself holds what was merged (the merge commit the bus records, too)
     integration = [r for r in (f"refs/heads/{w.integration}",
                                f"refs/remotes/{repo.settings.remote}/{w.integration}" if repo.settings.remote else None)
                    if r and refs.exists(cwd, r)]
-    others = [t for t in tips if t != main]
-    extras = _not_contained(cwd, others, [*( [main] if main else []), *integration])
-    snapshot_needed = bool(wt.is_dir() and (dirty or (head is None and main is not None) or extras
-                                            or (head and head != main)))
-    if not snapshot_needed and main is None and not wt.is_dir():
-        return None
-    if snapshot_needed or (wt.is_dir() and main is None):
-        parents = [p for p in [main, head, *extras] if p]
-        parents = list(dict.fromkeys(parents))
-        why = ("branch gone" if branch_tip is None else "worktree off its branch" if head and head != main
-               else "uncommitted work")
-        archived = _snapshot(wt, parents, f"nerve snapshot of {w.task_id}: {why} at removal")
-    elif extras:
-        archived = cli.out(["commit-tree", f"{main}^{{tree}}", *[a for p in [main, *extras] for a in ("-p", p)],
-                            "-m", f"nerve snapshot of {w.task_id}: earlier tips at removal"], cwd=cwd)
+    must: list[str] = []
+    for _attempt in range(_CAS_ATTEMPTS):
+        # compare-and-set: built on the archive read here, published only if nobody moved it meanwhile
+        # (another archiver's snapshot then becomes a parent of ours on the next round)
+        previous = refs.resolve(cwd, ref)
+        recorded = recorded_commits(repo, w)
+        if previous and previous not in recorded:
+            recorded.append(previous)
+        main = branch_tip or head or (known_tips(repo, w) or recorded or [None])[0]
+        must = list(dict.fromkeys(p for p in [main, head, *recorded] if p))
+        extras = _not_contained(cwd, [t for t in must if t != main], [*([main] if main else []), *integration])
+        if main is None and not wt.is_dir():
+            return None
+        if wt.is_dir() and (dirty or head is None or head != main):
+            parents = list(dict.fromkeys(p for p in [main, head, *extras] if p))
+            why = ("branch gone" if branch_tip is None else "worktree off its branch" if head and head != main
+                   else "uncommitted work")
+            archived = _snapshot(wt, parents, f"nerve snapshot of {w.task_id}: {why} at removal")
+        elif previous and _first_parent_if_snapshot(cwd, previous) == main and not _not_contained(
+                cwd, must, [previous, *integration]):
+            archived = previous  # it already keeps everything: nothing new to write
+        elif extras:
+            archived = cli.out(["commit-tree", f"{main}^{{tree}}", *[a for p in [main, *extras] for a in ("-p", p)],
+                                "-m", f"nerve snapshot of {w.task_id}: earlier tips at removal"], cwd=cwd)
+        else:
+            archived = main
+        if archived is None:
+            return None
+        if archived == previous or refs.update(cwd, ref, archived, previous, f"nerve: archive {w.task_id}"):
+            break
     else:
-        archived = main
-    if archived is None:
-        return None
-    ref = refs.archive_name(w.task_id)
-    cli.run(["update-ref", "-m", f"nerve: archive {w.task_id}", ref, archived], cwd=cwd)
-    # git is the ground truth: every tip must now be reachable from the archive
-    for must in [p for p in [main, head, *extras] if p]:
-        if not refs.is_ancestor(cwd, must, ref):
-            raise GitError(f"{must[:12]} is not reachable from {ref} after archiving")
+        raise GitError(f"{ref} kept moving while it was written ({_CAS_ATTEMPTS} attempts)")
+    # git is the ground truth: every commit of the task must now be reachable from the archive
+    lost = _not_contained(cwd, must, [ref, *integration])
+    if lost:
+        raise GitError(f"{lost[0][:12]} is not reachable from {ref} after archiving")
     return ref
+
+
+def _first_parent_if_snapshot(cwd, sha: str) -> str:
+    """The branch tip an archive keeps: a nerve snapshot's first parent, or the commit itself."""
+    line = cli.out(["log", "-1", "--format=%P%x00%s", sha], cwd=cwd)
+    parents, _, subject = line.partition("\0")
+    return parents.split()[0] if subject.startswith("nerve snapshot") and parents.split() else sha
+
+
+# -- submodules ------------------------------------------------------------------------------------
+#
+# A linked worktree's submodules keep their git dirs in the worktree's admin dir
+# (``<common>/worktrees/<id>/modules/<name>``), which the removal deletes. Their commits on no remote are
+# kept in the same submodule's repository of the main checkout (``<common>/modules/<name>``), under
+# ``refs/nerve/archive/<task>/<sha>``: a commit stays with its own project's objects, the gitlink in the
+# task's archived tree resolves there (``git submodule update`` of the archive finds it), and the
+# superproject's history is not mixed with another project's. When the main checkout has no such
+# repository (the submodule was never initialised there) nothing is removed and the command says how
+# to make one.
+
+
+def _submodule_plan(repo, w) -> list[tuple[str, Path, Path | None, list[str]]]:
+    """(path, its checkout, the repository to keep its work in or None, the commits to keep) for each
+    submodule of the task's worktree whose removal would lose commits or uncommitted changes."""
+    wt = Path(w.worktree)
+    if not wt.is_dir():
+        return []
+    subs = worktrees.submodule_git_dirs(wt)
+    if not subs:
+        return []
+    admin = worktrees.git_dir_of(wt).resolve()
+    common = Path(repo.paths.common_dir).resolve()
+    since = task_began(repo, w)
+    plan = []
+    for rel, git_dir in subs:
+        git_dir = git_dir.resolve()
+        checkout = wt / rel
+        if git_dir.is_relative_to(admin):
+            home: Path | None = common / git_dir.relative_to(admin)
+        elif git_dir.is_relative_to(wt.resolve()):
+            home = None  # a .git directory inside the checkout: deleted with it, no repository to keep it in
+        else:
+            continue  # its git dir lives elsewhere and survives the removal
+        head = refs.resolve(checkout, "HEAD")
+        tips = [head, *worktrees.local_branch_tips(checkout), *refs.reflog_commits(git_dir, "HEAD", since=since)]
+        if worktrees.dirty_files(checkout):
+            tips.insert(0, worktrees.snapshot(checkout, head, f"nerve snapshot of {w.task_id}: uncommitted work "
+                                              f"in submodule {rel} at removal") if head else None)
+        keep = worktrees.unpushed_commits(checkout, [t for t in tips if t])
+        if keep:
+            plan.append((rel, checkout, home if home is not None and (home / "HEAD").is_file() else None, keep))
+    return plan
+
+
+def refuse_homeless_submodules(repo, w) -> None:
+    """GitError when a submodule of the task's worktree holds work no remote has and nowhere to keep it."""
+    _refuse_homeless(_submodule_plan(repo, w))
+
+
+def _refuse_homeless(plan) -> None:
+    homeless = [rel for rel, _, home, _ in plan if home is None]
+    if homeless:
+        raise GitError(
+            f"submodule {homeless[0]} holds work no remote has and the main checkout has no repository for it; "
+            f"push it, or run `git submodule update --init {homeless[0]}` in the main checkout so it can be kept there"
+        )
+
+
+def keep_submodule_work(repo, w) -> list[str]:
+    """Keep what the worktree's submodules hold that no remote has (see above): the refs written, each as
+    ``<submodule path>: <ref>``. GitError, before anything is written, when a submodule has nowhere to keep it."""
+    plan = _submodule_plan(repo, w)
+    _refuse_homeless(plan)
+    written = []
+    for rel, checkout, home, keep in plan:
+        for ref in worktrees.keep_in_repository(checkout, home, keep, refs.archive_name(w.task_id)):
+            written.append(f"{rel}: {ref}")
+    return written
 
 
 def keep_uncommitted(cwd, wt: Path, task_id: str, why: str) -> tuple[str, str, list[str]] | None:
@@ -223,12 +346,17 @@ def keep_uncommitted(cwd, wt: Path, task_id: str, why: str) -> tuple[str, str, l
         return None
     head = refs.resolve(wt, "HEAD")
     ref = refs.archive_name(task_id)
-    previous = refs.resolve(cwd, ref)
-    parents = list(dict.fromkeys(p for p in (head, previous) if p))
-    sha = _snapshot(wt, parents, f"nerve snapshot of {task_id}: {why}")
-    cli.run(["update-ref", "-m", f"nerve: archive {task_id} ({why})", ref, sha], cwd=cwd)
-    if refs.resolve(cwd, ref) != sha:  # git is the ground truth
-        raise GitError(f"{ref} does not point at the snapshot {sha[:12]} after archiving")
+    for _attempt in range(_CAS_ATTEMPTS):
+        previous = refs.resolve(cwd, ref)
+        parents = list(dict.fromkeys(p for p in (head, previous) if p))
+        sha = _snapshot(wt, parents, f"nerve snapshot of {task_id}: {why}")
+        # compare-and-set: a snapshot another archiver wrote meanwhile becomes our parent on the next round
+        if refs.update(cwd, ref, sha, previous, f"nerve: archive {task_id} ({why})"):
+            break
+    else:
+        raise GitError(f"{ref} kept moving while it was written ({_CAS_ATTEMPTS} attempts)")
+    if refs.resolve(cwd, ref) != sha and not refs.is_ancestor(cwd, sha, ref):  # git is the ground truth
+        raise GitError(f"{ref} does not reach the snapshot {sha[:12]} after archiving")
     return ref, sha, dirty
 
 
@@ -237,8 +365,9 @@ def _snapshot(wt: Path, parents: list[str], message: str) -> str:
     if parents:
         return worktrees.snapshot(wt, parents[0], message, parents=parents)
     import os
+    import threading
 
-    tmp_index = worktrees.git_dir_of(wt) / "nerve" / f"snapshot-{os.getpid()}.index"
+    tmp_index = worktrees.git_dir_of(wt) / "nerve" / f"snapshot-{os.getpid()}-{threading.get_ident()}.index"
     tmp_index.parent.mkdir(parents=True, exist_ok=True)
     env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
     try:
@@ -249,4 +378,5 @@ def _snapshot(wt: Path, parents: list[str], message: str) -> str:
         tmp_index.unlink(missing_ok=True)
 
 
-__all__ = ["archive", "branch_gone", "branch_gone_error", "keep_uncommitted", "known_tips", "last_known_tip"]
+__all__ = ["archive", "branch_gone", "branch_gone_error", "keep_submodule_work", "refuse_homeless_submodules", "keep_uncommitted", "known_tips",
+           "last_known_tip", "recorded_commits"]

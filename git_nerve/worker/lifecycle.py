@@ -650,6 +650,8 @@ class MergeResult:
     deleted_branch: bool = False
     already: bool = False
     warnings: list[str] = field(default_factory=list)
+    submodule_archives: list[str] = field(default_factory=list)  # "<path>: <ref>" in each submodule's repository
+    ignored_removed: list[str] = field(default_factory=list)  # ignored paths the removal deleted (never archived)
 
 
 def merge(
@@ -691,6 +693,10 @@ def merge(
                 "commit them (and have them reviewed) or pass --force to archive them"
             )
         _refuse_submodule_work(wt)  # before COMPLETED: its cleanup must not fail afterwards
+    if wt.is_dir():
+        from . import archive
+
+        archive.refuse_homeless_submodules(repo, w)  # the cleanup keeps submodule work: refuse now if it cannot
     branch_ref = f"refs/heads/{w.branch}"
     tip = refs.resolve(cwd, branch_ref) or refs.resolve(cwd, refs.archive_name(task_id))
     if tip is None:
@@ -928,25 +934,26 @@ def _archived_tip(repo: Repo, task_id: str) -> str:
     return sha
 
 
-def _archive(repo: Repo, w: workers.Worker, *, force: bool) -> str | None:
+def _archive(repo: Repo, w: workers.Worker, *, force: bool, kept: list[str] | None = None) -> str | None:
     """Keep everything the task holds under refs/nerve/archive/<task> (see :mod:`.archive`)."""
     from . import archive
 
     wt = Path(w.worktree)
     if wt.is_dir() and repair.removal_interrupted(wt, repo.paths.common_dir) and refs.exists(repo.cwd, refs.archive_name(w.task_id)):
         return refs.archive_name(w.task_id)  # archived before the removal that was killed
-    return archive.archive(repo, w, force=force)
+    return archive.archive(repo, w, force=force, kept=kept)
 
 
 def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: bool, force: bool) -> None:
     wt = Path(w.worktree)
     if wt.is_dir() or (delete_branch and refs.exists(repo.cwd, f"refs/heads/{w.branch}")):
-        res.archive_ref = _archive(repo, w, force=force)
+        res.archive_ref = _archive(repo, w, force=force, kept=res.submodule_archives)
     faults.point("cleanup.after-archive")
     if wt.is_dir():
+        ignored = worktrees.ignored_files(wt)  # deleted with it, never archived (they may hold secrets)
         repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
                                common=repo.paths.common_dir)
-        res.removed_worktree = True
+        res.removed_worktree, res.ignored_removed = True, ignored
     else:
         _prune_missing(repo, wt)
     if delete_branch:
@@ -1012,6 +1019,8 @@ class CancelResult:
     removed_worktree: bool = False
     deleted_branch: bool = False
     warnings: list[str] = field(default_factory=list)
+    submodule_archives: list[str] = field(default_factory=list)
+    ignored_removed: list[str] = field(default_factory=list)
 
 
 def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool = False, force: bool = False) -> CancelResult:
@@ -1025,6 +1034,10 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
             if Path(w.worktree).is_dir():
                 _refuse_branch_gone(repo, w, "cancel --cleanup")
             _refuse_unsaved(Path(w.worktree), repo.paths.common_dir)
+    if cleanup and Path(get(repo.bus, task_id).worktree).is_dir():
+        from . import archive
+
+        archive.refuse_homeless_submodules(repo, get(repo.bus, task_id))  # before the state changes
     with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
         _refuse_merged_on_remote(repo, task_id, "cancel")
         outcome = transition(
@@ -1057,11 +1070,12 @@ def _cancel_cleanup(repo: Repo, outcome: Outcome, res: CancelResult, *, force: b
         if wt.is_dir():
             _refuse_branch_gone(repo, w, "cancel --cleanup")
         _refuse_unsaved(wt, repo.paths.common_dir)
-    res.archive_ref = _archive(repo, w, force=force)
+    res.archive_ref = _archive(repo, w, force=force, kept=res.submodule_archives)
     if wt.is_dir():
+        ignored = worktrees.ignored_files(wt)  # deleted with it, never archived (they may hold secrets)
         repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
                                common=repo.paths.common_dir)
-        res.removed_worktree = True
+        res.removed_worktree, res.ignored_removed = True, ignored
     else:
         _prune_missing(repo, wt)
     res.deleted_branch = _delete_branch(repo, w, res.warnings)
