@@ -26,6 +26,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -400,3 +401,13 @@ def _run_chunk(base: str, name: str, plan: list[tuple[int, float]]) -> tuple[lis
         refs[name] = reference(space, GROUPS[name])
     ref = refs[name]
     return [run_planned(space, ref, s, f) for s, f in plan], ref.seconds
+
+
+def killed_token(cwd: Path, git_args: list[str]) -> None:
+    """What a git-nerve command SIGKILLed while it ran ``git <git_args>`` in ``cwd`` leaves: its liveness token
+    (git_nerve/liveness.py), dead, recording that git child. A real process is killed; nothing is forged."""
+    code = ("import os, signal, sys; from git_nerve import liveness; liveness.enable(); "
+            "fds, marker = liveness.before_git(sys.argv[1], sys.argv[2:]); assert marker, 'no token'; "
+            "os.kill(os.getpid(), signal.SIGKILL)")
+    proc = subprocess.run([sys.executable, "-c", code, str(cwd), *git_args], capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
