@@ -240,7 +240,12 @@ def _rerun(group: Group, s: rs.Scenario, env: dict) -> rs.Proc | None:
         return _run(group, s, env)
     # a plain `git commit`: the next git-nerve command the agent runs meets what the kill left
     # (`git worker start` is idempotent while WORKING), then the agent commits again if it did not land
-    rs.run([GW, "start"], s.wt, env=env)
+    started = rs.run([GW, "start"], s.wt, env=env)
+    # git-nerve cannot prove that a lock of the killed commit is dead (it was not its own git: issue 21), so it
+    # keeps it and says so; the agent does what the line says (no git runs there any more)
+    for line in started.err.splitlines():
+        if line.startswith("kept: ") and ": a git lock file of another process" in line:
+            Path(line[len("kept: "):].split(": a git lock file", 1)[0]).unlink(missing_ok=True)
     # "not committed" is the work tree against HEAD, not `git status`: a commit killed after it moved the branch but
     # before it wrote the index back leaves an index lagging HEAD, and `commit -a` then rightly finds nothing to do
     if rs.git(s.wt, "diff", "--name-only", "HEAD"):
