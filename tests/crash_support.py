@@ -26,6 +26,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -239,7 +240,12 @@ def _rerun(group: Group, s: rs.Scenario, env: dict) -> rs.Proc | None:
         return _run(group, s, env)
     # a plain `git commit`: the next git-nerve command the agent runs meets what the kill left
     # (`git worker start` is idempotent while WORKING), then the agent commits again if it did not land
-    rs.run([GW, "start"], s.wt, env=env)
+    started = rs.run([GW, "start"], s.wt, env=env)
+    # git-nerve cannot prove that a lock of the killed commit is dead (it was not its own git: issue 21), so it
+    # keeps it and says so; the agent does what the line says (no git runs there any more)
+    for line in started.err.splitlines():
+        if line.startswith("kept: ") and ": a git lock file of another process" in line:
+            Path(line[len("kept: "):].split(": a git lock file", 1)[0]).unlink(missing_ok=True)
     # "not committed" is the work tree against HEAD, not `git status`: a commit killed after it moved the branch but
     # before it wrote the index back leaves an index lagging HEAD, and `commit -a` then rightly finds nothing to do
     if rs.git(s.wt, "diff", "--name-only", "HEAD"):
@@ -400,3 +406,13 @@ def _run_chunk(base: str, name: str, plan: list[tuple[int, float]]) -> tuple[lis
         refs[name] = reference(space, GROUPS[name])
     ref = refs[name]
     return [run_planned(space, ref, s, f) for s, f in plan], ref.seconds
+
+
+def killed_token(cwd: Path, git_args: list[str]) -> None:
+    """What a git-nerve command SIGKILLed while it ran ``git <git_args>`` in ``cwd`` leaves: its liveness token
+    (git_nerve/liveness.py), dead, recording that git child. A real process is killed; nothing is forged."""
+    code = ("import os, signal, sys; from git_nerve import liveness; liveness.enable(); "
+            "fds, marker = liveness.before_git(sys.argv[1], sys.argv[2:]); assert marker, 'no token'; "
+            "os.kill(os.getpid(), signal.SIGKILL)")
+    proc = subprocess.run([sys.executable, "-c", code, str(cwd), *git_args], capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr

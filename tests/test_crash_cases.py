@@ -109,6 +109,8 @@ def test_a_worktree_add_killed_before_head_no_longer_wedges_fetch_and_spawn_repa
 
     # what spawn records before it runs `git worktree add` (record-then-create): only then is it provably ours
     destroy.record(work / ".git", "worktree", str(wt), task="t1")
+    # a git-nerve command killed while its `git worktree add` ran: its liveness token (dead) recorded the add
+    cs.killed_token(work, ["worktree", "add", "--quiet", "--no-track", "-b", "feat/t1", str(wt), "origin/main"])
     build.git(work, "worktree", "add", "-q", "--no-track", "-b", "feat/t1", str(wt), "origin/main")
     admin = Path(build.git(wt, "rev-parse", "--path-format=absolute", "--git-dir"))
     # what git leaves when killed between writing the admin dir and HEAD

@@ -18,6 +18,9 @@ def worker_main() -> None:
         sys.exit(heartbeat_main(argv[1:]))
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
+    from .. import liveness
+
+    liveness.enable()  # what this command's git children hold is proven ours only through its token
     from .worker import worker
 
     worker(prog_name="git worker")
@@ -32,6 +35,10 @@ def nerve_main() -> None:
         sys.exit(notes_main(argv[1:]))
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
+    if argv[:1] != ["hook-run"]:
+        from .. import liveness
+
+        liveness.enable()
     from .nerve import nerve
 
     nerve(prog_name="git nerve")

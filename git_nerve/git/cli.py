@@ -13,6 +13,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 
+from .. import liveness
 from ..errors import GitError
 
 #: Variables that tie a git process to one repository or worktree. Hooks run
@@ -68,6 +69,11 @@ def run(
     argv = ["git", *[os.fspath(a) for a in args]]
     if env is None:
         env = dict(os.environ) if inherit_location else clean_env()
+    # our liveness token goes to git (and its children): while any of them lives, what they hold is not ours
+    # to repair (liveness.py)
+    fds, marker = liveness.before_git(cwd, args)
+    if fds:
+        env = {**env, liveness.FD_VAR: str(fds[0])}
     try:
         proc = subprocess.run(
             argv,
@@ -78,6 +84,7 @@ def run(
             stdout=subprocess.PIPE if capture else None,
             stderr=subprocess.PIPE if capture else None,
             timeout=timeout,
+            pass_fds=fds,
         )
     except FileNotFoundError as exc:
         if cwd is not None and not os.path.isdir(cwd):
@@ -85,6 +92,8 @@ def run(
         raise GitError("git is not installed or not on PATH") from exc
     except subprocess.TimeoutExpired as exc:
         raise GitError(f"git {args[0] if args else ''} timed out after {timeout}s") from exc
+    finally:
+        liveness.after_git(marker)
     if check and proc.returncode != 0:
         said = message(proc.stderr) or message(proc.stdout) or f"exit {proc.returncode}"
         raise GitError(f"git {' '.join(map(str, args[:2]))} failed: {said}{disk_full_hint(said, cwd)}")

@@ -213,11 +213,14 @@ def _rmtree(real: str) -> None:
     shutil.rmtree(real, ignore_errors=True)
 
 
-def remove_unfinished_add(admin: Path, sc: Scope) -> str:
-    """What a killed ``git worktree add`` left: its half checkout and its admin dir, only when the admin dir's
-    ``gitdir`` names a worktree git-nerve recorded making (or a worker row names). Returns what was removed."""
+def remove_unfinished_add(admin: Path, sc: Scope, *, worktree: str | None = None) -> str:
+    """What a killed ``git worktree add`` left: its half checkout and its admin dir, only when the worktree (the
+    path the dead command's liveness token recorded for that add, ``worktree``; else what the admin dir's
+    ``gitdir`` names) is one git-nerve recorded making (or a worker row names). Returns what was removed."""
     real_admin = _prove_admin(admin, sc)
-    wt = worktree_of_gitdir(admin)
+    wt = os.fspath(worktree) if worktree is not None else worktree_of_gitdir(admin)
+    if not os.path.isabs(wt):
+        raise Refused(f"kept {admin}: the worktree recorded for it ({wt!r}) is not an absolute path")
     rec = recorded(sc.common, "worktree", wt) or recorded(sc.common, "tmp", wt)
     real_wt = os.path.realpath(wt)
     task = (rec or {}).get("task") or sc.owners.get(real_wt)

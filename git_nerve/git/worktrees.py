@@ -205,18 +205,23 @@ _tmp_count = itertools.count(1)
 def checkout_at(cwd, common_dir: Path, commit: str, *, what: str = "push"):
     """A detached worktree at ``commit`` under ``<common-dir>/nerve/tmp/``, removed on exit (even on failure).
 
-    Named ``<what>-<pid>-<n>`` after the process that made it, so that one a
-    killed process left behind is removed by the next command
-    (:func:`dead_temporary_checkouts`).
+    Named ``<what>-<pid>-<n>``; a marker of this process's liveness token records it first, so one a killed
+    process left behind is removed by the next command only once that token is proven dead
+    (:func:`dead_temporary_checkouts`); one no token records is never removed.
     """
+    from .. import liveness
     from . import destroy
 
-    path = tmp_root(common_dir) / f"{what}-{os.getpid()}-{next(_tmp_count)}"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    root = tmp_root(common_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / f"{what}-{os.getpid()}-{next(_tmp_count)}"
+    while path.exists():  # another (dead) process had our pid: its checkout is not ours to remove here
+        path = root / f"{what}-{os.getpid()}-{next(_tmp_count)}"
     scope = destroy.tmp_scope(common_dir)
-    if path.exists():  # left by a dead process that had our pid
-        destroy.discard(cwd, path, scope)
-    destroy.record(common_dir, "tmp", os.fspath(path))  # before git creates it: a kill leaves it recorded
+    # both before git creates it: the ownership record (what the door may remove) and the marker of this
+    # process's liveness token (when it may: once that token is proven dead)
+    destroy.record(common_dir, "tmp", os.fspath(path))
+    marker = liveness.mark(common_dir, {"kind": "tmp", "path": os.path.realpath(path)})
     try:
         add_detached(cwd, path, commit)
         yield path
@@ -226,24 +231,42 @@ def checkout_at(cwd, common_dir: Path, commit: str, *, what: str = "push"):
             import sys
 
             print(f"warning: {kept}", file=sys.stderr)
+        if not path.exists():
+            liveness.unmark(marker)
 
 
-def dead_temporary_checkouts(common_dir: Path) -> list[Path]:
-    """Temporary checkouts whose process is gone (killed before it could remove them)."""
+def temporary_checkouts(common_dir: Path) -> list[Path]:
+    """Everything under the temporary checkouts' directory (real paths)."""
     root = tmp_root(common_dir)
     try:
         names = os.listdir(root)
     except OSError:
         return []
-    dead = []
-    for name in names:
-        parts = name.rsplit("-", 2)
-        if len(parts) != 3 or not parts[1].isdigit():
-            continue
-        pid = int(parts[1])
-        if pid != os.getpid() and not os.path.exists(f"/proc/{pid}"):
-            dead.append(root / name)
-    return dead
+    return [Path(os.path.realpath(root / name)) for name in sorted(names)]
+
+
+def dead_temporary_checkouts(common_dir: Path, scan, listed: list[Path] | None = None
+                             ) -> tuple[list[tuple[Path, object]], list[Path]]:
+    """(checkouts a dead token recorded, each with that token; checkouts no token records: cannot tell, kept).
+
+    ``scan``: :func:`git_nerve.liveness.scan` of the common dir, taken *after* ``listed`` (default: now) was
+    listed (a checkout is recorded before it is made, so every one listed is in the scan unless it is gone).
+    """
+    if listed is None:
+        listed = temporary_checkouts(common_dir)
+    ours = {r.get("path") for r in scan.alive_records("tmp") if r is not None}
+    if any(r is None for r in scan.alive):
+        return [], []  # a live token's record cannot be read: it may be any of them
+    dead: list[tuple[Path, object]] = []
+    recorded: set[str] = set()
+    for d in scan.dead:
+        for r, _ in d.records("tmp"):
+            recorded.add(r.get("path"))
+            p = Path(r.get("path") or "")
+            if p.is_absolute() and os.fspath(p) not in ours:
+                dead.append((p, d))
+    unknown = [p for p in listed if os.fspath(p) not in ours and os.fspath(p) not in recorded and p.exists()]
+    return dead, unknown
 
 
 def has_submodules(worktree: Path) -> bool:

@@ -15,6 +15,7 @@ Installing again only refreshes our shims.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shlex
@@ -213,18 +214,22 @@ def _same_file_content(a: Path, b: Path) -> bool:
 
 
 def _write_executable(path: Path, data: bytes) -> None:
+    """Write ``path`` through a temporary beside it, holding an flock on the temporary while it exists (the
+    kernel drops it when we die: :func:`remove_dead_temporaries` removes only temporaries whose lock it can take)."""
     tmp = path.with_name(f".{path.name}.nerve-{os.getpid()}.tmp")
+    fd = -1
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.write(fd, data)
         os.chmod(tmp, 0o755)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 _TEMPORARY = re.compile(r"^\.(?P<hook>[^/]+)\.nerve-(?P<pid>\d+)\.tmp$")
@@ -232,7 +237,10 @@ _TEMPORARY = re.compile(r"^\.(?P<hook>[^/]+)\.nerve-(?P<pid>\d+)\.tmp$")
 
 def remove_dead_temporaries(directory: Path) -> list[Path]:
     """Remove the temporary files of an install killed mid-write (:func:`_write_executable`): ours by name, and
-    only when the process that wrote them is gone."""
+    only when the process that wrote them is proven gone: its flock on the file can be taken (no ``/proc``).
+    An empty one (its writer may be between creating and locking it) also needs its pid gone."""
+    from ..liveness import pid_alive
+
     removed: list[Path] = []
     try:
         names = os.listdir(directory)
@@ -240,13 +248,24 @@ def remove_dead_temporaries(directory: Path) -> list[Path]:
         return removed
     for name in names:
         m = _TEMPORARY.match(name)
-        if m is None or Path(f"/proc/{m['pid']}").exists() or not Path("/proc/self").exists():
+        if m is None:
+            continue
+        path = directory / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
             continue
         try:
-            (directory / name).unlink()
-            removed.append(directory / name)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_size == 0 and pid_alive(int(m["pid"])):
+                continue
+            if os.path.exists(path) and os.path.samestat(os.fstat(fd), os.stat(path)):
+                path.unlink()
+                removed.append(path)
         except OSError:
-            pass
+            continue  # held (its writer lives), or cannot tell
+        finally:
+            os.close(fd)
     return removed
 
 

@@ -31,10 +31,13 @@ READERS = {"claude": "claude-code (hook)"}
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "env", "timeout", "nice", "git", "git-nerve"})
 
 def _proc(pid: int) -> tuple[str, int] | None:
-    """(command name, parent pid) of ``pid`` from /proc, or None."""
+    """(command name, parent pid) of ``pid``, or None. Only names whom a delivery is recorded for (never decides
+    what to keep or remove): /proc where there is one (fast), else ``ps`` (macOS, no /proc mounted)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             data = fh.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return _ps(pid) if not os.path.isdir("/proc/self") else None
     except OSError:
         return None
     lp, rp = data.find("("), data.rfind(")")
@@ -45,6 +48,21 @@ def _proc(pid: int) -> tuple[str, int] | None:
         return data[lp + 1:rp], int(rest[1])
     except (IndexError, ValueError):
         return None
+
+
+def _ps(pid: int) -> tuple[str, int] | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["ps", "-o", "ppid=,comm=", "-p", str(pid)], capture_output=True, text=True,
+                             timeout=5, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    ppid, _, comm = out.partition(" ")
+    comm = comm.strip()
+    if not ppid.strip().isdigit() or not comm:
+        return None
+    return os.path.basename(comm), int(ppid)
 
 
 def agent_pid(start: int | None = None) -> int | None:

@@ -9,9 +9,24 @@ A git process killed half-way leaves its own leftovers, which git never cleans u
 * ``*.lock`` files (``index.lock``, ``refs/heads/x.lock``, ``git-rebase-todo.lock``, ...) whose
   owner is dead, which make every later git command in that place fail.
 
-:func:`clean_git_leftovers` removes those, each with one line on stderr saying what was repaired.
-A lock file is stale when no process has it open and it is older than :data:`LOCK_GRACE` seconds
-(git keeps a lock for milliseconds, and holds it open while it writes through it).
+:func:`clean_git_leftovers` removes those, each with one line on stderr saying what was repaired, but only
+when git-nerve can *prove* that a git of its own made them and is gone: each git-nerve command holds a
+liveness token that its git children inherit (:mod:`git_nerve.liveness`, no ``/proc``: the same on macOS and
+in another PID namespace). A lock file is removed when a dead token had a git child running in the worktree the
+lock belongs to (any of its git children, for the repository's shared locks: refs, packed-refs, config), the
+lock is not older than that child (same filesystem clock) and no live token has a git child there. An unfinished
+`git worktree add` and a temporary checkout are removed when a dead token recorded making them. Everything else
+(a person's ``git commit`` waiting in its editor, another tool's git, a leftover from before tokens) is kept
+with one ``kept:`` line naming it and what to do; a command that then needs it fails with git's message and
+that hint (exit 4). A repaired token is consumed (removed), so nothing is acted on twice.
+
+Residual window, honestly: between the kill of our command and the next repair, a person's git may take a
+lock in the very worktree our killed git child was in (or a shared ref lock of the repository), and keep it
+(an editor): that lock is newer than our child and is removed as ours. The repair runs at the start of the
+next git-nerve command, so the window is "a git of yours started in that worktree after git-nerve was killed
+there and before you ran git-nerve again". The last check (the lock is still the one judged: same inode and
+times) and its removal are not atomic either: a lock replaced in those microseconds may be removed.
+In-process pygit2 writes take no git lock (objects only), so only git children need covering.
 
 Our own multi-step git operations leave a marker first (``<worktree git dir>/nerve/<name>``), so a
 rerun knows an interrupted one was ours and how to finish or undo it:
@@ -34,14 +49,8 @@ import sys
 import time
 from pathlib import Path
 
+from .. import liveness
 from ..git import cli, destroy, worktrees
-
-#: seconds a git lock file must have existed, unopened, before it counts as left by a killed git
-LOCK_GRACE = 2.0
-#: lock files of the common dir / of each worktree's admin dir that a killed git can leave
-COMMON_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "packed-refs.lock", "config.lock", "shallow.lock",
-                "FETCH_HEAD.lock", "AUTO_MERGE.lock", "objects/maintenance.lock", "gc.log.lock")
-ADMIN_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "AUTO_MERGE.lock")
 
 
 def say(line: str) -> None:
@@ -51,71 +60,106 @@ def say(line: str) -> None:
 
 # -- git's own leftovers -------------------------------------------------------------------------------
 
-
-def _open_files() -> set[str]:
-    """Every path some process (that we can see) has open."""
-    found: set[str] = set()
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return found
-    for pid in pids:
-        fd_dir = f"/proc/{pid}/fd"
-        try:
-            fds = os.listdir(fd_dir)
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                found.add(os.readlink(f"{fd_dir}/{fd}"))
-            except OSError:
-                continue
-    return found
+#: lock files of one worktree's git dir (the main one's is the common dir; a linked one's, its admin dir)
+WORKTREE_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "AUTO_MERGE.lock", "FETCH_HEAD.lock",
+                  "MERGE_MSG.lock", "MERGE_HEAD.lock", "CHERRY_PICK_HEAD.lock", "REVERT_HEAD.lock",
+                  "rebase-merge/git-rebase-todo.lock")
+#: lock files of the common dir that any git of the repository may take (besides refs/**/*.lock)
+SHARED_LOCKS = ("packed-refs.lock", "config.lock", "shallow.lock", "objects/maintenance.lock", "gc.log.lock")
 
 
-def _candidate_locks(common: Path) -> list[Path]:
-    found = [common / n for n in COMMON_LOCKS]
-    found.append(common / "rebase-merge" / "git-rebase-todo.lock")
+def kept_lock_line(path: Path | str) -> str:
+    return (f"kept: {path}: a git lock file of another process (a git still running?); "
+            f"if no git is running there, remove it")
+
+
+def _candidate_locks(common: Path) -> list[tuple[Path, str | None]]:
+    """(lock file, the git dir whose worktree it belongs to; None: shared by the whole repository)."""
+    main = os.path.realpath(common)
+    found: list[tuple[Path, str | None]] = [(common / n, main) for n in WORKTREE_LOCKS]
+    found += [(common / n, None) for n in SHARED_LOCKS]
     admin_root = common / "worktrees"
     if admin_root.is_dir():
         for admin in admin_root.iterdir():
-            found += [admin / n for n in ADMIN_LOCKS]
-            found.append(admin / "rebase-merge" / "git-rebase-todo.lock")
+            found += [(admin / n, os.path.realpath(admin)) for n in WORKTREE_LOCKS]
     refs_dir = common / "refs"
     if refs_dir.is_dir():
-        found += list(refs_dir.rglob("*.lock"))
-    return [p for p in found if p.is_file() and not p.is_symlink()]
+        found += [(p, None) for p in refs_dir.rglob("*.lock")]
+    return [(p, scope) for p, scope in found if p.is_file() and not p.is_symlink()]
 
 
-def stale_git_locks(common: Path, *, wait: bool = True) -> list[Path]:
-    """Git lock files under ``common`` that no process holds open and that outlived LOCK_GRACE.
-
-    A running git's lock disappears within milliseconds: a young lock is watched (in small steps)
-    until it goes or turns LOCK_GRACE old, so a busy repository costs no fixed wait.
-    """
-    locks = _candidate_locks(common)
-    if not locks:
-        return []
-    opened = _open_files()
-    locks = [p for p in locks if os.fspath(p) not in opened]
-    deadline = time.monotonic() + LOCK_GRACE
-    while wait and locks and time.monotonic() < deadline:
-        locks = [p for p in locks if p.exists()]
-        if all(_age(p) >= LOCK_GRACE for p in locks):
-            break
-        time.sleep(0.05)
-    locks = [p for p in locks if p.exists() and (_age(p) >= LOCK_GRACE or not wait)]
-    if locks:
-        opened = _open_files()
-        locks = [p for p in locks if os.fspath(p) not in opened]
-    return locks
-
-
-def _age(path: Path) -> float:
+def _ident(path: Path) -> tuple[int, int, int] | None:
     try:
-        return time.time() - path.stat().st_mtime
+        st = path.stat()
     except OSError:
-        return LOCK_GRACE
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _covers(record: dict | None, scope: str | None, admin_of_scope: Path | None) -> bool:
+    """True when a git child so recorded may have taken a lock of ``scope`` (None record: cannot tell: yes)."""
+    if record is None:
+        return True
+    if scope is None:
+        return True
+    if record.get("git_dir") == scope:
+        return True
+    add = record.get("add")
+    return bool(add) and admin_of_scope is not None and _admin_matches(admin_of_scope, add)
+
+
+def _admin_matches(admin: Path, add: str) -> bool:
+    """True when ``admin`` is the admin dir `git worktree add <add>` makes: its ``gitdir`` names ``add``, or
+    git has not written it (whole) yet and the dir has the name git gives it (the path's base name, + digits)."""
+    expected = os.path.join(add, ".git")
+    try:
+        named = (admin / "gitdir").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        named = ""
+    if named:
+        full = os.path.realpath(os.path.join(admin, named))
+        return full == os.path.realpath(expected) or (os.path.isabs(named) and expected.startswith(named))
+    base, name = os.path.basename(add), admin.name
+    return name == base or (name.startswith(base) and name[len(base):].isdigit())
+
+
+def stale_git_locks(common: Path, scan: liveness.Scan) -> tuple[list[tuple[Path, object]], list[Path]]:
+    """(git lock files proven left by a killed git child of ours, each with its dead token (None for the lock:
+    a live git of ours may hold it too, so not now); lock files of anyone else, which are kept).
+
+    Proof: a dead token (:mod:`git_nerve.liveness`) had a git child running whose worktree the lock belongs
+    to (any of ours, for the repository's shared locks), the lock is not older than that child, and no live
+    token has a git child there. ``scan`` must be taken after the locks are listed: pass the listing
+    (:func:`_candidate_locks`) made before it through :func:`clean_git_leftovers`.
+    """
+    return _judge_locks(_candidate_locks(common), scan)
+
+
+def _judge_locks(locks, scan: liveness.Scan):
+    dead_locks: list[tuple[Path, object]] = []
+    others: list[Path] = []
+    live = scan.alive_records("git")
+    for path, scope in locks:
+        ident = _ident(path)
+        if ident is None:
+            continue
+        admin = Path(scope) if scope is not None and Path(scope).parent.name == "worktrees" else None
+        owner = None
+        for d in scan.dead:
+            if any(ident[1] >= mtime and _covers(r, scope, admin) for r, mtime in d.records("git")):
+                owner = d
+                break
+        if any(_covers(r, scope, admin) for r in live):
+            # a live git of a git-nerve command may hold it: not judged now (and a dead token that may have
+            # made it is kept for the next command)
+            if owner is not None:
+                dead_locks.append((None, owner))
+            continue
+        if owner is None:
+            others.append(path)
+        elif _ident(path) == ident:
+            dead_locks.append((path, owner))
+    return dead_locks, others
 
 
 def _initializing(common: Path) -> list[Path]:
@@ -134,92 +178,137 @@ def _initializing(common: Path) -> list[Path]:
     return found
 
 
-def _add_alive(admin: Path) -> bool:
-    """True when a live `git worktree add` may still be writing ``admin`` (its worktree path is in its argv)."""
-    try:
-        wt = Path((admin / "gitdir").read_text(encoding="utf-8").strip()).parent
-    except OSError:
-        wt = None
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                argv = fh.read().split(b"\0")
-        except OSError:
-            continue
-        if b"worktree" in argv and b"add" in argv:
-            if wt is None or os.fsencode(wt) in argv:
-                return True
-        if wt is not None:
-            try:
-                if os.readlink(f"/proc/{pid}/cwd").startswith(os.fspath(wt)):
-                    return True  # its checkout child (`git reset --hard`) runs inside the new worktree
-            except OSError:
-                continue
-    return False
-
-
-def kept(line: str) -> None:
-    """One line on stderr for something a repair left in place because the door could not prove it ours."""
-    print(f"kept: {line[len('kept '):] if line.startswith('kept ') else line}", file=sys.stderr, flush=True)
+def _dead_add(admin: Path, scan: liveness.Scan) -> tuple[str, object] | None | bool:
+    """The path a dead token's `git worktree add` was making in ``admin`` (with that token); True when a live
+    token may be making it; None when no token says (cannot tell: kept)."""
+    for r in scan.alive_records("git"):
+        if r is None or (r.get("add") and _admin_matches(admin, r["add"])):
+            return True
+    for d in scan.dead:
+        for r, _ in d.records("git"):
+            if r.get("add") and _admin_matches(admin, r["add"]):
+                return r["add"], d
+    return None
 
 
 def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None = None, scope=None) -> list[str]:
-    """Repair what killed git processes left in the repository whose common dir is ``common``.
+    """Repair what killed git processes of ours left in the repository whose common dir is ``common``.
 
-    ``worktree_lock``: our worktrees lock, taken around the removal of unfinished worktrees
-    (None: the caller already holds it). ``scope``: a callable returning the door's
-    :class:`..git.destroy.Scope` (built only when something is to be removed). Cheap when there is
-    nothing to repair (a few stats). What the door cannot prove ours is kept, with one `kept:` line.
+    Only what a dead liveness token of ours covers (:mod:`git_nerve.liveness`: no ``/proc``, no ages); what no
+    token covers is kept, with one ``kept:`` line saying what to do. ``worktree_lock``: our worktrees lock,
+    taken around the removal of unfinished worktrees (None: the caller already holds it). ``scope``: a callable
+    returning the door's :class:`..git.destroy.Scope` (built only when something is to be removed): every
+    removal goes through the door (:mod:`..git.destroy`), which keeps what it cannot prove ours. Cheap when there
+    is nothing to repair (a few stats).
     """
     repaired: list[str] = []
-    held: list[str] = []
-    sc = None
+    kept: list[str] = []
+    door_scope = None
 
-    def door():
-        nonlocal sc
-        if sc is None:
-            sc = scope() if scope is not None else destroy.tmp_scope(common)
-        return sc
+    def door() -> destroy.Scope:
+        nonlocal door_scope
+        if door_scope is None:
+            door_scope = scope() if scope is not None else destroy.tmp_scope(common)
+        return door_scope
 
-    if _initializing(common):
-        from ..locks import hold
+    # everything is listed before the tokens are read: what a live command makes is recorded before it exists
+    admins = _initializing(common)
+    listed_tmp = worktrees.temporary_checkouts(common)
+    locks = _candidate_locks(common)
+    if not (admins or listed_tmp or locks or _has_tokens(common)):
+        _hooks_temporaries(common, repaired)
+        return _say_all(repaired, kept)
+    with liveness.scan(common) as sc:
+        blocked: set[int] = set()  # dead tokens something of which is left: not consumed this time
+        if admins:
+            from ..locks import hold
 
-        ctx = hold(worktree_lock, what="the worktree lock") if worktree_lock is not None else _null()
-        with ctx:
-            for admin in _initializing(common):
-                if _add_alive(admin):
-                    continue
-                try:
-                    wt = destroy.remove_unfinished_add(admin, door())
-                except destroy.Refused as exc:
-                    held.append(f"{exc.message} (left by an unfinished `git worktree add`)")
-                    continue
-                repaired.append(f"removed the unfinished worktree {wt} left by a killed `git worktree add`")
-    dead = worktrees.dead_temporary_checkouts(common)
-    if dead:
-        from ..locks import hold
+            ctx = hold(worktree_lock, what="the worktree lock") if worktree_lock is not None else _null()
+            with ctx:
+                for admin in admins:
+                    if not admin.exists():
+                        continue
+                    found = _dead_add(admin, sc)
+                    if found is True:
+                        continue
+                    if found is None:
+                        if not sc.alive_records("git"):
+                            kept.append(f"kept: {admin}: an unfinished `git worktree add` no git-nerve command "
+                                        f"recorded; if no git is running, remove it and run `git worktree prune`")
+                        continue
+                    wt, owner = found
+                    try:  # the path our own token recorded for that add, never read from git's files
+                        destroy.remove_unfinished_add(admin, door(), worktree=wt)
+                    except destroy.Refused as exc:
+                        kept.append(_kept_line(f"{exc.message} (left by an unfinished `git worktree add`)"))
+                        blocked.add(id(owner))
+                        continue
+                    repaired.append(f"removed the unfinished worktree {wt} left by a killed `git worktree add`")
+                    if admin.exists():
+                        blocked.add(id(owner))
+        dead, unknown = worktrees.dead_temporary_checkouts(common, sc, listed_tmp)
+        if dead:
+            from ..locks import hold
 
-        with hold(worktree_lock, what="the worktree lock") if worktree_lock is not None else _null():
-            for path in dead:
-                line = destroy.discard(cwd, path, door())
-                if line:
-                    held.append(line)
-                else:
-                    repaired.append(f"removed the temporary checkout {path} a killed merge left")
-    for lock in stale_git_locks(common):
-        try:
-            lock.unlink()
-        except OSError:
-            continue
-        repaired.append(f"removed {lock}, a lock file left by a killed git")
+            with hold(worktree_lock, what="the worktree lock") if worktree_lock is not None else _null():
+                for path, owner in dead:
+                    if not path.exists():
+                        continue
+                    line = destroy.discard(cwd, path, door())
+                    if line:
+                        kept.append(_kept_line(line))
+                    if path.exists():
+                        blocked.add(id(owner))
+                    else:
+                        repaired.append(f"removed the temporary checkout {path} a killed merge left")
+        for path in unknown:
+            kept.append(f"kept: {path}: a temporary checkout no git-nerve command recorded; if no git-nerve "
+                        f"command is running, remove it with `git worktree remove --force {path}`")
+        dead_locks, others = _judge_locks(locks, sc)
+        for lock, owner in dead_locks:
+            if lock is None:
+                blocked.add(id(owner))
+                continue
+            try:
+                lock.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError:
+                blocked.add(id(owner))
+                continue
+            repaired.append(f"removed {lock}, a lock file left by a killed git of git-nerve")
+        kept += [kept_lock_line(p) for p in others if p.exists()]
+        for d in sc.dead:
+            if id(d) not in blocked:
+                d.consume()
+    _hooks_temporaries(common, repaired)
+    return _say_all(repaired, kept)
+
+
+def _kept_line(line: str) -> str:
+    """The door's "kept X: why" as one ``kept: X: why`` line."""
+    return f"kept: {line[len('kept '):] if line.startswith('kept ') else line}"
+
+
+def _has_tokens(common: Path) -> bool:
+    try:
+        return bool(os.listdir(liveness.alive_dir(common)))
+    except OSError:
+        return False
+
+
+def _hooks_temporaries(common: Path, repaired: list[str]) -> None:
     from ..hooks.install import remove_dead_temporaries
 
     for tmp in remove_dead_temporaries(common / "hooks"):
         repaired.append(f"removed {tmp}, a half-written hook a killed install left")
+
+
+def _say_all(repaired: list[str], kept: list[str]) -> list[str]:
     for line in repaired:
         say(line)
-    for line in held:
-        kept(line)
+    for line in kept:
+        print(line, file=sys.stderr, flush=True)
     return repaired
 
 
