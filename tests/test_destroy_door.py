@@ -13,6 +13,7 @@ import pytest
 from fixtures.repos import build
 from fixtures.repos import worker as wfx
 from git_nerve.git import destroy
+from tests import crash_support as cs
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "git_nerve"
@@ -326,6 +327,8 @@ def test_an_unfinished_add_of_ours_is_repaired_through_the_cli(repo):
     common = work / ".git"
     half = work.parent / f"{work.name}.worktrees" / "t2"
     destroy.record(common, "worktree", str(half), task="t2")
+    # the spawn that was making it was SIGKILLed inside `git worktree add`: its liveness token is dead
+    cs.killed_token(work, ["worktree", "add", "--quiet", "-b", "feat/t2", str(half), "main"])
     half.mkdir(parents=True)
     (half / "src").mkdir()
     admin = _dead_add(common, "t2", f"{half}/.git\n")
