@@ -391,7 +391,7 @@ def not_this_repositorys(paths: RepoPaths) -> str | None:
     if any(directory == d or d in directory.parents for d in mine):
         return None
     entries = _config_entries(paths, "core.hooksPath")
-    value, scope = entries[-1] if entries else ("", "")
+    scope, value = entries[-1] if entries else ("", "")
     where = {"global": "your global git config", "system": "the system git config"}.get(scope, f"the {scope} git config")
     own = Path(os.path.realpath(paths.common_dir)) / "hooks"
     return (f"core.hooksPath={value} (set in {where}) is the hooks directory {directory}, outside this "
