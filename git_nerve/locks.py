@@ -57,8 +57,8 @@ def hold(path: str | os.PathLike[str], *, timeout: float | None = 600.0, what: s
                     raise
                 if deadline is not None and time.monotonic() >= deadline:
                     pid = holder(p)
-                    by = f"process {pid}" if pid else "another process"
-                    raise LockTimeout(f"{what} is held by {by} ({p}); try again") from None
+                    raise LockTimeout(f"{what} is held by another process ({f'pid {pid}, ' if pid else ''}{p}); "
+                                      "try again") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
         os.ftruncate(fd, 0)
