@@ -229,7 +229,8 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
     path = (settings.worktree_root / task_id).absolute()
     created_branch = created_worktree = False
     try:
-        owned.mark_spawning(repo.paths, task_id, branch, adopted=adopted)
+        if unfinished != {"task_id": task_id, "branch": branch, "adopted": adopted}:
+            owned.mark_spawning(repo.paths, task_id, branch, adopted=adopted)
         with hold(repo.lock_path("worktrees"), what="the worktree lock"):
             wt = worktrees.find_for_branch(cwd, f"refs/heads/{branch}")
             if wt is not None and wt.path.resolve() != path.resolve():
@@ -277,7 +278,8 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
             worktrees.discard(cwd, path)
         if created_branch:
             cli.run(["update-ref", "-d", f"refs/heads/{branch}", base_sha], cwd=cwd, check=False)
-        owned.clear_spawning(repo.paths, task_id)
+        if adopted or not refs.exists(cwd, f"refs/heads/{branch}"):
+            owned.clear_spawning(repo.paths, task_id)  # else: a branch an earlier, killed spawn made stays ours
         raise
     faults.point("spawn.after-bus")
     owned.clear_spawning(repo.paths, task_id)

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from ..bus.workers import Worker, task_key
-from ..paths import RepoPaths, make_dirs, replace_file
+from ..paths import RepoPaths, create_file, make_dirs
 
 
 def keep_branch(w: Worker) -> str | None:
@@ -62,10 +62,15 @@ def spawning(paths: RepoPaths, task_id: str) -> dict | None:
 
 
 def mark_spawning(paths: RepoPaths, task_id: str, branch: str, *, adopted: bool) -> None:
-    """Written before spawn's git work (under the spawn lock of the task's key)."""
+    """Written before spawn's git work (under the spawn lock of the task's key). Written in place, no temporary
+    file a kill could leave: a torn record reads as none, and it is torn only when the git work had not begun."""
     path = _spawn_record(paths, task_id)
     make_dirs(path.parent)
-    replace_file(path, json.dumps({"task_id": task_id, "branch": branch, "adopted": adopted}).encode())
+    fd = create_file(path)
+    try:
+        os.write(fd, json.dumps({"task_id": task_id, "branch": branch, "adopted": adopted}).encode())
+    finally:
+        os.close(fd)
 
 
 def clear_spawning(paths: RepoPaths, task_id: str) -> None:
