@@ -43,6 +43,7 @@ def init(cwd=None) -> InitReport:
     where = paths.toplevel or paths.common_dir
     cfg = gitconfig.read(where)
     gitconfig.refuse_unsupported_object_format(cfg)  # before anything is written
+    _refuse_shared_hooks(paths)
     Bus(paths.bus_path).close()  # creates and migrates
     report = InitReport(nerve_dir=paths.nerve_dir, bus=paths.bus_path, integration=None)
     from .worker.settings import load as load_settings
@@ -81,6 +82,19 @@ def init(cwd=None) -> InitReport:
             report.nerve_toml_created = True
         report.nerve_toml_tracked = gitcli.ok(["ls-files", "--error-unmatch", "--", nerve_toml.FILE], cwd=home)
     return report
+
+
+def _refuse_shared_hooks(paths: RepoPaths) -> None:
+    """UsageError, before anything is written, when the hooks would have to go into a hooks directory other
+    repositories may share (git-nerve never writes there; a repository without its hooks records no commits)."""
+    from .errors import UsageError
+    from .hooks import install as hooks_install
+
+    if hooks_install.forward_dir(paths) is not None or hooks_install.installed(paths):
+        return
+    why = hooks_install.not_this_repositorys(paths)
+    if why:
+        raise UsageError(f"nothing was set up: {why}")
 
 
 def _integration_from_remote(where: Path, settings, report: InitReport) -> str | None:

@@ -16,12 +16,23 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from .errors import NerveError
+from .errors import ExitCode, NerveError
 from .paths import create_file, make_dirs
 
 
 class LockTimeout(NerveError):
-    pass
+    """A lock another process holds (exit 4, as for git's own lock files a running process holds)."""
+
+    exit_code = ExitCode.GIT
+
+
+def holder(path: str | os.PathLike[str]) -> int | None:
+    """The pid the holder of the lock at ``path`` wrote into it (the last one that held it), or None."""
+    try:
+        text = Path(path).read_text(encoding="ascii").strip()
+    except (OSError, ValueError):
+        return None
+    return int(text) if text.isdigit() else None
 
 
 @contextlib.contextmanager
@@ -45,7 +56,9 @@ def hold(path: str | os.PathLike[str], *, timeout: float | None = 600.0, what: s
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise LockTimeout(f"{what} is held by another process ({p}); try again") from None
+                    pid = holder(p)
+                    raise LockTimeout(f"{what} is held by another process ({f'pid {pid}, ' if pid else ''}{p}); "
+                                      "try again") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
         os.ftruncate(fd, 0)

@@ -111,6 +111,10 @@ def test_a_worktree_add_killed_before_head_no_longer_wedges_fetch_and_spawn_repa
     destroy.record(work / ".git", "worktree", str(wt), task="t1")
     # a git-nerve command killed while its `git worktree add` ran: its liveness token (dead) recorded the add
     cs.killed_token(work, ["worktree", "add", "--quiet", "--no-track", "-b", "feat/t1", str(wt), "origin/main"])
+    from git_nerve.paths import discover
+    from git_nerve.worker import owned
+
+    owned.mark_spawning(discover(work), "t1", "feat/t1", adopted=False)  # what spawn records before its git work
     build.git(work, "worktree", "add", "-q", "--no-track", "-b", "feat/t1", str(wt), "origin/main")
     admin = Path(build.git(wt, "rev-parse", "--path-format=absolute", "--git-dir"))
     # what git leaves when killed between writing the admin dir and HEAD

@@ -213,7 +213,11 @@ def test_uninstall_refuses_a_hooks_directory_other_repositories_share(tmp_path, 
     shared = tmp_path / "shared-hooks"
     one, two = build.simple(tmp_path / "one").work, build.simple(tmp_path / "two").work
     git(one, "config", "--global", "core.hooksPath", str(shared))
-    assert gn("hooks install", one).code == 0
+    # install refuses such a directory (issue 21); an older git-nerve installed there: put its shims there as it did
+    assert gn("hooks install", one).code == 2
+    shared.mkdir()
+    for name in hooks.HOOKS:
+        hooks._install_one(shared, name, hooks.render(hook=name))
     assert hooks.is_ours(shared / "post-commit")
     assert hooks.status(hooks_paths(two)).installed  # the other repository uses the very same hooks
 

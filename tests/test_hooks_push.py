@@ -57,7 +57,7 @@ def test_a_pushed_commit_that_still_holds_a_conflict_block_is_refused(remote_rep
 
     assert proc.returncode != 0
     assert refusals(proc.stderr) == [
-        f"src/app.py still holds a conflict block (commit {marked[:12]}); remove it, then amend or rebase"
+        f"src/app.py still holds a conflict block (commit {marked[:12]}, the tip); remove it, then `git commit --amend`"
     ]
     assert on_origin(origin, "refs/heads/feat/t1") is None
 

@@ -279,18 +279,22 @@ def test_a_bus_failure_after_the_worktree_was_made_is_rolled_back(repo, gw, monk
     assert wk.row(repo.work, "t1") is None and wk.kinds(repo.work, "t1") == []
 
 
-def test_an_existing_branch_of_the_task_is_adopted_not_deleted_on_failure(repo, gw, monkeypatch):
+def test_an_existing_branch_of_the_task_is_adopted_only_with_adopt_and_not_deleted_on_failure(repo, gw, monkeypatch):
+    # (before issue 21 spawn adopted it silently; now only --adopt does)
     from git_nerve.bus import workers
 
     git(repo.work, "branch", "feat/t1")
     build.commit_file(repo.work, "x.txt", "x\n")
     tip = git(repo.work, "rev-parse", "feat/t1")
     wk.spawn(repo.work, "t0")
+    refused = gw("spawn t1", repo.work)
+    assert refused.code == 2 and "feat/t1 already exists" in refused.err and "--adopt" in refused.err, refused
+    assert wk.row(repo.work, "t1") is None
     monkeypatch.setattr(workers, "insert", lambda conn, w: (_ for _ in ()).throw(__import__("sqlite3").OperationalError("boom")))
-    assert gw("spawn t1", repo.work).code == 5
+    assert gw("spawn t1 --adopt", repo.work).code == 5
     assert git(repo.work, "rev-parse", "feat/t1") == tip  # not ours to delete
     monkeypatch.undo()
-    assert gw("spawn t1", repo.work).code == 0
+    assert gw("spawn t1 --adopt", repo.work).code == 0
     assert git(wk.worktree(repo.work, "t1"), "rev-parse", "HEAD") == tip
 
 

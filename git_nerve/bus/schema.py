@@ -92,6 +92,16 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX deliveries_task ON deliveries(task_id, acted_at);
     """,
+    # 3: what git-nerve may delete of a task's branch. `adopted`: the branch existed before the task
+    # (spawn --adopt): never deleted; NULL for tasks spawned before this column (cannot tell: kept too).
+    # `pushed`: git-nerve itself pushed the branch (done): only then is it deleted on the remote.
+    """
+    ALTER TABLE workers ADD COLUMN adopted INTEGER DEFAULT 0;
+    ALTER TABLE workers ADD COLUMN pushed INTEGER NOT NULL DEFAULT 0;
+    UPDATE workers SET adopted = NULL;
+    UPDATE workers SET pushed = 1 WHERE task_id IN
+        (SELECT task_id FROM messages WHERE kind = 'review_request' AND instr(payload, '"pushed": true') > 0);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -8,16 +8,18 @@ from collections import namedtuple
 COLUMNS = (
     "task_id", "state", "branch", "worktree", "base", "integration", "description",
     "assigned_at", "state_changed_at", "last_heartbeat", "last_activity", "approved_at",
-    "heartbeat_status", "progress",
+    "heartbeat_status", "progress", "adopted", "pushed",
 )
 
 
-class Worker(namedtuple("Worker", COLUMNS)):
+class Worker(namedtuple("Worker", COLUMNS, defaults=(0, 0))):
     """One row of the workers table (a named tuple: the hooks avoid importing dataclasses).
 
     Times (assigned_at, state_changed_at, last_heartbeat, last_activity,
     approved_at) are epoch seconds; last_heartbeat, approved_at,
-    heartbeat_status and progress may be None.
+    heartbeat_status and progress may be None. ``adopted``: 1 when the branch
+    existed before the task (``spawn --adopt``), None when the task predates that
+    record; ``pushed``: 1 once git-nerve itself pushed the branch (``done``).
     """
 
     __slots__ = ()

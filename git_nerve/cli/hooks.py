@@ -56,7 +56,9 @@ def install_command(as_json: bool) -> None:
     """Install or refresh the hooks; existing hooks keep running.
 
     Idempotent. Also run by `git nerve init`, and by `git worker spawn` when
-    the hooks are missing.
+    the hooks are missing. A hooks directory outside this repository (a global
+    core.hooksPath, which other repositories may share) is refused (exit 2):
+    nothing is written there.
     """
     from ..hooks import install as hooks
 

@@ -87,17 +87,24 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 @click.argument("task_id")
 @click.option("--description", "-d", default="", help="What the task is about.")
 @click.option("--from", "from_ref", metavar="REF", help="Branch from REF (default: the integration branch).")
-@click.option("--no-fetch", is_flag=True, help="Do not fetch the base from the remote first.")
+@click.option("--no-fetch", is_flag=True, help="Do not fetch the base from the remote first (nor ask it whether the branch exists).")
+@click.option("--adopt", is_flag=True,
+              help="Work on the branch <prefix>TASK_ID that already exists (here or on the remote); git-nerve never deletes it.")
 @json_option
 @handle_errors
-def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, as_json: bool) -> None:
-    """Create TASK_ID's branch and worktree and assign it (-> ASSIGNED)."""
+def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, adopt: bool, as_json: bool) -> None:
+    """Create TASK_ID's branch and worktree and assign it (-> ASSIGNED).
+
+    A branch <prefix>TASK_ID that already exists (yours, here or on the remote) is refused (exit 2) unless
+    --adopt: then the task works on it, and git-nerve never deletes it (merge --delete-branch,
+    cancel --cleanup and retry keep it, locally and on the remote).
+    """
     from ..worker import ids, lifecycle
 
     ids.validate(task_id)  # before the bus is created: bad input leaves nothing behind
     ids.validate_description(description)
     with _repo() as repo:
-        res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch)
+        res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch, adopt=adopt)
         for w in res.warnings:
             warn(w)
         if as_json:
@@ -105,7 +112,7 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
             return
         w = res.worker
         echo(f"{'Created' if res.created else 'Exists'} worker: {w.task_id}")
-        echo(f"  Branch:   {w.branch}")
+        echo(f"  Branch:   {w.branch}" + ("  (adopted: git-nerve never deletes it)" if w.adopted else ""))
         echo(f"  Worktree: {w.worktree}")
         echo(f"  Base:     {w.base}")
         echo(f"  State:    {w.state}")
@@ -315,7 +322,7 @@ def merge_json(repo, task_id: str, res) -> dict:
     return {**_row(repo, task_id), "merge_commit": res.commit, "pushed": res.pushed,
             "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
             "branch_deleted": res.deleted_branch, "submodule_archives": res.submodule_archives,
-            "ignored_removed": res.ignored_removed}
+            "ignored_removed": res.ignored_removed, "branch_kept": res.kept}
 
 
 def print_merge(task_id: str, res) -> None:
@@ -330,6 +337,8 @@ def print_merge(task_id: str, res) -> None:
     _print_removal(res)
     if res.deleted_branch:
         echo("  Branch deleted")
+    for line in res.kept:
+        echo(f"  {line}")
 
 
 def _print_removal(res) -> None:
@@ -365,12 +374,17 @@ def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json
         if as_json:
             echo_json({**_row(repo, task_id), "archive_ref": res.archive_ref,
                        "worktree_removed": res.removed_worktree, "branch_deleted": res.deleted_branch,
-                       "submodule_archives": res.submodule_archives, "ignored_removed": res.ignored_removed})
+                       "submodule_archives": res.submodule_archives, "ignored_removed": res.ignored_removed,
+                       "branch_kept": res.kept})
             return
         _state_line(res.outcome, "Cancelled", task_id)
         if res.archive_ref:
             echo(f"  Archived tip: {res.archive_ref}")
         _print_removal(res)
+        if res.deleted_branch:
+            echo("  Branch deleted")
+        for line in res.kept:
+            echo(f"  {line}")
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)

@@ -67,6 +67,15 @@ def _remote_has(cwd, remote: str, branch: str) -> bool:
     return proc.returncode == 0
 
 
+def has_branch(cwd, remote: str, branch: str) -> bool:
+    """Does ``remote`` have ``refs/heads/<branch>``? Asked of the remote; GitError when it cannot be asked."""
+    proc = cli.run(["ls-remote", "--exit-code", "--heads", remote, f"refs/heads/{branch}"], cwd=cwd, check=False)
+    if proc.returncode not in (0, 2):
+        raise GitError(f"could not ask {remote} whether it has {branch}: {cli.message(proc.stderr)} "
+                       "(--no-fetch skips asking)")
+    return proc.returncode == 0
+
+
 @dataclass(frozen=True)
 class PushResult:
     ok: bool
@@ -76,6 +85,10 @@ class PushResult:
     output: str = ""
     #: refused before anything was sent: git's pre-push hook (a gate) said no
     hook_refused: bool = False
+    #: the remote's own hook (pre-receive, update) declined it: not a race, not a pre-push gate
+    remote_refused: bool = False
+    #: what the remote said (its ``remote:`` lines), for a person to read
+    remote_said: tuple[str, ...] = ()
 
 
 def push(cwd, remote: str, src: str, dst_branch: str, *, expect: str | None = None, force_with_lease: bool = False,
@@ -96,24 +109,32 @@ def push(cwd, remote: str, src: str, dst_branch: str, *, expect: str | None = No
     text = proc.stdout + proc.stderr
     if proc.returncode == 0:
         return PushResult(True, False, "")
-    rejected = any(w in text for w in ("[rejected]", "non-fast-forward", "stale info", "fetch first", "[remote rejected]"))
-    if "pre-push hook" in text or "hook declined" in text:
-        rejected = False
+    said = tuple(ln.rstrip() for ln in proc.stderr.splitlines() if ln.startswith("remote:") and ln[7:].strip())
+    remote_refused = any("[remote rejected]" in ln and "hook declined" in ln for ln in _status_lines(proc.stdout))
+    hook_refused = not remote_refused and _hook_refused(proc.stdout, proc.stderr)
+    rejected = not (remote_refused or hook_refused) and any(
+        w in text for w in ("[rejected]", "non-fast-forward", "stale info", "fetch first", "[remote rejected]"))
     return PushResult(False, rejected, cli.last_line(proc.stderr) or cli.last_line(proc.stdout), text,
-                      _hook_refused(proc.stdout, text))
+                      hook_refused, remote_refused, said)
 
 
-def _hook_refused(stdout: str, text: str) -> bool:
+def _status_lines(stdout: str) -> list[str]:
+    """``--porcelain``'s ref status lines: ``<flag>\t<from>:<to>\t<summary>``."""
+    return [ln for ln in stdout.splitlines() if ln[:2] in ("!\t", "=\t", " \t", "*\t", "+\t", "-\t")]
+
+
+def _hook_refused(stdout: str, stderr: str) -> bool:
     """git gave up before sending anything because the pre-push hook failed.
 
     git (2.39) says only "failed to push some refs" then, and prints no ref
-    status line (``--porcelain``: ``<flag>\t<from>:<to>\t<summary>``), which
-    it does for every ref it did send or was refused by the remote.
+    status line, which it does for every ref it did send or was refused by
+    the remote (a remote's own hook declining is ``[remote rejected] (pre-receive
+    hook declined)``: the remote's refusal, not a pre-push gate's).
     """
-    if "pre-push hook" in text or "hook declined" in text:
+    ours = "\n".join(ln for ln in stderr.splitlines() if not ln.startswith("remote:"))
+    if "pre-push hook" in ours:
         return True
-    status_lines = [ln for ln in stdout.splitlines() if ln[:2] in ("!\t", "=\t", " \t", "*\t", "+\t", "-\t")]
-    return "failed to push some refs" in text and not status_lines
+    return "failed to push some refs" in ours and not _status_lines(stdout)
 
 
 def _config_args(config: dict | None) -> list[str]:

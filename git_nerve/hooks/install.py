@@ -396,6 +396,29 @@ def shared_outside(paths: RepoPaths) -> str | None:
     return f"core.hooksPath={value} (set in {where}) is outside this repository and may serve other repositories"
 
 
+def not_this_repositorys(paths: RepoPaths) -> str | None:
+    """Why git-nerve must not write into the hooks directory git uses here, or None when it is this repository's.
+
+    The hooks directory is this repository's when it lies inside its git dirs, its work tree or its main
+    checkout. Any other (an absolute core.hooksPath in the global or system config, or a local one pointing
+    outside, or a relative one leading out of the work tree) may be shared by other repositories: our shims
+    there would run in every one of them. The reason names the setting and what to do instead.
+    """
+    directory = Path(os.path.realpath(hooks_dir(paths)))
+    main = paths.common_dir.parent if paths.common_dir.name == ".git" else None
+    mine = [Path(os.path.realpath(p)) for p in (paths.common_dir, paths.git_dir, paths.toplevel, main) if p is not None]
+    if any(directory == d or d in directory.parents for d in mine):
+        return None
+    entries = _config_entries(paths, "core.hooksPath")
+    scope, value = entries[-1] if entries else ("", "")
+    where = {"global": "your global git config", "system": "the system git config"}.get(scope, f"the {scope} git config")
+    own = Path(os.path.realpath(paths.common_dir)) / "hooks"
+    return (f"core.hooksPath={value} (set in {where}) is the hooks directory {directory}, outside this "
+            "repository, which other repositories may share: git-nerve never writes there. Give this repository its "
+            f"own: git config --local core.hooksPath {own} (copy into it the hooks of {directory} it needs: "
+            "`git nerve hooks install` keeps them running, first), then run this again")
+
+
 # -- git-lfs ------------------------------------------------------------------------------------
 
 #: The hooks git-lfs installs that are also ours.
@@ -422,7 +445,8 @@ def _lfs_chained(directory: Path, name: str) -> bool:
 def install(paths: RepoPaths) -> InstallReport:
     """Install (or refresh) the hooks, keeping and chaining any hook that is not ours.
 
-    Idempotent. A hook another tool put over ours is kept and chained too;
+    Idempotent. Refuses (UsageError, nothing written) a hooks directory that is not this repository's
+    (:func:`not_this_repositorys`). A hook another tool put over ours is kept and chained too;
     our shim another tool renamed and still runs (pre-commit's ``.legacy``)
     is refreshed where it is. In a worker's worktree under a relative
     core.hooksPath the hooks go to the worktree's git dir (:func:`forward_dir`).
@@ -431,6 +455,9 @@ def install(paths: RepoPaths) -> InstallReport:
     forward = forward_dir(paths)
     if forward is not None:
         return _install_worktree(paths, forward)
+    why = not_this_repositorys(paths)
+    if why:
+        raise UsageError(f"not installed: {why}")
     directory = hooks_dir(paths)
     setting = hooks_path_setting(paths)
     report = InstallReport(directory, setting, sys.executable or None, notes=_notes(paths, directory, setting))

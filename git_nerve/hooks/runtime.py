@@ -362,8 +362,13 @@ def pre_push(where: Where, remote: str, stdin: str, url: str = "") -> int:
                 f"(push {ctx.branch} instead)"
             )
     marked = guarded(hook, "conflict-marker check skipped", _marked_files, worker, updates)
+    tips = {u.local_sha for u in updates}
+    base = None
+    if worker is not None and any(m.commit not in tips for m in marked or []):
+        found = guarded(hook, "integration branch not read", _integration_tip, remote, worker.integration)
+        base = found[0].split("/", 2)[-1] if found else worker.integration  # origin/main, or main
     for m in marked or []:
-        reasons.append(f"{m.path} still holds a conflict block (commit {m.commit[:12]}); remove it, then amend or rebase")
+        reasons.append(conflict_block_reason(m.path, m.commit, at_tip=m.commit in tips, integration=base))
     if reasons:
         for reason in reasons:
             refuse(reason)
@@ -371,6 +376,23 @@ def pre_push(where: Where, remote: str, stdin: str, url: str = "") -> int:
     if worker is not None:
         guarded(hook, "merge check against the integration branch skipped", _warn_if_conflicting, where, remote, worker, updates)
     return 0
+
+
+def conflict_block_reason(path: str, commit: str, *, at_tip: bool, integration: str | None = None) -> str:
+    """Why a push carrying a conflict block is refused, and what fixes it.
+
+    Every pushed commit is checked, not only the tip: `git worker merge` keeps the task's commits as they
+    are (--no-ff), so a commit holding a block would land in the integration branch's history (a bisect
+    or a build of it stops there). A fixing commit on top therefore does not help; rewriting that commit
+    does, or squashing the task's commits into one (the tip's tree, once it is fixed).
+    """
+    c = commit[:12]
+    if at_tip:
+        return f"{path} still holds a conflict block (commit {c}, the tip); remove it, then `git commit --amend`"
+    return (f"{path} holds a conflict block in commit {c}, before the tip: every pushed commit is checked (merge keeps "
+            f"them all), so a fixing commit on top does not help; rewrite {c} (`git rebase -i {c}~1`, edit or squash "
+            f"it), or make the task one commit: `git reset --soft $(git merge-base HEAD {integration or 'main'})`, "
+            "fix the file if it still holds the block, `git commit`")
 
 
 def _push_heartbeat(where: Where, task_id: str) -> workers.Worker | None:

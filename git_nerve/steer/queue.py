@@ -269,7 +269,11 @@ def merge_all(
             result.skipped = list(queue.skipped)
             result.pending = queue.tasks
     except LockTimeout:
-        raise NerveError("another `git worker merge --all` is running in this repository; wait for it or stop it") from None
+        from ..locks import holder
+
+        pid = holder(repo.lock_path("merge-all"))
+        raise LockTimeout(f"another `git worker merge --all`{f' (pid {pid})' if pid else ''} is running in this "
+                          "repository; wait for it, or stop it: `git nerve tell stop` outside a task's worktree") from None
     return result
 
 

@@ -163,18 +163,36 @@ def spawn(
     description: str = "",
     from_ref: str | None = None,
     fetch: bool = True,
+    adopt: bool = False,
 ) -> SpawnResult:
     """Create branch ``<prefix><task-id>`` and its worktree, then the bus row (ASSIGNED).
 
     Idempotent: spawning an existing task returns it. A spawn that fails
     half-way removes what it created; one that was killed is completed by
-    running it again (an existing branch or worktree of this task is adopted).
+    running it again (the branch and worktree it made are adopted). A branch
+    that existed before (here or on the remote) is refused unless ``adopt``:
+    then it is recorded as adopted and git-nerve never deletes it (:mod:`.owned`).
+    Spawns of ids that differ only in case run one at a time (one lock per casefolded
+    id), so the later one always gets the collision message.
     """
     ids.validate(task_id)
     ids.validate_description(description)
+    with hold(repo.lock_path(f"spawn-{workers.task_key(task_id)}"), what=f"the spawn lock of {task_id}"):
+        return _spawn(repo, task_id, description=description, from_ref=from_ref, fetch=fetch, adopt=adopt)
+
+
+def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, fetch: bool, adopt: bool) -> SpawnResult:
+    from . import owned
+
     gitconfig.refuse_unsupported_object_format(repo.config)
     repair_leftovers(repo)
     existing = workers.get_by_key(repo.bus.conn, task_id)
+    unfinished = owned.spawning(repo.paths, task_id)
+    if existing is not None:
+        owned.clear_spawning(repo.paths, task_id)  # a spawn killed after its bus row: nothing left to finish
+    elif unfinished is not None and unfinished["task_id"] != task_id:
+        raise UsageError(f"task id {task_id!r} collides with task {unfinished['task_id']!r} (ids are case-insensitive), "
+                         f"whose spawn did not finish: run `git worker spawn {unfinished['task_id']}` to finish it")
     if existing is not None:
         if existing.task_id != task_id:
             raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
@@ -206,9 +224,22 @@ def spawn(
     branch = f"{settings.branch_prefix}{task_id}"
     if not cli.ok(["check-ref-format", f"refs/heads/{branch}"], cwd=cwd):
         raise UsageError(f"{branch!r} is not a valid branch name (check nerve.branchPrefix)")
+    if unfinished is not None and unfinished["branch"] == branch:
+        adopted = bool(unfinished.get("adopted"))  # our own killed spawn made (or adopted) it: finish it
+    else:
+        found, remote_tip = _existing_branch(repo, branch, fetch=fetch)
+        if found and not adopt:
+            raise UsageError(f"branch {branch} already exists {found} and is not git-nerve's; "
+                             f"`git worker spawn {task_id} --adopt` makes the task work on it (git-nerve then never "
+                             "deletes it), or choose another task id")
+        adopted = found is not None
+        if remote_tip is not None and not refs.exists(cwd, f"refs/heads/{branch}"):
+            base_sha = remote_tip  # adopting a branch only the remote has: start from its tip
     path = (settings.worktree_root / task_id).absolute()
     created_branch = created_worktree = False
     try:
+        if unfinished != {"task_id": task_id, "branch": branch, "adopted": adopted}:
+            owned.mark_spawning(repo.paths, task_id, branch, adopted=adopted)
         with hold(repo.lock_path("worktrees"), what="the worktree lock"):
             wt = worktrees.find_for_branch(cwd, f"refs/heads/{branch}")
             if wt is not None and wt.path.resolve() != path.resolve():
@@ -237,6 +268,7 @@ def spawn(
             task_id=task_id, state=State.ASSIGNED.value, branch=branch, worktree=str(path), base=base_ref,
             integration=settings.integration, description=description, assigned_at=ts, state_changed_at=ts,
             last_heartbeat=None, last_activity=ts, approved_at=None, heartbeat_status=None, progress=None,
+            adopted=int(adopted),
         )
         with repo.bus.write() as conn:
             other = workers.get_by_key(conn, task_id)
@@ -250,14 +282,17 @@ def spawn(
             messages.publish(
                 conn, task_id, "task_assign",
                 {"to": "ASSIGNED", "branch": branch, "worktree": str(path), "base": base_ref, "base_sha": base_sha,
-                 "description": description},
+                 "description": description, "adopted": adopted},
                 ts,
             )
             faults.point("spawn.before-commit")  # killed holding the bus write lock
     except BaseException:
         _rollback_spawn(repo, task_id, path if created_worktree else None, branch if created_branch else None, base_sha)
+        if adopted or not refs.exists(cwd, f"refs/heads/{branch}"):
+            owned.clear_spawning(repo.paths, task_id)  # else: a branch an earlier, killed spawn made stays ours
         raise
     faults.point("spawn.after-bus")
+    owned.clear_spawning(repo.paths, task_id)
     result = SpawnResult(row, created=True)
     result.hooks_installed, warning = _ensure_hooks(repo, path)
     if warning:
@@ -275,6 +310,26 @@ def _rollback_spawn(repo: Repo, task_id: str, path: Path | None, branch: str | N
             destroy.delete_branch(repo.cwd, repo.paths.common_dir, branch, owned_by_task=task_id, old=base_sha)
     except Exception:  # noqa: BLE001 - a rollback must not hide the cause
         pass
+
+
+def _existing_branch(repo: Repo, branch: str, *, fetch: bool) -> tuple[str | None, str | None]:
+    """Where ``branch`` exists before the spawn ("locally", "on origin"), and the remote's tip when only the
+    remote has it (fetched). The remote is asked (`git ls-remote`) unless ``fetch`` is off; then its
+    remote-tracking branch is what counts."""
+    cwd = repo.cwd
+    local = refs.exists(cwd, f"refs/heads/{branch}")
+    remote = repo.settings.remote
+    if not remote:
+        return ("locally" if local else None), None
+    tracking = f"refs/remotes/{remote}/{branch}"
+    on_remote = gitremote.has_branch(cwd, remote, branch) if fetch else refs.exists(cwd, tracking)
+    if local:
+        return "locally", None
+    if not on_remote:
+        return None, None
+    if fetch:
+        fetch_branches(repo, remote, [branch])
+    return f"on {remote}", refs.resolve(cwd, tracking)
 
 
 def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str | None]:
@@ -513,9 +568,14 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
         push = gitremote.push(wt, remote, f"refs/heads/{w.branch}", w.branch, force_with_lease=True,
                               env_extra={"NERVE_INTERNAL_PUSH": "done"})
         if not push.ok:
-            raise GitError(f"could not push {w.branch} to {remote}: {push.message}")
+            raise _push_failed(push, w, remote)
         result.pushed = True
         faults.point("done.after-push")
+        if not w.pushed:  # only a branch git-nerve pushed itself is ever deleted on the remote (owned.keep_on_remote)
+            with repo.bus.write() as conn:
+                workers.update(conn, task_id, pushed=1)
+                messages.publish(conn, task_id, "branch_pushed", {"remote": remote, "branch": w.branch, "sha": tip},
+                                 clock.now())
     result.outcome = transition(
         repo.bus, task_id, State.IN_REVIEW, allowed_from=[State.WORKING, State.CONFLICTED],
         already=[State.IN_REVIEW, State.APPROVED, State.COMPLETED], verb="done",
@@ -652,6 +712,8 @@ class MergeResult:
     warnings: list[str] = field(default_factory=list)
     submodule_archives: list[str] = field(default_factory=list)  # "<path>: <ref>" in each submodule's repository
     ignored_removed: list[str] = field(default_factory=list)  # ignored paths the removal deleted (never archived)
+    #: why the branch was kept, here or on the remote (:mod:`.owned`): one line each
+    kept: list[str] = field(default_factory=list)
 
 
 def merge(
@@ -758,6 +820,9 @@ def merge(
                         continue  # the remote moved between fetch and push: merge again on the new tip
                     if push.hook_refused:
                         raise _gate_refused(push, integration, settings.remote, task_id)
+                    if push.remote_refused:
+                        raise _remote_refused(push, integration, settings.remote,
+                                              f"nothing was merged ({task_id} is still APPROVED)")
                     if not push.ok:
                         raise GitError(f"could not push {integration} to {settings.remote}: {push.message}")
                     faults.point("merge.after-push")  # the remote moved, the local branch not yet
@@ -793,6 +858,24 @@ def _gate_refused(push: gitremote.PushResult, integration: str, remote: str, tas
         f"({task_id} is still APPROVED: fix what it says, then run the merge again)",
         details=output[-40:],
     )
+
+
+def _remote_refused(push: gitremote.PushResult, branch: str, remote: str, then: str) -> GitError:
+    """The remote's own hook (pre-receive, update) declined the push: the remote's words, as the remote's."""
+    return GitError(f"{remote} refused the push of {branch}: its own hook (pre-receive or update) declined it; {then}",
+                    details=list(push.remote_said[-40:]) or [push.message])
+
+
+def _push_failed(push: gitremote.PushResult, w: workers.Worker, remote: str) -> GitError:
+    """done's push failed: the pre-push gate's own reasons (git-nerve's guard names the commit and what to do)
+    or the remote's, never only git's "failed to push some refs"."""
+    then = f"nothing was pushed ({w.task_id} is still {w.state}; run `git worker done` again once it is fixed)"
+    if push.hook_refused:
+        said = [ln for ln in push.output.splitlines() if ln.strip() and not ln.startswith("error: failed to push some refs")]
+        return GitError(f"the pre-push hook refused the push of {w.branch} to {remote}; {then}", details=said[-40:])
+    if push.remote_refused:
+        return _remote_refused(push, w.branch, remote, then)
+    return GitError(f"could not push {w.branch} to {remote}: {push.message}")
 
 
 def unfinished_cleanups(repo: Repo) -> list[str]:
@@ -957,7 +1040,7 @@ def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: 
     else:
         _prune_missing(repo, wt)
     if delete_branch:
-        res.deleted_branch = _delete_branch(repo, w, res.warnings)
+        res.deleted_branch = _delete_branch(repo, w, res.warnings, res.kept)
     if res.removed_worktree or res.deleted_branch:
         _publish(repo.bus, w.task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
                                                   "branch_deleted": res.deleted_branch})
@@ -969,8 +1052,16 @@ def _prune_missing(repo: Repo, wt: Path) -> None:
         destroy.prune_entry(repo.cwd, wt, door_scope(repo))
 
 
-def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = None) -> bool:
+def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = None, kept: list[str] | None = None) -> bool:
+    """Delete the task's branch here, and on the remote, as far as :mod:`.owned` allows (``kept`` says why not)."""
+    from . import owned
+
     deleted = False
+    why = owned.keep_branch(w)
+    if why:  # adopted: the person's, here and on every remote
+        if kept is not None:
+            kept.append(why)
+        return deleted
     ref = f"refs/heads/{w.branch}"
     elsewhere = worktrees.find_for_branch(repo.cwd, ref)
     if elsewhere is not None:  # never delete a branch some worktree has checked out (the task's own is gone by now)
@@ -978,12 +1069,18 @@ def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = N
             warnings.append(f"{w.branch} was not deleted: it is checked out at {elsewhere.path}")
         return deleted
     sha = refs.resolve(repo.cwd, ref)
-    owner = {"owned_by_task": w.task_id, "row_branch": w.branch}
+    # the door proves it again: a branch owned.py keeps (adopted, or from an older bus) is never deleted
+    owner = {"owned_by_task": w.task_id, "row_branch": w.branch, "owned": owned.keep_branch(w) is None}
     if sha is not None:
         destroy.delete_branch(repo.cwd, repo.paths.common_dir, w.branch, old=sha, **owner)
         deleted = True
     remote = repo.settings.remote
     if remote and refs.exists(repo.cwd, f"refs/remotes/{remote}/{w.branch}"):
+        why = owned.keep_on_remote(w, remote)
+        if why:  # found there, not pushed there by git-nerve
+            if kept is not None:
+                kept.append(why)
+            return deleted
         push = _delete_from_checkout(repo, remote, w)
         if not push.ok and _remote_has_branch(repo, remote, w.branch):
             # the task is already COMPLETED/FAILED: say so, do not fail the command for it
@@ -999,13 +1096,15 @@ def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = N
 
 def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker) -> gitremote.PushResult:
     """Delete the task's branch on the remote from a real checkout (as :func:`_push_from_checkout`)."""
+    from . import owned
     from .settings import main_checkout
 
     at = refs.resolve(repo.cwd, f"refs/remotes/{remote}/{w.branch}")
     config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
     with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, at or "HEAD", what="push") as path:
         return destroy.delete_remote_branch(path, repo.paths.common_dir, remote, w.branch, owned_by_task=w.task_id,
-                                            row_branch=w.branch, config=config)
+                                            owned=owned.keep_on_remote(w, remote) is None, row_branch=w.branch,
+                                            config=config)
 
 
 def _remote_has_branch(repo: Repo, remote: str, branch: str) -> bool:
@@ -1021,6 +1120,7 @@ class CancelResult:
     warnings: list[str] = field(default_factory=list)
     submodule_archives: list[str] = field(default_factory=list)
     ignored_removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
 
 
 def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool = False, force: bool = False) -> CancelResult:
@@ -1078,7 +1178,7 @@ def _cancel_cleanup(repo: Repo, outcome: Outcome, res: CancelResult, *, force: b
         res.removed_worktree, res.ignored_removed = True, ignored
     else:
         _prune_missing(repo, wt)
-    res.deleted_branch = _delete_branch(repo, w, res.warnings)
+    res.deleted_branch = _delete_branch(repo, w, res.warnings, res.kept)
     _publish(repo.bus, task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
                                             "branch_deleted": res.deleted_branch})
 
