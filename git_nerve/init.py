@@ -56,6 +56,12 @@ def init(cwd=None) -> InitReport:
         if not cfg.get("nerve.integration"):
             gitconfig.set_value(where, "nerve.integration", report.integration)
             report.integration_pinned = True
+        if settings.remote:
+            from .git import remote as gitremote
+
+            relative = gitremote.relative_url_warning(where, settings.remote)
+            if relative:
+                report.warnings.append(relative)
     except Exception as exc:  # detached HEAD and no remote: say so, keep going
         report.warnings.append(str(exc))
     try:

@@ -249,6 +249,10 @@ def spawn(
         raise
     faults.point("spawn.after-bus")
     result = SpawnResult(row, created=True)
+    if settings.remote:
+        relative = gitremote.relative_url_warning(cwd, settings.remote)
+        if relative:
+            result.warnings.append(relative)
     result.hooks_installed, warning = _ensure_hooks(repo, path)
     if warning:
         result.warnings.append(warning)
@@ -979,7 +983,7 @@ def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker) -> gitremo
 
 
 def _remote_has_branch(repo: Repo, remote: str, branch: str) -> bool:
-    return cli.ok(["ls-remote", "--exit-code", "--heads", remote, f"refs/heads/{branch}"], cwd=repo.cwd)
+    return gitremote.has_branch(repo.cwd, remote, branch)
 
 
 @dataclass
