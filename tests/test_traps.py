@@ -56,3 +56,115 @@ def test_relative_origin_url_works_from_worktrees_without_touching_config(tmp_pa
     assert git(work, "config", "remote.origin.url") == "../origin.git"
     added = set(git(work, "config", "--list", "--local").splitlines()) - set(config_before.splitlines())
     assert not [line for line in added if line.startswith(("url.", "remote."))], added
+
+
+# -- a task with no commits ----------------------------------------------------------------
+
+
+def test_empty_task_is_refused_at_done_and_allowed_empty_merges_as_nothing(remote_repo, gw):
+    work, origin = remote_repo.work, remote_repo.origin
+    wk.drive(work, "t0", "COMPLETED")  # an earlier merge, whose sha an empty task's merge once reported
+    previous = git(origin, "rev-parse", "main")
+    wt = wk.drive(work, "t1", "WORKING")
+
+    refused = gw("done", wt)
+    assert refused.code == 3, refused
+    assert refused.err.count("\n") == 1 and "nothing to review: t1 has no commits" in refused.err
+    assert "--allow-empty" in refused.err
+    assert wk.state(work, "t1") == "WORKING"
+
+    allowed = gw("done --allow-empty", wt)
+    assert allowed.code == 0, allowed
+    assert wk.state(work, "t1") == "IN_REVIEW"
+    assert gw("approve t1", work).code == 0
+    merged = gw("merge t1", work)
+    assert merged.code == 0, merged
+    assert "Nothing to merge: t1 has no commits of its own; main did not move (COMPLETED)" in merged.out
+    assert previous[:12] not in merged.out and "pushed" not in merged.out
+    assert git(origin, "rev-parse", "main") == previous
+    assert wk.state(work, "t1") == "COMPLETED"
+    with wk.opened(work) as repo:
+        from git_nerve.bus import messages
+
+        record = messages.for_task(repo.bus.conn, "t1", kinds=("merged",))[-1].payload
+    assert record["commit"] is None and record["nothing"] == "empty"
+
+
+def test_merge_of_a_task_already_on_the_integration_branch_reports_no_merge_commit(repo, gw):
+    work = repo.work
+    wt = wk.drive(work, "t1", "APPROVED")
+    tip = git(wt, "rev-parse", "HEAD")
+    git(work, "merge", "-q", "--ff-only", "feat/t1")  # a person fast-forwarded main by hand
+    res = gw("merge t1 --json", work)
+    assert res.code == 0, res
+    import json
+
+    out = json.loads(res.out)
+    assert out["merge_commit"] is None and out["nothing_merged"] == "on-integration"
+    assert git(work, "rev-parse", "main") == tip
+    plain_wt = wk.drive(work, "t2", "APPROVED")
+    git(work, "merge", "-q", "--ff-only", "feat/t2")
+    said = gw("merge t2", work)
+    assert said.code == 0 and "the commits of t2 are already on main; no merge commit made" in said.out, said
+    assert not plain_wt.exists()
+
+
+# -- a stop with nothing running ------------------------------------------------------------------
+
+
+def _inbox(work: Path) -> list:
+    import json
+
+    from conftest import cli
+
+    return json.loads(cli(["outbox", "--json"], work, prog="nerve").out)
+
+
+def test_stop_with_nothing_running_is_refused_and_does_not_wait_for_the_next_merge_queue(repo, gn, gw):
+    work = repo.work
+    wk.drive(work, "t1", "APPROVED")
+    for args in (["tell", "stop"], ["tell", "--all", "stop"], ["tell", "--task", "t1", "stop"]):
+        res = gn(args, work)
+        assert res.code == 3, (args, res)
+        assert res.err.startswith("error: nothing to stop: no ") and res.err.count("\n") == 1, res
+        assert "nothing was queued" in res.err and res.out == ""
+    assert "merge --all" in gn(["tell", "stop"], work).err
+    assert "git nerve run` or `git worker run` of t1" in gn(["tell", "--task", "t1", "stop"], work).err
+    import json
+
+    assert json.loads(gw("show t1 --json", work).out)["inbox"] == []  # nothing lies in wait
+    merged = gw("merge --all", work)
+    assert merged.code == 0 and "Merged: t1" in merged.out, merged
+    assert wk.state(work, "t1") == "COMPLETED"
+
+
+def test_stop_reaches_a_running_git_worker_run_and_tell_says_one_sentence(repo, gn):
+    import subprocess
+    import time
+
+    from conftest import BIN
+    from git_nerve.locks import is_held
+    from git_nerve.steer.hook import worker_run_lock
+
+    work = repo.work
+    wt = wk.spawn(work, "t1")
+    git(work, "config", "nerve.heartbeatInterval", "0.3")
+    note = gn(["tell", "--task", "t1", "use the v2 API"], work)
+    assert note.code == 0 and note.out.startswith("queued #1: note for t1"), note  # no bare id line
+    proc = subprocess.Popen([str(BIN / "git-worker"), "run", "--", "sleep", "60"], cwd=wt, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lock = worker_run_lock(wk.bus_path(work).parent / "locks", "t1")
+        deadline = time.monotonic() + 20
+        while not is_held(lock):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        told = gn(["tell", "stop"], wt)  # inside the worktree: its task, which runs
+        assert told.code == 0 and told.out.startswith("queued #2: stop for t1"), told
+        proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + 15
+    assert not is_held(lock)
+    assert gn(["tell", "stop"], wt).code == 3  # the run is over: nothing to stop again

@@ -311,13 +311,17 @@ def merge_json(repo, task_id: str, res) -> dict:
     """A merged task as `git worker merge --json` prints it (also used by `merge --all`)."""
     return {**_row(repo, task_id), "merge_commit": res.commit, "pushed": res.pushed,
             "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
-            "branch_deleted": res.deleted_branch}
+            "branch_deleted": res.deleted_branch, "nothing_merged": res.nothing}
 
 
 def print_merge(task_id: str, res) -> None:
     """A merged task as `git worker merge` prints it (also used by `merge --all`)."""
     if res.already:
         echo(f"Merged: {task_id} (already COMPLETED)")
+    elif res.nothing == "empty":
+        echo(f"Nothing to merge: {task_id} has no commits of its own; {res.into} did not move (COMPLETED)")
+    elif res.nothing:
+        echo(f"Nothing to merge: the commits of {task_id} are already on {res.into}; no merge commit made (COMPLETED)")
     else:
         echo(f"Merged: {task_id} into {res.into} as {res.commit[:12] if res.commit else '?'}"
              + (" (pushed)" if res.pushed else ""))
@@ -397,9 +401,10 @@ def start(task: str | None, as_json: bool) -> None:
 @worker.command(context_settings=CONTEXT_SETTINGS)
 @task_option
 @click.option("--skip-rebase", is_flag=True, help="The rebase is done (after resolving a conflict): just push and ask for review.")
+@click.option("--allow-empty", is_flag=True, help="Finish a task that has no commits of its own (it merges as nothing to merge).")
 @json_option
 @handle_errors
-def done(task: str | None, skip_rebase: bool, as_json: bool) -> None:
+def done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bool) -> None:
     """Finish: rebase onto the integration branch, push, ask for review (-> IN_REVIEW)."""
     from ..errors import ConflictError
     from ..worker import lifecycle
@@ -407,7 +412,7 @@ def done(task: str | None, skip_rebase: bool, as_json: bool) -> None:
     with _repo(create=False) as repo:
         task_id = _task(repo, task)
         try:
-            res = lifecycle.done(repo, task_id, skip_rebase=skip_rebase)
+            res = lifecycle.done(repo, task_id, skip_rebase=skip_rebase, allow_empty=allow_empty)
         except ConflictError as exc:
             if as_json:
                 echo_json({**_row(repo, task_id), "conflicts": exc.files})

@@ -49,7 +49,7 @@ def tell(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
         raise UsageError("'all' must be true or false")
     with _open(paths) as repo:
         told = steer_tell.tell(repo.bus, _text(body, "text") or "", task=_text(body, "task"), all_tasks=all_tasks,
-                               kind=_text(body, "kind"))
+                               kind=_text(body, "kind"), locks_dir=repo.lock_path("x").parent)
         return {"told": told.as_dict(), "describe": told.describe()}
 
 

@@ -431,7 +431,7 @@ REBASE_STEPS = [
 ]
 
 
-def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
+def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bool = False) -> DoneResult:
     """WORKING/CONFLICTED -> IN_REVIEW: rebase onto the integration branch, push, ask for review.
 
     The rebase runs in memory first (pygit2); a clean result moves the branch
@@ -477,6 +477,12 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
     onto_ref = integration_ref(repo, w.integration, fetch=True)
     onto = _require_tip(repo.cwd, onto_ref, "integration branch")
     result = DoneResult(None, tip=tip)
+    empty = refs.is_ancestor(wt, tip, onto)
+    if empty and not allow_empty:
+        raise InvalidTransition(
+            f"nothing to review: {task_id} has no commits that are not on {w.integration}; commit the work first "
+            "(or pass --allow-empty to finish it with nothing to merge)"
+        )
 
     if not refs.is_ancestor(wt, onto, tip):
         _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")
@@ -499,7 +505,10 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
     result.outcome = transition(
         repo.bus, task_id, State.IN_REVIEW, allowed_from=[State.WORKING, State.CONFLICTED],
         already=[State.IN_REVIEW, State.APPROVED, State.COMPLETED], verb="done",
-        extra_messages=[("review_request", {"sha": tip, "onto": onto, "pushed": result.pushed})],
+        extra_messages=[("review_request", {"sha": tip, "onto": onto, "pushed": result.pushed,
+                                            **({"empty": "allowed"} if empty else
+                                               {"empty": "upstream"} if result.rebased and refs.is_ancestor(wt, tip, onto)
+                                               else {})})],
     )
     return result
 
@@ -629,6 +638,8 @@ class MergeResult:
     removed_worktree: bool = False
     deleted_branch: bool = False
     already: bool = False
+    #: no merge commit was made: "empty" (an --allow-empty task) or "on-integration" (its commits got there another way)
+    nothing: str | None = None
     warnings: list[str] = field(default_factory=list)
 
 
@@ -695,10 +706,11 @@ def merge(
             target_ref = integration_ref(repo, integration, fetch=True)
             ours = _require_tip(cwd, target_ref, "integration branch")
             if refs.is_ancestor(cwd, tip, ours):
-                # already merged (a previous run was interrupted after publishing)
-                res.pushed = target_ref.startswith("refs/remotes/")
+                # already merged (a previous run was interrupted after publishing), or nothing to merge
+                made = _merged_as(repo, w, tip, target_ref)
+                res.pushed = made is not None and target_ref.startswith("refs/remotes/")
                 with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
-                    _record_merge(repo, w, res, ours, tip, target_ref, target_wt)
+                    _record_merge(repo, w, res, made, tip, target_ref, target_wt)
                 break
             _refuse_dropped(repo, w, tip, ours, target_ref)
             mr = objects.merge_commit(repo.paths.common_dir, ours, tip, message, author, committer)
@@ -784,9 +796,53 @@ def task_lock(repo: Repo, w: workers.Worker) -> Path:
     return repo.lock_path(f"task-{workers.task_key(w.task_id)}")
 
 
-def _record_merge(repo: Repo, w: workers.Worker, res: MergeResult, merged: str, tip: str, target_ref: str,
+def _merged_as(repo: Repo, w: workers.Worker, tip: str, target_ref: str) -> str | None:
+    """For a tip the integration branch already contains: the merge commit that brought it in (a merge whose
+    record was interrupted), else None, with ``nothing to merge`` said honestly by the caller. A task that went
+    through `done` with nothing of its own is COMPLETED as "nothing to merge" only when that was allowed
+    (--allow-empty); one whose commits reached the integration branch another way (a person's fast-forward)
+    is COMPLETED as "already on <branch>"; never as a merge commit that is not its own."""
+    from . import merged
+
+    made = merged.merge_commit_on(repo.cwd, tip, target_ref)
+    if made is not None:
+        return made
+    if _empty_task(repo, w, tip) and not _last_review_request(repo, w).get("empty"):
+        raise InvalidTransition(
+            f"cannot merge {w.task_id}: it has no commits of its own (nothing to merge); send it back "
+            f"(git worker request-changes {w.task_id} --comment ...) or cancel it"
+        )
+    return None
+
+
+def _last_review_request(repo: Repo, w: workers.Worker) -> dict:
+    found = messages.for_task(repo.bus.conn, w.task_id, kinds=("review_request",))
+    return found[-1].payload if found else {}
+
+
+def _empty_task(repo: Repo, w: workers.Worker, tip: str) -> bool:
+    """The tip is on the integration branch as it was when the task asked for review: nothing of its own."""
+    onto = _last_review_request(repo, w).get("onto")
+    if not onto:
+        assigned = messages.for_task(repo.bus.conn, w.task_id, kinds=("task_assign",))
+        onto = assigned[0].payload.get("base_sha") if assigned else None
+    return bool(onto) and refs.resolve(repo.cwd, onto) is not None and refs.is_ancestor(repo.cwd, tip, onto)
+
+
+def _record_merge(repo: Repo, w: workers.Worker, res: MergeResult, merged: str | None, tip: str, target_ref: str,
                   target_wt: worktrees.WorktreeInfo | None) -> None:
-    """A published merge: bring the local integration branch up to a pushed one, then APPROVED -> COMPLETED."""
+    """A published merge: bring the local integration branch up to a pushed one, then APPROVED -> COMPLETED.
+    ``merged`` None: no merge commit was made (nothing to merge, or the tip already on the branch)."""
+    if merged is None:
+        # "allowed": done --allow-empty; "upstream": done's rebase dropped every commit (already on the branch)
+        res.nothing = "empty" if _last_review_request(repo, w).get("empty") == "allowed" else "on-integration"
+        res.commit = None
+        res.outcome = transition(
+            repo.bus, w.task_id, State.COMPLETED, allowed_from=[State.APPROVED], already=[State.COMPLETED], verb="merge",
+            extra_messages=[("merged", {"commit": None, "into": w.integration, "tip": tip, "pushed": False,
+                                        "nothing": res.nothing})],
+        )
+        return
     if target_ref.startswith("refs/remotes/"):
         warning = _sync_local_integration(repo, w.integration, merged, target_wt)
         if warning:
