@@ -123,7 +123,8 @@ def test_review_and_merge_go_through_the_lifecycle(repo, gw, tmp_path):
         assert gw("start", wt).code == 0
         sha = commit_file(wt, "feature.txt", "one\n", "add the feature")
         assert gw("done", wt).code == 0
-        status, text = c.request("POST", "/api/request-changes", body={"task": "t1"})
+        # the same rules as `git worker request-changes`: a comment is optional, a wrong type is bad input
+        status, text = c.request("POST", "/api/request-changes", body={"task": "t1", "comment": 3})
         assert status == 400 and "comment" in json.loads(text)["error"]
         status, text = c.request("POST", "/api/request-changes", body={"task": "t1", "comment": "rename it"})
         assert status == 200 and json.loads(text)["worker"]["state"] == "WORKING"

@@ -168,3 +168,41 @@ def test_stop_reaches_a_running_git_worker_run_and_tell_says_one_sentence(repo, 
     assert proc.returncode == 128 + 15
     assert not is_held(lock)
     assert gn(["tell", "stop"], wt).code == 3  # the run is over: nothing to stop again
+
+
+# -- input on idempotent commands is applied or refused, never dropped ---------------------------------
+
+
+def test_request_changes_on_a_working_task_adds_the_comment_and_a_rerun_adds_it_once(repo, gw, gn):
+    import json
+
+    work = repo.work
+    wk.drive(work, "t1", "IN_REVIEW")
+    assert gw(["request-changes", "t1", "--comment", "rename it"], work).code == 0
+    again = gw(["request-changes", "t1", "--comment", "and add a test"], work)  # already WORKING
+    assert again.code == 0 and "already WORKING; the comment is in its thread" in again.out, again
+    assert gw(["request-changes", "t1", "--comment", "and add a test"], work).code == 0  # a rerun: not twice
+    thread = json.loads(gn(["thread", "t1", "--json"], work).out)
+    said = [r["content"] for r in thread["rounds"] if r["role"] == "reviewer"]
+    assert said == ["rename it", "and add a test"]
+    shown = gw("show t1", work).out
+    assert "comment=rename it" in shown and "comment=and add a test" in shown
+
+
+def test_spawn_again_with_other_input_or_of_a_finished_task_is_refused(repo, gw):
+    work = repo.work
+    assert gw(["spawn", "t1", "-d", "fix the login"], work).code == 0
+    assert gw(["spawn", "t1", "-d", "fix the login"], work).code == 0  # same input: idempotent
+    assert gw(["spawn", "t1"], work).code == 0
+    other = gw(["spawn", "t1", "-d", "something else"], work)
+    assert other.code == 2 and other.err.count("\n") == 1, other
+    assert "already exists with another description ('fix the login'); nothing changed" in other.err
+    assert wk.row(work, "t1").description == "fix the login"
+
+    wk.drive(work, "t2", "COMPLETED")
+    finished = gw(["spawn", "t2"], work)
+    assert finished.code == 3 and "t2 is COMPLETED" in finished.err and "choose another task id" in finished.err
+    assert finished.out == ""  # no worktree path that no longer exists
+    wk.drive(work, "t3", "FAILED")
+    failed = gw(["spawn", "t3"], work)
+    assert failed.code == 3 and "git worker retry t3" in failed.err, failed

@@ -69,11 +69,11 @@ def _settings_or_none(repo):
         return None
 
 
-def _state_line(outcome, verb_done: str, task_id: str) -> None:
+def _state_line(outcome, verb_done: str, task_id: str, comment: str | None = None) -> None:
     if outcome.changed:
         echo(f"{verb_done}: {task_id} ({outcome.previous} -> {style(outcome.current, bold=True)})")
     else:
-        echo(f"{verb_done}: {task_id} (already {outcome.current})")
+        echo(f"{verb_done}: {task_id} (already {outcome.current}" + ("; the comment is in its thread)" if comment and comment.strip() else ")"))
 
 
 task_option = click.option("--task", "task", metavar="TASK", help="Act on TASK instead of the worktree's own task.")
@@ -264,7 +264,7 @@ def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) ->
         if as_json:
             echo_json(_row(repo, task_id))
         else:
-            _state_line(outcome, "Approved", task_id)
+            _state_line(outcome, "Approved", task_id, comment)
 
 
 @worker.command("request-changes", context_settings=CONTEXT_SETTINGS)
@@ -282,7 +282,7 @@ def request_changes(task_id: str, comment: str | None, by: str | None, as_json: 
         if as_json:
             echo_json(_row(repo, task_id))
         else:
-            _state_line(outcome, "Changes requested", task_id)
+            _state_line(outcome, "Changes requested", task_id, comment)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)

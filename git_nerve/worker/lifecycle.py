@@ -169,6 +169,7 @@ def spawn(
     if existing is not None:
         if existing.task_id != task_id:
             raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
+        _refuse_respawn(repo, existing, description, from_ref)
         _ensure_worktree(repo, existing)
         _repair_ctx(existing)
         # a spawn killed after its bus row never reached the hooks: finish that too
@@ -257,6 +258,23 @@ def spawn(
     if warning:
         result.warnings.append(warning)
     return result
+
+
+def _refuse_respawn(repo: Repo, w: workers.Worker, description: str, from_ref: str | None) -> None:
+    """Spawning an existing task again is idempotent only for the same input: a finished task's name is not
+    reused, and a different -d or --from is refused rather than silently dropped."""
+    if w.state == State.COMPLETED.value:
+        raise InvalidTransition(f"task {w.task_id} is COMPLETED (merged into {w.integration}); its name stays with its "
+                                "history: choose another task id")
+    if w.state == State.FAILED.value:
+        raise InvalidTransition(f"task {w.task_id} is FAILED; assign it again with `git worker retry {w.task_id}`, "
+                                "or choose another task id")
+    if description and description != w.description:
+        raise UsageError(f"task {w.task_id} already exists with another description ({w.description or 'none'!r}); "
+                         "nothing changed (spawn it again without -d, or choose another task id)")
+    if from_ref and (refs.full_name(repo.cwd, from_ref) or from_ref) != w.base:
+        raise UsageError(f"task {w.task_id} already exists on another base ({w.base}); nothing changed "
+                         "(spawn it again without --from, or choose another task id)")
 
 
 def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str | None]:
@@ -575,23 +593,43 @@ def _record_rebase_conflict(repo: Repo, w: workers.Worker, files: list[str], ont
 
 def approve(repo: Repo, task_id: str, *, by: str | None = None, comment: str | None = None) -> Outcome:
     """IN_REVIEW -> APPROVED. A comment also becomes a `reviewer` round in the task's thread."""
+    comment = _blank_to_none(comment)
     payload = {"by": by, "comment": comment}
     return transition(
         repo.bus, task_id, State.APPROVED, allowed_from=[State.IN_REVIEW], already=[State.APPROVED], verb="approve",
         extra_messages=[("review_approved", payload)], columns={"approved_at": clock.now()},
         round_=_review_round("approved", by, comment),
+        also_when_already=_new_comment(repo, task_id, State.APPROVED, "review_approved", comment),
     )
 
 
 def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by: str | None = None) -> Outcome:
-    """IN_REVIEW (or APPROVED) -> WORKING. The comment reaches the agent through its thread."""
+    """IN_REVIEW (or APPROVED) -> WORKING. The comment reaches the agent through its thread; on a task already
+    WORKING a new comment is added to the thread all the same (never dropped), the same comment again is an
+    idempotent rerun. `git worker request-changes` and the console both call this: the same rules."""
+    comment = _blank_to_none(comment)
     with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
         _refuse_merged_on_remote(repo, task_id, "request changes for")
         return transition(
             repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
             verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment})],
             columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
+            also_when_already=_new_comment(repo, task_id, State.WORKING, "changes_requested", comment),
         )
+
+
+def _blank_to_none(comment: str | None) -> str | None:
+    """An empty or blank comment is no comment (the console's empty field, `--comment ""`), everywhere alike."""
+    return comment if comment is not None and comment.strip() else None
+
+
+def _new_comment(repo: Repo, task_id: str, state: State, kind: str, comment: str | None) -> bool:
+    """A review command rerun on a task already in ``state``: does it bring a comment not yet recorded?"""
+    w = workers.get(repo.bus.conn, task_id)
+    if not comment or w is None or w.state != state.value:
+        return False
+    last = messages.for_task(repo.bus.conn, task_id, kinds=(kind,))
+    return not last or last[-1].payload.get("comment") != comment
 
 
 def _refuse_dropped(repo: Repo, w: workers.Worker, tip: str, ours: str, target_ref: str, *, verb: str = "merge") -> None:
