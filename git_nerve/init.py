@@ -42,7 +42,8 @@ def init(cwd=None) -> InitReport:
     paths: RepoPaths = discover(cwd)
     where = paths.toplevel or paths.common_dir
     cfg = gitconfig.read(where)
-    gitconfig.refuse_unsupported_object_format(cfg)  # before anything is written
+    gitconfig.refuse_bare(cfg, paths.toplevel, "run `git nerve init`")  # before anything is written
+    gitconfig.refuse_unsupported_object_format(cfg)
     Bus(paths.bus_path).close()  # creates and migrates
     report = InitReport(nerve_dir=paths.nerve_dir, bus=paths.bus_path, integration=None)
     from .worker.settings import load as load_settings

@@ -206,3 +206,18 @@ def test_spawn_again_with_other_input_or_of_a_finished_task_is_refused(repo, gw)
     wk.drive(work, "t3", "FAILED")
     failed = gw(["spawn", "t3"], work)
     assert failed.code == 3 and "git worker retry t3" in failed.err, failed
+
+
+# -- a bare repository ----------------------------------------------------------------------------------
+
+
+def test_init_and_spawn_in_a_bare_repository_are_refused_and_leave_nothing(remote_repo, gn, gw):
+    origin = remote_repo.origin
+    before = sorted(p.name for p in origin.iterdir())
+    for res in (gn("init", origin), gw("spawn t1", origin)):
+        assert res.code == 2, res
+        assert res.err.startswith("error: this is a bare repository (a remote); ") and res.err.count("\n") == 1, res
+        assert "in a clone of it" in res.err
+    assert sorted(p.name for p in origin.iterdir()) == before  # no nerve/ bus inside the remote
+    assert not (origin / "hooks").exists()  # no hooks installed inside the remote
+    assert git(origin, "config", "--get", "nerve.integration", check=False) == ""

@@ -96,6 +96,7 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
 
     ids.validate(task_id)  # before the bus is created: bad input leaves nothing behind
     ids.validate_description(description)
+    lifecycle.refuse_bare()  # before the bus is created
     with _repo() as repo:
         res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch)
         for w in res.warnings:

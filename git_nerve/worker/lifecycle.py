@@ -89,6 +89,13 @@ class Repo:
         self.close()
 
 
+def refuse_bare(cwd: str | os.PathLike[str] | None = None) -> None:
+    """UsageError in a bare repository, before a command creates anything there (its bus)."""
+    paths = discover(cwd)
+    if paths.toplevel is None:
+        gitconfig.refuse_bare(gitconfig.read(paths.common_dir), None, "spawn workers")
+
+
 def open_repo(cwd: str | os.PathLike[str] | None = None, *, create: bool = True) -> Repo:
     paths = discover(cwd)
     return Repo(paths, Bus(paths.bus_path, create=create))
@@ -163,6 +170,7 @@ def spawn(
     """
     ids.validate(task_id)
     ids.validate_description(description)
+    gitconfig.refuse_bare(repo.config, repo.paths.toplevel, "spawn workers")
     gitconfig.refuse_unsupported_object_format(repo.config)
     repair_leftovers(repo)
     existing = workers.get_by_key(repo.bus.conn, task_id)
