@@ -221,3 +221,52 @@ def test_init_and_spawn_in_a_bare_repository_are_refused_and_leave_nothing(remot
     assert sorted(p.name for p in origin.iterdir()) == before  # no nerve/ bus inside the remote
     assert not (origin / "hooks").exists()  # no hooks installed inside the remote
     assert git(origin, "config", "--get", "nerve.integration", check=False) == ""
+
+
+# -- status shows the state; staleness and radar marks are their own --------------------------------------
+
+
+def test_status_shows_the_state_with_staleness_apart_and_no_marks_on_finished_tasks(repo, gw):
+    import json
+    import time
+
+    from git_nerve.radar import cache
+
+    work = repo.work
+    wk.drive(work, "t1", "FAILED")
+    assert gw("retry t1", work).code == 0
+    wk.set_columns(work, "t1", assigned_at=time.time() - 3600)  # retried, no heartbeat since: stale
+    wk.drive(work, "t2", "COMPLETED")
+    wt3 = wk.drive(work, "t3", "WORKING")
+    time.sleep(0.05)
+    build.commit_file(wt3, "t3.txt", "more\n", "t3: more")  # t3 committed after the radar looked
+    common = work / ".git"
+    from git_nerve.locks import hold
+
+    with hold(cache.lock(common), timeout=120):  # no background recompute (a commit starts one) replaces it meanwhile
+        # the radar's last result (computed while t2 was live, before t3's commit): t2-t3 conflict, t1-t3 overlap
+        cache.save(common, {"at": time.time() - 60, "integration": "main", "sides": {}, "pairs": {
+            cache.key("t2", "t3"): {"kind": "conflict", "files": ["src/app.py"], "conflicts": {}},
+            cache.key("t1", "t3"): {"kind": "overlap", "files": ["src/app.py"], "conflicts": {}}}})
+        table = gw("status", work).out
+        rows = {r["task_id"]: r for r in json.loads(gw("status --json", work).out)}
+    lines = {ln.split()[0]: ln for ln in table.splitlines()[1:] if ln and not ln.startswith(" ")}
+    assert lines["t1"].split()[1] == "ASSIGNED" and "STALE" in lines["t1"]
+    assert lines["t2"].split()[1] == "COMPLETED"
+    assert "! conflict: t2" not in table  # a finished task collides with nothing
+    assert "! overlap: t1 (stale: computed before its last commit" in table
+    assert (rows["t1"]["state"], rows["t1"]["stale"]) == ("ASSIGNED", True)
+    assert rows["t2"]["radar"] == [] and rows["t3"]["radar"] == ["overlap: t1"] and rows["t3"]["radar_stale"] is True
+    assert rows["t1"]["radar"] == ["overlap: t3"] and rows["t1"]["radar_stale"] is False
+
+
+def test_show_prints_short_shas_in_human_words(repo, gw):
+    work = repo.work
+    wk.drive(work, "t1", "IN_REVIEW")
+    base = git(work, "rev-parse", "main")
+    shown = gw("show t1", work).out
+    assert f"branch feat/t1 from main at {base[:10]}, worktree " in shown
+    assert base not in shown and "base_sha=" not in shown
+    import re
+
+    assert not re.search(r"\b[0-9a-f]{40}\b", shown), shown

@@ -153,12 +153,15 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
     if settings is not None:
         _record_remote_merges(repo)
     now = clock.now()
-    from .radar import marks
+    from ..worker.status import radar_marks
+    from .radar import marks_at
 
-    radar = marks(repo.paths.common_dir)
+    radar, radar_at = marks_at(repo.paths.common_dir)
+    everyone = {w.task_id: w for w in workers.all_workers(repo.bus.conn)}
     rows = [row(w, settings, now) for w in workers.all_workers(repo.bus.conn, states=states or None)]
     for r in rows:
-        r["radar"] = radar.get(r["task_id"], [])
+        r["radar"], r["radar_stale"] = radar_marks(repo.bus.conn, everyone, r["task_id"], radar.get(r["task_id"], []),
+                                                   radar_at)
     if stale_only:
         rows = [r for r in rows if r["stale"]]
     if as_json:
@@ -167,20 +170,20 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
     if not rows:
         echo("no workers" + (" match" if states or stale_only else " yet; create one with `git worker spawn <task-id>`"))
         return
-    by_id = {w.task_id: w for w in workers.all_workers(repo.bus.conn)}
-    header = f"{'TASK':<24} {'STATE':<11} {'BRANCH':<28} {'HEARTBEAT':<10} {'AGE':<6} DESCRIPTION"
+    by_id = everyone
+    header = f"{'TASK':<24} {'STATE':<11} {'BRANCH':<28} {'HEARTBEAT':<16} {'AGE':<6} DESCRIPTION"
     echo(style(header, bold=True))
     for r in rows:
         w = by_id[r["task_id"]]
         state = r["state"]
-        shown = style(f"{state:<11}", fg=_COLORS.get(state))
-        if r["stale"]:
-            shown = style(f"{'STALE':<11}", fg="red", bold=True)
+        shown = style(f"{state:<11}", fg=_COLORS.get(state))  # the state, always; staleness is its own marker
         hb = clock.ago(w.last_heartbeat, now) + (" ago" if w.last_heartbeat else "")
+        hb_cell = f"{hb} " + style("STALE", fg="red", bold=True) + " " * max(0, 10 - len(hb)) if r["stale"] else f"{hb:<16}"
         desc = clean_line((w.description.splitlines() or [""])[0])[:40]
-        echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb:<10} {clock.ago(w.assigned_at, now):<6} {desc}")
+        echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb_cell} {clock.ago(w.assigned_at, now):<6} {desc}")
+        old_marks = " (stale: computed before its last commit; git worker conflicts --refresh)" if r["radar_stale"] else ""
         for mark in r["radar"]:
-            echo(style(f"{'':<24} ! {mark}", fg="red" if mark.startswith("conflict") else "yellow"))
+            echo(style(f"{'':<24} ! {mark}{old_marks}", fg="red" if mark.startswith("conflict") else "yellow"))
 
 
 def _record_remote_merges(repo) -> None:
@@ -238,6 +241,13 @@ def show(task_id: str, as_json: bool) -> None:
                 echo(f'{clock.iso(e.message.ts)}  #{e.message.id:<4} {e.message.kind:<5} "{e.message.text}"  ({e.status})')
 
 
+def _short(value):
+    """A 40-hex sha as its first 10 characters (as `git log --oneline` people read); anything else as it is."""
+    if isinstance(value, str) and len(value) == 40 and all(c in "0123456789abcdef" for c in value):
+        return value[:10]
+    return value
+
+
 def _summary(kind: str, p: dict) -> str:
     if kind == "state_change":
         return f"{p.get('from')} -> {p.get('to')} ({p.get('by')})"
@@ -245,7 +255,13 @@ def _summary(kind: str, p: dict) -> str:
         return clean_line(f"{str(p.get('sha', ''))[:10]} {p.get('subject', '')}")
     if kind == "rewrite":
         return f"{len(p.get('pairs', []))} commit(s) rewritten by {p.get('source')}"
-    parts = [f"{k}={v}" for k, v in p.items() if v not in (None, "", [], {})]
+    if kind == "task_assign":
+        base = str(p.get("base") or "")
+        for prefix in ("refs/heads/", "refs/remotes/"):
+            base = base[len(prefix):] if base.startswith(prefix) else base
+        at = f" at {_short(p.get('base_sha'))}" if p.get("base_sha") else ""
+        return clean_line(f"branch {p.get('branch')} from {base}{at}, worktree {p.get('worktree')}")
+    parts = [f"{k}={_short(v)}" for k, v in p.items() if v not in (None, "", [], {}) and k != "description"]
     text = clean_line(" ".join(parts))  # one line: a newline in a comment must not forge another entry
     return text if len(text) <= 120 else text[:117] + "..."
 
