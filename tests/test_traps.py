@@ -270,3 +270,48 @@ def test_show_prints_short_shas_in_human_words(repo, gw):
     import re
 
     assert not re.search(r"\b[0-9a-f]{40}\b", shown), shown
+
+
+# -- demo --console keeps serving until Ctrl-C ------------------------------------------------------------
+
+
+def test_demo_console_keeps_serving_after_the_demo_until_ctrl_c(tmp_path):
+    import os
+    import re
+    import signal
+    import subprocess
+    import time
+    import urllib.request
+
+    import pytest
+
+    from conftest import BIN
+
+    pytest.importorskip("uvicorn")
+    root = tmp_path / "demo"
+    proc = subprocess.Popen([str(BIN / "git-nerve"), "demo", "--console", "--dir", str(root)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+    seen = []
+    try:
+        deadline = time.monotonic() + 400
+        url = None
+        for line in proc.stdout:  # type: ignore[union-attr]
+            seen.append(line)
+            if "keeps serving" in line:
+                url = re.search(r"https?://\S+", line).group(0)  # type: ignore[union-attr]
+                break
+            assert time.monotonic() < deadline
+        assert url and seen[-1].rstrip().endswith(" until you press Ctrl-C"), "".join(seen[-40:])
+        time.sleep(3)  # the demo's work is long done: the page still answers
+        assert proc.poll() is None
+        with urllib.request.urlopen(url, timeout=10) as page:
+            assert page.status == 200
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, "".join(seen[-20:]) + rest
+    assert "console stopped" in rest
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=5)
