@@ -69,10 +69,22 @@ def _console(gn: list[str], root: Path, env: dict[str, str]) -> subprocess.Popen
         m = re.search(r"https?://\S+", log.read_text(errors="replace"))
         if m:
             click.echo(f"  open {m.group(0)} to watch the tasks, threads and outbox live")
+            proc.nerve_url = m.group(0)  # type: ignore[attr-defined]
             return proc
         time.sleep(0.2)
     click.echo(f"  the console did not print its URL (see {log}); the demo goes on without it")
     return proc
+
+
+def _serve_until_interrupted(proc: subprocess.Popen) -> None:
+    """The demo's work is done; the console goes on serving what it left until Ctrl-C (or until it ends)."""
+    url = getattr(proc, "nerve_url", "")
+    click.echo(f"The console keeps serving{' at ' + url if url else ''} until you press Ctrl-C")
+    sys.stdout.flush()
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        click.echo("console stopped")
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -223,6 +235,8 @@ def run(directory: Path | None = None, *, agent: str | None = None, console: boo
         if agent is None and missing:
             raise DemoFailed(f"the merge queue did not merge {', '.join(missing)} (see the logs in {root / 'logs'})")
         click.echo(f"\nThe demo repository is kept at {root} (the agents' logs are in {root / 'logs'})")
+        if console_proc is not None and console_proc.poll() is None:
+            _serve_until_interrupted(console_proc)
         return root
     finally:
         for p in procs.values():

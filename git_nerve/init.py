@@ -42,7 +42,8 @@ def init(cwd=None) -> InitReport:
     paths: RepoPaths = discover(cwd)
     where = paths.toplevel or paths.common_dir
     cfg = gitconfig.read(where)
-    gitconfig.refuse_unsupported_object_format(cfg)  # before anything is written
+    gitconfig.refuse_bare(cfg, paths.toplevel, "run `git nerve init`")  # before anything is written
+    gitconfig.refuse_unsupported_object_format(cfg)
     _refuse_shared_hooks(paths)
     Bus(paths.bus_path).close()  # creates and migrates
     report = InitReport(nerve_dir=paths.nerve_dir, bus=paths.bus_path, integration=None)
@@ -57,6 +58,12 @@ def init(cwd=None) -> InitReport:
         if not cfg.get("nerve.integration"):
             gitconfig.set_value(where, "nerve.integration", report.integration)
             report.integration_pinned = True
+        if settings.remote:
+            from .git import remote as gitremote
+
+            relative = gitremote.relative_url_warning(where, settings.remote)
+            if relative:
+                report.warnings.append(relative)
     except Exception as exc:  # detached HEAD and no remote: say so, keep going
         report.warnings.append(str(exc))
     try:

@@ -36,11 +36,12 @@ def holder(path: str | os.PathLike[str]) -> int | None:
 
 
 @contextlib.contextmanager
-def hold(path: str | os.PathLike[str], *, timeout: float | None = 600.0, what: str = "lock") -> Iterator[None]:
+def hold(path: str | os.PathLike[str], *, timeout: float | None = 600.0, what: str = "lock",
+         shared: bool = False) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if missing) for the ``with`` block.
 
     ``timeout=0`` tries once and raises :class:`LockTimeout` if it is held;
-    ``None`` waits for ever.
+    ``None`` waits for ever. ``shared``: a shared lock (many holders; "something of this kind runs").
     """
     p = Path(path)
     make_dirs(p.parent)
@@ -50,7 +51,7 @@ def hold(path: str | os.PathLike[str], *, timeout: float | None = 600.0, what: s
         delay = 0.005
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
@@ -61,11 +62,27 @@ def hold(path: str | os.PathLike[str], *, timeout: float | None = 600.0, what: s
                                       "try again") from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.1)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        if not shared:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def is_held(path: str | os.PathLike[str]) -> bool:
+    """Some live process holds ``path`` (shared or exclusive) right now. Creates nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+    finally:
+        os.close(fd)  # releases the probe's lock at once
+    return False
 
 
 def try_hold(path: str | os.PathLike[str]):

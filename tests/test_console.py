@@ -123,7 +123,8 @@ def test_review_and_merge_go_through_the_lifecycle(repo, gw, tmp_path):
         assert gw("start", wt).code == 0
         sha = commit_file(wt, "feature.txt", "one\n", "add the feature")
         assert gw("done", wt).code == 0
-        status, text = c.request("POST", "/api/request-changes", body={"task": "t1"})
+        # the same rules as `git worker request-changes`: a comment is optional, a wrong type is bad input
+        status, text = c.request("POST", "/api/request-changes", body={"task": "t1", "comment": 3})
         assert status == 400 and "comment" in json.loads(text)["error"]
         status, text = c.request("POST", "/api/request-changes", body={"task": "t1", "comment": "rename it"})
         assert status == 200 and json.loads(text)["worker"]["state"] == "WORKING"
@@ -190,8 +191,16 @@ def test_tell_kinds_go_where_git_nerve_tell_sends_them(console, repo, gn):
         assert status == 200, text
         return json.loads(text)["told"]
 
-    assert tell({"task": "t1", "kind": "stop", "text": "stop"})["scope"] == "task"
-    stop = tell({"kind": "stop", "text": "stop"})  # no task: the merge queue, as outside a worktree
+    from git_nerve.locks import hold
+
+    locks = repo.work / ".git" / "nerve" / "locks"
+    # the same rule as `git nerve tell`: a stop with nothing running is refused, nothing queued
+    status, text = console.request("POST", "/api/tell", body={"task": "t1", "kind": "stop", "text": "stop"})
+    assert status == 409 and json.loads(text)["exit_code"] == 3 and "nothing to stop" in json.loads(text)["error"]
+    with hold(locks / "run-t1.lock", timeout=5):  # as a running `git nerve run` of t1
+        assert tell({"task": "t1", "kind": "stop", "text": "stop"})["scope"] == "task"
+    with hold(locks / "merge-all.lock", timeout=5):  # as a running `git worker merge --all`
+        stop = tell({"kind": "stop", "text": "stop"})  # no task: the merge queue, as outside a worktree
     assert (stop["scope"], stop["task"]) == ("queue", None)
     skip = tell({"kind": "skip", "text": "t2"})
     assert (skip["scope"], skip["kind"], skip["target"]) == ("queue", "skip", "t2")

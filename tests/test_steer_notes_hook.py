@@ -86,9 +86,12 @@ def test_garbage_or_no_task_or_unknown_cli_is_exit_0_nothing_injected_nothing_de
 
 
 def test_a_queued_stop_answers_continue_false_and_the_outbox_says_it_reached_the_agent(repo):
+    from git_nerve.locks import hold
+
     wt = wk.spawn(repo.work, "t1")
-    tell(repo.work, "--task", "t1", "stop")
-    res = hook(wt, {"hook_event_name": "PostToolUse", "cwd": str(wt)})
+    with hold(wk.bus_path(repo.work).parent / "locks" / "run-t1.lock", timeout=5):  # as the running `git nerve run`
+        tell(repo.work, "--task", "t1", "stop")
+        res = hook(wt, {"hook_event_name": "PostToolUse", "cwd": str(wt)})
     out = json.loads(res.stdout)
     assert out["continue"] is False and "stop" in out["stopReason"], out
     _, outbox = deliveries(repo.work)

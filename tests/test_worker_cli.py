@@ -68,9 +68,9 @@ def test_json_outputs_parse(repo, gw):
     wt = wk.spawn(repo.work, "t1")
     for args, cwd, state in ((["start", "--json"], wt, "WORKING"),
                              (["heartbeat", "--json"], wt, None),
-                             (["done", "--json"], wt, "IN_REVIEW"),
+                             (["done", "--allow-empty", "--json"], wt, "IN_REVIEW"),
                              (["approve", "t1", "--json"], repo.work, "APPROVED"),
-                             (["request-changes", "t1", "--json"], repo.work, "WORKING"),
+                             (["request-changes", "t1", "--comment", "again", "--json"], repo.work, "WORKING"),
                              (["fail", "why", "--json"], wt, "FAILED"),
                              (["retry", "t1", "--json"], repo.work, "ASSIGNED"),
                              (["cancel", "t1", "--json"], repo.work, "FAILED")):

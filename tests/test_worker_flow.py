@@ -37,7 +37,8 @@ MATRIX = {
 def run_command(gw, work, wt, command: str, task_id: str):
     """Agent commands run inside the worktree when it exists (as an agent would); the rest from the main checkout."""
     if command in ("start", "done"):
-        return gw(command, wt) if wt.is_dir() else gw([command, "--task", task_id], work)
+        args = [command, "--allow-empty"] if command == "done" else [command]  # emptiness: tests/test_traps.py
+        return gw(args, wt) if wt.is_dir() else gw([*args, "--task", task_id], work)
     if command == "fail":
         return gw(["fail", "gave up"], wt) if wt.is_dir() else gw(["fail", "gave up", "--task", task_id], work)
     return gw([command, task_id], work)

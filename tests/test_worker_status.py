@@ -89,7 +89,7 @@ def test_staleness_is_computed_from_heartbeats_and_activity(repo, gw):
 
     table = gw("status", work).out
     line = next(ln for ln in table.splitlines() if ln.startswith("quiet "))
-    assert "STALE" in line and "10m ago" in line
+    assert "STALE" in line and "10m ago" in line and line.split()[1] == "WORKING"  # the state, and a marker
     alive = next(ln for ln in table.splitlines() if ln.startswith("alive "))
     assert "WORKING" in alive and "STALE" not in alive
 

@@ -60,6 +60,11 @@ def conflicts(refresh: bool, as_json: bool) -> None:
 
 def marks(common_dir) -> dict[str, list[str]]:
     """Per task, what `git worker status` says of it: ``conflict: t2``, ``overlap: t3``."""
+    return marks_at(common_dir)[0]
+
+
+def marks_at(common_dir) -> tuple[dict[str, list[str]], float | None]:
+    """:func:`marks` and when the radar computed them (None: never)."""
     from ..radar import scan
     from ..radar.cache import INTEGRATION
 
@@ -71,7 +76,7 @@ def marks(common_dir) -> dict[str, list[str]]:
                 continue
             name = result.integration or "integration" if other == INTEGRATION else other
             out.setdefault(me, []).append(f"{p.kind}: {name}")
-    return out
+    return out, result.at
 
 
 WORKER_COMMANDS = [conflicts]

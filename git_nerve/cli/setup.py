@@ -40,7 +40,7 @@ def init(as_json: bool) -> None:
 @click.option("--agent", "agent", metavar="NAME",
               help="Use the real agent CLI NAME (claude, codex, gemini, ...; your own install and login) instead of "
                    "git-nerve's agent on the scripted model.")
-@click.option("--console", is_flag=True, help="Also start `git nerve console` and print its URL, to watch it live.")
+@click.option("--console", is_flag=True, help="Also start `git nerve console` and print its URL, to watch it live; it keeps serving after the demo until Ctrl-C.")
 @handle_errors
 def demo(directory: Path | None, fast: bool, agent: str | None, console: bool) -> None:
     """Show the whole product at work on a throw-away repository (kept; its path is printed).

@@ -18,7 +18,7 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, warn
 @click.option("--json", "as_json", is_flag=True, help="Print the queued message as JSON.")
 @handle_errors
 def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_json: bool) -> None:
-    """Queue MESSAGE for running work and print its id.
+    """Queue MESSAGE for running work and say where it went (its id: #N; --json for scripts).
 
     \b
     The kind is read from the start of the text unless --kind says it:
@@ -34,7 +34,9 @@ def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_j
     Without --task or --all a message goes to this worktree's task; outside a
     task's worktree, `stop` goes to the merge queue. skip and add always go to
     the merge queue. Each consumer acts on a message once and answers in
-    `git nerve outbox`; a message queued while nothing runs waits for the next run.
+    `git nerve outbox`. A note waits in the thread for the next run; a stop
+    with nothing running is refused (exit 3, nothing queued): it reaches a
+    `git nerve run` / `git worker run` of the task, or a `git worker merge --all`.
     """
     from ..steer.tell import tell_here
 
@@ -42,8 +44,7 @@ def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_j
     if as_json:
         echo_json(told.as_dict())
         return
-    echo(str(told.id))
-    echo(told.describe(), err=True)
+    echo(told.describe())
 
 
 @click.command("outbox", context_settings=CONTEXT_SETTINGS)

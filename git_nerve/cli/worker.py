@@ -69,11 +69,11 @@ def _settings_or_none(repo):
         return None
 
 
-def _state_line(outcome, verb_done: str, task_id: str) -> None:
+def _state_line(outcome, verb_done: str, task_id: str, comment: str | None = None) -> None:
     if outcome.changed:
         echo(f"{verb_done}: {task_id} ({outcome.previous} -> {style(outcome.current, bold=True)})")
     else:
-        echo(f"{verb_done}: {task_id} (already {outcome.current})")
+        echo(f"{verb_done}: {task_id} (already {outcome.current}" + ("; the comment is in its thread)" if comment and comment.strip() else ")"))
 
 
 task_option = click.option("--task", "task", metavar="TASK", help="Act on TASK instead of the worktree's own task.")
@@ -103,6 +103,7 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
 
     ids.validate(task_id)  # before the bus is created: bad input leaves nothing behind
     ids.validate_description(description)
+    lifecycle.refuse_bare()  # before the bus is created
     with _repo() as repo:
         res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch, adopt=adopt)
         for w in res.warnings:
@@ -159,12 +160,15 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
     if settings is not None:
         _record_remote_merges(repo)
     now = clock.now()
-    from .radar import marks
+    from ..worker.status import radar_marks
+    from .radar import marks_at
 
-    radar = marks(repo.paths.common_dir)
+    radar, radar_at = marks_at(repo.paths.common_dir)
+    everyone = {w.task_id: w for w in workers.all_workers(repo.bus.conn)}
     rows = [row(w, settings, now) for w in workers.all_workers(repo.bus.conn, states=states or None)]
     for r in rows:
-        r["radar"] = radar.get(r["task_id"], [])
+        r["radar"], r["radar_stale"] = radar_marks(repo.bus.conn, everyone, r["task_id"], radar.get(r["task_id"], []),
+                                                   radar_at)
     if stale_only:
         rows = [r for r in rows if r["stale"]]
     if as_json:
@@ -173,20 +177,20 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
     if not rows:
         echo("no workers" + (" match" if states or stale_only else " yet; create one with `git worker spawn <task-id>`"))
         return
-    by_id = {w.task_id: w for w in workers.all_workers(repo.bus.conn)}
-    header = f"{'TASK':<24} {'STATE':<11} {'BRANCH':<28} {'HEARTBEAT':<10} {'AGE':<6} DESCRIPTION"
+    by_id = everyone
+    header = f"{'TASK':<24} {'STATE':<11} {'BRANCH':<28} {'HEARTBEAT':<16} {'AGE':<6} DESCRIPTION"
     echo(style(header, bold=True))
     for r in rows:
         w = by_id[r["task_id"]]
         state = r["state"]
-        shown = style(f"{state:<11}", fg=_COLORS.get(state))
-        if r["stale"]:
-            shown = style(f"{'STALE':<11}", fg="red", bold=True)
+        shown = style(f"{state:<11}", fg=_COLORS.get(state))  # the state, always; staleness is its own marker
         hb = clock.ago(w.last_heartbeat, now) + (" ago" if w.last_heartbeat else "")
+        hb_cell = f"{hb} " + style("STALE", fg="red", bold=True) + " " * max(0, 10 - len(hb)) if r["stale"] else f"{hb:<16}"
         desc = clean_line((w.description.splitlines() or [""])[0])[:40]
-        echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb:<10} {clock.ago(w.assigned_at, now):<6} {desc}")
+        echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb_cell} {clock.ago(w.assigned_at, now):<6} {desc}")
+        old_marks = " (stale: computed before its last commit; git worker conflicts --refresh)" if r["radar_stale"] else ""
         for mark in r["radar"]:
-            echo(style(f"{'':<24} ! {mark}", fg="red" if mark.startswith("conflict") else "yellow"))
+            echo(style(f"{'':<24} ! {mark}{old_marks}", fg="red" if mark.startswith("conflict") else "yellow"))
 
 
 def _record_remote_merges(repo) -> None:
@@ -244,6 +248,13 @@ def show(task_id: str, as_json: bool) -> None:
                 echo(f'{clock.iso(e.message.ts)}  #{e.message.id:<4} {e.message.kind:<5} "{e.message.text}"  ({e.status})')
 
 
+def _short(value):
+    """A 40-hex sha as its first 10 characters (as `git log --oneline` people read); anything else as it is."""
+    if isinstance(value, str) and len(value) == 40 and all(c in "0123456789abcdef" for c in value):
+        return value[:10]
+    return value
+
+
 def _summary(kind: str, p: dict) -> str:
     if kind == "state_change":
         return f"{p.get('from')} -> {p.get('to')} ({p.get('by')})"
@@ -251,7 +262,13 @@ def _summary(kind: str, p: dict) -> str:
         return clean_line(f"{str(p.get('sha', ''))[:10]} {p.get('subject', '')}")
     if kind == "rewrite":
         return f"{len(p.get('pairs', []))} commit(s) rewritten by {p.get('source')}"
-    parts = [f"{k}={v}" for k, v in p.items() if v not in (None, "", [], {})]
+    if kind == "task_assign":
+        base = str(p.get("base") or "")
+        for prefix in ("refs/heads/", "refs/remotes/"):
+            base = base[len(prefix):] if base.startswith(prefix) else base
+        at = f" at {_short(p.get('base_sha'))}" if p.get("base_sha") else ""
+        return clean_line(f"branch {p.get('branch')} from {base}{at}, worktree {p.get('worktree')}")
+    parts = [f"{k}={_short(v)}" for k, v in p.items() if v not in (None, "", [], {}) and k != "description"]
     text = clean_line(" ".join(parts))  # one line: a newline in a comment must not forge another entry
     return text if len(text) <= 120 else text[:117] + "..."
 
@@ -271,7 +288,7 @@ def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) ->
         if as_json:
             echo_json(_row(repo, task_id))
         else:
-            _state_line(outcome, "Approved", task_id)
+            _state_line(outcome, "Approved", task_id, comment)
 
 
 @worker.command("request-changes", context_settings=CONTEXT_SETTINGS)
@@ -289,7 +306,7 @@ def request_changes(task_id: str, comment: str | None, by: str | None, as_json: 
         if as_json:
             echo_json(_row(repo, task_id))
         else:
-            _state_line(outcome, "Changes requested", task_id)
+            _state_line(outcome, "Changes requested", task_id, comment)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
@@ -322,13 +339,17 @@ def merge_json(repo, task_id: str, res) -> dict:
     return {**_row(repo, task_id), "merge_commit": res.commit, "pushed": res.pushed,
             "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
             "branch_deleted": res.deleted_branch, "submodule_archives": res.submodule_archives,
-            "ignored_removed": res.ignored_removed, "branch_kept": res.kept}
+            "ignored_removed": res.ignored_removed, "branch_kept": res.kept, "nothing_merged": res.nothing}
 
 
 def print_merge(task_id: str, res) -> None:
     """A merged task as `git worker merge` prints it (also used by `merge --all`)."""
     if res.already:
         echo(f"Merged: {task_id} (already COMPLETED)")
+    elif res.nothing == "empty":
+        echo(f"Nothing to merge: {task_id} has no commits of its own; {res.into} did not move (COMPLETED)")
+    elif res.nothing:
+        echo(f"Nothing to merge: the commits of {task_id} are already on {res.into}; no merge commit made (COMPLETED)")
     else:
         echo(f"Merged: {task_id} into {res.into} as {res.commit[:12] if res.commit else '?'}"
              + (" (pushed)" if res.pushed else ""))
@@ -429,9 +450,10 @@ def start(task: str | None, as_json: bool) -> None:
 @worker.command(context_settings=CONTEXT_SETTINGS)
 @task_option
 @click.option("--skip-rebase", is_flag=True, help="The rebase is done (after resolving a conflict): just push and ask for review.")
+@click.option("--allow-empty", is_flag=True, help="Finish a task that has no commits of its own (it merges as nothing to merge).")
 @json_option
 @handle_errors
-def done(task: str | None, skip_rebase: bool, as_json: bool) -> None:
+def done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bool) -> None:
     """Finish: rebase onto the integration branch, push, ask for review (-> IN_REVIEW)."""
     from ..errors import ConflictError
     from ..worker import lifecycle
@@ -439,7 +461,7 @@ def done(task: str | None, skip_rebase: bool, as_json: bool) -> None:
     with _repo(create=False) as repo:
         task_id = _task(repo, task)
         try:
-            res = lifecycle.done(repo, task_id, skip_rebase=skip_rebase)
+            res = lifecycle.done(repo, task_id, skip_rebase=skip_rebase, allow_empty=allow_empty)
         except ConflictError as exc:
             if as_json:
                 echo_json({**_row(repo, task_id), "conflicts": exc.files})

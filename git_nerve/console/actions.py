@@ -42,6 +42,14 @@ def _by(repo: lifecycle.Repo, body: dict[str, Any]) -> str | None:
     return _text(body, "by") or repo.config.get("user.name")
 
 
+def _comment(body: dict[str, Any]) -> str | None:
+    """The comment as given: the lifecycle function decides (an empty one is none, as `--comment ""` is)."""
+    value = body.get("comment")
+    if value is not None and not isinstance(value, str):
+        raise UsageError("'comment' must be a string")
+    return value
+
+
 def tell(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
     """`git nerve tell [--task T | --all] [--kind K] TEXT` (outside any worktree: a stop without a task goes to the merge queue)."""
     all_tasks = body.get("all", False)
@@ -49,22 +57,20 @@ def tell(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
         raise UsageError("'all' must be true or false")
     with _open(paths) as repo:
         told = steer_tell.tell(repo.bus, _text(body, "text") or "", task=_text(body, "task"), all_tasks=all_tasks,
-                               kind=_text(body, "kind"))
+                               kind=_text(body, "kind"), locks_dir=repo.lock_path("x").parent)
         return {"told": told.as_dict(), "describe": told.describe()}
 
 
 def approve(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
     task = _task(body)
     with _open(paths) as repo:
-        outcome = lifecycle.approve(repo, task, by=_by(repo, body), comment=_text(body, "comment"))
+        outcome = lifecycle.approve(repo, task, by=_by(repo, body), comment=_comment(body))
         return {"changed": outcome.changed, "worker": row(outcome.worker, None)}
 
 
 def request_changes(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
     task = _task(body)
-    comment = _text(body, "comment")
-    if comment is None:
-        raise UsageError("say what to change: a comment is required")
+    comment = _comment(body)
     with _open(paths) as repo:
         outcome = lifecycle.request_changes(repo, task, comment=comment, by=_by(repo, body))
         return {"changed": outcome.changed, "worker": row(outcome.worker, None)}

@@ -59,6 +59,15 @@ def set_value(cwd: str | os.PathLike[str], key: str, value: str) -> None:
 SUPPORTED_OBJECT_FORMATS = ("sha1",)
 
 
+def refuse_bare(cfg: GitConfig, toplevel, what: str) -> None:
+    """UsageError (exit 2) in a bare repository (a remote: no checkout to work in, no branch to integrate into)."""
+    from ..errors import UsageError
+
+    if toplevel is None and (cfg.get("core.bare") or "").lower() in ("true", "yes", "on", "1"):
+        raise UsageError(f"this is a bare repository (a remote); {what} in a clone of it (git clone <this path>); "
+                         "nothing was set up")
+
+
 def refuse_unsupported_object_format(cfg: GitConfig) -> None:
     """UsageError (exit 2) for a repository whose objects git-nerve cannot read (``git init
     --object-format=sha256``): pygit2's libgit2 has no SHA-256, so done's rebase and merge would fail."""

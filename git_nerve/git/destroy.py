@@ -381,10 +381,11 @@ def delete_remote_branch(cwd, common: Path, remote: str, branch: str, *, owned_b
                          owned: bool = True, row_branch: str | None = None, config: dict | None = None):
     """Delete ``branch`` on ``remote`` with ``git push <remote> :refs/heads/<branch>`` (git runs the pre-push
     hook for a deletion too); returns a :class:`remote.PushResult`."""
-    from .remote import PushResult, _config_args
+    from .remote import PushResult, _config_args, relative_url_config
 
     prove_branch(common, branch, owned_by_task=owned_by_task, owned=owned, row_branch=row_branch)
-    proc = cli.run([*_config_args(config), "push", "--quiet", remote, f":refs/heads/{branch}"], cwd=cwd, check=False)
+    settings = {**relative_url_config(cwd, remote), **(config or {})}
+    proc = cli.run([*_config_args(settings), "push", "--quiet", remote, f":refs/heads/{branch}"], cwd=cwd, check=False)
     text = proc.stdout + proc.stderr
     if proc.returncode == 0:
         return PushResult(True, False, "", text)

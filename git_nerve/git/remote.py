@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from dataclasses import dataclass
 
@@ -28,7 +30,8 @@ def ask_default_branch(cwd, remote: str, timeout: float = 20) -> tuple[str | Non
     """The remote's default branch, asked of the remote itself (``git ls-remote --symref <remote> HEAD``):
     (branch, "") or (None, why it could not be told)."""
     try:
-        proc = cli.run(["ls-remote", "--symref", remote, "HEAD"], cwd=cwd, check=False, timeout=timeout)
+        proc = cli.run([*_config_args(relative_url_config(cwd, remote)), "ls-remote", "--symref", remote, "HEAD"],
+                       cwd=cwd, check=False, timeout=timeout)
     except GitError as exc:
         return None, exc.message
     if proc.returncode != 0:
@@ -47,8 +50,9 @@ _RACING_FETCH = ("did not send all necessary objects", "cannot lock ref")
 def fetch(cwd, remote: str, branches: list[str]) -> None:
     """Update refs/remotes/<remote>/<b> for each branch (a branch missing on the remote is skipped)."""
     specs = [f"+refs/heads/{b}:refs/remotes/{remote}/{b}" for b in branches]
+    urls = _config_args(relative_url_config(cwd, remote))
     for attempt in range(FETCH_ATTEMPTS):
-        proc = cli.run(["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *specs], cwd=cwd, check=False)
+        proc = cli.run([*urls, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote, *specs], cwd=cwd, check=False)
         if proc.returncode == 0 or not any(m in proc.stderr for m in _RACING_FETCH):
             break
         time.sleep(0.1 * (attempt + 1))  # another fetch into this repository (not one of ours) got in the way
@@ -63,13 +67,15 @@ def fetch(cwd, remote: str, branches: list[str]) -> None:
 
 
 def _remote_has(cwd, remote: str, branch: str) -> bool:
-    proc = cli.run(["ls-remote", "--exit-code", "--heads", remote, branch], cwd=cwd, check=False)
+    proc = cli.run([*_config_args(relative_url_config(cwd, remote)), "ls-remote", "--exit-code", "--heads", remote, branch],
+                   cwd=cwd, check=False)
     return proc.returncode == 0
 
 
 def has_branch(cwd, remote: str, branch: str) -> bool:
     """Does ``remote`` have ``refs/heads/<branch>``? Asked of the remote; GitError when it cannot be asked."""
-    proc = cli.run(["ls-remote", "--exit-code", "--heads", remote, f"refs/heads/{branch}"], cwd=cwd, check=False)
+    proc = cli.run([*_config_args(relative_url_config(cwd, remote)), "ls-remote", "--exit-code", "--heads", remote,
+                    f"refs/heads/{branch}"], cwd=cwd, check=False)
     if proc.returncode not in (0, 2):
         raise GitError(f"could not ask {remote} whether it has {branch}: {cli.message(proc.stderr)} "
                        "(--no-fetch skips asking)")
@@ -99,7 +105,7 @@ def push(cwd, remote: str, src: str, dst_branch: str, *, expect: str | None = No
     compare-and-set on the remote ref via --force-with-lease. ``config``:
     ``git -c key=value`` settings for this push only.
     """
-    args = [*_config_args(config), "push", "--quiet", "--porcelain"]
+    args = [*_config_args({**relative_url_config(cwd, remote), **(config or {})}), "push", "--quiet", "--porcelain"]
     if expect is not None:
         args.append(f"--force-with-lease=refs/heads/{dst_branch}:{expect}")
     elif force_with_lease:
@@ -166,20 +172,57 @@ def from_checkout_config(main_checkout, remote: str) -> dict:
 def url_rewrites(cwd, remote: str, base) -> dict:
     """``url.<absolute>.insteadOf=<relative>`` for a remote whose URL is a relative path.
 
-    git resolves such a URL against the directory it runs in; a push from
-    another checkout (a temporary one) would miss the remote. ``base`` is the
+    git resolves such a URL against the top of the checkout it runs in; a push from
+    another checkout (a temporary one, a task's worktree) would miss the remote. ``base`` is the
     directory the URL was meant from (the main checkout).
     """
-    import os
+    return {f"url.{os.path.normpath(os.path.join(os.fspath(base), url))}.insteadOf": url
+            for url in relative_urls(cwd, remote)}
 
-    found = {}
-    for key in (f"remote.{remote}.url", f"remote.{remote}.pushurl"):
-        proc = cli.run(["config", "--get-all", key], cwd=cwd, check=False)
-        for url in proc.stdout.splitlines():
-            url = url.strip()
-            if not url or os.path.isabs(url) or "://" in url or url.startswith("file:"):
-                continue
-            if ":" in url.split("/", 1)[0]:  # scp-like host:path
-                continue
-            found[f"url.{os.path.normpath(os.path.join(os.fspath(base), url))}.insteadOf"] = url
+
+def relative_urls(cwd, remote: str) -> list[str]:
+    """``remote``'s URLs (url and pushurl) that are relative local paths (``../origin.git``)."""
+    if not remote:
+        return []
+    key = rf"^remote\.{re.escape(remote)}\.(push)?url$"
+    proc = cli.run(["config", "--get-regexp", key], cwd=cwd, check=False)
+    found = []
+    for line in proc.stdout.splitlines():
+        url = line.split(" ", 1)[1].strip() if " " in line else ""
+        if not url or os.path.isabs(url) or "://" in url or url.startswith(("file:", "~")):
+            continue
+        if ":" in url.split("/", 1)[0]:  # scp-like host:path
+            continue
+        if url not in found:
+            found.append(url)
     return found
+
+
+def main_worktree(cwd) -> str | None:
+    """The main checkout's directory (a bare repository's own directory), as `git worktree list` names it first."""
+    proc = cli.run(["worktree", "list", "--porcelain"], cwd=cwd, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith("worktree "):
+            return line[len("worktree "):]
+    return None
+
+
+def relative_url_config(cwd, remote: str) -> dict:
+    """``git -c`` settings that make git resolve a relative remote URL against the main checkout, as it does
+    there, wherever it runs (a task's worktree lives in a sibling directory). Nothing is written to config."""
+    if not relative_urls(cwd, remote):
+        return {}
+    base = main_worktree(cwd)
+    return url_rewrites(cwd, remote, base) if base else {}
+
+
+def relative_url_warning(cwd, remote: str) -> str | None:
+    """One line for `init` and `spawn` when ``remote``'s URL is a relative path (what works where), else None."""
+    urls = relative_urls(cwd, remote)
+    if not urls:
+        return None
+    base = main_worktree(cwd) or os.fspath(cwd)
+    absolute = os.path.normpath(os.path.join(base, urls[0]))
+    return (f"{remote}'s URL {urls[0]!r} is relative: git-nerve resolves it against the main checkout, but a plain "
+            f"`git push`/`git fetch` inside a task's worktree does not (use `git worker done`, or make it absolute: "
+            f"git remote set-url {remote} {absolute})")

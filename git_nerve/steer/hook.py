@@ -25,6 +25,25 @@ Say = Callable[[str], None]
 PREFIX = "steer: "
 
 
+# -- what "running" means for `git nerve tell stop` (the locks the runs hold) --------------------------------
+
+
+def run_lock(locks_dir: Path, task_id: str) -> Path:
+    """The lock `git nerve run` holds (exclusive) for the whole run of ``task_id``."""
+    return Path(locks_dir) / f"run-{task_id}.lock"
+
+
+def worker_run_lock(locks_dir: Path, task_id: str) -> Path:
+    """The lock each `git worker run` of ``task_id`` holds (shared) while its command runs."""
+    return Path(locks_dir) / f"worker-run-{task_id}.lock"
+
+
+def merge_queue_lock(locks_dir: Path) -> Path:
+    """The lock `git worker merge --all` holds while it runs."""
+    return Path(locks_dir) / "merge-all.lock"
+
+
+
 def _stderr(text: str) -> None:
     sys.stderr.write(clean(text) + "\n")  # notes and outbox lines are told text: never raw control codes
     sys.stderr.flush()

@@ -10,6 +10,13 @@ Where a message goes:
   worktree a ``stop`` goes to the merge queue and a note is refused (it would
   reach no thread).
 
+A ``stop`` reaches only what runs when it is told: `tell_here` (the command) and the
+console pass ``locks_dir``, and then a stop with nothing running is refused (exit 3,
+nothing queued) instead of lying in wait for a later run. "Running" means: for a task, a
+`git nerve run` of it (its run lock) or a `git worker run` of it (a shared lock of its
+own); for the merge queue, a `git worker merge --all` (the merge queue lock); ``--all``
+needs at least one of those.
+
 A note is appended at once to the thread of each task it addresses (role
 ``human``), so the agents read it with `git nerve thread` whether or not a
 consumer runs. Bad input (empty message, unknown kind or task) raises
@@ -20,12 +27,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import clock
 from ..bus import rounds, steer, workers
 from ..bus.connection import Bus
-from ..errors import UsageError
+from ..errors import InvalidTransition, UsageError
+from ..locks import is_held
+from .hook import merge_queue_lock, run_lock, worker_run_lock
 from . import delivery
 from .drain import QUEUE_CONSUMER, task_consumer
 from .parse import COMMANDS, parse
@@ -86,8 +96,10 @@ def tell(
     all_tasks: bool = False,
     kind: str | None = None,
     here_task: str | None = None,
+    locks_dir: Path | None = None,
 ) -> Told:
-    """Queue ``text``; see the module docstring for where it goes. ``here_task``: the worktree's task."""
+    """Queue ``text``; see the module docstring for where it goes. ``here_task``: the worktree's task.
+    ``locks_dir``: refuse a stop that nothing running would act on (see the module docstring)."""
     if "\0" in text:
         raise UsageError("the message must not contain NUL characters")
     text = text.strip()
@@ -119,6 +131,8 @@ def tell(
         else:
             raise UsageError("a note needs a task: pass --task TASK or --all, or run this inside a task's worktree")
 
+        if parsed.kind == "stop" and locks_dir is not None:
+            _refuse_idle_stop(conn, locks_dir, scope, task_id)
         readers: list[str] = []
         if parsed.kind == "note":
             if scope == "all":
@@ -136,6 +150,25 @@ def tell(
     return Told(message_id, ts, parsed.kind, scope, text, task_id, parsed.target, appended)
 
 
+def task_running(locks_dir: Path, task_id: str) -> bool:
+    return is_held(run_lock(locks_dir, task_id)) or is_held(worker_run_lock(locks_dir, task_id))
+
+
+def _refuse_idle_stop(conn, locks_dir: Path, scope: str, task_id: str | None) -> None:
+    if scope == "task":
+        canonical = workers.get(conn, task_id or "").task_id  # type: ignore[union-attr]
+        if not task_running(locks_dir, canonical):
+            raise InvalidTransition(f"nothing to stop: no `git nerve run` or `git worker run` of {canonical} is running "
+                                    "(nothing was queued)")
+    elif scope == "queue":
+        if not is_held(merge_queue_lock(locks_dir)):
+            raise InvalidTransition("nothing to stop: no `git worker merge --all` is running (nothing was queued; "
+                                    "to stop a task's run: git nerve tell --task TASK stop)")
+    elif not is_held(merge_queue_lock(locks_dir)) and not any(
+            task_running(locks_dir, w.task_id) for w in workers.all_workers(conn) if w.state not in FINISHED):
+        raise InvalidTransition("nothing to stop: no run and no `git worker merge --all` is running (nothing was queued)")
+
+
 def tell_here(
     text: str, *, task: str | None = None, all_tasks: bool = False, kind: str | None = None,
     cwd: str | os.PathLike[str] | None = None,
@@ -148,7 +181,8 @@ def tell_here(
     here = context.read(paths.git_dir) if task is None and not all_tasks else None
     bus = Bus(paths.bus_path)
     try:
-        return tell(bus, text, task=task, all_tasks=all_tasks, kind=kind, here_task=here.task_id if here else None)
+        return tell(bus, text, task=task, all_tasks=all_tasks, kind=kind, here_task=here.task_id if here else None,
+                    locks_dir=paths.nerve_dir / "locks")
     finally:
         bus.close()
 

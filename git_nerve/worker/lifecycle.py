@@ -87,6 +87,13 @@ class Repo:
         self.close()
 
 
+def refuse_bare(cwd: str | os.PathLike[str] | None = None) -> None:
+    """UsageError in a bare repository, before a command creates anything there (its bus)."""
+    paths = discover(cwd)
+    if paths.toplevel is None:
+        gitconfig.refuse_bare(gitconfig.read(paths.common_dir), None, "spawn workers")
+
+
 def open_repo(cwd: str | os.PathLike[str] | None = None, *, create: bool = True) -> Repo:
     paths = discover(cwd)
     return Repo(paths, Bus(paths.bus_path, create=create))
@@ -177,6 +184,7 @@ def spawn(
     """
     ids.validate(task_id)
     ids.validate_description(description)
+    gitconfig.refuse_bare(repo.config, repo.paths.toplevel, "spawn workers")
     with hold(repo.lock_path(f"spawn-{workers.task_key(task_id)}"), what=f"the spawn lock of {task_id}"):
         return _spawn(repo, task_id, description=description, from_ref=from_ref, fetch=fetch, adopt=adopt)
 
@@ -196,6 +204,7 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
     if existing is not None:
         if existing.task_id != task_id:
             raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
+        _refuse_respawn(repo, existing, description, from_ref)
         _ensure_worktree(repo, existing)
         _repair_ctx(existing)
         # a spawn killed after its bus row never reached the hooks: finish that too
@@ -294,6 +303,10 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
     faults.point("spawn.after-bus")
     owned.clear_spawning(repo.paths, task_id)
     result = SpawnResult(row, created=True)
+    if settings.remote:
+        relative = gitremote.relative_url_warning(cwd, settings.remote)
+        if relative:
+            result.warnings.append(relative)
     result.hooks_installed, warning = _ensure_hooks(repo, path)
     if warning:
         result.warnings.append(warning)
@@ -330,6 +343,23 @@ def _existing_branch(repo: Repo, branch: str, *, fetch: bool) -> tuple[str | Non
     if fetch:
         fetch_branches(repo, remote, [branch])
     return f"on {remote}", refs.resolve(cwd, tracking)
+
+
+def _refuse_respawn(repo: Repo, w: workers.Worker, description: str, from_ref: str | None) -> None:
+    """Spawning an existing task again is idempotent only for the same input: a finished task's name is not
+    reused, and a different -d or --from is refused rather than silently dropped."""
+    if w.state == State.COMPLETED.value:
+        raise InvalidTransition(f"task {w.task_id} is COMPLETED (merged into {w.integration}); its name stays with its "
+                                "history: choose another task id")
+    if w.state == State.FAILED.value:
+        raise InvalidTransition(f"task {w.task_id} is FAILED; assign it again with `git worker retry {w.task_id}`, "
+                                "or choose another task id")
+    if description and description != w.description:
+        raise UsageError(f"task {w.task_id} already exists with another description ({w.description or 'none'!r}); "
+                         "nothing changed (spawn it again without -d, or choose another task id)")
+    if from_ref and (refs.full_name(repo.cwd, from_ref) or from_ref) != w.base:
+        raise UsageError(f"task {w.task_id} already exists on another base ({w.base}); nothing changed "
+                         "(spawn it again without --from, or choose another task id)")
 
 
 def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str | None]:
@@ -506,7 +536,7 @@ REBASE_STEPS = [
 ]
 
 
-def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
+def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bool = False) -> DoneResult:
     """WORKING/CONFLICTED -> IN_REVIEW: rebase onto the integration branch, push, ask for review.
 
     The rebase runs in memory first (pygit2); a clean result moves the branch
@@ -552,6 +582,12 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
     onto_ref = integration_ref(repo, w.integration, fetch=True)
     onto = _require_tip(repo.cwd, onto_ref, "integration branch")
     result = DoneResult(None, tip=tip)
+    empty = refs.is_ancestor(wt, tip, onto)
+    if empty and not allow_empty:
+        raise InvalidTransition(
+            f"nothing to review: {task_id} has no commits that are not on {w.integration}; commit the work first "
+            "(or pass --allow-empty to finish it with nothing to merge)"
+        )
 
     if not refs.is_ancestor(wt, onto, tip):
         _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")
@@ -579,7 +615,10 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False) -> DoneResult:
     result.outcome = transition(
         repo.bus, task_id, State.IN_REVIEW, allowed_from=[State.WORKING, State.CONFLICTED],
         already=[State.IN_REVIEW, State.APPROVED, State.COMPLETED], verb="done",
-        extra_messages=[("review_request", {"sha": tip, "onto": onto, "pushed": result.pushed})],
+        extra_messages=[("review_request", {"sha": tip, "onto": onto, "pushed": result.pushed,
+                                            **({"empty": "allowed"} if empty else
+                                               {"empty": "upstream"} if result.rebased and refs.is_ancestor(wt, tip, onto)
+                                               else {})})],
     )
     return result
 
@@ -646,23 +685,43 @@ def _record_rebase_conflict(repo: Repo, w: workers.Worker, files: list[str], ont
 
 def approve(repo: Repo, task_id: str, *, by: str | None = None, comment: str | None = None) -> Outcome:
     """IN_REVIEW -> APPROVED. A comment also becomes a `reviewer` round in the task's thread."""
+    comment = _blank_to_none(comment)
     payload = {"by": by, "comment": comment}
     return transition(
         repo.bus, task_id, State.APPROVED, allowed_from=[State.IN_REVIEW], already=[State.APPROVED], verb="approve",
         extra_messages=[("review_approved", payload)], columns={"approved_at": clock.now()},
         round_=_review_round("approved", by, comment),
+        also_when_already=_new_comment(repo, task_id, State.APPROVED, "review_approved", comment),
     )
 
 
 def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by: str | None = None) -> Outcome:
-    """IN_REVIEW (or APPROVED) -> WORKING. The comment reaches the agent through its thread."""
+    """IN_REVIEW (or APPROVED) -> WORKING. The comment reaches the agent through its thread; on a task already
+    WORKING a new comment is added to the thread all the same (never dropped), the same comment again is an
+    idempotent rerun. `git worker request-changes` and the console both call this: the same rules."""
+    comment = _blank_to_none(comment)
     with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
         _refuse_merged_on_remote(repo, task_id, "request changes for")
         return transition(
             repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
             verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment})],
             columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
+            also_when_already=_new_comment(repo, task_id, State.WORKING, "changes_requested", comment),
         )
+
+
+def _blank_to_none(comment: str | None) -> str | None:
+    """An empty or blank comment is no comment (the console's empty field, `--comment ""`), everywhere alike."""
+    return comment if comment is not None and comment.strip() else None
+
+
+def _new_comment(repo: Repo, task_id: str, state: State, kind: str, comment: str | None) -> bool:
+    """A review command rerun on a task already in ``state``: does it bring a comment not yet recorded?"""
+    w = workers.get(repo.bus.conn, task_id)
+    if not comment or w is None or w.state != state.value:
+        return False
+    last = messages.for_task(repo.bus.conn, task_id, kinds=(kind,))
+    return not last or last[-1].payload.get("comment") != comment
 
 
 def _refuse_dropped(repo: Repo, w: workers.Worker, tip: str, ours: str, target_ref: str, *, verb: str = "merge") -> None:
@@ -709,6 +768,8 @@ class MergeResult:
     removed_worktree: bool = False
     deleted_branch: bool = False
     already: bool = False
+    #: no merge commit was made: "empty" (an --allow-empty task) or "on-integration" (its commits got there another way)
+    nothing: str | None = None
     warnings: list[str] = field(default_factory=list)
     submodule_archives: list[str] = field(default_factory=list)  # "<path>: <ref>" in each submodule's repository
     ignored_removed: list[str] = field(default_factory=list)  # ignored paths the removal deleted (never archived)
@@ -783,10 +844,11 @@ def merge(
             target_ref = integration_ref(repo, integration, fetch=True)
             ours = _require_tip(cwd, target_ref, "integration branch")
             if refs.is_ancestor(cwd, tip, ours):
-                # already merged (a previous run was interrupted after publishing)
-                res.pushed = target_ref.startswith("refs/remotes/")
+                # already merged (a previous run was interrupted after publishing), or nothing to merge
+                made = _merged_as(repo, w, tip, target_ref)
+                res.pushed = made is not None and target_ref.startswith("refs/remotes/")
                 with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
-                    _record_merge(repo, w, res, ours, tip, target_ref, target_wt)
+                    _record_merge(repo, w, res, made, tip, target_ref, target_wt)
                 break
             _refuse_dropped(repo, w, tip, ours, target_ref)
             mr = objects.merge_commit(repo.paths.common_dir, ours, tip, message, author, committer)
@@ -893,9 +955,53 @@ def task_lock(repo: Repo, w: workers.Worker) -> Path:
     return repo.lock_path(f"task-{workers.task_key(w.task_id)}")
 
 
-def _record_merge(repo: Repo, w: workers.Worker, res: MergeResult, merged: str, tip: str, target_ref: str,
+def _merged_as(repo: Repo, w: workers.Worker, tip: str, target_ref: str) -> str | None:
+    """For a tip the integration branch already contains: the merge commit that brought it in (a merge whose
+    record was interrupted), else None, with ``nothing to merge`` said honestly by the caller. A task that went
+    through `done` with nothing of its own is COMPLETED as "nothing to merge" only when that was allowed
+    (--allow-empty); one whose commits reached the integration branch another way (a person's fast-forward)
+    is COMPLETED as "already on <branch>"; never as a merge commit that is not its own."""
+    from . import merged
+
+    made = merged.merge_commit_on(repo.cwd, tip, target_ref)
+    if made is not None:
+        return made
+    if _empty_task(repo, w, tip) and not _last_review_request(repo, w).get("empty"):
+        raise InvalidTransition(
+            f"cannot merge {w.task_id}: it has no commits of its own (nothing to merge); send it back "
+            f"(git worker request-changes {w.task_id} --comment ...) or cancel it"
+        )
+    return None
+
+
+def _last_review_request(repo: Repo, w: workers.Worker) -> dict:
+    found = messages.for_task(repo.bus.conn, w.task_id, kinds=("review_request",))
+    return found[-1].payload if found else {}
+
+
+def _empty_task(repo: Repo, w: workers.Worker, tip: str) -> bool:
+    """The tip is on the integration branch as it was when the task asked for review: nothing of its own."""
+    onto = _last_review_request(repo, w).get("onto")
+    if not onto:
+        assigned = messages.for_task(repo.bus.conn, w.task_id, kinds=("task_assign",))
+        onto = assigned[0].payload.get("base_sha") if assigned else None
+    return bool(onto) and refs.resolve(repo.cwd, onto) is not None and refs.is_ancestor(repo.cwd, tip, onto)
+
+
+def _record_merge(repo: Repo, w: workers.Worker, res: MergeResult, merged: str | None, tip: str, target_ref: str,
                   target_wt: worktrees.WorktreeInfo | None) -> None:
-    """A published merge: bring the local integration branch up to a pushed one, then APPROVED -> COMPLETED."""
+    """A published merge: bring the local integration branch up to a pushed one, then APPROVED -> COMPLETED.
+    ``merged`` None: no merge commit was made (nothing to merge, or the tip already on the branch)."""
+    if merged is None:
+        # "allowed": done --allow-empty; "upstream": done's rebase dropped every commit (already on the branch)
+        res.nothing = "empty" if _last_review_request(repo, w).get("empty") == "allowed" else "on-integration"
+        res.commit = None
+        res.outcome = transition(
+            repo.bus, w.task_id, State.COMPLETED, allowed_from=[State.APPROVED], already=[State.COMPLETED], verb="merge",
+            extra_messages=[("merged", {"commit": None, "into": w.integration, "tip": tip, "pushed": False,
+                                        "nothing": res.nothing})],
+        )
+        return
     if target_ref.startswith("refs/remotes/"):
         warning = _sync_local_integration(repo, w.integration, merged, target_wt)
         if warning:
@@ -1108,7 +1214,7 @@ def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker) -> gitremo
 
 
 def _remote_has_branch(repo: Repo, remote: str, branch: str) -> bool:
-    return cli.ok(["ls-remote", "--exit-code", "--heads", remote, f"refs/heads/{branch}"], cwd=repo.cwd)
+    return gitremote.has_branch(repo.cwd, remote, branch)
 
 
 @dataclass

@@ -40,3 +40,31 @@ def row(w: Worker, settings: Settings | None, at: float | None = None) -> dict[s
         "progress": w.progress,
         "stale": is_stale(w, stale_after=stale_after, review_stale_after=review_after, at=at),
     }
+
+
+#: states whose radar marks `status` shows (a finished task collides with nothing any more)
+RADAR_LIVE = ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")
+
+
+def radar_marks(conn, everyone: dict[str, Worker], task_id: str, found: list[str],
+                at: float | None) -> tuple[list[str], bool]:
+    """The radar marks `status` shows for ``task_id`` and whether they are stale.
+
+    A finished task (COMPLETED, FAILED) carries none, and no mark names one (the radar's last result may
+    predate its merge). Stale: the task committed after the radar computed them.
+    """
+    from ..bus import messages
+
+    w = everyone.get(task_id)
+    if w is None or w.state not in RADAR_LIVE:
+        return [], False
+    shown = []
+    for mark in found:
+        other = mark.split(": ", 1)[1] if ": " in mark else ""
+        if other in everyone and everyone[other].state not in RADAR_LIVE:
+            continue
+        shown.append(mark)
+    if not shown or at is None:
+        return shown, False
+    commits = messages.for_task(conn, task_id, kinds=("commit", "rewrite"))
+    return shown, bool(commits) and commits[-1].ts > at

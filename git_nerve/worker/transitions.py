@@ -49,11 +49,13 @@ def transition(
     extra_messages: Iterable[tuple[str, dict[str, Any]]] = (),
     columns: dict[str, Any] | None = None,
     round_: dict[str, Any] | None = None,
+    also_when_already: bool = False,
 ) -> Outcome:
     """Move ``task_id`` to ``to`` if its state is one of ``allowed_from``.
 
     A state in ``already`` means the work was done before (idempotent retry):
-    nothing is written and ``changed`` is False. Anything else raises
+    nothing is written and ``changed`` is False (with ``also_when_already``: the extra messages and the round
+    are, without a state change: new input a rerun brings is never dropped). Anything else raises
     :class:`InvalidTransition` (exit 3).
     """
     allowed = {State(s).value for s in allowed_from}
@@ -64,6 +66,11 @@ def transition(
         if w is None:
             raise unknown(task_id)
         if w.state in done_before:
+            if also_when_already:
+                for kind, payload in extra_messages:
+                    messages.publish(conn, task_id, kind, payload, ts)
+                if round_:
+                    rounds.append(conn, task_id, ts=ts, **round_)
             return Outcome(False, w.state, w.state, w)
         if w.state not in allowed or not can_transition(w.state, to):
             raise InvalidTransition(f"cannot {verb} {task_id}: it is {w.state}" + _hint(w.state, verb))

@@ -18,6 +18,7 @@ prompt or a secret).
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import shutil
 import signal
@@ -33,6 +34,7 @@ from .. import clock
 from ..bus import rounds
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, NerveError, UsageError
+from ..locks import hold
 from ..git import cli as gitcli
 from . import ground
 from .adapters.command import DEFAULT_GRACE, Capture, kill_group
@@ -171,6 +173,7 @@ def run_command(
         raise UsageError("no command given: git worker run [--task T] [--done] -- CMD [ARGS...]")
     here = Path(cwd) if cwd is not None else Path.cwd()
     repo = lifecycle.open_repo(here)
+    running = contextlib.ExitStack()  # while the command runs: `git nerve tell stop` sees a run of the task
     try:
         task_id = resolve_task(repo.paths.git_dir, task)
         w = get_worker(repo.bus, task_id)
@@ -186,6 +189,10 @@ def run_command(
         interval = parse_duration(repo.config.get("nerve.heartbeatInterval"), 15.0, "nerve.heartbeatInterval")
         if interval <= 0:
             raise UsageError("git config nerve.heartbeatInterval must be positive")
+        from ..steer.hook import worker_run_lock
+
+        running.enter_context(hold(worker_run_lock(repo.lock_path("x").parent, w.task_id), shared=True, timeout=None,
+                                   what=f"the run lock of {task_id}"))
         started = False
         if w.state == "ASSIGNED":
             started = lifecycle.start(repo, task_id).changed
@@ -233,6 +240,7 @@ def run_command(
                 result.done = lifecycle.done(repo, task_id)
         return result
     finally:
+        running.close()
         repo.close()
 
 
