@@ -173,7 +173,7 @@ def test_prefix_overrides_and_uninstall_leaves_the_prefix_as_it_was(tmp_path):
     (prefix / "bin").mkdir(parents=True)
     (prefix / "bin" / "other").write_text("x")
     home = Path(os.environ["HOME"])
-    home_before = tree(home)
+    home_before = local_tree(home)
     env = install_env(PREFIX=str(prefix))
     env["PATH"] = f"{prefix / 'bin'}{os.pathsep}{env['PATH']}"
     res = sh([str(INSTALL)], tmp_path, env)
@@ -181,7 +181,7 @@ def test_prefix_overrides_and_uninstall_leaves_the_prefix_as_it_was(tmp_path):
     assert f"Installing git-nerve under PREFIX={prefix}" in res.stdout
     assert os.readlink(prefix / "bin" / "git-nerve") == str(prefix / "share/git-nerve/venv/bin/git-nerve")
     assert (prefix / "share/man/man1/git-nerve-completion.1").is_file()
-    assert tree(home) == home_before  # nothing in HOME
+    assert local_tree(home) == home_before  # nothing in ~/.local
     ver = sh(["git", "nerve", "--version"], tmp_path, env)
     assert ver.returncode == 0 and "git nerve, version" in ver.stdout
     res = sh([str(INSTALL), "--uninstall"], tmp_path, env)
