@@ -21,7 +21,7 @@ action=install
 case "${1:-}" in
     "") ;;
     --uninstall) action=uninstall ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "install.sh: unknown argument '$1' (usage: ./install.sh [--uninstall])" >&2; exit 2 ;;
 esac
 

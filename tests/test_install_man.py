@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -127,3 +128,33 @@ def test_the_version_is_the_packages_and_the_changelog_names_it():
     assert 'license = "MIT"' in (ROOT / "pyproject.toml").read_text()
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
     assert sys.version_info >= (3, 10)
+
+
+def test_manlink_links_missing_pages_beside_the_bin_dir_and_overwrites_nothing(tmp_path):
+    from git_nerve.manlink import link_pages
+
+    prefix = tmp_path / "tools" / "git-nerve"  # a uv tool virtualenv
+    shipped = prefix / "share" / "man" / "man1"
+    shipped.mkdir(parents=True)
+    for name in ("git-worker.1", "git-worker-spawn.1", "git-nerve.1", "git-add.1"):
+        (shipped / name).write_text(name)
+    (prefix / "bin").mkdir()
+    bin_dir = tmp_path / "local" / "bin"
+    bin_dir.mkdir(parents=True)
+    man1 = tmp_path / "local" / "share" / "man" / "man1"
+    man1.mkdir(parents=True)
+    (man1 / "git-nerve.1").write_text("the user's own")
+    (man1 / "git-worker-spawn.1").symlink_to(tmp_path / "gone" / "share" / "man" / "man1" / "git-worker-spawn.1")
+
+    assert link_pages(str(prefix / "bin" / "git-worker"), str(prefix)) == []  # run from the venv itself
+    made = link_pages(str(bin_dir / "git-worker"), str(prefix))
+    assert sorted(Path(p).name for p in made) == ["git-worker-spawn.1", "git-worker.1"]
+    assert (man1 / "git-worker.1").read_text() == "git-worker.1"
+    assert (man1 / "git-worker-spawn.1").read_text() == "git-worker-spawn.1"  # a dead page link replaced
+    assert (man1 / "git-nerve.1").read_text() == "the user's own"  # kept
+    assert not (man1 / "git-add.1").exists()  # only git-nerve's own pages
+    assert link_pages(str(bin_dir / "git-worker"), str(prefix)) == []  # the next run: nothing to do
+    (man1 / "git-worker.1").unlink()
+    (man1 / "git-worker.1").symlink_to(tmp_path / "elsewhere")  # a dead link that is not a page link
+    assert link_pages(str(bin_dir / "git-worker"), str(prefix)) == []
+    assert os.readlink(man1 / "git-worker.1") == str(tmp_path / "elsewhere")

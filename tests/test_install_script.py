@@ -159,6 +159,13 @@ def test_a_file_the_install_did_not_make_is_never_overwritten(tmp_path):
     assert not (home / ".local" / "share").exists()  # refused before anything was made
 
 
+def test_an_unknown_argument_is_one_line_and_exit_2(tmp_path):
+    res = sh([str(INSTALL), "--bogus"], tmp_path, install_env(PREFIX=str(tmp_path / "p")))
+    assert res.returncode == 2
+    assert res.stderr == "install.sh: unknown argument '--bogus' (usage: ./install.sh [--uninstall])\n"
+    assert not (tmp_path / "p").exists()
+
+
 def test_uninstall_with_nothing_installed_says_so(tmp_path):
     res = sh([str(INSTALL), "--uninstall"], ROOT, install_env(PREFIX=str(tmp_path / "p")))
     assert res.returncode == 1
