@@ -7,6 +7,7 @@ asked for.
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -23,7 +24,8 @@ def worker_main() -> None:
     liveness.enable()  # what this command's git children hold is proven ours only through its token
     from .worker import worker
 
-    worker(prog_name="git worker")
+    _before_click(worker, "git-worker")
+    worker(prog_name="git worker", complete_var="_GIT_WORKER_COMPLETE")
 
 
 def nerve_main() -> None:
@@ -41,4 +43,20 @@ def nerve_main() -> None:
         liveness.enable()
     from .nerve import nerve
 
-    nerve(prog_name="git nerve")
+    _before_click(nerve, "git-nerve")
+    nerve(prog_name="git nerve", complete_var="_GIT_NERVE_COMPLETE")
+
+
+def _before_click(group, program: str) -> None:
+    """A TAB press (click's completion protocol): task arguments complete task ids from the bus.
+    Otherwise: man pages linked where man finds them, when the install did not put them there (uv)."""
+    from ..completion import COMPLETE_VARS
+
+    if COMPLETE_VARS[program] in os.environ:
+        from ..completion import attach
+
+        attach(group)
+        return
+    from ..manlink import link_pages
+
+    link_pages(sys.argv[0])

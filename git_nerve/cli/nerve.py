@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from . import completion as completion_cli
 from . import console as console_cli
 from . import hooks as hooks_cli
 from . import knowledge as knowledge_cli
@@ -27,7 +28,8 @@ def nerve() -> None:
     """
 
 
-for _module in (setup_cli, hooks_cli, thread_cli, workflow_cli, steer_cli, knowledge_cli, console_cli, mcp_cli):
+for _module in (setup_cli, hooks_cli, thread_cli, workflow_cli, steer_cli, knowledge_cli, console_cli, mcp_cli,
+                completion_cli):
     for _command in _module.COMMANDS:
         nerve.add_command(_command)
 

@@ -1,0 +1,55 @@
+"""Man pages where man finds them when the installer left them inside its virtualenv (uv).
+
+``git worker --help`` is ``man git-worker``; man-db (and the BSD/macOS manpath) look for pages
+in ``<dir>/../share/man`` for every ``<dir>`` on PATH. pip puts the package's pages
+(``share/man/man1``, data files) beside its bin directory, pipx links them into
+``~/.local/share/man``, install.sh writes them next to its links. ``uv tool install`` (0.13,
+astral-sh/uv#4731) leaves them in its tool virtualenv and links only the commands into
+``~/.local/bin``: so the first ``git worker``/``git nerve`` command run through such a link
+links each missing page into ``<that bin dir>/../share/man/man1``, as pipx would have.
+
+Nothing is overwritten: a page already there (a file or a working link) is kept; only a link
+that points nowhere and names a page of the same name in some ``share/man/man1`` (a removed
+tool virtualenv's) is replaced. Any error leaves things as they are: this never fails a command.
+Standard library only; the usual case costs a directory listing and a stat per page.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+#: Only git-nerve's own pages are ever linked (a system man dir holds git's own git-*.1).
+PAGES = ("git-worker.", "git-worker-", "git-nerve.", "git-nerve-")
+
+
+def link_pages(argv0: str, prefix: str | None = None) -> list[str]:
+    """Link the shipped pages next to the bin directory ``argv0`` ran from; the links made."""
+    made: list[str] = []
+    try:
+        shipped = os.path.join(prefix or sys.prefix, "share", "man", "man1")
+        if not argv0 or os.sep not in argv0:
+            return made
+        bindir = os.path.dirname(os.path.abspath(argv0))
+        if os.path.realpath(bindir) == os.path.realpath(os.path.join(prefix or sys.prefix, "bin")):
+            return made  # run from the environment itself: its pages are already beside its bin
+        try:
+            names = [n for n in os.listdir(shipped) if n.startswith(PAGES) and n.endswith(".1")]
+        except OSError:
+            return made  # pages installed elsewhere (pip --user: beside ~/.local/bin already)
+        target = os.path.join(os.path.dirname(bindir), "share", "man", "man1")
+        for name in sorted(names):
+            dest = os.path.join(target, name)
+            if os.path.exists(dest):
+                continue
+            if os.path.islink(dest):
+                old = os.readlink(dest)
+                if not old.endswith(os.path.join("share", "man", "man1", name)):
+                    continue  # a dangling link that is not a page link of ours: not ours to replace
+                os.unlink(dest)
+            os.makedirs(target, exist_ok=True)
+            os.symlink(os.path.join(shipped, name), dest)
+            made.append(dest)
+    except OSError:
+        pass
+    return made
