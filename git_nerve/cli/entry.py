@@ -19,12 +19,10 @@ def worker_main() -> None:
         sys.exit(heartbeat_main(argv[1:]))
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
-    from .. import liveness
-
-    liveness.enable()  # what this command's git children hold is proven ours only through its token
     from .worker import worker
 
-    _before_click(worker, "git-worker")
+    if not _before_click(worker, "git-worker"):
+        _enable_liveness()
     worker(prog_name="git worker", complete_var="_GIT_WORKER_COMPLETE")
 
 
@@ -37,26 +35,32 @@ def nerve_main() -> None:
         sys.exit(notes_main(argv[1:]))
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
-    if argv[:1] != ["hook-run"]:
-        from .. import liveness
-
-        liveness.enable()
     from .nerve import nerve
 
-    _before_click(nerve, "git-nerve")
+    if not _before_click(nerve, "git-nerve") and argv[:1] != ["hook-run"]:
+        _enable_liveness()
     nerve(prog_name="git nerve", complete_var="_GIT_NERVE_COMPLETE")
 
 
-def _before_click(group, program: str) -> None:
-    """A TAB press (click's completion protocol): task arguments complete task ids from the bus.
-    Otherwise: man pages linked where man finds them, when the install did not put them there (uv)."""
+def _enable_liveness() -> None:
+    """What this command's git children hold is proven ours only through its liveness token (a TAB press, which
+    only reads, takes none and writes nothing)."""
+    from .. import liveness
+
+    liveness.enable()
+
+
+def _before_click(group, program: str) -> bool:
+    """A TAB press (click's completion protocol): task arguments complete task ids from the bus; True.
+    Otherwise: man pages linked where man finds them, when the install did not put them there (uv); False."""
     from ..completion import COMPLETE_VARS
 
     if COMPLETE_VARS[program] in os.environ:
         from ..completion import attach
 
         attach(group)
-        return
+        return True
     from ..manlink import link_pages
 
     link_pages(sys.argv[0])
+    return False
