@@ -43,6 +43,10 @@ LOCK_GRACE = 2.0
 COMMON_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "packed-refs.lock", "config.lock", "shallow.lock",
                 "FETCH_HEAD.lock", "AUTO_MERGE.lock", "objects/maintenance.lock", "gc.log.lock")
 ADMIN_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "AUTO_MERGE.lock")
+#: what a killed rebase / cherry-pick / merge step leaves (pseudorefs and message files it writes through a lock),
+#: in the common dir (the main checkout) and in each worktree's admin dir
+SEQUENCER_LOCKS = ("CHERRY_PICK_HEAD.lock", "REBASE_HEAD.lock", "MERGE_HEAD.lock", "REVERT_HEAD.lock",
+                   "MERGE_MSG.lock", "MERGE_MODE.lock", "SQUASH_MSG.lock")
 
 
 def say(line: str) -> None:
@@ -75,12 +79,12 @@ def _open_files() -> set[str]:
 
 
 def _candidate_locks(common: Path) -> list[Path]:
-    found = [common / n for n in COMMON_LOCKS]
+    found = [common / n for n in (*COMMON_LOCKS, *SEQUENCER_LOCKS)]
     found.append(common / "rebase-merge" / "git-rebase-todo.lock")
     admin_root = common / "worktrees"
     if admin_root.is_dir():
         for admin in admin_root.iterdir():
-            found += [admin / n for n in ADMIN_LOCKS]
+            found += [admin / n for n in (*ADMIN_LOCKS, *SEQUENCER_LOCKS)]
             found.append(admin / "rebase-merge" / "git-rebase-todo.lock")
     refs_dir = common / "refs"
     if refs_dir.is_dir():
@@ -135,12 +139,27 @@ def _initializing(common: Path) -> list[Path]:
     return found
 
 
+def _added_worktree(admin: Path) -> Path | None:
+    """The worktree a `git worktree add` was making, from its admin dir's ``gitdir`` file: only an absolute path
+    ending in ``/.git``, outside of which lie the repository and the current directory. git creates that file
+    before it writes it: an empty (``Path("").parent`` is ``.``), relative or cut-off content names nothing."""
+    try:
+        text = (admin / "gitdir").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text or not os.path.isabs(text) or Path(text).name != ".git":
+        return None
+    wt = Path(os.path.realpath(Path(text).parent))
+    common = Path(os.path.realpath(admin.parent.parent))
+    cwd = Path(os.path.realpath(os.getcwd()))
+    if common == wt or wt in common.parents or cwd == wt or wt in cwd.parents:
+        return None
+    return wt
+
+
 def _add_alive(admin: Path) -> bool:
     """True when a live `git worktree add` may still be writing ``admin`` (its worktree path is in its argv)."""
-    try:
-        wt = Path((admin / "gitdir").read_text(encoding="utf-8").strip()).parent
-    except OSError:
-        wt = None
+    wt = _added_worktree(admin)
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
@@ -160,10 +179,7 @@ def _add_alive(admin: Path) -> bool:
 
 
 def _remove_dead_add(common: Path, admin: Path) -> str:
-    try:
-        wt = Path((admin / "gitdir").read_text(encoding="utf-8").strip()).parent
-    except OSError:
-        wt = None
+    wt = _added_worktree(admin)
     # what a dead add held is git's own half checkout (nothing was ever handed to an agent:
     # a worktree still "initializing" is never adopted); the branch it made stays, with its commits
     if wt is not None and wt.is_dir():
@@ -380,8 +396,8 @@ def _blob_of_file(wt: Path, path: Path) -> str | None:
 def abort_killed_rebase(wt: Path, git_dir: Path, branch: str) -> str | None:
     """A ``git rebase`` that done started and that was killed before it stopped on a conflict: undo it.
 
-    Only ours (the ``done-rebase`` marker) and only with no conflicted file: a rebase the agent
-    started, or one stopped on a conflict, is the agent's to finish. Call after
+    Only ours (the ``done-rebase`` marker) and only before its stop is complete (no conflicted file, or no
+    ``rebase-merge/message`` yet): a rebase the agent started, or one stopped on a conflict, is the agent's to finish. Call after
     :func:`clean_git_leftovers` (which removes a dead ``git-rebase-todo.lock``).
     """
     m = get_marker(git_dir, "done-rebase")
@@ -389,8 +405,10 @@ def abort_killed_rebase(wt: Path, git_dir: Path, branch: str) -> str | None:
         if m is not None and worktrees.operation_in_progress(git_dir) is None:
             clear_marker(git_dir, "done-rebase")
         return None
-    if worktrees.conflicted_files(wt):
-        clear_marker(git_dir, "done-rebase")  # stopped on a conflict: from now on the agent's rebase
+    # stopped on a conflict: from now on the agent's rebase, once git wrote all of its stop (the commit message
+    # `git rebase --continue` reads is its last file); killed between the conflict and that file, it is redone
+    if worktrees.conflicted_files(wt) and (git_dir / "rebase-merge" / "message").is_file():
+        clear_marker(git_dir, "done-rebase")
         return None
     proc = cli.run(["rebase", "--abort"], cwd=wt, check=False)
     if proc.returncode != 0:
@@ -401,4 +419,4 @@ def abort_killed_rebase(wt: Path, git_dir: Path, branch: str) -> str | None:
         if tip:
             cli.run(["reset", "-q", "--hard", f"refs/heads/{branch}"], cwd=wt, check=False)
     clear_marker(git_dir, "done-rebase")
-    return f"undid the rebase in {wt} that an interrupted `git worker done` had started (it had no conflict yet)"
+    return f"undid the rebase in {wt} that an interrupted `git worker done` had started (killed before it had stopped on a conflict)"
