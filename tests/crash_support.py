@@ -270,6 +270,22 @@ def reachable(cwd: Path) -> set[str]:
     raise AssertionError(f"cannot list the commits of {cwd}: {proc.stderr.strip()}")
 
 
+def reachable_kept(work: Path) -> set[str]:
+    """Commits that refs (branches, tags, remotes, refs/nerve/*) or the HEAD of the main checkout or of a task's
+    worktree reach: what a kill must not lose. A temporary checkout's detached HEAD (merge --check's combination
+    of tasks, a push checkout) holds nothing of anyone's."""
+    heads = []
+    tasks = {os.path.realpath(w.worktree) for w in rs.rows(work)} | {os.path.realpath(work)}
+    for item in rs.worktree_list(work):
+        if os.path.realpath(item["worktree"]) in tasks and item.get("HEAD", "").strip("0"):
+            heads.append(item["HEAD"])
+    proc = subprocess.run(["git", "rev-list", "--branches", "--tags", "--remotes", "--glob=refs/nerve/*", *heads],
+                          cwd=work, capture_output=True, text=True, check=False)
+    if proc.returncode == 0:
+        return set(proc.stdout.split())
+    return reachable(work)
+
+
 def git_ok(cwd: Path, *args: str, timeout: float = 60) -> tuple[bool, str]:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
     return proc.returncode == 0, (proc.stderr or proc.stdout).strip()
@@ -428,7 +444,7 @@ def run_one(space: Workspace, ref: Reference, seed: int, delay: float | None = N
         else:
             child, k.killed = start_held(argv, cwd, env, hold, mode, int(delay), timeout=max(60, 10 * ref.seconds))
         kill_group(child, hold)
-        seen |= reachable(s.work) | recorded_commits(s.work)
+        seen |= reachable_kept(s.work) | recorded_commits(s.work)
         if s.origin:
             origin_before |= reachable(s.origin)
         rerun = _rerun(group, s, env)
