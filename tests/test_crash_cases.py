@@ -28,7 +28,8 @@ GW = "git-worker"
 def slow_checkout(work: Path, flag: Path, pattern: str = "*.py") -> None:
     """Files matching ``pattern`` go through a smudge filter that waits while ``flag`` exists."""
     script = work.parent / "slow-smudge.sh"
-    script.write_text(f"#!/bin/sh\nwhile [ -e '{flag}' ]; do sleep 0.05; done\nexec cat\n", encoding="utf-8")
+    script.write_text(f"#!/bin/sh\nif [ -e '{flag}' ]; then : > '{flag}.reached'; fi\n"
+                      f"while [ -e '{flag}' ]; do sleep 0.05; done\nexec cat\n", encoding="utf-8")
     script.chmod(0o755)
     build.git(work, "config", "filter.slow.smudge", str(script))
     build.git(work, "config", "filter.slow.clean", "cat")
@@ -37,17 +38,17 @@ def slow_checkout(work: Path, flag: Path, pattern: str = "*.py") -> None:
     (info / "attributes").write_text(f"{pattern} filter=slow\n", encoding="utf-8")
 
 
-def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float = 30, inside: Path | None = None,
-                       file: str | None = None) -> None:
-    """Run ``argv`` in its own process group; SIGKILL the group once git sits in the smudge filter (running in the
-    checkout ``inside``, for ``file``, when given)."""
+def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float = 30) -> None:
+    """Run ``argv`` in its own process group; SIGKILL the group once git sits in the smudge filter (the filter
+    creates ``<flag>.reached`` when it starts waiting: no ``/proc`` needed)."""
+    reached = Path(f"{flag}.reached")
+    reached.unlink(missing_ok=True)
     flag.write_text("")
     child = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            if any(any("slow-smudge" in a for a in rs._cmdline(pid)) and (inside is None or _cwd_is(pid, inside))
-                   and (file is None or file in rs._cmdline(pid)) for pid in rs._descendants(child.pid)):
+            if reached.exists():
                 break
             assert child.poll() is None, "the command ended before git reached the filter"
             time.sleep(0.01)
@@ -57,13 +58,6 @@ def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         flag.unlink(missing_ok=True)
-
-
-def _cwd_is(pid: int, path: Path) -> bool:
-    try:
-        return os.path.realpath(os.readlink(f"/proc/{pid}/cwd")) == os.path.realpath(path)
-    except OSError:
-        return False
 
 
 def run(argv, cwd):
@@ -333,6 +327,7 @@ def test_merge_killed_inside_the_fast_forward_of_the_main_checkout_converges(tmp
     # temporary checkout the push runs from
     script = tmp_path / "slow-smudge.sh"
     script.write_text(f"#!/bin/sh\nif [ \"$1\" = t1.txt ] && [ \"$(pwd -P)\" = '{os.path.realpath(s.work)}' ]; then\n"
+                      f"  if [ -e '{flag}' ]; then : > '{flag}.reached'; fi\n"
                       f"  while [ -e '{flag}' ]; do sleep 0.05; done\nfi\nexec cat\n", encoding="utf-8")
     script.chmod(0o755)
     build.git(s.work, "config", "filter.slow.smudge", f"{script} %f")
@@ -340,7 +335,7 @@ def test_merge_killed_inside_the_fast_forward_of_the_main_checkout_converges(tmp
     (rs.common_dir(s.work) / "info").mkdir(exist_ok=True)
     (rs.common_dir(s.work) / "info" / "attributes").write_text("*.txt filter=slow\n", encoding="utf-8")
 
-    kill_inside_filter(list(group.argv), s.work, flag, timeout=60, inside=s.work, file="t1.txt")
+    kill_inside_filter(list(group.argv), s.work, flag, timeout=60)
     seen |= cs.reachable(s.work)
     assert build.git(s.work, "status", "--porcelain"), "the kill left the main checkout as it was: nothing tested"
 
