@@ -15,8 +15,19 @@ instants*. For one case (a group: a starting state plus the command that is kill
    work, every worktree's index and files equal its HEAD (except where a stopped rebase is
    the expected outcome), each live task's context file names it.
 
-Everything is seeded: a failure prints ``seed=<n>`` and :func:`run_one` with that seed and
-delay replays it.
+Three ways to pick the instant (the kill's ``mode``, rotating with the seed), none of which reads ``/proc``:
+
+* ``instant``: a delay drawn over the measured duration;
+* ``ref``: inside a git child, at the k-th ref transaction, while git holds its lock files (a
+  ``reference-transaction`` hook in the "prepared" state waits there, see :data:`HOLD_SCRIPT`);
+* ``checkout``: inside a git child, at the k-th file a checkout writes (a smudge filter waits there).
+
+k is drawn over the number of such points the uninterrupted run passed. The hook and the filter
+signal the harness through files in the directory ``$NERVE_CRASH_HOLD`` names, and do nothing
+(but count) without a wanted point, so every run (reference, kill, rerun) has them installed.
+
+Everything is seeded: a failure prints ``group=<g> seed=<n> fraction=<f>``, and
+``bench/crash.py --replay <g>:<n>:<f>`` (or :func:`run_planned`) replays it.
 """
 
 from __future__ import annotations
@@ -24,7 +35,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -77,6 +90,15 @@ def setup_two_approved(s: rs.Scenario) -> None:
     rs._main_moves(s)
 
 
+def setup_hooks_uninstalled(s: rs.Scenario) -> None:
+    """Set up for git-nerve (bus, config, nerve.toml committed), its hooks then uninstalled."""
+    for argv in (("git-nerve", "init"), ("git-nerve", "hooks", "uninstall")):
+        res = rs.run(list(argv), s.work)
+        assert res.code == 0, res.err
+    build.git(s.work, "add", "nerve.toml")
+    build.git(s.work, "commit", "-q", "-m", "nerve.toml")
+
+
 @dataclass(frozen=True)
 class Group:
     name: str
@@ -85,7 +107,7 @@ class Group:
     where: str
     argv: tuple[str, ...]
     expect: int = 0
-    state: str = ""  #: t1's state after a run that finished
+    state: str | None = ""  #: t1's state after a run that finished (None: no task involved)
     commit: bool = False  #: a plain `git commit` (rerun only while the change is not committed)
 
     def as_rs_group(self) -> rs.Group:
@@ -113,10 +135,128 @@ GROUPS = {g.name: g for g in [
     Group("retry", False, setup_failed, "work", (GW, "retry", "t1"), state="ASSIGNED"),
     Group("commit", False, setup_working_dirty, "wt", ("git", "commit", "-q", "-am", "t1: more"), state="WORKING",
           commit=True),
+    Group("request-changes", False, rs.setup_in_review, "work",
+          (GW, "request-changes", "t1", "--by", "r", "--comment", "fix it"), state="WORKING"),
+    Group("merge-all-check", False, setup_two_approved, "work", (GW, "merge", "--all", "--check", "test -f other.txt"),
+          state="COMPLETED"),
+    Group("merge-all-batch", False, setup_two_approved, "work",
+          (GW, "merge", "--all", "--check", "test -f other.txt", "--batch", "2"), state="COMPLETED"),
+    Group("cancel-force", False, setup_working_dirty, "work",
+          (GW, "cancel", "t1", "--cleanup", "--force", "--reason", "stop"), state="FAILED"),
+    Group("hooks-install", False, setup_hooks_uninstalled, "work", ("git-nerve", "hooks", "install"), state=None),
+    Group("hooks-uninstall", False, rs.setup_working, "work", ("git-nerve", "hooks", "uninstall"), state="WORKING"),
+    Group("init", False, rs.setup_fresh, "work", ("git-nerve", "init"), state=None),
 ]}
 
-#: how many kills per group CI runs (test_crash_random.py: 22 x 14 groups = 308); bench/reliability takes more
-CI_KILLS = 22
+#: the commands issue 21 names, each covered by at least one group (bench/crash.py reports per command too)
+COMMANDS = {
+    "spawn": ("spawn", "spawn-remote"), "start": ("start",), "done (clean rebase)": ("done", "done-remote"),
+    "done (conflicting rebase)": ("done-conflict", "done-conflict-remote"), "approve": ("approve",),
+    "request-changes": ("request-changes",), "merge": ("merge", "merge-remote", "merge-delete"),
+    "merge --all": ("merge-all",), "merge --all --check": ("merge-all-check",),
+    "merge --all --batch": ("merge-all-batch",), "cancel --cleanup": ("cancel",),
+    "cancel --cleanup --force": ("cancel-force",), "retry": ("retry",), "hooks install": ("hooks-install",),
+    "hooks uninstall": ("hooks-uninstall",), "init": ("init",), "git commit (hooks)": ("commit",),
+}
+
+#: how many kills per group CI runs (test_crash_random.py: 15 x 22 groups = 330, what 22 x 15 groups cost
+#: before the request-changes, merge --all --check/--batch, cancel --force, hooks and init groups came);
+#: bench/crash.py takes more
+CI_KILLS = 15
+
+#: how a kill picks its instant, by seed (see the module docstring)
+MODES = ("instant", "ref", "checkout")
+HOLD_VAR = "NERVE_CRASH_HOLD"
+#: the hold point, POSIX sh: ``crash-hold ref <state>`` (a reference-transaction hook, the transaction on stdin)
+#: or ``crash-hold checkout <path>`` (a smudge filter: the content on stdin, passed through)
+HOLD_SCRIPT = r"""#!/bin/sh
+kind=$1; shift
+d=$NERVE_CRASH_HOLD
+what=$1
+if [ "$kind" = ref ]; then
+  what="$1 $(tr '\n' ' ')"
+  [ "$1" = prepared ] || exit 0
+fi
+if [ -n "$d" ] && [ -d "$d" ]; then
+  echo "$what" >> "$d/$kind.count"
+  if [ -f "$d/$kind.want" ]; then
+    read -r n pat < "$d/$kind.want"
+    case "$what" in *"$pat"*)
+      echo x >> "$d/$kind.matched"
+      if [ "$(( $(wc -l < "$d/$kind.matched") ))" -eq "$n" ]; then
+        printf '%s %s\n' "$kind" "$what" > "$d/reached.tmp" && mv "$d/reached.tmp" "$d/reached"
+        while [ ! -e "$d/release" ]; do sleep 0.02; done
+      fi;;
+    esac
+  fi
+fi
+if [ "$kind" = checkout ]; then exec cat; fi
+exit 0
+"""
+
+
+def install_hold(work: Path, script: Path) -> None:
+    """Put the hold points into the repository of ``work``: the reference-transaction hook (in git's hooks
+    directory, beside git-nerve's) and the smudge filter on every path (no clean filter: nothing else changes)."""
+    if not script.exists():
+        script.parent.mkdir(parents=True, exist_ok=True)
+        tmp = script.with_name(f"{script.name}.{os.getpid()}")
+        tmp.write_text(HOLD_SCRIPT, encoding="utf-8")
+        tmp.chmod(0o755)
+        os.replace(tmp, script)
+    hooks = Path(rs.git(work, "rev-parse", "--path-format=absolute", "--git-path", "hooks"))
+    hooks.mkdir(parents=True, exist_ok=True)
+    hook = hooks / "reference-transaction"
+    hook.write_text(f"#!/bin/sh\nexec '{script}' ref \"$@\"\n", encoding="utf-8")
+    hook.chmod(0o755)
+    build.git(work, "config", "filter.crashhold.smudge", f"'{script}' checkout %f")
+    info = rs.common_dir(work) / "info"
+    info.mkdir(exist_ok=True)
+    (info / "attributes").write_text("* filter=crashhold\n", encoding="utf-8")
+
+
+def hold_count(hold: Path, kind: str) -> int:
+    try:
+        return len((hold / f"{kind}.count").read_text(encoding="utf-8").splitlines())
+    except OSError:
+        return 0
+
+
+def fresh_hold(base: Path) -> Path:
+    hold = base / "hold"
+    if hold.exists():
+        shutil.rmtree(hold)
+    hold.mkdir(parents=True)
+    return hold
+
+
+def start_held(argv: list[str], cwd: Path, env: dict, hold: Path, kind: str, n: int, pattern: str = "",
+               *, timeout: float = 60) -> tuple[subprocess.Popen, bool]:
+    """Start ``argv`` in its own process group with the ``n``-th ``kind`` point (whose text contains ``pattern``)
+    wanted; return once a git child waits there (True) or the command ended first (False)."""
+    (hold / f"{kind}.want").write_text(f"{n} {pattern}\n", encoding="utf-8")
+    child = subprocess.Popen(argv, cwd=cwd, env={**env, HOLD_VAR: str(hold)}, start_new_session=True,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (hold / "reached").exists():
+            return child, True
+        if child.poll() is not None:
+            return child, (hold / "reached").exists()
+        time.sleep(0.005)
+    return child, False
+
+
+def kill_group(child: subprocess.Popen, hold: Path | None = None) -> None:
+    """SIGKILL ``child``'s whole process group; then let any straggler outside it (detached background work)
+    past the hold point."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.wait()
+    if hold is not None:
+        (hold / "release").write_text("", encoding="utf-8")
 
 
 # -- reading ----------------------------------------------------------------------------------------
@@ -129,6 +269,22 @@ def reachable(cwd: Path) -> set[str]:
         if proc.returncode == 0:
             return set(proc.stdout.split())
     raise AssertionError(f"cannot list the commits of {cwd}: {proc.stderr.strip()}")
+
+
+def reachable_kept(work: Path) -> set[str]:
+    """Commits that refs (branches, tags, remotes, refs/nerve/*) or the HEAD of the main checkout or of a task's
+    worktree reach: what a kill must not lose. A temporary checkout's detached HEAD (merge --check's combination
+    of tasks, a push checkout) holds nothing of anyone's."""
+    heads = []
+    tasks = {os.path.realpath(w.worktree) for w in rs.rows(work)} | {os.path.realpath(work)}
+    for item in rs.worktree_list(work):
+        if os.path.realpath(item["worktree"]) in tasks and item.get("HEAD", "").strip("0"):
+            heads.append(item["HEAD"])
+    proc = subprocess.run(["git", "rev-list", "--branches", "--tags", "--remotes", "--glob=refs/nerve/*", *heads],
+                          cwd=work, capture_output=True, text=True, check=False)
+    if proc.returncode == 0:
+        return set(proc.stdout.split())
+    return reachable(work)
 
 
 def git_ok(cwd: Path, *args: str, timeout: float = 60) -> tuple[bool, str]:
@@ -167,67 +323,129 @@ class Reference:
     seconds: float
     code: int
     dropped: set[str]  #: commits the uninterrupted run itself stops referencing (a rebased tip; its reflog keeps it)
+    points: dict[str, int] = field(default_factory=dict)  #: hold points passed: "ref" transactions, "checkout" files
+    porcelain: dict[str, str] = field(default_factory=dict)  #: worktree path -> `git status --porcelain` at the end
+    hooks: dict[str, str] = field(default_factory=dict)  #: git's hooks directory at the end (name -> content)
+    origin_agrees: dict[str, bool] = field(default_factory=dict)  #: local branch -> same tip as origin's
 
 
 @dataclass
 class Kill:
     group: str
     seed: int
-    delay: float
+    delay: float  #: seconds (mode "instant") or the hold point's number k
     killed: bool = False  #: the command was still running when the kill came
     problems: list[str] = field(default_factory=list)
+    mode: str = "instant"
+    fraction: float | None = None
 
     @property
     def converged(self) -> bool:
         return not self.problems
 
     def replay(self) -> str:
-        return f"group={self.group} seed={self.seed} delay={self.delay:.4f}"
+        where = f"delay={self.delay:.4f}" if self.mode == "instant" else f"at {self.mode} point {int(self.delay)}"
+        frac = f" fraction={self.fraction:.6f}" if self.fraction is not None else ""
+        return f"group={self.group} seed={self.seed}{frac} mode={self.mode} {where}"
+
+    def replay_command(self) -> str:
+        return f"bench/crash.py --replay {self.group}:{self.seed}:{self.fraction!r}"
 
 
 class Workspace(rs.Workspace):
     def fresh_group(self, group: Group) -> rs.Scenario:
-        return self.fresh(group.as_rs_group())
+        s = self.fresh(group.as_rs_group())
+        install_hold(s.work, self.base / "crash-hold")
+        return s
 
 
 def _run(group: Group, s: rs.Scenario, env: dict) -> rs.Proc:
     return rs.run(list(group.argv), s.cwd(group.where), env=env, timeout=120)
 
 
+def hooks_snapshot(work: Path) -> dict[str, str]:
+    """git's hooks directory (the harness's own hook left out): name -> content."""
+    hooks = Path(rs.git(work, "rev-parse", "--path-format=absolute", "--git-path", "hooks"))
+    out = {}
+    if hooks.is_dir():
+        for p in sorted(hooks.iterdir()):
+            if p.name != "reference-transaction" and p.is_file():
+                out[p.name] = p.read_text(encoding="utf-8", errors="replace")
+    return out
+
+
+def porcelain(work: Path) -> dict[str, str]:
+    return {item["worktree"]: rs.git(Path(item["worktree"]), "status", "--porcelain")
+            for item in rs.worktree_list(work) if "bare" not in item and Path(item["worktree"]).is_dir()}
+
+
+def origin_agreement(s: rs.Scenario) -> dict[str, bool]:
+    """For each local branch that origin has too: whether both have the same tip (after a fetch)."""
+    if s.origin is None:
+        return {}
+    git_ok(s.work, "fetch", "-q", "origin")
+    have = rs.refs(s.work)
+    return {ref[len("refs/heads/"):]: sha == have.get(f"refs/remotes/origin/{ref[len('refs/heads/'):]}")
+            for ref, sha in have.items()
+            if ref.startswith("refs/heads/") and f"refs/remotes/origin/{ref[len('refs/heads/'):]}" in have}
+
+
+def recorded_commits(work: Path) -> set[str]:
+    """Every commit the bus recorded for any task (the hooks' records, done's rewrites)."""
+    found = set()
+    for m in rs.all_messages(work):
+        if m.kind in ("commit", "merge") and isinstance(m.payload.get("sha"), str):
+            found.add(m.payload["sha"])
+        elif m.kind == "rewrite":
+            for pair in m.payload.get("pairs") or []:
+                found.update(x for x in pair if isinstance(x, str))
+    return found
+
+
 def reference(space: Workspace, group: Group) -> Reference:
     s = space.fresh_group(group)
     before = reachable(s.work)
+    hold = fresh_hold(space.base)
     with rs.fixed_dates():
-        env = dict(os.environ)
+        env = {**os.environ, HOLD_VAR: str(hold)}
         p = _run(group, s, env)
     after = reachable(s.work)
     if p.code != group.expect:
         raise AssertionError(f"{group.name}: the uninterrupted run exited {p.code}, expected {group.expect}:\n{p.err}")
-    return Reference(group, max(p.seconds, 0.01), p.code, before - after)
+    return Reference(group, max(p.seconds, 0.01), p.code, before - after,
+                     points={k: hold_count(hold, k) for k in MODES[1:]}, porcelain=porcelain(s.work),
+                     hooks=hooks_snapshot(s.work), origin_agrees=origin_agreement(s))
 
 
-def run_one(space: Workspace, ref: Reference, seed: int, delay: float | None = None) -> Kill:
-    """Kill ``ref.group``'s command after ``delay`` seconds (drawn from ``seed`` when None), rerun, check."""
+def mode_of(seed: int) -> str:
+    return MODES[seed % len(MODES)]
+
+
+def run_one(space: Workspace, ref: Reference, seed: int, delay: float | None = None, *, mode: str = "instant",
+            fraction: float | None = None) -> Kill:
+    """Kill ``ref.group``'s command, rerun, check. ``mode`` "instant": after ``delay`` seconds (drawn from ``seed``
+    when None); "ref" / "checkout": at hold point number ``delay`` (see the module docstring)."""
     group = ref.group
     rng = random.Random(seed)
     if delay is None:
-        delay = rng.uniform(0, ref.seconds)
-    k = Kill(group.name, seed, delay)
+        delay = rng.uniform(0, ref.seconds) if mode == "instant" else rng.randint(1, max(1, ref.points.get(mode, 0)))
+    k = Kill(group.name, seed, delay, mode=mode, fraction=fraction)
     s = space.fresh_group(group)
     origin_before = reachable(s.origin) if s.origin else set()
-    seen = reachable(s.work)
+    seen = reachable(s.work) | recorded_commits(s.work)
+    hold = fresh_hold(space.base)
     with rs.fixed_dates():
         env = dict(os.environ)
-        child = subprocess.Popen(list(group.argv), cwd=s.cwd(group.where), env=env, start_new_session=True,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        k.killed = child.poll() is None
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        child.wait()
-        seen |= reachable(s.work)
+        argv, cwd = list(group.argv), s.cwd(group.where)
+        if mode == "instant":
+            child = subprocess.Popen(argv, cwd=cwd, env={**env, HOLD_VAR: str(hold)}, start_new_session=True,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            k.killed = child.poll() is None
+        else:
+            child, k.killed = start_held(argv, cwd, env, hold, mode, int(delay), timeout=max(60, 10 * ref.seconds))
+        kill_group(child, hold)
+        seen |= reachable_kept(s.work) | recorded_commits(s.work)
         if s.origin:
             origin_before |= reachable(s.origin)
         rerun = _rerun(group, s, env)
@@ -263,14 +481,31 @@ def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str],
                             f"{(rerun.err.strip() or rerun.out.strip())[-500:]}")
         for leak in rs.leaks(rerun.err):
             problems.append(f"rerun printed {leak!r}")
-    st = state_of(work)
-    if st != group.state:
-        problems.append(f"t1 is {st}, an uninterrupted run leaves it {group.state}")
-    if group.name == "merge-all" and state_of(work, "t2") != "COMPLETED":
-        problems.append(f"t2 is {state_of(work, 't2')} after merge --all")
-    status = rs.run([GW, "status"], work, timeout=60)
+    status = rs.run([GW, "status", "--json"], work, timeout=60)
     if status.code != 0:
         problems.append(f"git worker status exited {status.code}: {status.err.strip()[-300:]}")
+    else:
+        try:
+            shown = {r["task_id"]: r["state"] for r in json.loads(status.out)}
+        except (ValueError, KeyError, TypeError) as exc:
+            shown = None
+            problems.append(f"git worker status --json printed no rows ({exc}): {status.out[:200]!r}")
+        table = {w.task_id: w.state for w in rs.rows(work)}
+        if shown is not None and shown != table:
+            problems.append(f"git worker status shows {shown}, the bus holds {table}")
+    st = state_of(work)
+    if group.state is not None and st != group.state:
+        problems.append(f"t1 is {st}, an uninterrupted run leaves it {group.state}")
+    if group.name.startswith("merge-all") and state_of(work, "t2") != "COMPLETED":
+        problems.append(f"t2 is {state_of(work, 't2')} after merge --all")
+    problems += bus_problems(work)
+    hooks = hooks_snapshot(work)
+    if hooks != ref.hooks:
+        differ = sorted(n for n in set(hooks) | set(ref.hooks) if hooks.get(n) != ref.hooks.get(n))
+        problems.append(f"git's hooks directory differs from an uninterrupted run's in {differ}")
+    tmp = rs.common_dir(work) / "nerve" / "tmp"
+    if tmp.is_dir() and any(tmp.iterdir()):
+        problems.append(f"temporary checkouts left in {tmp}: {sorted(p.name for p in tmp.iterdir())[:5]}")
     ok, err = git_ok(work, "worktree", "list")
     if not ok:
         problems.append(f"git worktree list fails: {err[-300:]}")
@@ -281,6 +516,11 @@ def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str],
             problems.append(f"git fetch fails: {err[-300:]}")
         lost = origin_before - reachable(s.origin)
         problems += [f"origin lost commit {sha}" for sha in sorted(lost)]
+        agrees = origin_agreement(s)
+        for branch in sorted(set(agrees) | set(ref.origin_agrees)):
+            if agrees.get(branch) != ref.origin_agrees.get(branch):
+                problems.append(f"branch {branch} and origin's: "
+                                f"{_agree_word(agrees.get(branch))} (uninterrupted: {_agree_word(ref.origin_agrees.get(branch))})")
     problems += rs.orphan_problems(work)
     problems += rs.replay_problems(work)
     now = reachable(work)
@@ -295,7 +535,12 @@ def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str],
         if group.expect == 6 and path == s.wt and in_progress(path):
             continue  # the stopped rebase is what the command promises
         dirty = rs.git(path, "status", "--porcelain")
+        if dirty == ref.porcelain.get(item["worktree"], ""):
+            continue  # as an uninterrupted run leaves it (`init` leaves nerve.toml to commit)
         if dirty and not (group.commit and path == s.wt and "t1.txt" in dirty and dirty.count("\n") == 0):
+            deleted = [ln[3:] for ln in dirty.splitlines() if ln.startswith("D ")]
+            if deleted:
+                problems.append(f"worktree {path} has staged deletions: {deleted[:5]}")
             problems.append(f"worktree {path} differs from its HEAD: {dirty.splitlines()[:5]}")
     for w in rs.rows(work):
         wt = Path(w.worktree)
@@ -312,6 +557,25 @@ def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str],
             if head != f"refs/heads/{w.branch}":
                 problems.append(f"{w.task_id}: worktree HEAD is {head or 'detached'}, not {w.branch}")
     return problems
+
+
+def _agree_word(value: bool | None) -> str:
+    return {True: "same tip", False: "different tips", None: "not on both"}[value]
+
+
+def bus_problems(work: Path) -> list[str]:
+    """``PRAGMA integrity_check`` of the bus (when there is one)."""
+    path = rs.bus_path(work)
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+    try:
+        result = [r[0] for r in conn.execute("PRAGMA integrity_check")]
+    except sqlite3.DatabaseError as exc:
+        return [f"bus integrity_check failed: {exc}"]
+    finally:
+        conn.close()
+    return [] if result == ["ok"] else [f"bus integrity_check: {'; '.join(result[:5])}"]
 
 
 # -- a sweep ------------------------------------------------------------------------------------------
@@ -349,7 +613,14 @@ def group_seed(seed: int, name: str) -> int:
 
 
 def run_planned(space: Workspace, ref: Reference, seed: int, fraction: float) -> Kill:
-    return run_one(space, ref, seed, fraction * ref.seconds)
+    """The kill ``seed`` of a plan: its mode from the seed, its instant (or hold point) at ``fraction`` of the way."""
+    mode = mode_of(seed)
+    points = ref.points.get(mode, 0) if mode != "instant" else 0
+    if mode != "instant" and points == 0:
+        mode = "instant"  # the command passes no such point (no ref transaction, no checkout): a random instant
+    if mode == "instant":
+        return run_one(space, ref, seed, fraction * ref.seconds, fraction=fraction)
+    return run_one(space, ref, seed, float(min(points, 1 + int(fraction * points))), mode=mode, fraction=fraction)
 
 
 def sweep(base: Path, groups: list[str], kills: int, seed: int, *, jobs: int = 1, chunk: int = 10,

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import crash_support as cs
+import pytest
 import reliability_support as rs
 
 from fixtures.repos import build
@@ -27,7 +28,8 @@ GW = "git-worker"
 def slow_checkout(work: Path, flag: Path, pattern: str = "*.py") -> None:
     """Files matching ``pattern`` go through a smudge filter that waits while ``flag`` exists."""
     script = work.parent / "slow-smudge.sh"
-    script.write_text(f"#!/bin/sh\nwhile [ -e '{flag}' ]; do sleep 0.05; done\nexec cat\n", encoding="utf-8")
+    script.write_text(f"#!/bin/sh\nif [ -e '{flag}' ]; then : > '{flag}.reached'; fi\n"
+                      f"while [ -e '{flag}' ]; do sleep 0.05; done\nexec cat\n", encoding="utf-8")
     script.chmod(0o755)
     build.git(work, "config", "filter.slow.smudge", str(script))
     build.git(work, "config", "filter.slow.clean", "cat")
@@ -36,17 +38,17 @@ def slow_checkout(work: Path, flag: Path, pattern: str = "*.py") -> None:
     (info / "attributes").write_text(f"{pattern} filter=slow\n", encoding="utf-8")
 
 
-def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float = 30, inside: Path | None = None,
-                       file: str | None = None) -> None:
-    """Run ``argv`` in its own process group; SIGKILL the group once git sits in the smudge filter (running in the
-    checkout ``inside``, for ``file``, when given)."""
+def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float = 30) -> None:
+    """Run ``argv`` in its own process group; SIGKILL the group once git sits in the smudge filter (the filter
+    creates ``<flag>.reached`` when it starts waiting: no ``/proc`` needed)."""
+    reached = Path(f"{flag}.reached")
+    reached.unlink(missing_ok=True)
     flag.write_text("")
     child = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            if any(any("slow-smudge" in a for a in rs._cmdline(pid)) and (inside is None or _cwd_is(pid, inside))
-                   and (file is None or file in rs._cmdline(pid)) for pid in rs._descendants(child.pid)):
+            if reached.exists():
                 break
             assert child.poll() is None, "the command ended before git reached the filter"
             time.sleep(0.01)
@@ -56,13 +58,6 @@ def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
         flag.unlink(missing_ok=True)
-
-
-def _cwd_is(pid: int, path: Path) -> bool:
-    try:
-        return os.path.realpath(os.readlink(f"/proc/{pid}/cwd")) == os.path.realpath(path)
-    except OSError:
-        return False
 
 
 def run(argv, cwd):
@@ -342,6 +337,7 @@ def test_merge_killed_inside_the_fast_forward_of_the_main_checkout_converges(tmp
     # temporary checkout the push runs from
     script = tmp_path / "slow-smudge.sh"
     script.write_text(f"#!/bin/sh\nif [ \"$1\" = t1.txt ] && [ \"$(pwd -P)\" = '{os.path.realpath(s.work)}' ]; then\n"
+                      f"  if [ -e '{flag}' ]; then : > '{flag}.reached'; fi\n"
                       f"  while [ -e '{flag}' ]; do sleep 0.05; done\nfi\nexec cat\n", encoding="utf-8")
     script.chmod(0o755)
     build.git(s.work, "config", "filter.slow.smudge", f"{script} %f")
@@ -349,7 +345,7 @@ def test_merge_killed_inside_the_fast_forward_of_the_main_checkout_converges(tmp
     (rs.common_dir(s.work) / "info").mkdir(exist_ok=True)
     (rs.common_dir(s.work) / "info" / "attributes").write_text("*.txt filter=slow\n", encoding="utf-8")
 
-    kill_inside_filter(list(group.argv), s.work, flag, timeout=60, inside=s.work, file="t1.txt")
+    kill_inside_filter(list(group.argv), s.work, flag, timeout=60)
     seen |= cs.reachable(s.work)
     assert build.git(s.work, "status", "--porcelain"), "the kill left the main checkout as it was: nothing tested"
 
@@ -374,3 +370,76 @@ def test_merge_all_killed_inside_a_worktree_removal_leaves_no_stale_registration
     assert res.code == 0, res.err
     assert not any(item.get("worktree") == str(wt) for item in rs.worktree_list(repo.work))
     invariants(repo.work)
+
+
+# -- issue 21 ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pick", ["clean", "conflicting"])
+def test_conflicting_done_killed_while_git_holds_cherry_pick_head_lock_converges(tmp_path, pick):
+    """21: killed inside git's rebase while it holds CHERRY_PICK_HEAD.lock (the pick's ref transaction prepared;
+    the harness's reference-transaction hook waits there): at the first, clean pick (the rerun undoes the rebase
+    and starts again) or right after the conflicting one wrote its conflict. The rerun removes the dead lock, the
+    task is CONFLICTED, every crash invariant holds and the agent's `git rebase --continue` works."""
+    group = cs.GROUPS["done-conflict"]
+    space = cs.Workspace(tmp_path / "crash")
+    ref = cs.reference(space, group)
+    s = space.fresh_group(group)
+    seen = cs.reachable(s.work)
+    admin = Path(rs.git(s.wt, "rev-parse", "--path-format=absolute", "--git-dir"))
+    picked = rs.git(s.wt, "rev-parse", "HEAD" if pick == "conflicting" else "HEAD~1")  # t1: greeting / t1: add t1.txt
+    hold = cs.fresh_hold(space.base)
+    with rs.fixed_dates():
+        child, reached = cs.start_held(list(group.argv), s.wt, dict(os.environ), hold, "ref", 1,
+                                       f"{picked} CHERRY_PICK_HEAD")
+        try:
+            assert reached, "git never wrote CHERRY_PICK_HEAD: nothing tested"
+            assert (admin / "CHERRY_PICK_HEAD.lock").is_file()
+            assert bool(rs.git(s.wt, "ls-files", "-u")) == (pick == "conflicting")
+        finally:
+            cs.kill_group(child, hold)
+        assert (admin / "CHERRY_PICK_HEAD.lock").is_file() and cs.in_progress(s.wt)
+        seen |= cs.reachable(s.work)
+        rerun = rs.run(list(group.argv), s.wt)
+    problems = cs.check(s, ref, rerun, seen, set())
+    assert not problems, "\n".join(problems)
+    assert "CHERRY_PICK_HEAD.lock" in rerun.err and "repaired: " in rerun.err, rerun.err
+    assert not (admin / "CHERRY_PICK_HEAD.lock").exists()
+    assert wfx.state(s.work, "t1") == "CONFLICTED"
+    s.wt.joinpath(wfx.APP).write_text(wfx.app_text("hi from both"), encoding="utf-8")
+    build.git(s.wt, "add", wfx.APP)
+    env = {**os.environ, "GIT_EDITOR": "true"}
+    proc = subprocess.run(["git", "rebase", "--continue"], cwd=s.wt, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    res = run([GW, "done", "--skip-rebase"], s.wt)
+    assert res.code == 0, res.err
+    invariants(s.work)
+
+
+def test_retry_killed_as_git_worktree_add_created_its_gitdir_file_converges(tmp_path):
+    """21 item 4 (retry, about one kill in 25: "git worktree list failed: not a git repository"): `git worktree
+    add` killed after it created the admin dir's ``gitdir`` file and before it wrote it. The repair read the
+    worktree from that empty file (``Path("").parent`` is ``.``) and removed the current directory, the main
+    checkout. Now it removes only git's admin dir (and git's empty worktree directory), and the rerun converges."""
+    group = cs.GROUPS["retry"]
+    space = cs.Workspace(tmp_path / "crash")
+    ref = cs.reference(space, group)
+    s = space.fresh_group(group)
+    seen = cs.reachable(s.work)
+    # exactly what the killed `git worktree add` left (git writes `locked`, makes the worktree directory, then
+    # creates `gitdir`), as old as a dead add's
+    admin = rs.common_dir(s.work) / "worktrees" / "t1"
+    admin.mkdir(parents=True)
+    (admin / "locked").write_text("initializing", encoding="utf-8")
+    (admin / "gitdir").write_text("", encoding="utf-8")
+    s.wt.mkdir(parents=True)
+    old = time.time() - 10
+    for p in (admin / "locked", admin / "gitdir", admin, s.wt):
+        os.utime(p, (old, old))
+    with rs.fixed_dates():
+        rerun = rs.run(list(group.argv), s.work)
+    assert (s.work / ".git").is_dir() and (s.work / "src" / "app.py").is_file(), "the main checkout was removed"
+    assert "repaired: removed the unfinished worktree" in rerun.err, rerun.err
+    problems = cs.check(s, ref, rerun, seen, set())
+    assert not problems, "\n".join(problems)
+    assert ctx_of(s.wt)["task_id"] == "t1"

@@ -62,8 +62,9 @@ def say(line: str) -> None:
 
 #: lock files of one worktree's git dir (the main one's is the common dir; a linked one's, its admin dir)
 WORKTREE_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "AUTO_MERGE.lock", "FETCH_HEAD.lock",
-                  "MERGE_MSG.lock", "MERGE_HEAD.lock", "CHERRY_PICK_HEAD.lock", "REVERT_HEAD.lock",
-                  "rebase-merge/git-rebase-todo.lock")
+                  # what a killed rebase / cherry-pick / merge step leaves (pseudorefs and message files)
+                  "MERGE_MSG.lock", "MERGE_HEAD.lock", "MERGE_MODE.lock", "CHERRY_PICK_HEAD.lock", "REBASE_HEAD.lock",
+                  "REVERT_HEAD.lock", "SQUASH_MSG.lock", "rebase-merge/git-rebase-todo.lock")
 #: lock files of the common dir that any git of the repository may take (besides refs/**/*.lock)
 SHARED_LOCKS = ("packed-refs.lock", "config.lock", "shallow.lock", "objects/maintenance.lock", "gc.log.lock")
 
@@ -483,8 +484,8 @@ def _blob_of_file(wt: Path, path: Path) -> str | None:
 def abort_killed_rebase(wt: Path, git_dir: Path, branch: str) -> str | None:
     """A ``git rebase`` that done started and that was killed before it stopped on a conflict: undo it.
 
-    Only ours (the ``done-rebase`` marker) and only with no conflicted file: a rebase the agent
-    started, or one stopped on a conflict, is the agent's to finish. Call after
+    Only ours (the ``done-rebase`` marker) and only before its stop is complete (no conflicted file, or no
+    ``rebase-merge/message`` yet): a rebase the agent started, or one stopped on a conflict, is the agent's to finish. Call after
     :func:`clean_git_leftovers` (which removes a dead ``git-rebase-todo.lock``).
     """
     m = get_marker(git_dir, "done-rebase")
@@ -492,8 +493,10 @@ def abort_killed_rebase(wt: Path, git_dir: Path, branch: str) -> str | None:
         if m is not None and worktrees.operation_in_progress(git_dir) is None:
             clear_marker(git_dir, "done-rebase")
         return None
-    if worktrees.conflicted_files(wt):
-        clear_marker(git_dir, "done-rebase")  # stopped on a conflict: from now on the agent's rebase
+    # stopped on a conflict: from now on the agent's rebase, once git wrote all of its stop (the commit message
+    # `git rebase --continue` reads is its last file); killed between the conflict and that file, it is redone
+    if worktrees.conflicted_files(wt) and (git_dir / "rebase-merge" / "message").is_file():
+        clear_marker(git_dir, "done-rebase")
         return None
     proc = cli.run(["rebase", "--abort"], cwd=wt, check=False)
     if proc.returncode != 0:
@@ -504,4 +507,4 @@ def abort_killed_rebase(wt: Path, git_dir: Path, branch: str) -> str | None:
         if tip:
             cli.run(["reset", "-q", "--hard", f"refs/heads/{branch}"], cwd=wt, check=False)
     clear_marker(git_dir, "done-rebase")
-    return f"undid the rebase in {wt} that an interrupted `git worker done` had started (it had no conflict yet)"
+    return f"undid the rebase in {wt} that an interrupted `git worker done` had started (killed before it had stopped on a conflict)"
