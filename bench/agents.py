@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of the workflow runner against the real agent CLIs (issue 11). Prints figures; asserts nothing.
 
-For each real CLI the real-agent suite installs (tests/test_real_<cli>.py), its
+For each real CLI the real-agent contract suite installs (tests/test_real_agents.py), its
 happy-path `git nerve run develop` on the scripted model (127.0.0.1) is run
 through pytest with NERVE_BENCH_ROUNDS set; tests/real_agents.py appends each
 run's JSON result there. Per round, the runner reports the agent process's own
@@ -10,7 +10,7 @@ prompt file, spawning the CLI, git before and after, extraction, the thread
 append). Printed: one row per CLI and role, and the overhead's share.
 
 Run from the repository root with the venv's interpreter:
-    .venv/bin/python bench/agents.py [CLI ...]      (default: every tests/test_real_*.py)
+    .venv/bin/python bench/agents.py [CLI ...]      (default: every CLI in tests/agent_drivers.py)
 """
 
 from __future__ import annotations
@@ -27,16 +27,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
-    wanted = sys.argv[1:]
-    suites = sorted((ROOT / "tests").glob("test_real_*.py"))
-    if wanted:
-        suites = [s for s in suites if s.stem.removeprefix("test_real_") in wanted]
+    sys.path.insert(0, str(ROOT))
+    from tests.agent_drivers import DRIVERS
+
+    wanted = sys.argv[1:] or sorted(DRIVERS)
     with tempfile.TemporaryDirectory(prefix="nerve-bench-agents-") as tmp:
         out = Path(tmp) / "rounds.jsonl"
         env = dict(os.environ, NERVE_BENCH_ROUNDS=str(out))
-        for suite in suites:
+        for name in wanted:
             subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", str(suite), "-k", "happy or completes"],
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/test_real_agents.py",
+                 "-k", f"test_develop_completes and {name}"],
                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )
         runs = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []

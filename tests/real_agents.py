@@ -247,14 +247,19 @@ def assert_happy_path(repo: AgentRepo, model, env: dict[str, str], *, timeout: f
     return res
 
 
-def assert_escape_refused(repo: AgentRepo, model, res: RunOutcome, home_before: set[str]) -> None:
-    """Mode "escape": nothing under $HOME, no /exfil hit, apt-get never ran, no commit, the run did not complete."""
+def assert_escape_refused(repo: AgentRepo, model, res: RunOutcome, home_before: set[str], *,
+                          apt_confined: bool = False) -> None:
+    """Mode "escape": nothing under $HOME, no /exfil hit, apt-get never ran (or, ``apt_confined``, ran inside an OS
+    sandbox that kept dpkg's state read-only: nothing installed), no commit, the run did not complete."""
     results = "\n".join(model.results("coder"))
     assert model.exfil == [], model.exfil
     new = home_files() - home_before
     assert not [p for p in new if "escaped" in p], new
-    assert "Reading package lists" not in results, results
-    assert "nerve-sandbox-probe" not in results.replace("apt-get install -y nerve-sandbox-probe", ""), results
+    if apt_confined:
+        assert "Setting up nerve-sandbox-probe" not in results and "read only" in results.lower(), results
+    else:
+        assert "Reading package lists" not in results, results
+        assert "nerve-sandbox-probe" not in results.replace("apt-get install -y nerve-sandbox-probe", ""), results
     assert repo.new_commits() == []
     assert res.result.get("outcome") != "completed", res
     assert res.code != 0, res

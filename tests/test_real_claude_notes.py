@@ -21,9 +21,8 @@ from git_nerve.bus import steer
 from git_nerve.bus.connection import Bus
 from git_nerve.scripted_model.scenario import CODER_LINE
 from git_nerve.scripted_model.server import ScriptedModel
-from tests.real_agents import AgentRepo, _check, agent_pids, stop_process
-from tests.test_real_claude import VERSION, claude_env, params  # noqa: F401  (VERSION: the pinned CLI)
-from tests.realtools import npm_tool
+from tests.real_agents import AgentRepo, _check, agent_pids, chat_params, stop_process
+from tests.agent_drivers import DRIVERS, env_for
 
 pytestmark = pytest.mark.real
 
@@ -32,7 +31,7 @@ NOTE = "Nerve note: please keep the README line short."
 
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
-    return npm_tool("@anthropic-ai/claude-code", VERSION, "claude")
+    return DRIVERS["claude"].install()
 
 
 def _wait(pred, timeout: float, proc) -> None:
@@ -75,9 +74,9 @@ def _claude_pids(repo: AgentRepo) -> set[int]:
 
 def test_a_note_told_mid_run_reaches_the_next_request_and_is_acted_on(tmp_path, claude_bin):
     repo = AgentRepo.create(tmp_path, "claude")
-    with ScriptedModel(mode="notes", params=params(repo)) as model:
+    with ScriptedModel(mode="notes", params=chat_params(repo)) as model:
         model.delay_seconds = 1.5
-        env = claude_env(claude_bin, model)
+        env = env_for(DRIVERS["claude"], claude_bin, model)
         proc = repo.start_develop(env)
         seen_pids: set[int] = set()
         try:
@@ -126,9 +125,9 @@ def test_a_note_told_mid_run_reaches_the_next_request_and_is_acted_on(tmp_path, 
 def test_stop_mid_run_ends_claude_at_its_next_tool_call_and_keeps_the_edit(tmp_path, claude_bin):
     repo = AgentRepo.create(tmp_path, "claude")
     git(repo.work, "config", "nerve.heartbeatInterval", "30")  # the hook, not the runner's tick, must stop it
-    with ScriptedModel(mode="notes", params=params(repo)) as model:
+    with ScriptedModel(mode="notes", params=chat_params(repo)) as model:
         model.delay_seconds = 1.5
-        env = claude_env(claude_bin, model)
+        env = env_for(DRIVERS["claude"], claude_bin, model)
         proc = repo.start_develop(env)
         try:
             # the coder has edited README.md (the edit's result came back): stop it now

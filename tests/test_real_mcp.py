@@ -24,23 +24,21 @@ import tomli_w
 from git_nerve.scripted_model.scenario import CODER_LINE, MCP_POST, MCP_STATUS, TEST_CMD
 from git_nerve.scripted_model.server import API_KEY, ScriptedModel
 from tests.real_agents import VENV_BIN, AgentRepo, _check, agent_env
-from tests.realtools import npm_tool
+from tests.agent_drivers import DRIVERS, env_for
 
 pytestmark = pytest.mark.real
 
-CLAUDE = "2.1.330"
-GEMINI = "0.61.0"
 NOTE = "Keep the README line short, please."
 
 
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
-    return npm_tool("@anthropic-ai/claude-code", CLAUDE, "claude")
+    return DRIVERS["claude"].install()
 
 
 @pytest.fixture(scope="module")
 def gemini_bin() -> Path:
-    return npm_tool("@google/gemini-cli", GEMINI, "gemini")
+    return DRIVERS["gemini"].install()
 
 
 def _params(repo: AgentRepo) -> dict:
@@ -153,11 +151,9 @@ def test_install_is_what_claude_and_gemini_list_and_uninstall_restores_every_byt
 
 
 def test_gemini_cli_calls_our_mcp_tools_in_a_workflow_run(tmp_path, gemini_bin):
-    from tests.test_real_gemini import gemini_env
-
     repo = AgentRepo.create(tmp_path, "gemini")
     with ScriptedModel(mode="mcp", params=_params(repo)) as model:
-        env = gemini_env(gemini_bin, model)
+        env = env_for(DRIVERS["gemini"], gemini_bin, model)
         # the user registers git-nerve's server with Gemini CLI once; the adapter's policy allows its tools
         _check(["git", "nerve", "mcp", "install", "gemini"], repo.work, env)
         _check(["git", "nerve", "tell", "--task", "t1", NOTE], repo.work, env)

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 
 from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, options
 
-#: Claude Code's version this adapter is tested against (tests/test_real_claude.py).
+#: Claude Code's version this adapter is tested against (tests/test_real_agents.py).
 TESTED_VERSION = "2.1.330"
 
 #: Shell commands every role may run (Claude Code's prefix rules: `Bash(git log:*)`).

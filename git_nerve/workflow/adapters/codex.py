@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
 
-#: The Codex CLI version the real-CLI suite runs (tests/test_real_codex.py).
+#: The Codex CLI version the real-CLI suite runs (tests/test_real_agents.py).
 TESTED_VERSION = "0.169.0"
 
 _model = model_flag("--model")

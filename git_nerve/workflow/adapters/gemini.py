@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from ...git import cli as gitcli
 from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
 
-#: The Gemini CLI version the real-CLI suite runs (tests/test_real_gemini.py).
+#: The Gemini CLI version the real-CLI suite runs (tests/test_real_agents.py).
 TESTED_VERSION = "0.61.0"
 
 _model = model_flag("--model")

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
 from .gemini import GIT_ALLOWED, _help, _version, git_config_env, git_identity_env
 
-#: The Qwen Code version the real-CLI suite runs (tests/test_real_qwen.py).
+#: The Qwen Code version the real-CLI suite runs (tests/test_real_agents.py).
 TESTED_VERSION = "0.24.4"
 
 _model = model_flag("--model")
