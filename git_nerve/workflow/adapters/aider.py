@@ -35,10 +35,9 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
 
 from .base import AdapterSpawnFailed
-from .command import DEFAULT_GRACE, PROMPT_FILE, CommandAdapter, Invocation, extras, options
+from .command import PROMPT_FILE, CommandAdapter, Invocation, adapter_factory, extras, options
 
 #: The launcher: aider's own main() with its confirmation questions answered by the fixed policy.
 LAUNCHER = r'''"""git-nerve's launcher for aider: every confirmation answered by a fixed policy (never a person)."""
@@ -241,23 +240,11 @@ def checks(adapter: CommandAdapter) -> list[str]:
     return problems
 
 
-def create_aider(
-    *,
-    model: str | None = None,
-    timeout: float | None = None,
-    extra_args: Sequence[str] | None = None,
-    binary: str = "aider",
-    name: str = "aider",
-    grace: float = DEFAULT_GRACE,
-    env: Mapping[str, str] | None = None,
-) -> CommandAdapter:
-    """A aider adapter; None means nerve.toml's [adapters.aider] default, else the built-in one (timeout 300 s)."""
-    return CommandAdapter(
-        name=name, binary=binary, build=_argv, prompt_via="file", model=model, timeout=timeout,
-        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=_prepare, diagnose=diagnose, checks=checks,
-        sandbox="",  # aider has no sandbox and no permission rules; see the module docstring
-    )
+create_aider = adapter_factory(
+    "aider", "aider",
+    build=_argv, prompt_via="file", prepare=_prepare, diagnose=diagnose, checks=checks,
+    sandbox="",  # aider has no sandbox and no permission rules; see the module docstring
+)
 
 
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.

@@ -32,9 +32,8 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
 
-from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, options
 
 #: Claude Code's version this adapter is tested against (tests/test_real_agents.py).
 TESTED_VERSION = "2.1.330"
@@ -232,22 +231,11 @@ SANDBOX = ("Claude Code permission rules (dontAsk): file tools only inside the w
            "`git nerve thread/post` and the test command; network, package managers, git push/config denied")
 
 
-def create_claude(
-    *,
-    model: str | None = None,
-    timeout: float | None = None,
-    extra_args: Sequence[str] | None = None,
-    binary: str = "claude",
-    name: str = "claude",
-    grace: float = DEFAULT_GRACE,
-    env: Mapping[str, str] | None = None,
-) -> CommandAdapter:
-    """A claude adapter; None means nerve.toml's [adapters.claude] default, else the built-in one (timeout 300 s)."""
-    return CommandAdapter(
-        name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
-        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX, clean_stop=True,
-    )
+create_claude = adapter_factory(
+    "claude", "claude",
+    build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
+    clean_stop=True,
+)
 
 
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.

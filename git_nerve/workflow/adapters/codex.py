@@ -22,9 +22,8 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
 
-from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options
 
 #: The Codex CLI version the real-CLI suite runs (tests/test_real_agents.py).
 TESTED_VERSION = "0.169.0"
@@ -114,22 +113,10 @@ def _provider_key(home: str) -> bool:
     return bool(key and os.environ.get(key))
 
 
-def create_codex(
-    *,
-    model: str | None = None,
-    timeout: float | None = None,
-    extra_args: Sequence[str] | None = None,
-    binary: str = "codex",
-    name: str = "codex",
-    grace: float = DEFAULT_GRACE,
-    env: Mapping[str, str] | None = None,
-) -> CommandAdapter:
-    """A codex adapter; None means nerve.toml's [adapters.codex] default, else the built-in one (timeout 300 s)."""
-    return CommandAdapter(
-        name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
-        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    )
+create_codex = adapter_factory(
+    "codex", "codex",
+    build=_argv, prompt_via="stdin", prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+)
 
 
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.

@@ -463,6 +463,35 @@ def extras(adapter: CommandAdapter) -> list[str]:
     return list(adapter.extra_args or ())
 
 
+def adapter_factory(default_name: str, default_binary: str | None, **fixed: Any) -> Callable[..., CommandAdapter]:
+    """The ``create_NAME`` of one agent CLI (one for all of them): ``fixed`` is what makes that CLI safe and
+    reliable to drive (``build``, ``prompt_via``, ``prepare``, ``diagnose``, ``checks``, ``sandbox``, ...);
+    the keyword arguments of the function it returns are what nerve.toml's ``[adapters.NAME]`` tunes. A None
+    ``default_binary`` is this Python interpreter (git-nerve's own agent)."""
+
+    def create(
+        *,
+        model: str | None = None,
+        timeout: float | None = None,
+        extra_args: Sequence[str] | None = None,
+        binary: str | None = default_binary,
+        name: str = default_name,
+        grace: float = DEFAULT_GRACE,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandAdapter:
+        import sys
+
+        return CommandAdapter(
+            name=name, binary=binary or sys.executable, model=model, timeout=timeout,
+            extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env, **fixed,
+        )
+
+    create.__name__ = create.__qualname__ = f"create_{default_name}"
+    create.__doc__ = (f"A {default_name} adapter; None means nerve.toml's [adapters.{default_name}] default, "
+                      "else the built-in one (timeout 300 s).")
+    return create
+
+
 def create_exec(
     argv: Sequence[str],
     *,
@@ -494,6 +523,7 @@ def create_exec(
 
 
 __all__ = [
+    "adapter_factory",
     "PROMPT_FILE", "Capture", "CommandAdapter", "Diagnose", "Invocation", "create_exec", "group_alive", "kill_group",
     "options", "run_process",
 ]

@@ -11,9 +11,8 @@ such as ``Shell(git)`` and the test command, ``permissions.deny`` for the rest).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 
-from .command import DEFAULT_GRACE, CommandAdapter, extras, model_flag, options
+from .command import CommandAdapter, adapter_factory, extras, model_flag, options
 
 _model = model_flag("--model")
 
@@ -23,22 +22,11 @@ def _argv(a: CommandAdapter) -> list[str]:
     return [a.binary, *options(own, a.extra_args), *_model(a.model), *extras(a)]
 
 
-def create_cursor(
-    *,
-    model: str | None = None,
-    timeout: float | None = None,
-    extra_args: Sequence[str] | None = None,
-    binary: str = "cursor-agent",
-    name: str = "cursor",
-    grace: float = DEFAULT_GRACE,
-    env: Mapping[str, str] | None = None,
-) -> CommandAdapter:
-    """A cursor adapter; None means nerve.toml's [adapters.cursor] default, else the built-in one (timeout 300 s)."""
-    return CommandAdapter(
-        name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
-        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        sandbox="Cursor CLI permission rules (~/.cursor/cli-config.json allow/deny); untested here", tested=False,
-    )
+create_cursor = adapter_factory(
+    "cursor", "cursor-agent",
+    build=_argv, prompt_via="stdin",
+    sandbox="Cursor CLI permission rules (~/.cursor/cli-config.json allow/deny); untested here", tested=False,
+)
 
 
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.

@@ -42,7 +42,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from ...git import cli as gitcli
-from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options
 
 #: The Gemini CLI version the real-CLI suite runs (tests/test_real_agents.py).
 TESTED_VERSION = "0.61.0"
@@ -340,22 +340,10 @@ def checks(adapter: CommandAdapter) -> list[str]:
     return problems
 
 
-def create_gemini(
-    *,
-    model: str | None = None,
-    timeout: float | None = None,
-    extra_args: Sequence[str] | None = None,
-    binary: str = "gemini",
-    name: str = "gemini",
-    grace: float = DEFAULT_GRACE,
-    env: Mapping[str, str] | None = None,
-) -> CommandAdapter:
-    """A gemini adapter; None means nerve.toml's [adapters.gemini] default, else the built-in one (timeout 300 s)."""
-    return CommandAdapter(
-        name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
-        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    )
+create_gemini = adapter_factory(
+    "gemini", "gemini",
+    build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+)
 
 
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.

@@ -38,7 +38,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from .command import DEFAULT_GRACE, PROMPT_FILE, CommandAdapter, Invocation, extras, options
+from .command import PROMPT_FILE, CommandAdapter, Invocation, adapter_factory, extras, options
 
 POINTER = ("Your complete instructions are in the file {path}. Read that file with your read_file tool "
            "first, then do exactly what it says.")
@@ -177,24 +177,12 @@ def checks(adapter: CommandAdapter) -> list[str]:
             for flag in ("-z", "--toolsets") if flag not in text]
 
 
-def create_hermes(
-    *,
-    model: str | None = None,
-    timeout: float | None = None,
-    extra_args: Sequence[str] | None = None,
-    binary: str = "hermes",
-    name: str = "hermes",
-    grace: float = DEFAULT_GRACE,
-    env: Mapping[str, str] | None = None,
-) -> CommandAdapter:
-    """A hermes adapter; None means nerve.toml's [adapters.hermes] default, else the built-in one (timeout 300 s)."""
-    return CommandAdapter(
-        name=name, binary=binary, build=_argv, prompt_via="file", model=model, timeout=timeout,
-        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=_prepare, diagnose=diagnose, checks=checks,
-        sandbox="Hermes rules: approvals.deny lets the terminal run only git, `git nerve` and the test command; "
-                "file writes only in the worktree (HERMES_WRITE_SAFE_ROOT); tools: terminal, file (no OS sandbox)",
-    )
+create_hermes = adapter_factory(
+    "hermes", "hermes",
+    build=_argv, prompt_via="file", prepare=_prepare, diagnose=diagnose, checks=checks,
+    sandbox="Hermes rules: approvals.deny lets the terminal run only git, `git nerve` and the test command; "
+            "file writes only in the worktree (HERMES_WRITE_SAFE_ROOT); tools: terminal, file (no OS sandbox)",
+)
 
 
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.

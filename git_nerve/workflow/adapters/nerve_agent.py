@@ -13,10 +13,8 @@ files inside the worktree only, commands from an allowlist run without a shell.
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Mapping, Sequence
 
-from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options
 
 SANDBOX = ("allowlisted commands (git add/commit/status/diff/log/show..., git nerve thread/knowledge, the test "
            "command; argv lists, no shell), writes confined to the worktree (symlinks resolved, .git refused)")
@@ -57,22 +55,11 @@ def checks(adapter: CommandAdapter) -> list[str]:
     return problems
 
 
-def create_nerve_agent(
-    *,
-    model: str | None = None,
-    timeout: float | None = None,
-    extra_args: Sequence[str] | None = None,
-    binary: str | None = None,
-    name: str = "nerve_agent",
-    grace: float = DEFAULT_GRACE,
-    env: Mapping[str, str] | None = None,
-) -> CommandAdapter:
-    """git-nerve's own agent; ``binary`` is the Python interpreter that runs it (default: this one)."""
-    return CommandAdapter(
-        name=name, binary=binary or sys.executable, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
-        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX, clean_stop=True,
-    )
+create_nerve_agent = adapter_factory(
+    "nerve_agent", None,
+    build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    clean_stop=True,
+)
 
 
 nerve_agent_adapter = create_nerve_agent()

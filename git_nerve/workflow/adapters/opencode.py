@@ -22,9 +22,8 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
 
-from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, options
 
 #: opencode's settings for an unattended run (merged over the user's config).
 SETTINGS = {"$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled", "snapshot": False}
@@ -109,24 +108,12 @@ def checks(adapter: CommandAdapter) -> list[str]:
     return problems
 
 
-def create_opencode(
-    *,
-    model: str | None = None,
-    timeout: float | None = None,
-    extra_args: Sequence[str] | None = None,
-    binary: str = "opencode",
-    name: str = "opencode",
-    grace: float = DEFAULT_GRACE,
-    env: Mapping[str, str] | None = None,
-) -> CommandAdapter:
-    """An opencode adapter; None means nerve.toml's [adapters.opencode] default, else the built-in one."""
-    return CommandAdapter(
-        name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
-        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=_prepare, diagnose=diagnose, checks=checks,
-        sandbox="opencode permission rules (OPENCODE_PERMISSION): edits inside the project, shell only git, "
-                "`git nerve`, the test command; no web, no external directories (no OS sandbox)",
-    )
+create_opencode = adapter_factory(
+    "opencode", "opencode",
+    build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks,
+    sandbox="opencode permission rules (OPENCODE_PERMISSION): edits inside the project, shell only git, "
+            "`git nerve`, the test command; no web, no external directories (no OS sandbox)",
+)
 
 
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.

@@ -27,9 +27,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from .command import DEFAULT_GRACE, CommandAdapter, Invocation, extras, model_flag, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options
 from .gemini import GIT_ALLOWED, _help, _version, git_config_env, git_identity_env
 
 #: The Qwen Code version the real-CLI suite runs (tests/test_real_agents.py).
@@ -144,22 +144,10 @@ def checks(adapter: CommandAdapter) -> list[str]:
     return problems
 
 
-def create_qwen(
-    *,
-    model: str | None = None,
-    timeout: float | None = None,
-    extra_args: Sequence[str] | None = None,
-    binary: str = "qwen",
-    name: str = "qwen",
-    grace: float = DEFAULT_GRACE,
-    env: Mapping[str, str] | None = None,
-) -> CommandAdapter:
-    """A qwen adapter; None means nerve.toml's [adapters.qwen] default, else the built-in one (timeout 300 s)."""
-    return CommandAdapter(
-        name=name, binary=binary, build=_argv, prompt_via="stdin", model=model, timeout=timeout,
-        extra_args=tuple(extra_args) if extra_args is not None else None, grace=grace, env=env,
-        prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    )
+create_qwen = adapter_factory(
+    "qwen", "qwen",
+    build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+)
 
 
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.
