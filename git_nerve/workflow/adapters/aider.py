@@ -34,10 +34,9 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 
 from .base import AdapterSpawnFailed
-from .command import PROMPT_FILE, CommandAdapter, Invocation, adapter_factory, extras, options
+from .command import PROMPT_FILE, CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
 #: The launcher: aider's own main() with its confirmation questions answered by the fixed policy.
 LAUNCHER = r'''"""git-nerve's launcher for aider: every confirmation answered by a fixed policy (never a person)."""
@@ -219,15 +218,14 @@ def checks(adapter: CommandAdapter) -> list[str]:
     python = aider_python(adapter.binary)
     if python is None:
         return [f"cannot find the Python interpreter of `{adapter.binary}` (needed for the confirmation policy)"]
-    probe = ("import inspect, aider, aider.io, aider.main; "
+    check = ("import inspect, aider, aider.io, aider.main; "
              "print(aider.__version__); "
              "print(list(inspect.signature(aider.io.InputOutput.confirm_ask).parameters))")
-    try:
-        proc = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
-        help_text = subprocess.run([adapter.binary, "--help"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"aider did not run: {exc}"]
-    if proc.returncode != 0:
+    proc, helped = probe([python, "-c", check]), probe([adapter.binary, "--help"])
+    if not (proc.ok and helped.ok):
+        return [proc.error or helped.error]
+    help_text = helped.stdout
+    if proc.code != 0:
         return [f"aider's package cannot be imported by {python}: {proc.stderr.strip()[-300:]}"]
     problems = []
     if "question" not in proc.stdout or "subject" not in proc.stdout:

@@ -31,9 +31,8 @@ import json
 import os
 import re
 import shutil
-import subprocess
 
-from .command import CommandAdapter, Invocation, adapter_factory, extras, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
 #: Claude Code's version this adapter is tested against (tests/test_real_agents.py).
 TESTED_VERSION = "2.1.330"
@@ -193,11 +192,10 @@ def _diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
 def _checks(adapter: CommandAdapter) -> list[str]:
     problems: list[str] = []
     exe = shutil.which(adapter.binary) or adapter.binary
-    try:
-        ver = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30)
-        helptext = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"`{adapter.binary} --version` failed: {exc}"]
+    ver, helped = probe([exe, "--version"], timeout=30), probe([exe, "--help"], timeout=30)
+    if not (ver.ok and helped.ok):
+        return [ver.error or helped.error]
+    helptext = helped.stdout
     m = re.search(r"(\d+)\.(\d+)\.(\d+)", ver.stdout)
     if m is None:
         problems.append(f"`{adapter.binary} --version` printed no version: {ver.stdout.strip()[:80]!r}")

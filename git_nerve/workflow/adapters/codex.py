@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 
-from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
 #: The Codex CLI version the real-CLI suite runs (tests/test_real_agents.py).
 TESTED_VERSION = "0.169.0"
@@ -84,11 +83,10 @@ def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
 
 def checks(a: CommandAdapter) -> list[str]:
     problems = []
-    try:
-        version = subprocess.run([a.binary, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-        helptext = subprocess.run([a.binary, "exec", "--help"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"`{a.binary} --version` failed: {exc}"]
+    ver, helped = probe([a.binary, "--version"], timeout=30), probe([a.binary, "exec", "--help"], timeout=30)
+    if not (ver.ok and helped.ok):
+        return [ver.error or helped.error]
+    version, helptext = ver.stdout.strip(), helped.stdout
     if TESTED_VERSION not in version:
         problems.append(f"{version or 'unknown version'} installed; the adapter is tested with codex-cli {TESTED_VERSION}")
     for flag in ("--sandbox", "--skip-git-repo-check", "--color"):

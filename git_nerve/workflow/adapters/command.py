@@ -463,6 +463,31 @@ def extras(adapter: CommandAdapter) -> list[str]:
     return list(adapter.extra_args or ())
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What one run of an installed CLI printed (``--version``, ``--help``), for `git nerve validate`."""
+
+    ok: bool  #: it ran (whatever its exit status)
+    stdout: str = ""
+    stderr: str = ""
+    error: str = ""  #: why it did not run, in one line naming the command
+    code: int | None = None  #: its exit status
+
+    @property
+    def text(self) -> str:
+        return self.stdout + self.stderr
+
+
+def probe(argv: Sequence[str], *, timeout: float = 60, env: Mapping[str, str] | None = None) -> Probe:
+    """Run an installed CLI once to see what it is (no stdin, no shell, bounded in time); never raises."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                              env=None if env is None else {**os.environ, **env})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Probe(False, error=f"`{' '.join(argv)}` did not run: {exc}")
+    return Probe(True, proc.stdout or "", proc.stderr or "", code=proc.returncode)
+
+
 def adapter_factory(default_name: str, default_binary: str | None, **fixed: Any) -> Callable[..., CommandAdapter]:
     """The ``create_NAME`` of one agent CLI (one for all of them): ``fixed`` is what makes that CLI safe and
     reliable to drive (``build``, ``prompt_via``, ``prepare``, ``diagnose``, ``checks``, ``sandbox``, ...);
@@ -523,7 +548,9 @@ def create_exec(
 
 
 __all__ = [
+    "Probe",
     "adapter_factory",
+    "probe",
     "PROMPT_FILE", "Capture", "CommandAdapter", "Diagnose", "Invocation", "create_exec", "group_alive", "kill_group",
     "options", "run_process",
 ]

@@ -37,12 +37,11 @@ import functools
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
 from ...git import cli as gitcli
-from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
 #: The Gemini CLI version the real-CLI suite runs (tests/test_real_agents.py).
 TESTED_VERSION = "0.61.0"
@@ -272,22 +271,16 @@ def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
 
 @functools.lru_cache(maxsize=8)
 def _version(binary: str) -> tuple[str | None, str | None]:
-    try:
-        proc = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "NO_COLOR": "1"})
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return None, f"`{binary} --version` failed: {exc}"
+    proc = probe([binary, "--version"], env={"NO_COLOR": "1"})
+    if not proc.ok:
+        return None, proc.error
     m = re.search(r"\d+\.\d+\.\d+", proc.stdout)
     return (m.group(0) if m else None), None
 
 
 @functools.lru_cache(maxsize=8)
 def _help(binary: str) -> str:
-    try:
-        return subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "NO_COLOR": "1"}).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
+    return probe([binary, "--help"], env={"NO_COLOR": "1"}).stdout
 
 
 def _settings_auth() -> str:

@@ -35,10 +35,9 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 
-from .command import PROMPT_FILE, CommandAdapter, Invocation, adapter_factory, extras, options
+from .command import PROMPT_FILE, CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
 POINTER = ("Your complete instructions are in the file {path}. Read that file with your read_file tool "
            "first, then do exactly what it says.")
@@ -167,12 +166,10 @@ def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
 
 def checks(adapter: CommandAdapter) -> list[str]:
     """The installed hermes has `-z` and `--toolsets` (what this adapter uses: hermes-agent 0.19+)."""
-    try:
-        proc = subprocess.run([adapter.binary, "--help"], capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"`{adapter.binary} --help` did not run: {exc}"]
-    text = proc.stdout + proc.stderr
+    proc = probe([adapter.binary, "--help"])
+    if not proc.ok:
+        return [proc.error]
+    text = proc.text
     return [f"`{adapter.binary}` has no {flag} option (this adapter needs hermes-agent 0.19 or later)"
             for flag in ("-z", "--toolsets") if flag not in text]
 

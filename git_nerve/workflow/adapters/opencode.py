@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 
-from .command import CommandAdapter, Invocation, adapter_factory, extras, options
+from .command import CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
 #: opencode's settings for an unattended run (merged over the user's config).
 SETTINGS = {"$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled", "snapshot": False}
@@ -97,12 +96,10 @@ def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
 
 def checks(adapter: CommandAdapter) -> list[str]:
     """The installed opencode runs, is a 1.x with `run --format` (what this adapter uses)."""
-    try:
-        proc = subprocess.run([adapter.binary, "run", "--help"], capture_output=True, text=True, timeout=60,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [f"`{adapter.binary} run --help` did not run: {exc}"]
-    text = proc.stdout + proc.stderr
+    proc = probe([adapter.binary, "run", "--help"])
+    if not proc.ok:
+        return [proc.error]
+    text = proc.text
     problems = [f"`{adapter.binary} run` has no {flag} option (this adapter needs opencode 1.x)"
                 for flag in ("--format", "--model") if flag not in text]
     return problems
