@@ -42,7 +42,11 @@ def hermetic(tmp_path_factory, monkeypatch):
             monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    return env
+    yield env
+    if os.environ.get("HOME") != env["HOME"] or os.environ.get("GIT_CONFIG_GLOBAL") != env["GIT_CONFIG_GLOBAL"]:
+        # the rest of the test ran with the real HOME (on a fresh machine: no git identity)
+        pytest.fail("the test undid the hermetic environment (monkeypatch.undo() undoes every fixture's "
+                    "patches): patch inside `with monkeypatch.context()` instead", pytrace=False)
 
 
 @pytest.fixture

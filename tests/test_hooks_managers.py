@@ -18,7 +18,7 @@ from fixtures.repos import worker as wfx
 from fixtures.repos.build import commit_file, git
 from fixtures.repos.hooks import commit, git_run, heartbeats, hooks_dir, messages
 from git_nerve.hooks import install as hooks
-from realtools import apt_tool, npm_tool, pip_tool
+from realtools import deb_tool, npm_tool, pip_tool
 
 PRE_COMMIT = ("pre-commit", "4.7.0")
 LEFTHOOK = ("lefthook", "2.2.2")
@@ -180,8 +180,9 @@ def _lfs_object_count(origin: Path) -> int:
 
 @pytest.mark.real
 @pytest.mark.parametrize("lfs_first", [True, False], ids=["lfs-then-nerve", "nerve-then-lfs"])
-def test_git_lfs_objects_reach_origin_whichever_was_installed_first(remote_repo, gn, gw, lfs_first):
-    lfs = apt_tool("git-lfs", "git-lfs")
+def test_git_lfs_objects_reach_origin_whichever_was_installed_first(remote_repo, gn, gw, lfs_first, monkeypatch):
+    lfs = deb_tool("git-lfs", "git-lfs")
+    monkeypatch.setenv("PATH", f"{lfs.parent}{os.pathsep}{os.environ['PATH']}")  # `git lfs` and its hooks find it
     work, origin = remote_repo.work, remote_repo.origin
     if lfs_first:
         run_ok(["git", "lfs", "install", "--local"], work)

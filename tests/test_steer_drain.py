@@ -239,11 +239,11 @@ def test_a_crashed_drain_leaves_the_merge_queue_plan_unapplied(bus, monkeypatch)
     add_task(bus, "t1", "APPROVED", approved_at=clock.now())
     queue = Queue(workers.all_workers(bus.conn, states=("APPROVED",)))
     queue_message(bus, "skip t1")
-    monkeypatch.setattr(steer, "advance", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("crash")))
-    with pytest.raises(RuntimeError):
-        drain(bus, QUEUE_CONSUMER, respond=queue.respond)
+    with monkeypatch.context() as crashing:  # not monkeypatch.undo(): that would undo the hermetic environment too
+        crashing.setattr(steer, "advance", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("crash")))
+        with pytest.raises(RuntimeError):
+            drain(bus, QUEUE_CONSUMER, respond=queue.respond)
     assert queue.tasks == ["t1"]
-    monkeypatch.undo()
     drain(bus, QUEUE_CONSUMER, respond=queue.respond)
     queue.adopt()
     assert queue.tasks == [] and queue.skipped == ["t1"]

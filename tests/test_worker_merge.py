@@ -246,14 +246,15 @@ def test_merge_gives_up_after_three_lost_races_and_moves_nothing(remote_repo, gw
         real_fetch(cwd, remote, branches)
         pushes.append(wk.push_from(other, f"race{len(pushes)}.txt", "x\n"))
 
-    monkeypatch.setattr(gitremote, "fetch", always_racing)
-    res = gw("merge t1", work)
+    # a context of its own: monkeypatch.undo() would also undo the hermetic environment (HOME, identity)
+    with monkeypatch.context() as racing:
+        racing.setattr(gitremote, "fetch", always_racing)
+        res = gw("merge t1", work)
     assert res.code == 4 and "gave up after 3 attempts" in res.err, res
     assert len(pushes) == 3
     assert git(remote_repo.origin, "rev-parse", "main") == pushes[-1]  # theirs, not overwritten
     assert git(work, "rev-parse", "main") == local_main
     assert wk.state(work, "t1") == "APPROVED"
-    monkeypatch.undo()
     assert gw("merge t1", work).code == 0  # and a later run goes through
 
 

@@ -290,10 +290,11 @@ def test_an_existing_branch_of_the_task_is_adopted_only_with_adopt_and_not_delet
     refused = gw("spawn t1", repo.work)
     assert refused.code == 2 and "feat/t1 already exists" in refused.err and "--adopt" in refused.err, refused
     assert wk.row(repo.work, "t1") is None
-    monkeypatch.setattr(workers, "insert", lambda conn, w: (_ for _ in ()).throw(__import__("sqlite3").OperationalError("boom")))
-    assert gw("spawn t1 --adopt", repo.work).code == 5
+    with monkeypatch.context() as failing:  # not monkeypatch.undo(): that would undo the hermetic environment too
+        failing.setattr(workers, "insert",
+                        lambda conn, w: (_ for _ in ()).throw(__import__("sqlite3").OperationalError("boom")))
+        assert gw("spawn t1 --adopt", repo.work).code == 5
     assert git(repo.work, "rev-parse", "feat/t1") == tip  # not ours to delete
-    monkeypatch.undo()
     assert gw("spawn t1 --adopt", repo.work).code == 0
     assert git(wk.worktree(repo.work, "t1"), "rev-parse", "HEAD") == tip
 

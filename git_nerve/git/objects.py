@@ -28,8 +28,18 @@ _IDENT = re.compile(r"^(?P<name>.*) <(?P<email>[^>]*)> (?P<time>-?\d+) (?P<offse
 
 
 def identity(cwd, which: str = "GIT_COMMITTER_IDENT") -> pygit2.Signature:
-    """The identity git itself would use (config, ``-c``, GIT_* env), as a signature."""
-    line = cli.out(["var", which], cwd=cwd)
+    """The identity git itself would use (config, ``-c``, GIT_* env), as a signature.
+
+    For commits made on the person's behalf (a rebase, a merge commit): without an identity this is
+    git's refusal, as one line saying how to set one (git-nerve's own snapshots use :mod:`.ident`)."""
+    from . import ident
+
+    try:
+        line = cli.out(["var", which], cwd=cwd)
+    except GitError as exc:
+        if ident.is_missing(exc.message):
+            raise GitError(ident.missing_message("this commit", exc.message)) from exc
+        raise
     m = _IDENT.match(line)
     if not m:
         raise GitError(f"cannot parse git identity {line!r}; set user.name and user.email")

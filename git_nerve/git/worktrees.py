@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitError
-from . import cli
+from . import cli, ident
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | 
         cli.run(["add", "-A", "--", "."], cwd=worktree, env=env)
         tree = cli.out(["write-tree"], cwd=worktree, env=env)
         parent_args = [arg for p in (parents or [parent]) for arg in ("-p", p)]
-        return cli.out(["commit-tree", tree, *parent_args, "-m", message], cwd=worktree, env=env)
+        return ident.commit_tree([tree, *parent_args, "-m", message], cwd=worktree, env=env)
     finally:
         tmp_index.unlink(missing_ok=True)
 

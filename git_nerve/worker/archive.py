@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..bus import messages
 from ..errors import GitError
-from ..git import cli, refs, worktrees
+from ..git import cli, ident, refs, worktrees
 
 #: bus messages whose payload names commits of the task's own work
 _TIP_KINDS = ("commit", "review_request", "rewrite", "merged")
@@ -236,8 +236,8 @@ def _archive(repo, w, *, force: bool) -> str | None:
                 cwd, must, [previous, *integration]):
             archived = previous  # it already keeps everything: nothing new to write
         elif extras:
-            archived = cli.out(["commit-tree", f"{main}^{{tree}}", *[a for p in [main, *extras] for a in ("-p", p)],
-                                "-m", f"nerve snapshot of {w.task_id}: earlier tips at removal"], cwd=cwd)
+            archived = ident.commit_tree([f"{main}^{{tree}}", *[a for p in [main, *extras] for a in ("-p", p)],
+                                          "-m", f"nerve snapshot of {w.task_id}: earlier tips at removal"], cwd=cwd)
         else:
             archived = main
         if archived is None:
@@ -373,7 +373,7 @@ def _snapshot(wt: Path, parents: list[str], message: str) -> str:
     try:
         cli.run(["add", "-A", "--", "."], cwd=wt, env=env)
         tree = cli.out(["write-tree"], cwd=wt, env=env)
-        return cli.out(["commit-tree", tree, "-m", message], cwd=wt, env=env)
+        return ident.commit_tree([tree, "-m", message], cwd=wt, env=env)
     finally:
         tmp_index.unlink(missing_ok=True)
 
