@@ -94,6 +94,24 @@ class _Token:
             pass
 
 
+
+def _make_dirs(directory: str) -> None:
+    """``mkdir -p`` whose new directories get 0o775 minus the umask (``os.makedirs`` gives intermediate ones
+    0o777: world-writable under umask 000)."""
+    missing = []
+    d = directory
+    while not os.path.isdir(d):
+        missing.append(d)
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o775)
+        except FileExistsError:
+            pass
+
 def token(common: str | os.PathLike[str]) -> _Token | None:
     """This process's token in the repository whose common dir is ``common`` (made on first use), or None
     when tokens are not enabled or it cannot be made (a read-only or full ``.git``)."""
@@ -106,7 +124,7 @@ def token(common: str | os.PathLike[str]) -> _Token | None:
     directory = alive_dir(key)
     ident = f"{os.getpid()}-{time.time_ns() & 0xffffffffffff:x}"
     try:
-        os.makedirs(directory, exist_ok=True)
+        _make_dirs(directory)
         fd = os.open(os.path.join(directory, ident), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o664)
     except OSError:
         return None

@@ -126,18 +126,26 @@ def test_husky_gate_under_its_relative_hooks_path_refuses_then_passes(remote_rep
 
 
 def test_a_temporary_checkout_a_killed_merge_left_is_removed_by_the_next_command(remote_repo, gw):
+    """A merge SIGKILLed inside its temporary push checkout: its liveness token is dead, so the next command
+    removes the checkout (and only it); a checkout no git-nerve command recorded is kept, and said."""
+    import subprocess
+
     work = remote_repo.work
     wfx.drive(work, "t1", "APPROVED")
     common = Path(git(work, "rev-parse", "--path-format=absolute", "--git-common-dir"))
-    left = common / "nerve" / "tmp" / "push-999999-1"  # no such process
-    left.parent.mkdir(parents=True)
-    git(work, "worktree", "add", "-q", "--detach", str(left), "HEAD")
+    killed = subprocess.run(["git", "worker", "merge", "t1"], cwd=work, capture_output=True, text=True,
+                            env={**os.environ, "NERVE_FAULT": "merge.in-checkout"})
+    assert killed.returncode == 137 and "signal 9" in killed.stderr, killed  # git reports its child killed
+    (left,) = [p for p in (common / "nerve" / "tmp").iterdir() if p.name.startswith("push-")]
+    foreign = common / "nerve" / "tmp" / "push-999999-1"  # made by hand: no token of ours recorded it
+    git(work, "worktree", "add", "-q", "--detach", str(foreign), "HEAD")
 
     res = gw("merge t1", work)
 
     assert res.code == 0, res
     assert f"repaired: removed the temporary checkout {left}" in res.err
     assert not left.exists() and str(left) not in git(work, "worktree", "list")
+    assert f"kept: {foreign}" in res.err and foreign.is_dir()
 
 
 def test_merge_all_and_batch_run_the_gate_from_a_checkout_and_a_refusal_moves_nothing(remote_repo, sh, tmp_path):

@@ -482,20 +482,18 @@ def test_a_detached_main_checkout_refuses_new_tasks_but_finishes_old_ones(repo, 
     assert "f.txt" in rs.git(repo.work, "ls-tree", "--name-only", "main")
 
 
-def test_a_bare_repository_spawns_worktrees_and_agent_commands_need_one(tmp_path, gw):
+def test_a_bare_repository_is_refused_with_one_line_and_nothing_written(tmp_path, gw):
+    """A bare repository is a remote: spawn refuses it (exit 2, one line) and leaves no bus or worktree behind."""
     src = build.simple(tmp_path / "src").work
     bare = tmp_path / "project.git"
     build.git(tmp_path, "clone", "-q", "--bare", str(src), str(bare))
-    res = gw(["spawn", "t1"], bare)
-    assert res.code == 0, res
-    wt = wfx.worktree(bare, "t1")
-    assert wt.is_dir()
-    before = state_of(bare)
-    for argv in (["start"], ["done"], ["fail", "why"]):
+    before = sorted(p.relative_to(bare) for p in bare.rglob("*"))
+    for argv in (["spawn", "t1"], ["start"], ["done"], ["fail", "why"]):
         res = gw(argv, bare)
-        assert error_problem(res, 2) is None and "--task" in res.err, (argv, res)
-    assert state_of(bare) == before
-    assert gw(["start"], wt).code == 0
+        assert error_problem(res, 2) is None, (argv, res)
+    assert "bare repository" in gw(["spawn", "t1"], bare).err
+    assert sorted(p.relative_to(bare) for p in bare.rglob("*")) == before
+    assert not (tmp_path / "project.git.worktrees").exists()
 
 
 def test_a_path_with_spaces_and_quotes_runs_the_whole_lifecycle_with_hooks(tmp_path, sh):

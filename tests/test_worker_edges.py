@@ -93,15 +93,22 @@ def test_a_moved_worktree_is_found_by_done_merge_and_cancel(remote_repo, gw):
     assert gw("approve t1", work).code == 0
     res = gw("merge t1", work)
     assert res.code == 0, res
-    assert not moved.exists() and wfx.state(work, "t1") == "COMPLETED"
+    assert wfx.state(work, "t1") == "COMPLETED"
+    # moved out of the worktree root, it is no longer provably git-nerve's to delete: kept, and said how to remove it
+    assert moved.is_dir() and f"git worktree remove {moved}" in res.err, res
+    assert "refs/nerve/archive/t1" in res.err
 
-    # cancel --cleanup of a moved worktree removes it where it is now
+    # cancel --cleanup of a moved worktree likewise: archived, kept where it is now, its branch (checked out there) too
     wt2 = wfx.drive(work, "t2", "WORKING")
+    commit_file(wt2, "b.txt", "b\n", "work 2")
+    tip = git(wt2, "rev-parse", "HEAD")
     moved2 = work.parent / "elsewhere" / "t2"
     git(work, "worktree", "move", str(wt2), str(moved2))
     res = gw("cancel t2 --cleanup", work)
     assert res.code == 0, res
-    assert not moved2.exists() and "refs/heads/feat/t2" not in wfx.branches(work)
+    assert moved2.is_dir() and f"git worktree remove {moved2}" in res.err, res
+    assert "refs/heads/feat/t2" in wfx.branches(work) and "feat/t2 was not deleted" in res.err
+    git(work, "merge-base", "--is-ancestor", tip, "refs/nerve/archive/t2")  # raises unless archived
 
 
 def test_cancel_cleanup_never_deletes_a_branch_checked_out_somewhere(repo, gw):

@@ -212,8 +212,9 @@ def checkout_at(cwd, common_dir: Path, commit: str, *, what: str = "push"):
     from .. import liveness
     from . import destroy
 
-    root = tmp_root(common_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    from ..paths import make_dirs
+
+    root = make_dirs(tmp_root(common_dir))
     path = root / f"{what}-{os.getpid()}-{next(_tmp_count)}"
     while path.exists():  # another (dead) process had our pid: its checkout is not ours to remove here
         path = root / f"{what}-{os.getpid()}-{next(_tmp_count)}"

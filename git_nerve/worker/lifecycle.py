@@ -96,6 +96,8 @@ def refuse_bare(cwd: str | os.PathLike[str] | None = None) -> None:
 
 def open_repo(cwd: str | os.PathLike[str] | None = None, *, create: bool = True) -> Repo:
     paths = discover(cwd)
+    if paths.toplevel is None:  # a bare repository is a remote: refused before anything is read or made there
+        gitconfig.refuse_bare(gitconfig.read(paths.common_dir), None, "run git-nerve")
     return Repo(paths, Bus(paths.bus_path, create=create))
 
 
@@ -1133,21 +1135,28 @@ def _archive(repo: Repo, w: workers.Worker, *, force: bool, kept: list[str] | No
     return archive.archive(repo, w, force=force, kept=kept)
 
 
-def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult, *, delete_branch: bool, force: bool) -> None:
+def _cleanup(repo: Repo, w: workers.Worker, res: MergeResult | CancelResult, *, delete_branch: bool,
+             force: bool, always_archive: bool = False) -> None:
+    """The one cleanup of a task (after merge, and `cancel --cleanup`): archive what it holds, remove its worktree
+    and (``delete_branch``) its branch, each through the door; what the door cannot prove ours is kept and said."""
     wt = Path(w.worktree)
-    if wt.is_dir() or (delete_branch and refs.exists(repo.cwd, f"refs/heads/{w.branch}")):
+    if always_archive or wt.is_dir() or (delete_branch and refs.exists(repo.cwd, f"refs/heads/{w.branch}")):
         res.archive_ref = _archive(repo, w, force=force, kept=res.submodule_archives)
     faults.point("cleanup.after-archive")
     if wt.is_dir():
         ignored = worktrees.ignored_files(wt)  # deleted with it, never archived (they may hold secrets)
-        repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
-                               common=repo.paths.common_dir)
-        res.removed_worktree, res.ignored_removed = True, ignored
+        try:
+            repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
+                                   common=repo.paths.common_dir)
+            res.removed_worktree, res.ignored_removed = True, ignored
+        except destroy.Refused as exc:  # e.g. moved (`git worktree move`) out of the worktree root: the person's now
+            res.warnings.append(f"{exc.message}; its work is archived under {res.archive_ref}: remove it yourself "
+                                f"with `git worktree remove {wt}` once you no longer need it")
     else:
         _prune_missing(repo, wt)
     if delete_branch:
         res.deleted_branch = _delete_branch(repo, w, res.warnings, res.kept)
-    if res.removed_worktree or res.deleted_branch:
+    if always_archive or res.removed_worktree or res.deleted_branch:
         _publish(repo.bus, w.task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
                                                   "branch_deleted": res.deleted_branch})
 
@@ -1269,24 +1278,13 @@ def cancel(repo: Repo, task_id: str, *, reason: str | None = None, cleanup: bool
 
 
 def _cancel_cleanup(repo: Repo, outcome: Outcome, res: CancelResult, *, force: bool) -> None:
-    task_id = outcome.worker.task_id
     w = outcome.worker
     wt = Path(w.worktree)
     if not force:
         if wt.is_dir():
             _refuse_branch_gone(repo, w, "cancel --cleanup")
         _refuse_unsaved(wt, repo.paths.common_dir)
-    res.archive_ref = _archive(repo, w, force=force, kept=res.submodule_archives)
-    if wt.is_dir():
-        ignored = worktrees.ignored_files(wt)  # deleted with it, never archived (they may hold secrets)
-        repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
-                               common=repo.paths.common_dir)
-        res.removed_worktree, res.ignored_removed = True, ignored
-    else:
-        _prune_missing(repo, wt)
-    res.deleted_branch = _delete_branch(repo, w, res.warnings, res.kept)
-    _publish(repo.bus, task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
-                                            "branch_deleted": res.deleted_branch})
+    _cleanup(repo, w, res, delete_branch=True, force=force, always_archive=True)
 
 
 def _refuse_branch_gone(repo: Repo, w: workers.Worker, verb: str) -> None:
