@@ -16,7 +16,8 @@ from pathlib import Path
 
 from . import faults
 from .errors import UsageError
-from .paths import CTX_FILE, NERVE, create_file, make_dirs
+from .fs import CTX_FILE, NERVE, make_dirs, replace_file
+from .liveness import pid_alive
 
 
 class WorkerContext(namedtuple("WorkerContext", "task_id branch worktree created_at description", defaults=("",))):
@@ -78,15 +79,9 @@ def write(git_dir: str | os.PathLike[str], ctx: WorkerContext) -> Path:
     if path.is_symlink():
         raise UsageError(f"refusing to write {path}: it is a symlink")
     _clear_dead_temps(path)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        with os.fdopen(create_file(tmp), "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(ctx._asdict(), indent=2, ensure_ascii=False) + "\n")
-        faults.point("ctx.write")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk must not leave half a file behind
-        raise
+    # a full disk must not leave half a file behind; a killed writer's temporary: _clear_dead_temps
+    replace_file(path, json.dumps(ctx._asdict(), indent=2, ensure_ascii=False) + "\n",
+                 tmp_name=f"{path.name}.{os.getpid()}.tmp", before_replace=lambda: faults.point("ctx.write"))
     return path
 
 
@@ -96,12 +91,8 @@ def _clear_dead_temps(path: Path) -> None:
         pid = tmp.name[len(path.name) + 1:-len(".tmp")]
         if not pid.isdigit():
             continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
+        if not pid_alive(int(pid)):  # permission denied: alive (owned by someone else)
             tmp.unlink(missing_ok=True)
-        except OSError:  # alive (owned by someone else)
-            pass
 
 
 def resolve_task(git_dir: str | os.PathLike[str], explicit: str | None) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import ExitCode, NerveError
-from .paths import create_file, make_dirs
+from .fs import create_file, make_dirs
 
 
 class LockTimeout(NerveError):

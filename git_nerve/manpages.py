@@ -21,6 +21,8 @@ from pathlib import Path
 
 import click
 
+from .fs import replace_file
+
 PROGRAMS = ("git-worker", "git-nerve")
 
 
@@ -157,9 +159,7 @@ def write(target: Path) -> list[Path]:
     for name, text in pages().items():
         path = target / name
         if not path.exists() or path.read_text() != text:
-            tmp = target / f".{name}.tmp"
-            tmp.write_text(text)
-            tmp.replace(path)
+            replace_file(path, text, tmp_name=f".{name}.tmp", create_mode=0o666)
         written.append(path)
     return sorted(written)
 

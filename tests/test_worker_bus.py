@@ -140,10 +140,10 @@ def test_the_bus_on_a_network_filesystem_is_refused(repo, gw, monkeypatch, tmp_p
     mounts.write_text(f"/dev/sda1 / ext4 rw 0 0\nserver:/export {repo.work} nfs4 rw 0 0\n")
     assert filesystem_type(repo.work / ".git", str(mounts)) == "nfs4"
     assert filesystem_type(tmp_path / "elsewhere", str(mounts)) == "ext4"
-    from git_nerve import paths
+    from git_nerve import fs
 
-    real = paths.filesystem_type
-    monkeypatch.setattr(paths, "filesystem_type", lambda p, mounts_file=str(mounts): real(p, mounts_file))
+    real = fs.filesystem_type
+    monkeypatch.setattr(fs, "filesystem_type", lambda p, mounts_file=str(mounts): real(p, mounts_file))
     res = gw("spawn t1", repo.work)
     assert res.code == 5 and "network filesystem (nfs4)" in res.err, res
     assert not bus_file(repo.work).exists()

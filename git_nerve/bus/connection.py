@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import faults
 from ..errors import DatabaseError
-from ..paths import BUS_FILE, ensure_local_filesystem, make_dirs
+from ..fs import BUS_FILE, ensure_local_filesystem, make_dirs
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 30_000

@@ -111,7 +111,7 @@ def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str 
     rest are merged.
     """
     from ..errors import UsageError
-    from . import worker as worker_cli
+    from . import tasks
 
     if (task_id is None) == (not all_tasks):
         raise UsageError("give a TASK_ID or --all (not both)")
@@ -121,24 +121,24 @@ def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str 
 
     parse_check(check)  # an empty --check is a usage error before anything opens
     if not all_tasks:
-        worker_cli.merge.callback(task_id=task_id, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
+        tasks.run_merge(task_id, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
         return
-    _merge_all(worker_cli, delete_branch=delete_branch, check=check, force=force, batch=batch, as_json=as_json)
+    _merge_all(tasks, delete_branch=delete_branch, check=check, force=force, batch=batch, as_json=as_json)
 
 
-def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: bool, batch: int, as_json: bool) -> None:
+def _merge_all(tasks, *, delete_branch: bool, check: str | None, force: bool, batch: int, as_json: bool) -> None:
     import sys
 
     from ..errors import CheckFailed
     from ..steer.queue import merge_all
 
-    with worker_cli._repo(create=False) as repo:
+    with tasks._repo(create=False) as repo:
 
         def merged(task_id: str, res) -> None:
             for w in res.warnings:
                 warn(w)
             if not as_json:
-                worker_cli.print_merge(task_id, res)
+                tasks.print_merge(task_id, res)
 
         def failed(task_id: str, exc) -> None:
             files = getattr(exc, "files", None)
@@ -150,7 +150,7 @@ def _merge_all(worker_cli, *, delete_branch: bool, check: str | None, force: boo
                            say=lambda text: echo(f"steer: {text}", err=True), on_merged=merged, on_failed=failed)
         if as_json:
             echo_json({
-                "merged": [worker_cli.merge_json(repo, t, res) for t, res in result.merged],
+                "merged": [tasks.merge_json(repo, t, res) for t, res in result.merged],
                 "failed": [{"task_id": t, "error": e.message, "exit_code": int(e.exit_code),
                             **({"files": e.files} if getattr(e, "files", None) else {})} for t, e in result.failed],
                 "skipped": result.skipped, "pending": result.pending, "stopped": result.stopped,

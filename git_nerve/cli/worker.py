@@ -22,6 +22,7 @@ from .common import (
     style,
     warn,
 )
+from .tasks import _print_removal, _repo, _row, _settings_or_none, run_merge
 
 EXIT_CODES = """\b
 Exit codes:
@@ -42,31 +43,10 @@ def worker() -> None:
     """
 
 
-def _repo(create: bool = True):
-    from ..worker.lifecycle import open_repo
-
-    return open_repo(create=create)
-
-
 def _task(repo, explicit: str | None) -> str:
     from ..context import resolve_task
 
     return resolve_task(repo.paths.git_dir, explicit)
-
-
-def _row(repo, task_id: str) -> dict:
-    from ..bus import workers
-    from ..worker.status import row
-
-    w = workers.get(repo.bus.conn, task_id)
-    return row(w, _settings_or_none(repo))
-
-
-def _settings_or_none(repo):
-    try:
-        return repo.settings
-    except Exception:  # status must work even when settings cannot be resolved
-        return None
 
 
 def _state_line(outcome, verb_done: str, task_id: str, comment: str | None = None) -> None:
@@ -321,57 +301,10 @@ def request_changes(task_id: str, comment: str | None, by: str | None, as_json: 
 @handle_errors
 def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_json: bool) -> None:
     """Merge approved work into the integration branch (APPROVED -> COMPLETED)."""
-    from ..worker import lifecycle
-
-    lifecycle.parse_check(check)  # an empty --check is a usage error before anything opens
-    with _repo(create=False) as repo:
-        res = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
-        for w in res.warnings:
-            warn(w)
-        if as_json:
-            echo_json(merge_json(repo, task_id, res))
-        else:
-            print_merge(task_id, res)
+    run_merge(task_id, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
 
 
-def merge_json(repo, task_id: str, res) -> dict:
-    """A merged task as `git worker merge --json` prints it (also used by `merge --all`)."""
-    return {**_row(repo, task_id), "merge_commit": res.commit, "pushed": res.pushed,
-            "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
-            "branch_deleted": res.deleted_branch, "submodule_archives": res.submodule_archives,
-            "ignored_removed": res.ignored_removed, "branch_kept": res.kept, "nothing_merged": res.nothing}
 
-
-def print_merge(task_id: str, res) -> None:
-    """A merged task as `git worker merge` prints it (also used by `merge --all`)."""
-    if res.already:
-        echo(f"Merged: {task_id} (already COMPLETED)")
-    elif res.nothing == "empty":
-        echo(f"Nothing to merge: {task_id} has no commits of its own; {res.into} did not move (COMPLETED)")
-    elif res.nothing:
-        echo(f"Nothing to merge: the commits of {task_id} are already on {res.into}; no merge commit made (COMPLETED)")
-    else:
-        echo(f"Merged: {task_id} into {res.into} as {res.commit[:12] if res.commit else '?'}"
-             + (" (pushed)" if res.pushed else ""))
-    if res.archive_ref:
-        echo(f"  Archived tip: {res.archive_ref}")
-    _print_removal(res)
-    if res.deleted_branch:
-        echo("  Branch deleted")
-    for line in res.kept:
-        echo(f"  {line}")
-
-
-def _print_removal(res) -> None:
-    """What a cleanup kept in submodules, that it removed the worktree, and the ignored files that went with it."""
-    for kept in res.submodule_archives:
-        echo(f"  Archived submodule work: {kept}")
-    if res.removed_worktree:
-        echo("  Worktree removed")
-    if res.ignored_removed:
-        tops = sorted({p.split("/", 1)[0] + ("/" if "/" in p else "") for p in res.ignored_removed})
-        echo(f"  Deleted {len(res.ignored_removed)} ignored path(s), not archived: {', '.join(tops[:10])}"
-             + (f" (+{len(tops) - 10} more)" if len(tops) > 10 else ""))
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)

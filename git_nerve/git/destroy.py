@@ -96,7 +96,7 @@ def _record_path(common: Path, kind: str, name: str) -> Path:
 
 def record(common: Path, kind: str, name: str, *, task: str | None = None) -> None:
     """Record that git-nerve is about to create ``name`` (a worktree or tmp path, a branch, a ref)."""
-    from ..paths import make_dirs, replace_file
+    from ..fs import make_dirs, replace_file
 
     path = _record_path(common, kind, name)
     make_dirs(path.parent)

@@ -167,7 +167,7 @@ def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | 
     reachable). Nothing in the worktree, its index or any ref changes.
     """
     tmp_index = git_dir_of(worktree) / "nerve" / f"snapshot-{os.getpid()}-{threading.get_ident()}.index"
-    from ..paths import make_dirs
+    from ..fs import make_dirs
 
     make_dirs(tmp_index.parent)
     env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
@@ -212,7 +212,7 @@ def checkout_at(cwd, common_dir: Path, commit: str, *, what: str = "push"):
     from .. import liveness
     from . import destroy
 
-    from ..paths import make_dirs
+    from ..fs import make_dirs
 
     root = make_dirs(tmp_root(common_dir))
     path = root / f"{what}-{os.getpid()}-{next(_tmp_count)}"

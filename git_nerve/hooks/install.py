@@ -15,7 +15,6 @@ Installing again only refreshes our shims.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shlex
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from ..errors import NerveError, UsageError
 from ..git import cli
+from ..fs import locked_tmp_name, remove_dead_temporaries, replace_file  # noqa: F401  (remove_dead_temporaries: re-exported)
 from ..paths import RepoPaths
 
 #: The hooks git-nerve installs.
@@ -214,59 +214,9 @@ def _same_file_content(a: Path, b: Path) -> bool:
 
 
 def _write_executable(path: Path, data: bytes) -> None:
-    """Write ``path`` through a temporary beside it, holding an flock on the temporary while it exists (the
-    kernel drops it when we die: :func:`remove_dead_temporaries` removes only temporaries whose lock it can take)."""
-    tmp = path.with_name(f".{path.name}.nerve-{os.getpid()}.tmp")
-    fd = -1
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o755)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        os.write(fd, data)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-_TEMPORARY = re.compile(r"^\.(?P<hook>[^/]+)\.nerve-(?P<pid>\d+)\.tmp$")
-
-
-def remove_dead_temporaries(directory: Path) -> list[Path]:
-    """Remove the temporary files of an install killed mid-write (:func:`_write_executable`): ours by name, and
-    only when the process that wrote them is proven gone: its flock on the file can be taken (no ``/proc``).
-    An empty one (its writer may be between creating and locking it) also needs its pid gone."""
-    from ..liveness import pid_alive
-
-    removed: list[Path] = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return removed
-    for name in names:
-        m = _TEMPORARY.match(name)
-        if m is None:
-            continue
-        path = directory / name
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.fstat(fd).st_size == 0 and pid_alive(int(m["pid"])):
-                continue
-            if os.path.exists(path) and os.path.samestat(os.fstat(fd), os.stat(path)):
-                path.unlink()
-                removed.append(path)
-        except OSError:
-            continue  # held (its writer lives), or cannot tell
-        finally:
-            os.close(fd)
-    return removed
+    """Write ``path`` (mode 755) through a temporary beside it, holding an flock on the temporary while it exists
+    (the kernel drops it when we die: :func:`remove_dead_temporaries` removes only temporaries whose lock it can take)."""
+    replace_file(path, data, tmp_name=locked_tmp_name(path), create_mode=0o755, mode=0o755, lock=True)
 
 
 def _fs_error(action: str, path: Path, exc: OSError) -> NerveError:

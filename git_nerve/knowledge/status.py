@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..git import cli
+from ..liveness import pid_alive
 from ..paths import RepoPaths, replace_file
 from . import config, trigger
 from .store import Index, cache_path, index_path
@@ -40,12 +41,8 @@ def _running(git_dir: Path) -> int | None:
         return None
     if pid <= 0 or pid == os.getpid():
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return None
-    except PermissionError:
-        return pid
     try:  # Linux: an exited child its parent has not reaped yet still answers kill(0)
         if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
             return None

@@ -28,14 +28,14 @@ import json
 import os
 import re
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..fs import replace_file
 from ..paths import discover
-from .tools import SERVER_NAME
+from .names import SERVER_NAME, executable
 
 CLIS = ("claude", "codex", "gemini", "qwen", "opencode")
 GEMINI_TIMEOUT_MS = 600_000
@@ -72,17 +72,6 @@ class Target:
     keys: tuple[str, ...] = ()  #: where the servers live in a JSON file
     entry: Any = None  #: the JSON value, or the TOML block
     created: list[str] = field(default_factory=list)
-
-
-def executable() -> str:
-    """The absolute path of the git-nerve executable this command belongs to."""
-    here = Path(sys.executable).parent / "git-nerve"
-    if here.is_file() and os.access(here, os.X_OK):
-        return str(here)
-    found = shutil.which("git-nerve")
-    if found:
-        return str(Path(found).resolve())
-    raise UsageError("cannot find the git-nerve executable on PATH")
 
 
 def _home() -> Path:
@@ -151,13 +140,7 @@ def _remove_created(path: Path, rec: dict) -> tuple[str, str]:
 
 def _write(path: Path, text: str) -> None:
     """Atomic replace, keeping the file's mode."""
-    tmp = path.with_name(f".{path.name}.nerve-tmp")
-    mode = path.stat().st_mode & 0o7777 if path.exists() else None
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    replace_file(path, text, tmp_name=f".{path.name}.nerve-tmp", create_mode=0o666, keep_mode=True)
 
 
 # -- JSON files --------------------------------------------------------------------------

@@ -23,21 +23,7 @@ from .. import clock, context
 from ..errors import GitError, UsageError
 from ..paths import RepoPaths, discover
 from ..text import clean
-
-#: The server's name in every CLI's configuration, and the prefix of its tools there (Claude: mcp__nerve__thread).
-SERVER_NAME = "nerve"
-#: The tool names, as the server lists them (a CLI prefixes them: Claude Code calls them mcp__nerve__<name>).
-TOOL_NAMES = ("thread", "post", "heartbeat", "state", "done", "knowledge_query", "conflicts", "notes", "note_acted")
-#: What a workflow run lets its agent call: everything but `done` (the runner owns the task's lifecycle).
-RUN_TOOLS = tuple(t for t in TOOL_NAMES if t != "done")
-
-
-def server_entry() -> dict[str, Any]:
-    """How an agent CLI starts this server: the absolute git-nerve executable and ``mcp``."""
-    from .install import executable
-
-    return {"command": executable(), "args": ["mcp"]}
-
+from .names import RUN_TOOLS, SERVER_NAME, TOOL_NAMES, executable, server_entry  # noqa: F401  (re-exported)
 
 @dataclass(frozen=True)
 class Binding:

@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 from .. import liveness
+from ..fs import replace_file
 from ..git import cli, destroy, worktrees
 
 
@@ -299,7 +300,7 @@ def _has_tokens(common: Path) -> bool:
 
 
 def _hooks_temporaries(common: Path, repaired: list[str]) -> None:
-    from ..hooks.install import remove_dead_temporaries
+    from ..fs import remove_dead_temporaries
 
     for tmp in remove_dead_temporaries(common / "hooks"):
         repaired.append(f"removed {tmp}, a half-written hook a killed install left")
@@ -331,13 +332,8 @@ def marker(git_dir: Path, name: str) -> Path:
 def set_marker(git_dir: Path, name: str, data: dict) -> None:
     path = marker(git_dir, name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk: no half-written marker left behind
-        raise
+    # a full disk: no half-written marker left behind
+    replace_file(path, json.dumps(data), tmp_name=f"{name}.{os.getpid()}.tmp", create_mode=0o666)
 
 
 def get_marker(git_dir: Path, name: str) -> dict | None:

@@ -146,9 +146,9 @@ def write_default(toplevel: str | os.PathLike[str]) -> Path:
     path = path_in(toplevel)
     if path.exists() or path.is_symlink():
         return path
-    tmp = path.with_name(f".{FILE}.{os.getpid()}.tmp")
-    tmp.write_text(tomli_w.dumps(default_config()), encoding="utf-8")
-    os.replace(tmp, path)
+    from ..fs import replace_file
+
+    replace_file(path, tomli_w.dumps(default_config()), tmp_name=f".{FILE}.{os.getpid()}.tmp", create_mode=0o666)
     return path
 
 

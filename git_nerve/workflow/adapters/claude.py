@@ -93,7 +93,7 @@ def notes_command() -> str | None:
 
 def mcp_rules() -> list[str]:
     """git-nerve's own MCP tools a run may call, each by name (never the whole server: `done` is the runner's)."""
-    from ...mcptools.tools import RUN_TOOLS, SERVER_NAME
+    from ...mcptools.names import RUN_TOOLS, SERVER_NAME
 
     return [f"mcp__{SERVER_NAME}__{t}" for t in RUN_TOOLS]
 
@@ -101,7 +101,7 @@ def mcp_rules() -> list[str]:
 def _mcp_config(inv: Invocation) -> str | None:
     """A private --mcp-config file that starts `git nerve mcp` (None when git-nerve's executable is not found)."""
     from ...errors import UsageError
-    from ...mcptools.tools import SERVER_NAME, server_entry
+    from ...mcptools.names import SERVER_NAME, server_entry
 
     try:
         entry = server_entry()

@@ -209,7 +209,7 @@ def git_config_env(workdir: str, tmpdir: str, env: Mapping[str, str]) -> dict[st
 
 def mcp_policy_text() -> str:
     """Allow git-nerve's own MCP tools (server `nerve`) one by one: all but `done` (the runner owns the lifecycle)."""
-    from ...mcptools.tools import RUN_TOOLS, SERVER_NAME
+    from ...mcptools.names import RUN_TOOLS, SERVER_NAME
 
     return "\n".join([
         "[[rule]]",

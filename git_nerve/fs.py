@@ -1,0 +1,177 @@
+"""Files git-nerve writes, floor 0: the names of its files, the modes it creates them with, atomic
+replacement, and the local-filesystem check. Standard library only (hooks and heartbeat load it), and
+nothing of git_nerve but :mod:`errors`, so ``git/``, ``bus/`` and everything above may use it.
+:mod:`git_nerve.paths` re-exports these for its callers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+NERVE = "nerve"
+BUS_FILE = "bus.db"
+CTX_FILE = ".worker-ctx.json"
+
+
+# -- creating files ---------------------------------------------------------
+
+#: Modes for what git-nerve creates under ``<git-common-dir>/nerve/``: the umask
+#: still applies (022 gives 755/644, 077 gives 700/600), but even under umask
+#: 000 nothing is world-writable.
+DIR_MODE = 0o775
+FILE_MODE = 0o664
+
+
+def make_dirs(path: str | os.PathLike[str]) -> Path:
+    """``mkdir -p`` whose every new directory gets :data:`DIR_MODE` minus the umask."""
+    p = Path(path)
+    missing = []
+    while not p.is_dir():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+    return Path(path)
+
+
+def create_file(path: str | os.PathLike[str], flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> int:
+    """``os.open`` with :data:`FILE_MODE` (minus the umask); returns the descriptor."""
+    return os.open(path, flags, FILE_MODE)
+
+
+def replace_file(path: str | os.PathLike[str], data: bytes | str, *, tmp_name: str | None = None,
+                 create_mode: int = FILE_MODE, mode: int | None = None, keep_mode: bool = False, lock: bool = False,
+                 before_replace=None) -> None:
+    """Write ``data`` (str: UTF-8) to a temporary beside ``path``, then rename it over ``path``, so a reader
+    sees the old content or the new, never half of it. The one "write a temporary, then replace" of the package.
+
+    ``tmp_name``: the temporary's name in ``path``'s directory (default ``.<name>.<pid>.tmp``), for callers whose
+    leftovers a cleanup finds by name; ``create_mode``: the temporary is created with it minus the umask;
+    ``mode``: then set exactly (chmod); ``keep_mode``: the replaced file's own mode is kept; ``lock``: an flock
+    is held on the temporary while it exists (the kernel drops it when we die: :func:`remove_dead_temporaries`);
+    ``before_replace``: called between the write and the rename (a crash point). On any failure the temporary is
+    removed and the error raised.
+    """
+    path = Path(path)
+    tmp = path.with_name(tmp_name or f".{path.name}.{os.getpid()}.tmp")
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if keep_mode and mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = None
+    fd = -1
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create_mode)
+        if lock:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if mode is not None:
+            os.chmod(tmp, mode)
+        if before_replace is not None:
+            before_replace()
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+#: the temporaries of a locked :func:`replace_file` whose name is ``.<name>.nerve-<pid>.tmp`` (the hook installer's)
+_LOCKED_TEMPORARY = re.compile(r"^\.(?P<name>[^/]+)\.nerve-(?P<pid>\d+)\.tmp$")
+
+
+def locked_tmp_name(path: str | os.PathLike[str]) -> str:
+    """``.<name>.nerve-<pid>.tmp``: the name :func:`remove_dead_temporaries` recognises."""
+    return f".{Path(path).name}.nerve-{os.getpid()}.tmp"
+
+
+def remove_dead_temporaries(directory: Path) -> list[Path]:
+    """Remove the temporaries (:func:`locked_tmp_name`) of a locked :func:`replace_file` killed mid-write: ours by
+    name, and only when the process that wrote them is proven gone: its flock on the file can be taken (no
+    ``/proc``). An empty one (its writer may be between creating and locking it) also needs its pid gone."""
+    import fcntl
+
+    from .liveness import pid_alive
+
+    removed: list[Path] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = _LOCKED_TEMPORARY.match(name)
+        if m is None:
+            continue
+        path = directory / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_size == 0 and pid_alive(int(m["pid"])):
+                continue
+            if os.path.exists(path) and os.path.samestat(os.fstat(fd), os.stat(path)):
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue  # held (its writer lives), or cannot tell
+        finally:
+            os.close(fd)
+    return removed
+
+
+# -- network filesystems ----------------------------------------------------
+
+NETWORK_FS = {
+    "nfs", "nfs4", "cifs", "smb", "smbfs", "smb3", "ncpfs", "afs", "9p",
+    "fuse.sshfs", "sshfs", "glusterfs", "fuse.glusterfs", "lustre", "ceph", "fuse.ceph",
+    "gpfs", "davfs", "fuse.davfs2", "fuse.s3fs", "fuse.rclone", "fuse.gcsfuse", "virtiofs",
+}
+
+
+def filesystem_type(path: str | os.PathLike[str], mounts_file: str = "/proc/mounts") -> str | None:
+    """The filesystem type of the mount holding ``path`` (Linux), else None."""
+    try:
+        with open(mounts_file, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    real = os.path.realpath(path)
+    best, best_type = "", None
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        mnt = parts[1].replace("\\040", " ")
+        if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best):
+            best, best_type = mnt, parts[2]
+    return best_type
+
+
+def ensure_local_filesystem(path: str | os.PathLike[str]) -> None:
+    """Refuse a directory on a network filesystem, where SQLite's WAL is unsafe."""
+    fstype = filesystem_type(path)
+    if fstype and fstype.lower() in NETWORK_FS and not os.environ.get("NERVE_ALLOW_NETWORK_FS"):
+        from .errors import DatabaseError
+
+        raise DatabaseError(
+            f"{path} is on a network filesystem ({fstype}); SQLite's WAL mode is unsafe there. "
+            "Keep the repository on a local disk (or set NERVE_ALLOW_NETWORK_FS=1 if only one machine ever uses it)."
+        )
