@@ -428,6 +428,12 @@ def test_retry_killed_as_git_worktree_add_created_its_gitdir_file_converges(tmp_
     seen = cs.reachable(s.work)
     # exactly what the killed `git worktree add` left (git writes `locked`, makes the worktree directory, then
     # creates `gitdir`), as old as a dead add's
+    from git_nerve.git import destroy
+
+    # what retry records before it runs `git worktree add`, and the dead liveness token of the retry SIGKILLed
+    # inside that git child (a real process, really killed)
+    destroy.record(rs.common_dir(s.work), "worktree", str(s.wt), task="t1")
+    cs.killed_token(s.work, ["worktree", "add", str(s.wt), "feat/t1"])
     admin = rs.common_dir(s.work) / "worktrees" / "t1"
     admin.mkdir(parents=True)
     (admin / "locked").write_text("initializing", encoding="utf-8")

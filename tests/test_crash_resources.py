@@ -52,7 +52,8 @@ def _reference(root: Path, group: cs.Group) -> cs.Reference:
     with rs.fixed_dates():
         p = rs.run(list(group.argv), s.cwd(group.where), env=_env(), timeout=120)
     assert p.code == group.expect, f"{group.name}: the uninterrupted run exited {p.code}:\n{p.err}"
-    return cs.Reference(group, p.seconds, p.code, before - cs.reachable(s.work))
+    return cs.Reference(group, p.seconds, p.code, before - cs.reachable(s.work), porcelain=cs.porcelain(s.work),
+                        hooks=cs.hooks_snapshot(s.work), origin_agrees=cs.origin_agreement(s))
 
 
 def _frozen(s: rs.Scenario) -> dict:

@@ -179,9 +179,7 @@ def test_gemini_cli_calls_our_mcp_tools_in_a_workflow_run(tmp_path, gemini_bin):
 
 
 def test_install_is_what_codex_opencode_and_qwen_list(tmp_path):
-    codex = npm_tool("@openai/codex", "0.169.0", "codex")
-    opencode = npm_tool("opencode-ai", "1.18.33", "opencode")
-    qwen = npm_tool("@qwen-code/qwen-code", "0.24.4", "qwen")
+    codex, opencode, qwen = (DRIVERS[name].install() for name in ("codex", "opencode", "qwen"))
     repo = AgentRepo.create(tmp_path, "codex")
     env = agent_env(codex)
     env["PATH"] = f"{Path(opencode).parent}:{Path(qwen).parent}:{env['PATH']}"
