@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from ... import faults
 from ...bus import messages, workers
@@ -77,23 +78,8 @@ def merge(
     if w.state != State.APPROVED.value:
         raise InvalidTransition(f"cannot merge {task_id}: it is {w.state} (merge needs APPROVED)")
     cwd = repo.cwd
-    settings = repo.settings
     integration = w.integration
-    wt = Path(w.worktree)
-    if wt.is_dir():
-        _refuse_branch_gone(repo, w, "merge")
-    if wt.is_dir() and not force and not repair.removal_interrupted(wt, repo.paths.common_dir):
-        dirty = worktrees.dirty_files(wt)
-        if dirty:
-            raise GitError(
-                f"the worktree of {task_id} has uncommitted changes ({', '.join(dirty[:5])}); "
-                "commit them (and have them reviewed) or pass --force to archive them"
-            )
-        _refuse_submodule_work(wt)  # before COMPLETED: its cleanup must not fail afterwards
-    if wt.is_dir():
-        from .. import archive
-
-        archive.refuse_homeless_submodules(repo, w)  # the cleanup keeps submodule work: refuse now if it cannot
+    _refuse_unmergeable(repo, w, force=force)
     branch_ref = f"refs/heads/{w.branch}"
     tip = refs.resolve(cwd, branch_ref) or refs.resolve(cwd, refs.archive_name(task_id))
     if tip is None:
@@ -115,63 +101,113 @@ def merge(
             )
         for attempt in range(1, MERGE_ATTEMPTS + 1):
             res.attempts = attempt
-            target_ref = integration_ref(repo, integration, fetch=True)
-            ours = _require_tip(cwd, target_ref, "integration branch")
-            if refs.is_ancestor(cwd, tip, ours):
-                # already merged (a previous run was interrupted after publishing), or nothing to merge
-                made = _merged_as(repo, w, tip, target_ref)
-                res.pushed = made is not None and target_ref.startswith("refs/remotes/")
-                with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
-                    _record_merge(repo, w, res, made, tip, target_ref, target_wt)
+            if _merge_once(repo, w, res, tip, (message, author, committer), check_argv, target_wt):
                 break
-            _refuse_dropped(repo, w, tip, ours, target_ref)
-            mr = objects.merge_commit(repo.paths.common_dir, ours, tip, message, author, committer)
-            if mr.commit is None:
-                transition(
-                    repo.bus, task_id, State.WORKING, allowed_from=[State.APPROVED], verb="merge",
-                    extra_messages=[("merge_conflict", {"files": mr.conflicts, "into": integration, "onto": ours})],
-                    columns={"approved_at": None},
-                )
-                raise ConflictError(
-                    f"merging {task_id} into {integration} conflicts; the task is back to WORKING",
-                    files=mr.conflicts,
-                    details=[f"Conflicting files: {', '.join(mr.conflicts)}", "To resolve:",
-                             f"  1. in {wt}: git worker done   (rebases onto {integration})",
-                             "  2. get it approved again", f"  3. git worker merge {task_id}"],
-                )
-            faults.point("merge.after-commit")  # the merge commit exists, nothing moved
-            if check_argv:
-                _run_check(repo, mr.commit, check_argv)
-            # publish and record under the task's lock: request-changes and cancel wait for it, so the
-            # task cannot leave APPROVED between the integration branch moving and COMPLETED
-            with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
-                now = get(repo.bus, task_id)
-                if now.state != State.APPROVED.value:
-                    raise InvalidTransition(
-                        f"cannot merge {task_id}: it became {now.state} while the merge was prepared; nothing was merged"
-                    )
-                if target_ref.startswith("refs/remotes/"):  # (not for an integration branch the remote lacks)
-                    push = _push_from_checkout(repo, settings.remote, mr.commit, integration, ours)
-                    if push.rejected:
-                        continue  # the remote moved between fetch and push: merge again on the new tip
-                    if push.hook_refused:
-                        raise _gate_refused(push, integration, settings.remote, task_id)
-                    if push.remote_refused:
-                        raise _remote_refused(push, integration, settings.remote,
-                                              f"nothing was merged ({task_id} is still APPROVED)")
-                    if not push.ok:
-                        raise GitError(f"could not push {integration} to {settings.remote}: {push.message}")
-                    faults.point("merge.after-push")  # the remote moved, the local branch not yet
-                    res.pushed = True
-                elif not _advance_local(repo, integration, ours, mr.commit, target_wt):
-                    continue
-                _record_merge(repo, w, res, mr.commit, tip, target_ref, target_wt)
-            break
         else:
             raise GitError(f"{integration} kept moving; gave up after {MERGE_ATTEMPTS} attempts (run merge again)")
     faults.point("merge.after-transition")  # recorded, not cleaned up
     _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
     return res
+
+
+def _refuse_unmergeable(repo: Repo, w: workers.Worker, *, force: bool) -> None:
+    """Before anything moves: refuse what the cleanup after the merge could not keep (a branch deleted by
+    hand, uncommitted changes without --force, submodule work)."""
+    task_id = w.task_id
+    wt = Path(w.worktree)
+    if wt.is_dir():
+        _refuse_branch_gone(repo, w, "merge")
+    if wt.is_dir() and not force and not repair.removal_interrupted(wt, repo.paths.common_dir):
+        dirty = worktrees.dirty_files(wt)
+        if dirty:
+            raise GitError(
+                f"the worktree of {task_id} has uncommitted changes ({', '.join(dirty[:5])}); "
+                "commit them (and have them reviewed) or pass --force to archive them"
+            )
+        _refuse_submodule_work(wt)  # before COMPLETED: its cleanup must not fail afterwards
+    if wt.is_dir():
+        from .. import archive
+
+        archive.refuse_homeless_submodules(repo, w)  # the cleanup keeps submodule work: refuse now if it cannot
+
+
+def _merge_once(repo: Repo, w: workers.Worker, res: MergeResult, tip: str, signed: tuple[str, str, str],
+                check_argv: list[str] | None, target_wt: worktrees.WorktreeInfo | None) -> bool:
+    """One attempt (under the merge lock): merge ``tip`` onto the integration branch's current tip, check it,
+    publish and record it; False when the integration branch moved meanwhile (the caller merges again)."""
+    from ...git import objects
+
+    cwd = repo.cwd
+    task_id, integration = w.task_id, w.integration
+    message, author, committer = signed
+    target_ref = integration_ref(repo, integration, fetch=True)
+    ours = _require_tip(cwd, target_ref, "integration branch")
+    if refs.is_ancestor(cwd, tip, ours):
+        # already merged (a previous run was interrupted after publishing), or nothing to merge
+        made = _merged_as(repo, w, tip, target_ref)
+        res.pushed = made is not None and target_ref.startswith("refs/remotes/")
+        with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
+            _record_merge(repo, w, res, made, tip, target_ref, target_wt)
+        return True
+    _refuse_dropped(repo, w, tip, ours, target_ref)
+    mr = objects.merge_commit(repo.paths.common_dir, ours, tip, message, author, committer)
+    if mr.commit is None:
+        _merge_conflict(repo, w, mr.conflicts, ours)
+    faults.point("merge.after-commit")  # the merge commit exists, nothing moved
+    if check_argv:
+        _run_check(repo, mr.commit, check_argv)
+    # publish and record under the task's lock: request-changes and cancel wait for it, so the
+    # task cannot leave APPROVED between the integration branch moving and COMPLETED
+    with hold(task_lock(repo, w), what=f"the lock of {task_id}"):
+        now = get(repo.bus, task_id)
+        if now.state != State.APPROVED.value:
+            raise InvalidTransition(
+                f"cannot merge {task_id}: it became {now.state} while the merge was prepared; nothing was merged"
+            )
+        if target_ref.startswith("refs/remotes/"):  # (not for an integration branch the remote lacks)
+            if not _push_merge(repo, w, mr.commit, ours):
+                return False  # the remote moved between fetch and push: merge again on the new tip
+            res.pushed = True
+        elif not _advance_local(repo, integration, ours, mr.commit, target_wt):
+            return False
+        _record_merge(repo, w, res, mr.commit, tip, target_ref, target_wt)
+    return True
+
+
+def _merge_conflict(repo: Repo, w: workers.Worker, conflicts: list[str], ours: str) -> NoReturn:
+    """The merge conflicts: APPROVED -> WORKING, and :class:`ConflictError` saying how to resolve it."""
+    task_id, integration = w.task_id, w.integration
+    transition(
+        repo.bus, task_id, State.WORKING, allowed_from=[State.APPROVED], verb="merge",
+        extra_messages=[("merge_conflict", {"files": conflicts, "into": integration, "onto": ours})],
+        columns={"approved_at": None},
+    )
+    raise ConflictError(
+        f"merging {task_id} into {integration} conflicts; the task is back to WORKING",
+        files=conflicts,
+        details=[f"Conflicting files: {', '.join(conflicts)}", "To resolve:",
+                 f"  1. in {Path(w.worktree)}: git worker done   (rebases onto {integration})",
+                 "  2. get it approved again", f"  3. git worker merge {task_id}"],
+    )
+
+
+def _push_merge(repo: Repo, w: workers.Worker, commit: str, ours: str) -> bool:
+    """Push the merge commit to the remote's integration branch; False when the push lost a race (the remote
+    moved), an error for any refusal (nothing was merged)."""
+    settings = repo.settings
+    integration = w.integration
+    push = _push_from_checkout(repo, settings.remote, commit, integration, ours)
+    if push.rejected:
+        return False
+    if push.hook_refused:
+        raise _gate_refused(push, integration, settings.remote, w.task_id)
+    if push.remote_refused:
+        raise _remote_refused(push, integration, settings.remote,
+                              f"nothing was merged ({w.task_id} is still APPROVED)")
+    if not push.ok:
+        raise GitError(f"could not push {integration} to {settings.remote}: {push.message}")
+    faults.point("merge.after-push")  # the remote moved, the local branch not yet
+    return True
 
 
 def _push_from_checkout(repo: Repo, remote: str, commit: str, integration: str, expect: str) -> gitremote.PushResult:

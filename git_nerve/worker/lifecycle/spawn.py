@@ -72,18 +72,61 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
         raise UsageError(f"task id {task_id!r} collides with task {unfinished['task_id']!r} (ids are case-insensitive), "
                          f"whose spawn did not finish: run `git worker spawn {unfinished['task_id']}` to finish it")
     if existing is not None:
-        if existing.task_id != task_id:
-            raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
-        _refuse_respawn(repo, existing, description, from_ref)
-        _ensure_worktree(repo, existing)
-        _repair_ctx(existing)
-        # a spawn killed after its bus row never reached the hooks: finish that too
-        res = SpawnResult(existing, created=False)
-        res.hooks_installed, warning = _ensure_hooks(repo, Path(existing.worktree))
-        if warning:
-            res.warnings.append(warning)
-        return res
+        return _spawn_existing(repo, existing, task_id, description, from_ref)
 
+    settings = repo.settings
+    cwd = repo.cwd
+    base_ref, base_sha = _spawn_base(repo, from_ref, fetch=fetch)
+    branch = f"{settings.branch_prefix}{task_id}"
+    if not cli.ok(["check-ref-format", f"refs/heads/{branch}"], cwd=cwd):
+        raise UsageError(f"{branch!r} is not a valid branch name (check nerve.branchPrefix)")
+    adopted, base_sha = _spawn_branch(repo, task_id, branch, unfinished, base_sha, fetch=fetch, adopt=adopt)
+    path = (settings.worktree_root / task_id).absolute()
+    made = _Made()
+    try:
+        if unfinished != {"task_id": task_id, "branch": branch, "adopted": adopted}:
+            owned.mark_spawning(repo.paths, task_id, branch, adopted=adopted)
+        _spawn_worktree(repo, task_id, branch, path, base_sha, made)
+        row, other = _record_spawn(repo, task_id, branch, path, base_ref, base_sha, description, adopted, made)
+        if other is not None:
+            return SpawnResult(other, created=False)
+    except BaseException:
+        _rollback_spawn(repo, task_id, path if made.worktree else None, branch if made.branch else None, base_sha)
+        if adopted or not refs.exists(cwd, f"refs/heads/{branch}"):
+            owned.clear_spawning(repo.paths, task_id)  # else: a branch an earlier, killed spawn made stays ours
+        raise
+    faults.point("spawn.after-bus")
+    owned.clear_spawning(repo.paths, task_id)
+    result = SpawnResult(row, created=True)
+    if settings.remote:
+        relative = gitremote.relative_url_warning(cwd, settings.remote)
+        if relative:
+            result.warnings.append(relative)
+    result.hooks_installed, warning = _ensure_hooks(repo, path)
+    if warning:
+        result.warnings.append(warning)
+    return result
+
+
+def _spawn_existing(repo: Repo, existing: workers.Worker, task_id: str, description: str,
+                    from_ref: str | None) -> SpawnResult:
+    """Spawning a task the bus already has: the same input again completes what is missing (worktree, context
+    file, hooks); anything else is refused."""
+    if existing.task_id != task_id:
+        raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
+    _refuse_respawn(repo, existing, description, from_ref)
+    _ensure_worktree(repo, existing)
+    _repair_ctx(existing)
+    # a spawn killed after its bus row never reached the hooks: finish that too
+    res = SpawnResult(existing, created=False)
+    res.hooks_installed, warning = _ensure_hooks(repo, Path(existing.worktree))
+    if warning:
+        res.warnings.append(warning)
+    return res
+
+
+def _spawn_base(repo: Repo, from_ref: str | None, *, fetch: bool) -> tuple[str, str]:
+    """(base ref, base sha) of a new task: ``--from``, else the integration branch's tip (fetched first)."""
     settings = repo.settings
     cwd = repo.cwd
     if from_ref:
@@ -99,88 +142,90 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
             raise GitError("the repository has no commits yet; make a first commit before spawning workers")
         base_ref = integration_ref(repo, settings.integration, fetch=fetch)
         base_sha = _require_tip(cwd, base_ref, "integration branch")
+    return base_ref, base_sha
 
-    branch = f"{settings.branch_prefix}{task_id}"
-    if not cli.ok(["check-ref-format", f"refs/heads/{branch}"], cwd=cwd):
-        raise UsageError(f"{branch!r} is not a valid branch name (check nerve.branchPrefix)")
+
+def _spawn_branch(repo: Repo, task_id: str, branch: str, unfinished: dict | None, base_sha: str, *, fetch: bool,
+                  adopt: bool) -> tuple[bool, str]:
+    """(adopted?, base sha): a branch that exists before the spawn is refused unless ``adopt``; one only the
+    remote has is started from its tip; one our own killed spawn made (or adopted) is finished."""
     if unfinished is not None and unfinished["branch"] == branch:
-        adopted = bool(unfinished.get("adopted"))  # our own killed spawn made (or adopted) it: finish it
-    else:
-        found, remote_tip = _existing_branch(repo, branch, fetch=fetch)
-        if found and not adopt:
-            raise UsageError(f"branch {branch} already exists {found} and is not git-nerve's; "
-                             f"`git worker spawn {task_id} --adopt` makes the task work on it (git-nerve then never "
-                             "deletes it), or choose another task id")
-        adopted = found is not None
-        if remote_tip is not None and not refs.exists(cwd, f"refs/heads/{branch}"):
-            base_sha = remote_tip  # adopting a branch only the remote has: start from its tip
-    path = (settings.worktree_root / task_id).absolute()
-    created_branch = created_worktree = False
-    try:
-        if unfinished != {"task_id": task_id, "branch": branch, "adopted": adopted}:
-            owned.mark_spawning(repo.paths, task_id, branch, adopted=adopted)
-        with hold(repo.lock_path("worktrees"), what="the worktree lock"):
-            wt = worktrees.find_for_branch(cwd, f"refs/heads/{branch}")
-            if wt is not None and wt.path.resolve() != path.resolve():
-                raise UsageError(f"branch {branch} is already checked out at {wt.path}")
-            if wt is None:
-                if path.is_symlink() or (path.exists() and (not path.is_dir() or any(path.iterdir()))):
-                    raise UsageError(f"{path} already exists and is not this task's worktree")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # set before git runs: a `git worktree add` that fails half-way (e.g. a failing
-                # post-checkout hook) has already created the branch and the worktree
-                created_branch = not refs.exists(cwd, f"refs/heads/{branch}")
-                # recorded before git creates them (a kill leaves at most a record of something missing)
-                destroy.record(repo.paths.common_dir, "worktree", os.fspath(path), task=task_id)
-                if created_branch:
-                    destroy.record(repo.paths.common_dir, "branch", branch, task=task_id)
-                created_worktree = True
-                worktrees.add(cwd, path, branch=branch, start=base_sha if created_branch else None)
-                faults.point("spawn.after-worktree")
-        ts = clock.now()
-        write_ctx(
-            worktrees.git_dir_of(path),
-            WorkerContext(task_id=task_id, branch=branch, worktree=str(path), created_at=clock.iso(ts) or "", description=description),
+        return bool(unfinished.get("adopted")), base_sha  # our own killed spawn made (or adopted) it: finish it
+    found, remote_tip = _existing_branch(repo, branch, fetch=fetch)
+    if found and not adopt:
+        raise UsageError(f"branch {branch} already exists {found} and is not git-nerve's; "
+                         f"`git worker spawn {task_id} --adopt` makes the task work on it (git-nerve then never "
+                         "deletes it), or choose another task id")
+    adopted = found is not None
+    if remote_tip is not None and not refs.exists(repo.cwd, f"refs/heads/{branch}"):
+        base_sha = remote_tip  # adopting a branch only the remote has: start from its tip
+    return adopted, base_sha
+
+
+@dataclass
+class _Made:
+    """What this spawn made so far (set before git runs), so that a failure takes back exactly that."""
+
+    branch: bool = False
+    worktree: bool = False
+
+
+def _spawn_worktree(repo: Repo, task_id: str, branch: str, path: Path, base_sha: str, made: _Made) -> None:
+    """The task's worktree on its branch (both created when missing), under the worktree lock."""
+    cwd = repo.cwd
+    with hold(repo.lock_path("worktrees"), what="the worktree lock"):
+        wt = worktrees.find_for_branch(cwd, f"refs/heads/{branch}")
+        if wt is not None and wt.path.resolve() != path.resolve():
+            raise UsageError(f"branch {branch} is already checked out at {wt.path}")
+        if wt is None:
+            if path.is_symlink() or (path.exists() and (not path.is_dir() or any(path.iterdir()))):
+                raise UsageError(f"{path} already exists and is not this task's worktree")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # set before git runs: a `git worktree add` that fails half-way (e.g. a failing
+            # post-checkout hook) has already created the branch and the worktree
+            made.branch = not refs.exists(cwd, f"refs/heads/{branch}")
+            # recorded before git creates them (a kill leaves at most a record of something missing)
+            destroy.record(repo.paths.common_dir, "worktree", os.fspath(path), task=task_id)
+            if made.branch:
+                destroy.record(repo.paths.common_dir, "branch", branch, task=task_id)
+            made.worktree = True
+            worktrees.add(cwd, path, branch=branch, start=base_sha if made.branch else None)
+            faults.point("spawn.after-worktree")
+
+
+def _record_spawn(repo: Repo, task_id: str, branch: str, path: Path, base_ref: str, base_sha: str, description: str,
+                  adopted: bool, made: _Made) -> tuple[workers.Worker, workers.Worker | None]:
+    """The context file, then the bus row (ASSIGNED) and its ``task_assign``: (the row, None), or (the row,
+    the other spawn's row) when a concurrent spawn of the same task won (then nothing of ours is taken back)."""
+    ts = clock.now()
+    write_ctx(
+        worktrees.git_dir_of(path),
+        WorkerContext(task_id=task_id, branch=branch, worktree=str(path), created_at=clock.iso(ts) or "", description=description),
+    )
+    faults.point("spawn.after-ctx")
+    row = workers.Worker(
+        task_id=task_id, state=State.ASSIGNED.value, branch=branch, worktree=str(path), base=base_ref,
+        integration=repo.settings.integration, description=description, assigned_at=ts, state_changed_at=ts,
+        last_heartbeat=None, last_activity=ts, approved_at=None, heartbeat_status=None, progress=None,
+        adopted=int(adopted),
+    )
+    with repo.bus.write() as conn:
+        other = workers.get_by_key(conn, task_id)
+        if other is not None:
+            if other.task_id != task_id:  # a concurrent spawn of an id differing only in case won
+                raise UsageError(f"task id {task_id!r} collides with existing task {other.task_id!r} (ids are case-insensitive)")
+            # lost a race with a concurrent spawn of the same task: theirs stands
+            made.branch = made.worktree = False
+            return row, other
+        workers.insert(conn, row)
+        messages.publish(
+            conn, task_id, "task_assign",
+            {"to": "ASSIGNED", "branch": branch, "worktree": str(path), "base": base_ref, "base_sha": base_sha,
+             "description": description, "adopted": adopted},
+            ts,
         )
-        faults.point("spawn.after-ctx")
-        row = workers.Worker(
-            task_id=task_id, state=State.ASSIGNED.value, branch=branch, worktree=str(path), base=base_ref,
-            integration=settings.integration, description=description, assigned_at=ts, state_changed_at=ts,
-            last_heartbeat=None, last_activity=ts, approved_at=None, heartbeat_status=None, progress=None,
-            adopted=int(adopted),
-        )
-        with repo.bus.write() as conn:
-            other = workers.get_by_key(conn, task_id)
-            if other is not None:
-                if other.task_id != task_id:  # a concurrent spawn of an id differing only in case won
-                    raise UsageError(f"task id {task_id!r} collides with existing task {other.task_id!r} (ids are case-insensitive)")
-                # lost a race with a concurrent spawn of the same task: theirs stands
-                created_branch = created_worktree = False
-                return SpawnResult(other, created=False)
-            workers.insert(conn, row)
-            messages.publish(
-                conn, task_id, "task_assign",
-                {"to": "ASSIGNED", "branch": branch, "worktree": str(path), "base": base_ref, "base_sha": base_sha,
-                 "description": description, "adopted": adopted},
-                ts,
-            )
-            faults.point("spawn.before-commit")  # killed holding the bus write lock
-    except BaseException:
-        _rollback_spawn(repo, task_id, path if created_worktree else None, branch if created_branch else None, base_sha)
-        if adopted or not refs.exists(cwd, f"refs/heads/{branch}"):
-            owned.clear_spawning(repo.paths, task_id)  # else: a branch an earlier, killed spawn made stays ours
-        raise
-    faults.point("spawn.after-bus")
-    owned.clear_spawning(repo.paths, task_id)
-    result = SpawnResult(row, created=True)
-    if settings.remote:
-        relative = gitremote.relative_url_warning(cwd, settings.remote)
-        if relative:
-            result.warnings.append(relative)
-    result.hooks_installed, warning = _ensure_hooks(repo, path)
-    if warning:
-        result.warnings.append(warning)
-    return result
+        faults.point("spawn.before-commit")  # killed holding the bus write lock
+    return row, None
 
 
 def _rollback_spawn(repo: Repo, task_id: str, path: Path | None, branch: str | None, base_sha: str) -> None:

@@ -89,10 +89,47 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bo
         raise InvalidTransition(
             f"cannot finish {task_id}: it is {w.state}" + (" (run `git worker start` first)" if w.state == "ASSIGNED" else "")
         )
+    w, wt = _ready_to_finish(repo, w)
+    tip = _require_tip(wt, "HEAD", "branch")
+    onto_ref = integration_ref(repo, w.integration, fetch=True)
+    onto = _require_tip(repo.cwd, onto_ref, "integration branch")
+    result = DoneResult(None, tip=tip)
+    empty = refs.is_ancestor(wt, tip, onto)
+    if empty and not allow_empty:
+        raise InvalidTransition(
+            f"nothing to review: {task_id} has no commits that are not on {w.integration}; commit the work first "
+            "(or pass --allow-empty to finish it with nothing to merge)"
+        )
+
+    if not refs.is_ancestor(wt, onto, tip):
+        _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")
+        if skip_rebase:
+            raise ConflictError(
+                f"{w.branch} does not contain the latest {w.integration}; run `git worker done` (without --skip-rebase) to rebase",
+            )
+        new_tip, rewritten = _rebase(repo, w, wt, tip, onto, onto_ref)
+        result.rebased, result.rewritten, result.tip = True, rewritten, new_tip
+        tip = new_tip
+
+    result.pushed = _push_branch(repo, w, wt, tip)
+    result.outcome = transition(
+        repo.bus, task_id, State.IN_REVIEW, allowed_from=[State.WORKING, State.CONFLICTED],
+        already=[State.IN_REVIEW, State.APPROVED, State.COMPLETED], verb="done",
+        extra_messages=[("review_request", {"sha": tip, "onto": onto, "pushed": result.pushed,
+                                            **({"empty": "allowed"} if empty else
+                                               {"empty": "upstream"} if result.rebased and refs.is_ancestor(wt, tip, onto)
+                                               else {})})],
+    )
+    return result
+
+
+def _ready_to_finish(repo: Repo, w: workers.Worker) -> tuple[workers.Worker, Path]:
+    """(the row, its worktree) once the worktree can be finished: there, what a killed command left repaired,
+    no operation in progress (a rebase stopped on a conflict is recorded), on its branch, nothing uncommitted."""
     w = follow_moved_worktree(repo, w)
     wt = Path(w.worktree)
     if not wt.is_dir():
-        raise GitError(f"the worktree of {task_id} is missing ({wt}); run `git worker spawn {task_id}` to recreate it")
+        raise GitError(f"the worktree of {w.task_id} is missing ({wt}); run `git worker spawn {w.task_id}` to recreate it")
     repair_leftovers(repo)
     git_dir = worktrees.git_dir_of(wt)
     for line in (repair.undo_partial_reset(wt, git_dir), repair.abort_killed_rebase(wt, git_dir, w.branch)):
@@ -115,49 +152,26 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bo
     dirty = worktrees.dirty_files(wt, untracked=False)
     if dirty:
         raise GitError(f"the worktree has uncommitted changes ({', '.join(dirty[:5])}{', ...' if len(dirty) > 5 else ''}); commit or stash them first")
-    tip = _require_tip(wt, "HEAD", "branch")
-    onto_ref = integration_ref(repo, w.integration, fetch=True)
-    onto = _require_tip(repo.cwd, onto_ref, "integration branch")
-    result = DoneResult(None, tip=tip)
-    empty = refs.is_ancestor(wt, tip, onto)
-    if empty and not allow_empty:
-        raise InvalidTransition(
-            f"nothing to review: {task_id} has no commits that are not on {w.integration}; commit the work first "
-            "(or pass --allow-empty to finish it with nothing to merge)"
-        )
+    return w, wt
 
-    if not refs.is_ancestor(wt, onto, tip):
-        _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")
-        if skip_rebase:
-            raise ConflictError(
-                f"{w.branch} does not contain the latest {w.integration}; run `git worker done` (without --skip-rebase) to rebase",
-            )
-        new_tip, rewritten = _rebase(repo, w, wt, tip, onto, onto_ref)
-        result.rebased, result.rewritten, result.tip = True, rewritten, new_tip
-        tip = new_tip
 
+def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str) -> bool:
+    """Push the task's branch to the remote (with a lease), once recorded as pushed by git-nerve; False
+    without a remote."""
     remote = repo.settings.remote
-    if remote:
-        push = gitremote.push(wt, remote, f"refs/heads/{w.branch}", w.branch, force_with_lease=True,
-                              env_extra={"NERVE_INTERNAL_PUSH": "done"})
-        if not push.ok:
-            raise _push_failed(push, w, remote)
-        result.pushed = True
-        faults.point("done.after-push")
-        if not w.pushed:  # only a branch git-nerve pushed itself is ever deleted on the remote (owned.keep_on_remote)
-            with repo.bus.write() as conn:
-                workers.update(conn, task_id, pushed=1)
-                messages.publish(conn, task_id, "branch_pushed", {"remote": remote, "branch": w.branch, "sha": tip},
-                                 clock.now())
-    result.outcome = transition(
-        repo.bus, task_id, State.IN_REVIEW, allowed_from=[State.WORKING, State.CONFLICTED],
-        already=[State.IN_REVIEW, State.APPROVED, State.COMPLETED], verb="done",
-        extra_messages=[("review_request", {"sha": tip, "onto": onto, "pushed": result.pushed,
-                                            **({"empty": "allowed"} if empty else
-                                               {"empty": "upstream"} if result.rebased and refs.is_ancestor(wt, tip, onto)
-                                               else {})})],
-    )
-    return result
+    if not remote:
+        return False
+    push = gitremote.push(wt, remote, f"refs/heads/{w.branch}", w.branch, force_with_lease=True,
+                          env_extra={"NERVE_INTERNAL_PUSH": "done"})
+    if not push.ok:
+        raise _push_failed(push, w, remote)
+    faults.point("done.after-push")
+    if not w.pushed:  # only a branch git-nerve pushed itself is ever deleted on the remote (owned.keep_on_remote)
+        with repo.bus.write() as conn:
+            workers.update(conn, w.task_id, pushed=1)
+            messages.publish(conn, w.task_id, "branch_pushed", {"remote": remote, "branch": w.branch, "sha": tip},
+                             clock.now())
+    return True
 
 
 def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_ref: str) -> tuple[str, list[tuple[str, str]]]:
