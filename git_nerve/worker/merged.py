@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..bus import messages, workers
 from ..git import cli, refs
 from ..locks import LockTimeout, hold
+from .locking import fetch_branches, task_lock
 from .states import State
 from .transitions import get, transition
 
@@ -44,8 +45,6 @@ def published_merge(repo, w, *, fetch: bool) -> tuple[str, str, str] | None:
     if tip is None:
         return None
     if fetch:
-        from .lifecycle import fetch_branches
-
         try:
             fetch_branches(repo, remote, [w.integration])
         except Exception:  # an unreachable remote: decide from what was last fetched
@@ -64,8 +63,6 @@ def reconcile(repo, task_id: str, *, fetch: bool = True, lock: str = "wait") -> 
     publishes: ``lock="wait"`` waits for it, ``"nowait"`` skips the record
     when it is taken, ``"held"`` means the caller holds it already.
     """
-    from .lifecycle import task_lock
-
     w = get(repo.bus, task_id)
     if w.state != State.APPROVED.value:
         return w

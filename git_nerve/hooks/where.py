@@ -1,0 +1,140 @@
+"""Where the hooks go: the directory git runs hooks from (``git rev-parse --git-path hooks``),
+``core.hooksPath`` as set and where, a worker's worktree under a relative one (``forward_dir``: its hooks in
+its git dir), and whether the directory is this repository's (``not_this_repositorys``, ``shared_outside``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..git import cli
+from ..paths import RepoPaths
+from .shim import HOOKS, WORKTREE_HOOKS
+
+
+def _git_env(paths: RepoPaths) -> dict[str, str]:
+    extra = {"GIT_DIR": os.fspath(paths.git_dir)}
+    if paths.toplevel is not None:
+        extra["GIT_WORK_TREE"] = os.fspath(paths.toplevel)
+    return cli.clean_env(extra)
+
+
+def hooks_dir(paths: RepoPaths) -> Path:
+    """The directory git runs hooks from in the worktree ``paths`` describes."""
+    cwd = paths.toplevel or paths.git_dir
+    out = cli.out(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=cwd, env=_git_env(paths))
+    return Path(out)
+
+
+def hooks_path_setting(paths: RepoPaths) -> str | None:
+    """``core.hooksPath`` as configured, or None."""
+    proc = cli.run(["config", "--get", "core.hooksPath"], cwd=paths.toplevel or paths.git_dir, env=_git_env(paths), check=False)
+    value = proc.stdout.rstrip("\n")
+    return value if proc.returncode == 0 and value else None
+
+
+def _notes(paths: RepoPaths, directory: Path, setting: str | None) -> list[str]:
+    notes = []
+    if setting is not None and not os.path.isabs(os.path.expanduser(setting)):
+        notes.append(
+            f"core.hooksPath is relative ({setting}): git resolves it from each worktree's top; "
+            "workers' worktrees get hooks of their own (in their git dir) that run these first"
+        )
+    top = paths.toplevel
+    inside_git = any(d == directory or d in directory.parents for d in (paths.git_dir, paths.common_dir))
+    if top is not None and (directory == top or top in directory.parents) and not inside_git:
+        if not _ignored(paths, directory / HOOKS[0]):
+            notes.append(f"the hooks directory {directory} is inside the work tree, so `git status` shows the hook files")
+    return notes
+
+
+def _ignored(paths: RepoPaths, path: Path) -> bool:
+    return cli.ok(["check-ignore", "-q", "--no-index", os.fspath(path)], cwd=paths.toplevel, env=_git_env(paths))
+
+
+def _config_entries(paths: RepoPaths, key: str) -> list[tuple[str, str]]:
+    """(scope, value) of every setting of ``key``, in the order git reads them."""
+    proc = cli.run(["config", "--show-scope", "--get-all", key], cwd=paths.toplevel or paths.git_dir,
+                   env=_git_env(paths), check=False)
+    found = []
+    for line in proc.stdout.splitlines():
+        scope, _, value = line.partition("\t")
+        found.append((scope, value))
+    return found
+
+
+def shared_setting(paths: RepoPaths) -> tuple[str | None, str | None]:
+    """core.hooksPath as every worktree shares it (not a worktree's own setting): (value, scope)."""
+    entries = [(scope, value) for scope, value in _config_entries(paths, "core.hooksPath") if scope != "worktree"]
+    if not entries or not entries[-1][1]:
+        return None, None
+    return entries[-1][1], entries[-1][0]
+
+
+def _is_worker_worktree(paths: RepoPaths) -> bool:
+    from ..context import ctx_path
+
+    if paths.toplevel is None:
+        return False
+    try:
+        linked = not os.path.samefile(paths.git_dir, paths.common_dir)
+    except OSError:
+        return False
+    return linked and ctx_path(paths.git_dir).is_file()
+
+
+def forward_dir(paths: RepoPaths) -> str | None:
+    """The relative core.hooksPath (husky's ``.husky/_``) a worker's worktree forwards to, or None.
+
+    Such a directory is inside the work tree: our hooks there would be files
+    ``git status`` and ``git add -A`` see. A worker's worktree keeps its hooks
+    in its git dir instead (``<git-dir>/nerve/hooks``, set with ``git config
+    --worktree core.hooksPath``) and runs the manager's hook from there first.
+    """
+    if not _is_worker_worktree(paths):
+        return None
+    value, _ = shared_setting(paths)
+    if value and not os.path.isabs(os.path.expanduser(value)):
+        return value
+    return None
+
+
+def _worktree_hooks_dir(paths: RepoPaths) -> Path:
+    return paths.git_dir.joinpath(*WORKTREE_HOOKS)
+
+
+def shared_outside(paths: RepoPaths) -> str | None:
+    """Why the hooks directory may serve other repositories (an absolute core.hooksPath outside this one), or None."""
+    value, scope = shared_setting(paths)
+    if not value or not os.path.isabs(os.path.expanduser(value)):
+        return None
+    directory = Path(os.path.realpath(os.path.expanduser(value)))
+    mine = [Path(os.path.realpath(p)) for p in (paths.common_dir, paths.git_dir, paths.toplevel) if p is not None]
+    if any(directory == d or d in directory.parents for d in mine):
+        return None
+    where = {"global": "your global git config", "system": "the system git config"}.get(scope or "", f"the {scope} config")
+    return f"core.hooksPath={value} (set in {where}) is outside this repository and may serve other repositories"
+
+
+def not_this_repositorys(paths: RepoPaths) -> str | None:
+    """Why git-nerve must not write into the hooks directory git uses here, or None when it is this repository's.
+
+    The hooks directory is this repository's when it lies inside its git dirs, its work tree or its main
+    checkout. Any other (an absolute core.hooksPath in the global or system config, or a local one pointing
+    outside, or a relative one leading out of the work tree) may be shared by other repositories: our shims
+    there would run in every one of them. The reason names the setting and what to do instead.
+    """
+    directory = Path(os.path.realpath(hooks_dir(paths)))
+    main = paths.common_dir.parent if paths.common_dir.name == ".git" else None
+    mine = [Path(os.path.realpath(p)) for p in (paths.common_dir, paths.git_dir, paths.toplevel, main) if p is not None]
+    if any(directory == d or d in directory.parents for d in mine):
+        return None
+    entries = _config_entries(paths, "core.hooksPath")
+    scope, value = entries[-1] if entries else ("", "")
+    where = {"global": "your global git config", "system": "the system git config"}.get(scope, f"the {scope} git config")
+    own = Path(os.path.realpath(paths.common_dir)) / "hooks"
+    return (f"core.hooksPath={value} (set in {where}) is the hooks directory {directory}, outside this "
+            "repository, which other repositories may share: git-nerve never writes there. Give this repository its "
+            f"own: git config --local core.hooksPath {own} (copy into it the hooks of {directory} it needs: "
+            "`git nerve hooks install` keeps them running, first), then run this again")

@@ -1,0 +1,129 @@
+"""THE cleanup of a task, used by `merge` and `cancel --cleanup`: archive what it holds, remove its worktree,
+prune a worktree deleted by hand, delete its branch here and on the remote, each through the door.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Protocol
+
+from ... import faults
+from ...bus import workers
+from ...git import destroy, refs, worktrees
+from ...git import remote as gitremote
+from .. import repair
+from .repo import Repo, _publish, door_scope
+
+
+class _Cleaned(Protocol):
+    """What a cleanup reports into: a :class:`.merge.MergeResult` or a :class:`.cancel.CancelResult`."""
+
+    archive_ref: str | None
+    removed_worktree: bool
+    deleted_branch: bool
+    warnings: list[str]
+    submodule_archives: list[str]
+    ignored_removed: list[str]
+    kept: list[str]
+
+
+def _archive(repo: Repo, w: workers.Worker, *, force: bool, kept: list[str] | None = None) -> str | None:
+    """Keep everything the task holds under refs/nerve/archive/<task> (see :mod:`.archive`)."""
+    from .. import archive
+
+    wt = Path(w.worktree)
+    if wt.is_dir() and repair.removal_interrupted(wt, repo.paths.common_dir) and refs.exists(repo.cwd, refs.archive_name(w.task_id)):
+        return refs.archive_name(w.task_id)  # archived before the removal that was killed
+    return archive.archive(repo, w, force=force, kept=kept)
+
+
+def _cleanup(repo: Repo, w: workers.Worker, res: _Cleaned, *, delete_branch: bool,
+             force: bool, always_archive: bool = False) -> None:
+    """The one cleanup of a task (after merge, and `cancel --cleanup`): archive what it holds, remove its worktree
+    and (``delete_branch``) its branch, each through the door; what the door cannot prove ours is kept and said."""
+    wt = Path(w.worktree)
+    if always_archive or wt.is_dir() or (delete_branch and refs.exists(repo.cwd, f"refs/heads/{w.branch}")):
+        res.archive_ref = _archive(repo, w, force=force, kept=res.submodule_archives)
+    faults.point("cleanup.after-archive")
+    if wt.is_dir():
+        ignored = worktrees.ignored_files(wt)  # deleted with it, never archived (they may hold secrets)
+        try:
+            repair.remove_worktree(repo.cwd, wt, force=force, scope=door_scope(repo), task=w.task_id,
+                                   common=repo.paths.common_dir)
+            res.removed_worktree, res.ignored_removed = True, ignored
+        except destroy.Refused as exc:  # e.g. moved (`git worktree move`) out of the worktree root: the person's now
+            res.warnings.append(f"{exc.message}; its work is archived under {res.archive_ref}: remove it yourself "
+                                f"with `git worktree remove {wt}` once you no longer need it")
+    else:
+        _prune_missing(repo, wt)
+    if delete_branch:
+        res.deleted_branch = _delete_branch(repo, w, res.warnings, res.kept)
+    if always_archive or res.removed_worktree or res.deleted_branch:
+        _publish(repo.bus, w.task_id, "cleanup", {"archive": res.archive_ref, "worktree_removed": res.removed_worktree,
+                                                  "branch_deleted": res.deleted_branch})
+
+
+def _prune_missing(repo: Repo, wt: Path) -> None:
+    """A worktree deleted by hand leaves git's entry for it behind ("prunable"): drop it."""
+    if any(info.path == wt or os.path.abspath(info.path) == os.path.abspath(wt) for info in worktrees.list_all(repo.cwd)):
+        destroy.prune_entry(repo.cwd, wt, door_scope(repo))
+
+
+def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = None, kept: list[str] | None = None) -> bool:
+    """Delete the task's branch here, and on the remote, as far as :mod:`.owned` allows (``kept`` says why not)."""
+    from .. import owned
+
+    deleted = False
+    why = owned.keep_branch(w)
+    if why:  # adopted: the person's, here and on every remote
+        if kept is not None:
+            kept.append(why)
+        return deleted
+    ref = f"refs/heads/{w.branch}"
+    elsewhere = worktrees.find_for_branch(repo.cwd, ref)
+    if elsewhere is not None:  # never delete a branch some worktree has checked out (the task's own is gone by now)
+        if warnings is not None:
+            warnings.append(f"{w.branch} was not deleted: it is checked out at {elsewhere.path}")
+        return deleted
+    sha = refs.resolve(repo.cwd, ref)
+    # the door proves it again: a branch owned.py keeps (adopted, or from an older bus) is never deleted
+    owner = {"owned_by_task": w.task_id, "row_branch": w.branch, "owned": owned.keep_branch(w) is None}
+    if sha is not None:
+        destroy.delete_branch(repo.cwd, repo.paths.common_dir, w.branch, old=sha, **owner)
+        deleted = True
+    remote = repo.settings.remote
+    if remote and refs.exists(repo.cwd, f"refs/remotes/{remote}/{w.branch}"):
+        why = owned.keep_on_remote(w, remote)
+        if why:  # found there, not pushed there by git-nerve
+            if kept is not None:
+                kept.append(why)
+            return deleted
+        push = _delete_from_checkout(repo, remote, w)
+        if not push.ok and _remote_has_branch(repo, remote, w.branch):
+            # the task is already COMPLETED/FAILED: say so, do not fail the command for it
+            said = "; ".join(ln.strip() for ln in push.output.splitlines()
+                             if ln.strip() and not ln.startswith("error: failed to push some refs"))[-500:]
+            if warnings is not None:
+                warnings.append(f"{w.branch} was not deleted on {remote}: {said or push.message}")
+            return deleted
+        destroy.delete_tracking_ref(repo.cwd, repo.paths.common_dir, remote, w.branch, **owner)
+        deleted = True
+    return deleted
+
+
+def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker) -> gitremote.PushResult:
+    """Delete the task's branch on the remote from a real checkout (as :func:`_push_from_checkout`)."""
+    from .. import owned
+    from ..settings import main_checkout
+
+    at = refs.resolve(repo.cwd, f"refs/remotes/{remote}/{w.branch}")
+    config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
+    with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, at or "HEAD", what="push") as path:
+        return destroy.delete_remote_branch(path, repo.paths.common_dir, remote, w.branch, owned_by_task=w.task_id,
+                                            owned=owned.keep_on_remote(w, remote) is None, row_branch=w.branch,
+                                            config=config)
+
+
+def _remote_has_branch(repo: Repo, remote: str, branch: str) -> bool:
+    return gitremote.has_branch(repo.cwd, remote, branch)

@@ -1,0 +1,249 @@
+"""The agent's commands: `start`, `fail`, `heartbeat`, and `done` (rebase onto the integration branch in
+memory or, on a conflict, with git's own rebase; push; ask for review).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ... import clock, faults
+from ...bus import messages, workers
+from ...errors import ConflictError, GitError, InvalidTransition, UsageError
+from ...git import cli, refs, worktrees
+from ...git import remote as gitremote
+from .. import repair
+from ..states import State
+from ..transitions import Outcome, get, transition
+from .guards import _refuse_branch_gone, _refuse_dropped, _remote_refused
+from .repo import Repo, _publish, _require_tip, integration_ref, repair_leftovers
+from .worktree import follow_moved_worktree
+
+
+def start(repo: Repo, task_id: str) -> Outcome:
+    """ASSIGNED -> WORKING, with a first heartbeat. Idempotent when already WORKING.
+
+    Also CONFLICTED -> WORKING once the agent has aborted the stopped rebase
+    (``git rebase --abort``) to go on working before trying ``done`` again.
+    """
+    repair_leftovers(repo)
+    w = get(repo.bus, task_id)
+    if w.state == State.CONFLICTED.value:
+        wt = Path(w.worktree)
+        if wt.is_dir() and worktrees.operation_in_progress(worktrees.git_dir_of(wt)) == "rebase":
+            raise ConflictError(
+                f"the rebase of {task_id} is still in progress in {wt}",
+                files=worktrees.conflicted_files(wt),
+                details=[*REBASE_STEPS, "or, to go back to work first: git rebase --abort, then git worker start"],
+            )
+    ts = clock.now()
+    return transition(
+        repo.bus, task_id, State.WORKING, allowed_from=[State.ASSIGNED, State.CONFLICTED], already=[State.WORKING], verb="start",
+        extra_messages=[("heartbeat", {"source": "start"})], columns={"last_heartbeat": ts},
+    )
+
+
+def fail(repo: Repo, task_id: str, reason: str) -> Outcome:
+    """The agent gives up: ASSIGNED/WORKING/CONFLICTED -> FAILED."""
+    if not reason.strip():
+        raise UsageError("give a reason: git worker fail <reason>")
+    return transition(
+        repo.bus, task_id, State.FAILED,
+        allowed_from=[State.ASSIGNED, State.WORKING, State.CONFLICTED], already=[State.FAILED], verb="fail",
+        extra_messages=[("task_failed", {"reason": reason, "by": "agent"})],
+    )
+
+
+@dataclass
+class DoneResult:
+    outcome: Outcome | None
+    rebased: bool = False
+    rewritten: list[tuple[str, str]] = field(default_factory=list)
+    pushed: bool = False
+    tip: str | None = None
+    already: bool = False
+
+
+REBASE_STEPS = [
+    "To resolve:",
+    "  1. fix the conflicts in the worktree",
+    "  2. git add <files>",
+    "  3. git rebase --continue",
+    "  4. git worker done --skip-rebase",
+]
+
+
+def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bool = False) -> DoneResult:
+    """WORKING/CONFLICTED -> IN_REVIEW: rebase onto the integration branch, push, ask for review.
+
+    The rebase runs in memory first (pygit2); a clean result moves the branch
+    (only if it did not move meanwhile) and the worktree with it. On a
+    conflict, git's own ``git rebase`` is started in the worktree so that the
+    agent sees git's usual state and ``git rebase --continue`` works; the task
+    becomes CONFLICTED and :class:`ConflictError` (exit 6) is raised.
+    """
+    w = get(repo.bus, task_id)
+    if w.state in (State.IN_REVIEW.value, State.APPROVED.value, State.COMPLETED.value):
+        return DoneResult(None, already=True)
+    if w.state not in (State.WORKING.value, State.CONFLICTED.value):
+        raise InvalidTransition(
+            f"cannot finish {task_id}: it is {w.state}" + (" (run `git worker start` first)" if w.state == "ASSIGNED" else "")
+        )
+    w, wt = _ready_to_finish(repo, w)
+    tip = _require_tip(wt, "HEAD", "branch")
+    onto_ref = integration_ref(repo, w.integration, fetch=True)
+    onto = _require_tip(repo.cwd, onto_ref, "integration branch")
+    result = DoneResult(None, tip=tip)
+    empty = refs.is_ancestor(wt, tip, onto)
+    if empty and not allow_empty:
+        raise InvalidTransition(
+            f"nothing to review: {task_id} has no commits that are not on {w.integration}; commit the work first "
+            "(or pass --allow-empty to finish it with nothing to merge)"
+        )
+
+    if not refs.is_ancestor(wt, onto, tip):
+        _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")
+        if skip_rebase:
+            raise ConflictError(
+                f"{w.branch} does not contain the latest {w.integration}; run `git worker done` (without --skip-rebase) to rebase",
+            )
+        new_tip, rewritten = _rebase(repo, w, wt, tip, onto, onto_ref)
+        result.rebased, result.rewritten, result.tip = True, rewritten, new_tip
+        tip = new_tip
+
+    result.pushed = _push_branch(repo, w, wt, tip)
+    result.outcome = transition(
+        repo.bus, task_id, State.IN_REVIEW, allowed_from=[State.WORKING, State.CONFLICTED],
+        already=[State.IN_REVIEW, State.APPROVED, State.COMPLETED], verb="done",
+        extra_messages=[("review_request", {"sha": tip, "onto": onto, "pushed": result.pushed,
+                                            **({"empty": "allowed"} if empty else
+                                               {"empty": "upstream"} if result.rebased and refs.is_ancestor(wt, tip, onto)
+                                               else {})})],
+    )
+    return result
+
+
+def _ready_to_finish(repo: Repo, w: workers.Worker) -> tuple[workers.Worker, Path]:
+    """(the row, its worktree) once the worktree can be finished: there, what a killed command left repaired,
+    no operation in progress (a rebase stopped on a conflict is recorded), on its branch, nothing uncommitted."""
+    w = follow_moved_worktree(repo, w)
+    wt = Path(w.worktree)
+    if not wt.is_dir():
+        raise GitError(f"the worktree of {w.task_id} is missing ({wt}); run `git worker spawn {w.task_id}` to recreate it")
+    repair_leftovers(repo)
+    git_dir = worktrees.git_dir_of(wt)
+    for line in (repair.undo_partial_reset(wt, git_dir), repair.abort_killed_rebase(wt, git_dir, w.branch)):
+        if line:
+            repair.say(line)
+    op = worktrees.operation_in_progress(git_dir)
+    if op:
+        files = worktrees.conflicted_files(wt)
+        if op == "rebase" and files and w.state == State.WORKING.value:
+            # a `done` killed after git's rebase stopped on a conflict: record what it found
+            _record_rebase_conflict(repo, w, files, (git_dir / "rebase-merge" / "onto"),
+                                    integration_ref(repo, w.integration, fetch=False))
+        raise ConflictError(
+            f"a {op} is in progress in {wt}" + (f"; conflicting files: {', '.join(files)}" if files else ""),
+            files=files, details=REBASE_STEPS if op == "rebase" else [f"finish or abort the {op} first"],
+        )
+    _refuse_branch_gone(repo, w, "done")
+    if refs.symbolic(wt, "HEAD") != f"refs/heads/{w.branch}":
+        raise GitError(f"the worktree {wt} is not on branch {w.branch}; check it out again first")
+    dirty = worktrees.dirty_files(wt, untracked=False)
+    if dirty:
+        raise GitError(f"the worktree has uncommitted changes ({', '.join(dirty[:5])}{', ...' if len(dirty) > 5 else ''}); commit or stash them first")
+    return w, wt
+
+
+def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str) -> bool:
+    """Push the task's branch to the remote (with a lease), once recorded as pushed by git-nerve; False
+    without a remote."""
+    remote = repo.settings.remote
+    if not remote:
+        return False
+    push = gitremote.push(wt, remote, f"refs/heads/{w.branch}", w.branch, force_with_lease=True,
+                          env_extra={"NERVE_INTERNAL_PUSH": "done"})
+    if not push.ok:
+        raise _push_failed(push, w, remote)
+    faults.point("done.after-push")
+    if not w.pushed:  # only a branch git-nerve pushed itself is ever deleted on the remote (owned.keep_on_remote)
+        with repo.bus.write() as conn:
+            workers.update(conn, w.task_id, pushed=1)
+            messages.publish(conn, w.task_id, "branch_pushed", {"remote": remote, "branch": w.branch, "sha": tip},
+                             clock.now())
+    return True
+
+
+def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_ref: str) -> tuple[str, list[tuple[str, str]]]:
+    from ...git import objects  # pygit2 loads only when a rebase is needed
+
+    base = cli.out(["merge-base", tip, onto], cwd=wt)
+    committer = objects.identity(wt)
+    rb = objects.rebase_in_memory(repo.paths.common_dir, tip, base, onto, committer)
+    if rb.clean:
+        faults.point("done.after-rebase")  # rebased in memory, nothing moved yet
+        if refs.resolve(wt, "HEAD") != tip:
+            raise ConflictError(f"{w.branch} moved while it was being rebased; run `git worker done` again")
+        git_dir = worktrees.git_dir_of(wt)
+        repair.set_marker(git_dir, "done-reset", {"from": tip, "to": rb.tip})
+        cli.run(["reset", "--quiet", "--keep", rb.tip], cwd=wt)
+        repair.clear_marker(git_dir, "done-reset")
+        faults.point("done.after-reset")
+        if refs.resolve(wt, "ORIG_HEAD") != tip:  # a commit slipped in between: put it back
+            cli.run(["reset", "--quiet", "--keep", "ORIG_HEAD"], cwd=wt, check=False)
+            raise ConflictError(f"{w.branch} moved while it was being rebased; run `git worker done` again")
+        # libgit2 runs no hooks: record what post-rewrite would have
+        _publish(repo.bus, w.task_id, "rewrite", {"source": "rebase", "pairs": [list(p) for p in rb.rewritten], "by": "done"})
+        return rb.tip, rb.rewritten
+    # A conflict: hand over to git's own rebase so the agent gets git's normal state.
+    git_dir = worktrees.git_dir_of(wt)
+    repair.set_marker(git_dir, "done-rebase", {"tip": tip, "onto": onto})
+    proc = cli.run(["rebase", onto], cwd=wt, check=False, env=cli.clean_env({"GIT_EDITOR": "true"}))
+    if proc.returncode != 0 and worktrees.operation_in_progress(git_dir) is None:
+        repair.clear_marker(git_dir, "done-rebase")
+        raise GitError(f"git rebase onto {w.integration} failed: {cli.last_line(proc.stderr)}")
+    if proc.returncode == 0 or worktrees.conflicted_files(wt):
+        repair.clear_marker(git_dir, "done-rebase")  # finished, or stopped on a conflict: the agent's now
+    if proc.returncode == 0:  # git resolved what libgit2 could not (e.g. renames): carry on
+        new_tip = _require_tip(wt, "HEAD", "branch")
+        return new_tip, []
+    files = worktrees.conflicted_files(wt) or rb.conflicts
+    faults.point("done.after-git-rebase")  # git's rebase stopped, the task not CONFLICTED yet
+    if w.state != State.CONFLICTED.value:
+        _record_rebase_conflict(repo, w, files, onto, onto_ref)
+    raise ConflictError(
+        f"rebase conflict with {w.integration}; {w.task_id} is CONFLICTED",
+        files=files,
+        details=[f"Conflicting files: {', '.join(files)}", f"Worktree: {wt}", *REBASE_STEPS],
+    )
+
+
+def _record_rebase_conflict(repo: Repo, w: workers.Worker, files: list[str], onto: str | Path, onto_ref: str) -> None:
+    """WORKING -> CONFLICTED. ``onto`` is the sha, or git's ``rebase-merge/onto`` file that holds it."""
+    if isinstance(onto, Path):
+        try:
+            onto = onto.read_text(encoding="utf-8").strip()
+        except OSError:
+            onto = ""
+    transition(
+        repo.bus, w.task_id, State.CONFLICTED, allowed_from=[State.WORKING], already=[State.CONFLICTED],
+        verb="done", extra_messages=[("rebase_conflict", {"files": files, "onto": onto, "onto_ref": onto_ref})],
+    )
+
+
+def _push_failed(push: gitremote.PushResult, w: workers.Worker, remote: str) -> GitError:
+    """done's push failed: the pre-push gate's own reasons (git-nerve's guard names the commit and what to do)
+    or the remote's, never only git's "failed to push some refs"."""
+    then = f"nothing was pushed ({w.task_id} is still {w.state}; run `git worker done` again once it is fixed)"
+    if push.hook_refused:
+        said = [ln for ln in push.output.splitlines() if ln.strip() and not ln.startswith("error: failed to push some refs")]
+        return GitError(f"the pre-push hook refused the push of {w.branch} to {remote}; {then}", details=said[-40:])
+    if push.remote_refused:
+        return _remote_refused(push, w.branch, remote, then)
+    return GitError(f"could not push {w.branch} to {remote}: {push.message}")
+
+
+def heartbeat(repo: Repo, task_id: str, *, status: str | None = None, progress: float | None = None) -> float:
+    from ..heartbeat import record
+
+    return record(repo.bus, task_id, status=status, progress=progress)
