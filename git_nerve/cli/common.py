@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sqlite3
@@ -54,38 +53,38 @@ def fail(exc: NerveError) -> None:
     sys.exit(int(exc.exit_code))
 
 
-def handle_errors(fn: Callable) -> Callable:
-    """Turn our exceptions into one clear line on stderr and the documented exit code."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+def run_mapped(call: Callable[[], Any]) -> Any:
+    """Run ``call``; our exceptions become one clear line on stderr and the documented exit code (the one place
+    where errors meet the user: :meth:`NerveGroup.invoke`)."""
+    try:
+        return call()
+    except NerveError as exc:
+        fail(exc)
+    except sqlite3.Error as exc:
+        fail(DatabaseError(f"bus error: {exc}"))
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except BrokenPipeError:
+        # output piped into `head` and the like: not an error of ours
         try:
-            return fn(*args, **kwargs)
-        except NerveError as exc:
-            fail(exc)
-        except sqlite3.Error as exc:
-            fail(DatabaseError(f"bus error: {exc}"))
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(int(ExitCode.INTERRUPTED))
-        except BrokenPipeError:
-            # output piped into `head` and the like: not an error of ours
-            try:
-                sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
-            except OSError:
-                pass
-            sys.exit(0)
-        except OSError as exc:  # disk full, permission denied, ...: one line, not a traceback
-            if os.environ.get("NERVE_DEBUG"):
-                raise
-            where = f": {exc.filename}" if exc.filename else ""
-            fail(NerveError(f"{exc.strerror or exc}{where}"))
-
-    return wrapper
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        sys.exit(0)
+    except OSError as exc:  # disk full, permission denied, ...: one line, not a traceback
+        if os.environ.get("NERVE_DEBUG"):
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        fail(NerveError(f"{exc.strerror or exc}{where}"))
 
 
 class NerveGroup(click.Group):
-    """A group whose usage errors exit 2 with one line (click's default) and that lists commands in order."""
+    """A group whose usage errors exit 2 with one line (click's default), that lists commands in order, and that
+    handles every error of its commands once (:func:`run_mapped`): a command just raises."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return run_mapped(lambda: super(NerveGroup, self).invoke(ctx))
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)

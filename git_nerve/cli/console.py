@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors
+from .common import CONTEXT_SETTINGS, echo, echo_json
 
 
 @click.command("console", context_settings=CONTEXT_SETTINGS)
@@ -12,7 +12,6 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors
               help="Port on 127.0.0.1 (0: any free port).")
 @click.option("--open", "open_browser", is_flag=True, help="Also open the page in your web browser.")
 @click.option("--json", "as_json", is_flag=True, help="Print the address as one JSON object (url, port, token).")
-@handle_errors
 def console(port: int, open_browser: bool, as_json: bool) -> None:
     """Serve a live web page of every worker on 127.0.0.1, until Ctrl-C.
 

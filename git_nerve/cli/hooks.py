@@ -10,7 +10,7 @@ import click
 
 from ..errors import NerveError
 from ..paths import discover
-from .common import CONTEXT_SETTINGS, NerveGroup, echo, echo_json, handle_errors, warn
+from .common import CONTEXT_SETTINGS, NerveGroup, echo, echo_json, warn
 
 if TYPE_CHECKING:
     from ..hooks.install import InstallReport
@@ -51,7 +51,6 @@ def _print_changes(report: InstallReport, verb: str) -> None:
 
 @hooks_group.command("install", context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
-@handle_errors
 def install_command(as_json: bool) -> None:
     """Install or refresh the hooks; existing hooks keep running.
 
@@ -78,7 +77,6 @@ def install_command(as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @click.option("--shared", is_flag=True,
               help="Uninstall even from an absolute core.hooksPath outside this repository (other repositories lose them too).")
-@handle_errors
 def uninstall_command(as_json: bool, shared: bool) -> None:
     """Remove the hooks; kept hooks go back as they were.
 
@@ -110,7 +108,6 @@ _STATE_TEXT = {
 
 @hooks_group.command("status", context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-@handle_errors
 def status_command(as_json: bool) -> None:
     """Show which hooks are installed, where, and what they chain."""
     from ..hooks import install as hooks

@@ -17,7 +17,6 @@ from .common import (
     NerveGroup,
     echo,
     echo_json,
-    handle_errors,
     style,
     warn,
 )
@@ -73,7 +72,6 @@ def _skips(by_reason: dict[str, int]) -> str:
 @knowledge.command("sync", context_settings=CONTEXT_SETTINGS)
 @click.option("--full", is_flag=True, help="Re-read and re-chunk every file instead of only what changed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
-@handle_errors
 def sync_command(full: bool, as_json: bool) -> None:
     """Index what changed since the last sync (by content hash).
 
@@ -117,7 +115,6 @@ def sync_command(full: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the results (with each chunk's text) as JSON.")
 @click.option("--repo", "repo", metavar="PATH", help="Search the worktree at PATH instead of this one.")
 @click.option("-g", "--global", "everywhere", is_flag=True, help="Search every repository you have indexed.")
-@handle_errors
 def query_command(text: tuple[str, ...], limit: int, as_json: bool, repo: str | None, everywhere: bool) -> None:
     """Search the index; results are `path:start-end  score` with a snippet.
 
@@ -152,7 +149,6 @@ def query_command(text: tuple[str, ...], limit: int, as_json: bool, repo: str | 
 
 @knowledge.command("status", context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-@handle_errors
 def status_command(as_json: bool) -> None:
     """What is indexed here, and how stale it is."""
     from ..knowledge import status as kstatus

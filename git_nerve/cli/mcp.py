@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from .common import CONTEXT_SETTINGS, NerveGroup, echo, echo_json, handle_errors, warn
+from .common import CONTEXT_SETTINGS, NerveGroup, echo, echo_json, warn
 
 CLI_NAMES = ("claude", "codex", "gemini", "qwen", "opencode")
 
@@ -15,7 +15,6 @@ CLI_NAMES = ("claude", "codex", "gemini", "qwen", "opencode")
 @click.group("mcp", cls=NerveGroup, context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
 @click.option("--task", "task", metavar="TASK", help="Serve this task (default: the task of the worktree you are in).")
 @click.pass_context
-@handle_errors
 def mcp(ctx: click.Context, task: str | None) -> None:
     """Serve the Model Context Protocol on stdin/stdout for this worktree's task.
 
@@ -42,7 +41,6 @@ def mcp(ctx: click.Context, task: str | None) -> None:
               help="user: the CLI's own per-user config (every repository, every worktree); project: the "
                    "CLI's project file at the top of this checkout.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
-@handle_errors
 def install(clis: tuple[str, ...], scope: str, as_json: bool) -> None:
     """Register `git nerve mcp` with agent CLIs (claude, codex, gemini, qwen, opencode).
 
@@ -60,7 +58,6 @@ def install(clis: tuple[str, ...], scope: str, as_json: bool) -> None:
 @mcp.command("uninstall", context_settings=CONTEXT_SETTINGS)
 @click.argument("clis", nargs=-1, metavar="[CLI]...")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
-@handle_errors
 def uninstall(clis: tuple[str, ...], as_json: bool) -> None:
     """Remove what `git nerve mcp install` added (all of it, or only for the CLIs named)."""
     from ..mcptools import install as inst

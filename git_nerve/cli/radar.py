@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, style
+from .common import CONTEXT_SETTINGS, echo, echo_json, style
 
 
 def _label(t: str, integration: str | None) -> str:
@@ -28,7 +28,6 @@ def _where(pair) -> str:
 @click.command("conflicts", context_settings=CONTEXT_SETTINGS)
 @click.option("--refresh", is_flag=True, help="Recompute every pair now (looks at every worktree's uncommitted work).")
 @click.option("--json", "as_json", is_flag=True, help="Print the pairs as JSON.")
-@handle_errors
 def conflicts(refresh: bool, as_json: bool) -> None:
     """Which live workers would collide: with each other, or with the integration branch.
 

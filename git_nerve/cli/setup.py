@@ -6,12 +6,11 @@ from pathlib import Path
 
 import click
 
-from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, warn
+from .common import CONTEXT_SETTINGS, echo, echo_json, warn
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@handle_errors
 def init(as_json: bool) -> None:
     """Set up this repository: the bus, the hooks, the integration branch, nerve.toml."""
     from ..init import init as do_init
@@ -41,7 +40,6 @@ def init(as_json: bool) -> None:
               help="Use the real agent CLI NAME (claude, codex, gemini, ...; your own install and login) instead of "
                    "git-nerve's agent on the scripted model.")
 @click.option("--console", is_flag=True, help="Also start `git nerve console` and print its URL, to watch it live; it keeps serving after the demo until Ctrl-C.")
-@handle_errors
 def demo(directory: Path | None, fast: bool, agent: str | None, console: bool) -> None:
     """Show the whole product at work on a throw-away repository (kept; its path is printed).
 

@@ -7,7 +7,7 @@ import json
 import click
 
 from ..text import json_safe
-from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, warn
+from .common import CONTEXT_SETTINGS, echo, echo_json, warn
 
 
 @click.command("tell", context_settings=CONTEXT_SETTINGS)
@@ -16,7 +16,6 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, warn
 @click.option("--all", "all_tasks", is_flag=True, help="Address every task's runs and the merge queue.")
 @click.option("--kind", "kind", metavar="[stop|skip|add|note]", help="Say what MESSAGE is instead of reading it from the text.")
 @click.option("--json", "as_json", is_flag=True, help="Print the queued message as JSON.")
-@handle_errors
 def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_json: bool) -> None:
     """Queue MESSAGE for running work and say where it went (its id: #N; --json for scripts).
 
@@ -50,7 +49,6 @@ def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_j
 @click.command("outbox", context_settings=CONTEXT_SETTINGS)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until Ctrl-C.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with --follow: one object per line).")
-@handle_errors
 def outbox(follow: bool, as_json: bool) -> None:
     """Acknowledgements of queued messages, oldest first.
 
@@ -93,7 +91,6 @@ def outbox(follow: bool, as_json: bool) -> None:
 @click.option("--batch", type=click.IntRange(min=1), default=1, metavar="N",
               help="With --all and --check: check N tasks at once with one run; a failing batch is bisected.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@handle_errors
 def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str | None, force: bool, batch: int,
           as_json: bool) -> None:
     """Merge approved work into the integration branch (APPROVED -> COMPLETED).
@@ -171,7 +168,6 @@ def _merge_all(tasks, *, delete_branch: bool, check: str | None, force: bool, ba
 @click.option("--hook", "hook_cli", metavar="CLI", help="Answer an agent CLI's hook (claude): hook JSON on stdin, "
               "the CLI's answer on stdout; never fails (errors: one line on stderr, exit 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@handle_errors
 def notes(hook_cli: str | None, as_json: bool) -> None:
     """Hand over the notes this worktree's task has not read yet (and mark them delivered).
 

@@ -8,7 +8,7 @@ import click
 
 from ..errors import UsageError
 from ..thread.select import DEFAULT_BUDGET
-from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors
+from .common import CONTEXT_SETTINGS, echo, echo_json
 
 
 @click.command("thread", context_settings=CONTEXT_SETTINGS)
@@ -19,7 +19,6 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors
     help="Characters of content and metadata to show; the round that reaches it is still shown.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the selection as JSON.")
-@handle_errors
 def thread(thread_id: str | None, before: str | None, budget: str, as_json: bool) -> None:
     """Show a task's thread within a budget.
 
@@ -55,7 +54,6 @@ def thread(thread_id: str | None, before: str | None, budget: str, as_json: bool
 )
 @click.option("--meta-json", "meta_json", metavar="JSON", help="Metadata as a JSON object (--meta keys override it).")
 @click.option("--json", "as_json", is_flag=True, help="Print {thread, round} as JSON.")
-@handle_errors
 def post(content: str | None, task: str | None, role: str, meta: tuple[str, ...], meta_json: str | None, as_json: bool) -> None:
     """Append a round to a task's thread and print its round id.
 

@@ -18,7 +18,6 @@ from .common import (
     NerveGroup,
     echo,
     echo_json,
-    handle_errors,
     style,
     warn,
 )
@@ -71,7 +70,6 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 @click.option("--adopt", is_flag=True,
               help="Work on the branch <prefix>TASK_ID that already exists (here or on the remote); git-nerve never deletes it.")
 @json_option
-@handle_errors
 def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, adopt: bool, as_json: bool) -> None:
     """Create TASK_ID's branch and worktree and assign it (-> ASSIGNED).
 
@@ -107,7 +105,6 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
 @click.option("--watch", is_flag=True, help="Redraw every 2 seconds until Ctrl-C.")
 @click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.2), help="Seconds between redraws.")
 @json_option
-@handle_errors
 def status(states: tuple[str, ...], stale: bool, watch: bool, interval: float, as_json: bool) -> None:
     """Dashboard of all workers."""
     from ..worker.states import parse
@@ -192,7 +189,6 @@ _COLORS = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIE
 @worker.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("task_id")
 @json_option
-@handle_errors
 def show(task_id: str, as_json: bool) -> None:
     """A task's state, its whole message history and what was told about it (`git nerve tell`)."""
     from .. import clock
@@ -258,7 +254,6 @@ def _summary(kind: str, p: dict) -> str:
 @click.option("--by", help="Who approves (default: your git user).")
 @click.option("--comment", help="Review comment; also added to the task's thread.")
 @json_option
-@handle_errors
 def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) -> None:
     """Approve reviewed work (IN_REVIEW -> APPROVED)."""
     from ..worker import lifecycle
@@ -276,7 +271,6 @@ def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) ->
 @click.option("--comment", help="What to change; also added to the task's thread.")
 @click.option("--by", help="Who asks (default: your git user).")
 @json_option
-@handle_errors
 def request_changes(task_id: str, comment: str | None, by: str | None, as_json: bool) -> None:
     """Send work back for revision (IN_REVIEW -> WORKING)."""
     from ..worker import lifecycle
@@ -298,7 +292,6 @@ def request_changes(task_id: str, comment: str | None, by: str | None, as_json: 
               "commits in the submodule's repository). Ignored files (.env, build output) are deleted, never archived: "
               "they are listed.")
 @json_option
-@handle_errors
 def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_json: bool) -> None:
     """Merge approved work into the integration branch (APPROVED -> COMPLETED)."""
     run_merge(task_id, delete_branch=delete_branch, check=check, force=force, as_json=as_json)
@@ -316,7 +309,6 @@ def merge(task_id: str, delete_branch: bool, check: str | None, force: bool, as_
               "refs/nerve/archive/<task>; submodule commits in the submodule's repository). Ignored files (.env, "
               "build output) are deleted, never archived: they are listed.")
 @json_option
-@handle_errors
 def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json: bool) -> None:
     """Abort a task (-> FAILED)."""
     from ..worker import lifecycle
@@ -344,7 +336,6 @@ def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json
 @worker.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("task_id")
 @json_option
-@handle_errors
 def retry(task_id: str, as_json: bool) -> None:
     """Assign a failed task again (FAILED -> ASSIGNED)."""
     from ..worker import lifecycle
@@ -364,7 +355,6 @@ def retry(task_id: str, as_json: bool) -> None:
 @worker.command(context_settings=CONTEXT_SETTINGS)
 @task_option
 @json_option
-@handle_errors
 def start(task: str | None, as_json: bool) -> None:
     """Begin work (ASSIGNED -> WORKING; CONFLICTED -> WORKING after `git rebase --abort`). Run inside the task's worktree."""
     from ..worker import lifecycle
@@ -385,7 +375,6 @@ def start(task: str | None, as_json: bool) -> None:
 @click.option("--skip-rebase", is_flag=True, help="The rebase is done (after resolving a conflict): just push and ask for review.")
 @click.option("--allow-empty", is_flag=True, help="Finish a task that has no commits of its own (it merges as nothing to merge).")
 @json_option
-@handle_errors
 def done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bool) -> None:
     """Finish: rebase onto the integration branch, push, ask for review (-> IN_REVIEW)."""
     from ..errors import ConflictError
@@ -417,7 +406,6 @@ def done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bool) 
 @click.option("--status", "status_text", metavar="TEXT", help="What the agent is doing.")
 @click.option("--progress", type=click.FloatRange(0, 1), help="Progress between 0 and 1.")
 @json_option
-@handle_errors
 def heartbeat(task: str | None, status_text: str | None, progress: float | None, as_json: bool) -> None:
     """Liveness signal (call every 10-30 s, or let the hooks and `git worker run` do it)."""
     # The console script takes a faster path (no click); this one serves --help and in-process use.
@@ -434,7 +422,6 @@ def heartbeat(task: str | None, status_text: str | None, progress: float | None,
 @click.argument("reason")
 @task_option
 @json_option
-@handle_errors
 def fail(reason: str, task: str | None, as_json: bool) -> None:
     """Give up on the task (-> FAILED), saying why."""
     from ..worker import lifecycle

@@ -7,7 +7,7 @@ import sys
 import click
 
 from ..text import json_safe
-from .common import CONTEXT_SETTINGS, echo, echo_json, handle_errors, style, warn
+from .common import CONTEXT_SETTINGS, echo, echo_json, style, warn
 
 
 def _progress(kind: str, data: dict) -> None:
@@ -29,7 +29,6 @@ def _progress(kind: str, data: dict) -> None:
 @click.option("--adapter", "adapter", metavar="NAME",
               help="Run every role on the built-in adapter NAME (claude, codex, gemini, ...; default: nerve.toml [run] adapter, else the workflow's own).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@handle_errors
 def run(workflow: str, task: str | None, max_rounds: int | None, adapter: str | None, as_json: bool) -> None:
     """Run WORKFLOW on a task, in the task's worktree.
 
@@ -66,7 +65,6 @@ def run(workflow: str, task: str | None, max_rounds: int | None, adapter: str | 
 @click.option("--adapter", "adapter", metavar="NAME",
               help="Check every role on the built-in adapter NAME, as `git nerve run --adapter NAME` would run it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@handle_errors
 def validate(workflows: tuple[str, ...], adapter: str | None, as_json: bool) -> None:
     """Check that workflows can run here; one line per problem, exit 1 if any.
 
@@ -101,7 +99,6 @@ def validate(workflows: tuple[str, ...], adapter: str | None, as_json: bool) -> 
 @click.option("--role", "role", metavar="ROLE", help="The role of the round recorded in the thread (default: CMD's name).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stderr when CMD ends.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
-@handle_errors
 def worker_run(task: str | None, done: bool, role: str | None, as_json: bool, command: tuple[str, ...]) -> None:
     """Run an agent command in the task's worktree, supervised.
 
