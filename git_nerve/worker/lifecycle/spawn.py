@@ -22,7 +22,7 @@ from .. import ids
 from ..locking import fetch_branches
 from ..states import State
 from .repo import Repo, _require_tip, door_scope, integration_ref, repair_leftovers
-from .worktree import _ensure_worktree, _repair_ctx
+from .worktree import _ensure_worktree
 
 
 @dataclass
@@ -115,8 +115,7 @@ def _spawn_existing(repo: Repo, existing: workers.Worker, task_id: str, descript
     if existing.task_id != task_id:
         raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
     _refuse_respawn(repo, existing, description, from_ref)
-    _ensure_worktree(repo, existing)
-    _repair_ctx(existing)
+    _ensure_worktree(repo, existing)  # verifies the worktree and repairs its context file
     # a spawn killed after its bus row never reached the hooks: finish that too
     res = SpawnResult(existing, created=False)
     res.hooks_installed, warning = _ensure_hooks(repo, Path(existing.worktree))

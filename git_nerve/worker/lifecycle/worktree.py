@@ -20,17 +20,6 @@ from ..transitions import get
 from .repo import Repo, _archived_tip, door_scope
 
 
-def _repair_ctx(w: workers.Worker) -> None:
-    """Spawning an existing task rewrites its worktree's .worker-ctx.json if it is corrupt or missing."""
-    from ...context import repair as repair_context  # not .repair (git's leftovers)
-
-    path = Path(w.worktree)
-    if w.state in (State.COMPLETED.value, State.FAILED.value) or not path.is_dir():
-        return
-    repair_context(worktrees.git_dir_of(path), WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path),
-                                                     created_at=clock.iso(w.assigned_at) or "", description=w.description))
-
-
 def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
     """Make a live task's worktree complete: recreate it when missing (after a crash or a manual removal),
     adopt an existing one only once verified (:func:`_verify_worktree`), and rewrite a missing or wrong
@@ -94,7 +83,7 @@ def _registered(repo: Repo, path: Path) -> bool:
 def _verify_worktree(repo: Repo, w: workers.Worker) -> None:
     """A task's worktree is adopted only when it is on the task's branch (or mid-operation there) and its
     context file names the task; a missing or wrong context file is rewritten (one `repaired:` line)."""
-    from ...context import read as read_ctx
+    from ...context import repair as repair_context  # the one context-file repair (not .repair: git's leftovers)
 
     path = Path(w.worktree)
     git_dir = worktrees.git_dir_of(path)
@@ -102,11 +91,6 @@ def _verify_worktree(repo: Repo, w: workers.Worker) -> None:
     if head != f"refs/heads/{w.branch}" and worktrees.operation_in_progress(git_dir) is None:
         raise GitError(f"the worktree {path} of {w.task_id} is not on its branch {w.branch} (HEAD: {head or 'detached'}); "
                        f"check {w.branch} out there again")
-    try:
-        ctx = read_ctx(git_dir)
-    except UsageError:
-        ctx = None
-    if ctx is None or ctx.task_id != w.task_id or ctx.branch != w.branch or ctx.worktree != str(path):
-        write_ctx(git_dir, WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path),
-                                         created_at=clock.iso(w.assigned_at) or "", description=w.description))
+    if repair_context(git_dir, WorkerContext(task_id=w.task_id, branch=w.branch, worktree=str(path),
+                                             created_at=clock.iso(w.assigned_at) or "", description=w.description)):
         repair.say(f"wrote the missing context file of {w.task_id} in {path}")
