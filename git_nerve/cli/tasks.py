@@ -61,6 +61,11 @@ def print_merge(task_id: str, res) -> None:
     else:
         echo(f"Merged: {task_id} into {res.into} as {res.commit[:12] if res.commit else '?'}"
              + (" (pushed)" if res.pushed else ""))
+    print_cleanup(res)
+
+
+def print_cleanup(res) -> None:
+    """What a cleanup (after merge, `cancel --cleanup`) archived, removed, deleted and kept."""
     if res.archive_ref:
         echo(f"  Archived tip: {res.archive_ref}")
     _print_removal(res)

@@ -21,7 +21,7 @@ from .common import (
     style,
     warn,
 )
-from .tasks import _print_removal, _repo, _row, _settings_or_none, run_merge
+from .tasks import _repo, _row, _settings_or_none, print_cleanup, run_merge
 
 EXIT_CODES = """\b
 Exit codes:
@@ -324,13 +324,7 @@ def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json
                        "branch_kept": res.kept})
             return
         _state_line(res.outcome, "Cancelled", task_id)
-        if res.archive_ref:
-            echo(f"  Archived tip: {res.archive_ref}")
-        _print_removal(res)
-        if res.deleted_branch:
-            echo("  Branch deleted")
-        for line in res.kept:
-            echo(f"  {line}")
+        print_cleanup(res)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)

@@ -276,19 +276,22 @@ def has_submodules(worktree: Path) -> bool:
     return proc.returncode == 0 and (Path(proc.stdout.strip()) / "modules").is_dir()
 
 
-def submodule_unsaved(worktree: Path) -> list[str]:
-    """Initialised submodules of ``worktree`` whose work would be lost with it: uncommitted changes,
-    or commits no remote-tracking ref of the submodule holds (their objects live in the worktree's
-    admin dir, which the removal deletes)."""
+def _initialised_submodules(worktree: Path) -> list[tuple[str, Path]]:
+    """(path shown to people, checkout) of each initialised submodule of ``worktree`` (recursive)."""
     if not has_submodules(worktree):
         return []
     proc = cli.run(["submodule", "foreach", "--quiet", "--recursive", 'printf "%s\\0" "$displaypath"'],
                    cwd=worktree, check=False)
+    return [(rel, worktree / rel) for rel in (p for p in proc.stdout.split("\0") if p.strip())
+            if (worktree / rel / ".git").exists()]
+
+
+def submodule_unsaved(worktree: Path) -> list[str]:
+    """Initialised submodules of ``worktree`` whose work would be lost with it: uncommitted changes,
+    or commits no remote-tracking ref of the submodule holds (their objects live in the worktree's
+    admin dir, which the removal deletes)."""
     found = []
-    for rel in (p for p in proc.stdout.split("\0") if p.strip()):
-        sub = worktree / rel
-        if not (sub / ".git").exists():
-            continue
+    for rel, sub in _initialised_submodules(worktree):
         if dirty_files(sub):
             found.append(f"{rel} (uncommitted changes)")
         elif cli.run(["rev-list", "-n", "1", "HEAD", "--not", "--remotes"], cwd=sub, check=False).stdout.strip():
@@ -308,15 +311,8 @@ def ignored_files(worktree: Path) -> list[str]:
 
 def submodule_git_dirs(worktree: Path) -> list[tuple[str, Path]]:
     """Initialised submodules of ``worktree`` (recursive): (path shown to people, its absolute git dir)."""
-    if not has_submodules(worktree):
-        return []
-    proc = cli.run(["submodule", "foreach", "--quiet", "--recursive", 'printf "%s\\0" "$displaypath"'],
-                   cwd=worktree, check=False)
     found = []
-    for rel in (p for p in proc.stdout.split("\0") if p.strip()):
-        sub = worktree / rel
-        if not (sub / ".git").exists():
-            continue
+    for rel, sub in _initialised_submodules(worktree):
         git_dir = cli.run(["rev-parse", "--path-format=absolute", "--git-dir"], cwd=sub, check=False)
         if git_dir.returncode == 0 and git_dir.stdout.strip():
             found.append((rel, Path(git_dir.stdout.strip())))
