@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -160,7 +159,9 @@ def main() -> int:
         if args.keep:
             print(f"kept: {tmp}")
         else:
-            shutil.rmtree(tmp, ignore_errors=True)
+            from git_nerve.git import destroy
+
+            destroy.remove_own_tempdir(tmp, prefix="nerve-crash-")  # through the one door, like every removal
 
 
 def sweep(args, tmp: Path) -> int:

@@ -56,7 +56,7 @@ def replace_file(path: str | os.PathLike[str], data: bytes | str, *, tmp_name: s
     ``tmp_name``: the temporary's name in ``path``'s directory (default ``.<name>.<pid>.tmp``), for callers whose
     leftovers a cleanup finds by name; ``create_mode``: the temporary is created with it minus the umask;
     ``mode``: then set exactly (chmod); ``keep_mode``: the replaced file's own mode is kept; ``lock``: an flock
-    is held on the temporary while it exists (the kernel drops it when we die: :func:`remove_dead_temporaries`);
+    is held on the temporary while it exists (the kernel drops it when we die: :func:`..git.destroy.remove_dead_temporaries`);
     ``before_replace``: called between the write and the rename (a crash point). On any failure the temporary is
     removed and the error raised.
     """
@@ -97,44 +97,8 @@ _LOCKED_TEMPORARY = re.compile(r"^\.(?P<name>[^/]+)\.nerve-(?P<pid>\d+)\.tmp$")
 
 
 def locked_tmp_name(path: str | os.PathLike[str]) -> str:
-    """``.<name>.nerve-<pid>.tmp``: the name :func:`remove_dead_temporaries` recognises."""
+    """``.<name>.nerve-<pid>.tmp``: the name :func:`..git.destroy.remove_dead_temporaries` recognises."""
     return f".{Path(path).name}.nerve-{os.getpid()}.tmp"
-
-
-def remove_dead_temporaries(directory: Path) -> list[Path]:
-    """Remove the temporaries (:func:`locked_tmp_name`) of a locked :func:`replace_file` killed mid-write: ours by
-    name, and only when the process that wrote them is proven gone: its flock on the file can be taken (no
-    ``/proc``). An empty one (its writer may be between creating and locking it) also needs its pid gone."""
-    import fcntl
-
-    from .liveness import pid_alive
-
-    removed: list[Path] = []
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return removed
-    for name in names:
-        m = _LOCKED_TEMPORARY.match(name)
-        if m is None:
-            continue
-        path = directory / name
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if os.fstat(fd).st_size == 0 and pid_alive(int(m["pid"])):
-                continue
-            if os.path.exists(path) and os.path.samestat(os.fstat(fd), os.stat(path)):
-                path.unlink()
-                removed.append(path)
-        except OSError:
-            continue  # held (its writer lives), or cannot tell
-        finally:
-            os.close(fd)
-    return removed
 
 
 # -- network filesystems ----------------------------------------------------

@@ -28,7 +28,6 @@ For the rare places that only have a pid, :func:`pid_alive` (``kill(pid, 0)``): 
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os

@@ -239,15 +239,8 @@ def test_concurrent_cleanup_archives_in_processes_lose_nothing(repo):
 
 
 def _with_submodule(remote_repo, tmp_path) -> Path:
-    lib = tmp_path / "lib"
-    git(tmp_path, "init", "-q", "-b", "main", str(lib))
-    build.commit_file(lib, "lib.txt", "lib\n", "lib")
-    git(tmp_path, "config", "--global", "protocol.file.allow", "always")
-    work = remote_repo.work
-    git(work, "submodule", "add", "-q", str(lib), "lib")
-    git(work, "commit", "-q", "-m", "add lib")
-    git(work, "push", "-q", "origin", "main")
-    return lib
+    """`lib` (its own origin) as a submodule of the project, pushed."""
+    return build.with_submodule(remote_repo, tmp_path)
 
 
 def test_force_cleanup_keeps_an_unpushed_submodule_commit_in_the_submodules_repository(remote_repo, tmp_path, gw):

@@ -438,3 +438,60 @@ def test_two_cancel_cleanups_racing_for_real(repo):
             assert "another command is cleaning up t1" in err and "fatal:" not in err, results
     assert not wt.exists() and str(wt) not in _registered(work)
     assert "refs/heads/feat/t1" not in wfx.branches(work)
+
+
+# -- the door's other removals: a private temporary directory, a killed write's temporary file ------------------
+
+
+def test_remove_own_tempdir_refuses_anything_but_a_private_temporary_directory_of_ours(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ours = Path(tempfile.mkdtemp(prefix="nerve-x-"))
+    (ours / "f").write_text("f")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "nerve-x-deep").mkdir(parents=True)
+    link = tmp_path / "nerve-x-link"
+    link.symlink_to(elsewhere)
+    other_prefix = Path(tempfile.mkdtemp(prefix="person-"))
+    for target in (tmp_path, elsewhere / "nerve-x-deep", link, other_prefix, tmp_path / "nerve-x-",
+                   Path(os.getcwd()), Path("/")):
+        with pytest.raises(destroy.Refused):
+            destroy.remove_own_tempdir(target, prefix="nerve-x-")
+    assert elsewhere.is_dir() and (elsewhere / "nerve-x-deep").is_dir() and link.is_symlink() and other_prefix.is_dir()
+    destroy.remove_own_tempdir(ours, prefix="nerve-x-")
+    assert not ours.exists()
+
+
+def test_remove_dead_temporaries_removes_only_a_dead_writers_temporary(tmp_path):
+    """A killed write's temporary (ours by name, its writer's flock free) goes; a live writer's, a symlink with our
+    name, a person's file and a directory stay."""
+    import subprocess
+    import sys
+
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    dead = hooks / ".pre-push.nerve-999999.tmp"
+    dead.write_text("half a hook")
+    live = hooks / ".post-commit.nerve-1.tmp"
+    live.write_text("being written")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1]); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(live)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        target = tmp_path / "precious"
+        target.write_text("keep me")
+        (hooks / ".post-merge.nerve-999998.tmp").symlink_to(target)
+        (hooks / "pre-commit").write_text("a person's hook")
+        (hooks / ".post-rewrite.nerve-999997.tmp").mkdir()
+
+        removed = destroy.remove_dead_temporaries(hooks)
+
+        assert removed == [dead] and not dead.exists()
+        assert live.read_text() == "being written"
+        assert (hooks / ".post-merge.nerve-999998.tmp").is_symlink() and target.read_text() == "keep me"
+        assert (hooks / "pre-commit").exists() and (hooks / ".post-rewrite.nerve-999997.tmp").is_dir()
+    finally:
+        holder.kill()
+        holder.wait()

@@ -12,6 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from fixtures.repos import build
 from fixtures.repos import worker as wfx
 from fixtures.repos.build import commit_file, git
 from fixtures.repos.hooks import git_run
@@ -25,15 +26,7 @@ def one_line(err: str) -> str:
 
 def with_submodule(remote_repo, tmp_path) -> Path:
     """`lib` (its own origin) as a submodule of the project, pushed."""
-    lib = tmp_path / "lib"
-    git(tmp_path, "init", "-q", "-b", "main", str(lib))
-    commit_file(lib, "lib.txt", "lib\n", "lib")
-    git(tmp_path, "config", "--global", "protocol.file.allow", "always")
-    work = remote_repo.work
-    git(work, "submodule", "add", "-q", str(lib), "lib")
-    git(work, "commit", "-q", "-m", "add lib")
-    git(work, "push", "-q", "origin", "main")
-    return lib
+    return build.with_submodule(remote_repo, tmp_path)
 
 
 def init_submodule(wt: Path) -> None:

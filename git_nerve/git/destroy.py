@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import GitError
+from ..fs import _LOCKED_TEMPORARY as LOCKED_TEMPORARY
 from . import cli
 
 #: ownership records, under the common dir
@@ -271,6 +272,42 @@ def remove_empty_dirs(paths) -> None:
                 os.rmdir(d)
         except OSError:
             pass  # not empty (something else lives there now), or gone
+
+
+def remove_dead_temporaries(directory: Path) -> list[Path]:
+    """Remove the temporaries (:func:`..fs.locked_tmp_name`) of a locked :func:`..fs.replace_file` killed mid-write: ours by
+    name, and only when the process that wrote them is proven gone: its flock on the file can be taken (no
+    ``/proc``). An empty one (its writer may be between creating and locking it) also needs its pid gone."""
+    import fcntl
+
+    from ..liveness import pid_alive
+
+    removed: list[Path] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = LOCKED_TEMPORARY.match(name)
+        if m is None:
+            continue
+        path = directory / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_size == 0 and pid_alive(int(m["pid"])):
+                continue
+            if os.path.exists(path) and os.path.samestat(os.fstat(fd), os.stat(path)):
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue  # held (its writer lives), or cannot tell
+        finally:
+            os.close(fd)
+    return removed
 
 
 # -- worktrees ------------------------------------------------------------------------------------------------

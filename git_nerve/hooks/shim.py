@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 from ..errors import NerveError
-from ..fs import locked_tmp_name, remove_dead_temporaries, replace_file  # noqa: F401  (remove_dead_temporaries: re-exported)
+from ..fs import locked_tmp_name, replace_file
+from ..git.destroy import remove_dead_temporaries  # noqa: F401  (re-exported)
 
 
 #: The hooks git-nerve installs.

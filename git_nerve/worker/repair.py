@@ -300,7 +300,7 @@ def _has_tokens(common: Path) -> bool:
 
 
 def _hooks_temporaries(common: Path, repaired: list[str]) -> None:
-    from ..fs import remove_dead_temporaries
+    from ..git.destroy import remove_dead_temporaries
 
     for tmp in remove_dead_temporaries(common / "hooks"):
         repaired.append(f"removed {tmp}, a half-written hook a killed install left")
