@@ -77,19 +77,40 @@ def add(cwd, path: Path, *, branch: str, start: str | None) -> None:
     """Create ``path`` checked out on ``branch`` (created at ``start`` if given), with no upstream tracking.
 
     ``--no-track`` keeps git from writing branch tracking into .git/config,
-    whose lock would make concurrent spawns fail.
+    whose lock would make concurrent spawns fail. Adds run side by side: one that died reading the admin dir
+    another add was writing (before it made anything here) is tried again (:func:`_raced`).
     """
-    if start is not None:
-        args = ["worktree", "add", "--quiet", "--no-track", "-b", branch, os.fspath(path), start]
-    else:
-        args = ["worktree", "add", "--quiet", os.fspath(path), branch]
+    for attempt in range(LIST_ATTEMPTS):
+        if start is not None and attempt and cli.run(["rev-parse", "-q", "--verify", f"refs/heads/{branch}"], cwd=cwd,
+                                                     check=False).stdout.strip() == start:
+            start = None  # the attempt that died had made the branch (at ``start``) before it looked at the others
+        if start is not None:
+            args = ["worktree", "add", "--quiet", "--no-track", "-b", branch, os.fspath(path), start]
+        else:
+            args = ["worktree", "add", "--quiet", os.fspath(path), branch]
+        proc = cli.run(args, cwd=cwd, check=False)
+        if proc.returncode == 0 or not _raced(proc.stderr, path) or attempt == LIST_ATTEMPTS - 1:
+            break
+        time.sleep(0.02 * 2**attempt)
+    if proc.returncode == 0:
+        return
+    said = cli.message(proc.stderr) or f"exit {proc.returncode}"
+    message = f"git worktree add failed: {said}{cli.disk_full_hint(said, cwd)}"
+    full = _disk_full(cwd, path, start or branch) if "unable to write" in message or "Could not reset index" in message else None
+    raise GitError(f"{message} ({full})" if full else message)
+
+
+def _raced(stderr: str, path: Path) -> bool:
+    """git died reading another worktree's admin dir while a concurrent `git worktree add` was writing it
+    ("failed to read .git/worktrees/<name>/commondir"), before it made anything at ``path``: worth another try."""
+    if "failed to read" not in stderr or "worktrees/" not in stderr:
+        return False
     try:
-        cli.run(args, cwd=cwd)
-    except GitError as exc:
-        full = _disk_full(cwd, path, start or branch) if "unable to write" in exc.message or "Could not reset index" in exc.message else None
-        if full:
-            raise GitError(f"{exc.message} ({full})") from exc
-        raise
+        return not os.listdir(path)  # an empty directory: nothing of git's in it yet
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def _disk_full(cwd, path: Path, rev: str) -> str | None:

@@ -23,3 +23,14 @@ def fetch_branches(repo, remote: str, branches: list[str]) -> None:
 def task_lock(repo, w: workers.Worker) -> Path:
     """The lock a merge holds from publishing to COMPLETED, and that moves out of APPROVED wait for."""
     return repo.lock_path(f"task-{workers.task_key(w.task_id)}")
+
+
+def add_lock(repo, path) -> Path:
+    """The lock of one worktree path, held while a ``git worktree add`` makes it (spawn, a recreated worktree)
+    and while a repair removes what a killed add left there: adds of different paths run side by side (git has
+    its own locks for what they share), and a repair never races an add of the same path."""
+    import hashlib
+    import os
+
+    digest = hashlib.sha1(os.path.realpath(os.fspath(path)).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return repo.lock_path(f"add-{digest}")

@@ -193,12 +193,14 @@ def _dead_add(admin: Path, scan: liveness.Scan) -> tuple[str, object] | None | b
     return None
 
 
-def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None = None, scope=None) -> list[str]:
+def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None = None, scope=None,
+                        add_lock=None) -> list[str]:
     """Repair what killed git processes of ours left in the repository whose common dir is ``common``.
 
     Only what a dead liveness token of ours covers (:mod:`git_nerve.liveness`: no ``/proc``, no ages); what no
     token covers is kept, with one ``kept:`` line saying what to do. ``worktree_lock``: our worktrees lock,
-    taken around the removal of unfinished worktrees (None: the caller already holds it). ``scope``: a callable
+    taken around the removal of unfinished worktrees (None: the caller already holds it); ``add_lock``: path ->
+    the lock of that worktree path, taken instead around the removal of a dead add there. ``scope``: a callable
     returning the door's :class:`..git.destroy.Scope` (built only when something is to be removed): every
     removal goes through the door (:mod:`..git.destroy`), which keeps what it cannot prove ours. Cheap when there
     is nothing to repair (a few stats).
@@ -222,32 +224,21 @@ def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None =
         return _say_all(repaired, kept)
     with liveness.scan(common) as sc:
         blocked: set[int] = set()  # dead tokens something of which is left: not consumed this time
-        if admins:
-            from ..locks import hold
-
-            ctx = hold(worktree_lock, what="the worktree lock") if worktree_lock is not None else _null()
-            with ctx:
-                for admin in admins:
-                    if not admin.exists():
-                        continue
-                    found = _dead_add(admin, sc)
-                    if found is True:
-                        continue
-                    if found is None:
-                        if not sc.alive_records("git"):
-                            kept.append(f"kept: {admin}: an unfinished `git worktree add` no git-nerve command "
-                                        f"recorded; if no git is running, remove it and run `git worktree prune`")
-                        continue
-                    wt, owner = found
-                    try:  # the path our own token recorded for that add, never read from git's files
-                        destroy.remove_unfinished_add(admin, door(), worktree=wt)
-                    except destroy.Refused as exc:
-                        kept.append(_kept_line(f"{exc.message} (left by an unfinished `git worktree add`)"))
-                        blocked.add(id(owner))
-                        continue
-                    repaired.append(f"removed the unfinished worktree {wt} left by a killed `git worktree add`")
-                    if admin.exists():
-                        blocked.add(id(owner))
+        for admin in admins:
+            # judged without a lock: an add in flight (its token alive) is someone's live work and is skipped;
+            # only a dead one is removed, under the lock of its path (``add_lock``), never behind other adds
+            if not admin.exists():
+                continue
+            found = _dead_add(admin, sc)
+            if found is True:
+                continue
+            if found is None:
+                if not sc.alive_records("git"):
+                    kept.append(f"kept: {admin}: an unfinished `git worktree add` no git-nerve command "
+                                f"recorded; if no git is running, remove it and run `git worktree prune`")
+                continue
+            wt, owner = found
+            _remove_dead_add(admin, wt, owner, door, add_lock or (lambda _: worktree_lock), repaired, kept, blocked)
         dead, unknown = worktrees.dead_temporary_checkouts(common, sc, listed_tmp)
         if dead:
             from ..locks import hold
@@ -285,6 +276,27 @@ def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None =
                 d.consume()
     _hooks_temporaries(common, repaired)
     return _say_all(repaired, kept)
+
+
+def _remove_dead_add(admin: Path, wt: str, owner, door, lock_of, repaired: list[str], kept: list[str],
+                     blocked: set[int]) -> None:
+    """Remove what the dead add of ``wt`` left in ``admin``, holding the lock of that path (None: the caller
+    holds what it must)."""
+    from ..locks import hold
+
+    lock = lock_of(wt)
+    with hold(lock, what="the worktree lock") if lock is not None else _null():
+        if not admin.exists():
+            return
+        try:  # the path our own token recorded for that add, never read from git's files
+            destroy.remove_unfinished_add(admin, door(), worktree=wt)
+        except destroy.Refused as exc:
+            kept.append(_kept_line(f"{exc.message} (left by an unfinished `git worktree add`)"))
+            blocked.add(id(owner))
+            return
+    repaired.append(f"removed the unfinished worktree {wt} left by a killed `git worktree add`")
+    if admin.exists():
+        blocked.add(id(owner))
 
 
 def _kept_line(line: str) -> str:

@@ -19,7 +19,7 @@ from ...git import cli, destroy, refs
 from ...git import config as gitconfig
 from ...paths import RepoPaths, discover
 from .. import repair
-from ..locking import fetch_branches
+from ..locking import add_lock, fetch_branches
 from ..settings import Settings
 from ..settings import load as load_settings
 from ..states import State
@@ -101,7 +101,7 @@ def integration_ref(repo: Repo, integration: str, *, fetch: bool) -> str:
 def repair_leftovers(repo: Repo) -> list[str]:
     """Remove what killed git processes left (dead `git worktree add`s, stale lock files); one line each."""
     return repair.clean_git_leftovers(repo.paths.common_dir, cwd=repo.cwd, worktree_lock=repo.lock_path("worktrees"),
-                                      scope=lambda: door_scope(repo))
+                                      scope=lambda: door_scope(repo), add_lock=lambda path: add_lock(repo, path))
 
 
 def door_scope(repo: Repo) -> destroy.Scope:

@@ -19,7 +19,7 @@ from ...git import remote as gitremote
 from ...locks import hold
 from ...paths import discover
 from .. import ids
-from ..locking import fetch_branches
+from ..locking import add_lock, fetch_branches
 from ..states import State
 from .repo import Repo, _require_tip, door_scope, integration_ref, repair_leftovers
 from .worktree import _ensure_worktree
@@ -170,9 +170,10 @@ class _Made:
 
 
 def _spawn_worktree(repo: Repo, task_id: str, branch: str, path: Path, base_sha: str, made: _Made) -> None:
-    """The task's worktree on its branch (both created when missing), under the worktree lock."""
+    """The task's worktree on its branch (both created when missing), under the lock of its path only (adds of
+    other paths run side by side)."""
     cwd = repo.cwd
-    with hold(repo.lock_path("worktrees"), what="the worktree lock"):
+    with hold(add_lock(repo, path), what="the worktree lock"):
         wt = worktrees.find_for_branch(cwd, f"refs/heads/{branch}")
         if wt is not None and wt.path.resolve() != path.resolve():
             raise UsageError(f"branch {branch} is already checked out at {wt.path}")

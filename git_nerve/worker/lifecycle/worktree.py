@@ -15,6 +15,7 @@ from ...errors import GitError, UsageError
 from ...git import destroy, refs, worktrees
 from ...locks import hold
 from .. import repair
+from ..locking import add_lock
 from ..states import State
 from ..transitions import get
 from .repo import Repo, _archived_tip, door_scope
@@ -29,7 +30,7 @@ def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
     w = follow_moved_worktree(repo, w)
     path = Path(w.worktree)
     if not path.exists() or not _registered(repo, path):
-        with hold(repo.lock_path("worktrees"), what="the worktree lock"):
+        with hold(add_lock(repo, path), what="the worktree lock"):
             destroy.prune_entry(repo.cwd, path, door_scope(repo))
             if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
                 destroy.remove_empty_dirs([path])  # an empty directory git never filled
