@@ -46,6 +46,9 @@ def conflicts(refresh: bool, as_json: bool) -> None:
         if refresh or result.at is None:
             result = scan.recompute(repo)
             notify.tell(repo, result.new_conflicts, result.integration)
+        from ..bus import workers
+
+        result = scan.among(result, {w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE)})
         if as_json:
             echo_json(result.as_dict())
             return

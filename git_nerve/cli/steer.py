@@ -145,6 +145,7 @@ def _merge_all(tasks, *, delete_branch: bool, check: str | None, force: bool, ba
 
         result = merge_all(repo, delete_branch=delete_branch, check=check, force=force, batch=batch,
                            say=lambda text: echo(f"steer: {text}", err=True), on_merged=merged, on_failed=failed)
+        tasks.radar_after(repo, None)
         if as_json:
             echo_json({
                 "merged": [tasks.merge_json(repo, t, res) for t, res in result.merged],

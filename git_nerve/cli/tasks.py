@@ -13,6 +13,13 @@ def _repo(create: bool = True):
     return open_repo(create=create)
 
 
+def radar_after(repo, tasks: list[str] | None) -> None:
+    """What the radar compares changed (done, merge, cancel): its recompute starts in the background."""
+    from ..radar import background
+
+    background.after(repo, tasks)
+
+
 def _row(repo, task_id: str) -> dict:
     from ..bus import workers
     from ..worker.status import row
@@ -34,6 +41,7 @@ def run_merge(task_id: str, *, delete_branch: bool, check: str | None, force: bo
     lifecycle.parse_check(check)  # an empty --check is a usage error before anything opens
     with _repo(create=False) as repo:
         res = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
+        radar_after(repo, None)
         for w in res.warnings:
             warn(w)
         if as_json:

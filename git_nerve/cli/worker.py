@@ -21,7 +21,7 @@ from .common import (
     style,
     warn,
 )
-from .tasks import _repo, _row, _settings_or_none, print_cleanup, run_merge
+from .tasks import _repo, _row, _settings_or_none, print_cleanup, radar_after, run_merge
 
 EXIT_CODES = """\b
 Exit codes:
@@ -315,6 +315,7 @@ def cancel(task_id: str, reason: str | None, cleanup: bool, force: bool, as_json
 
     with _repo(create=False) as repo:
         res = lifecycle.cancel(repo, task_id, reason=reason, cleanup=cleanup, force=force)
+        radar_after(repo, None)
         for w in res.warnings:
             warn(w)
         if as_json:
@@ -382,6 +383,7 @@ def done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bool) 
             if as_json:
                 echo_json({**_row(repo, task_id), "conflicts": exc.files})
             raise
+        radar_after(repo, [task_id])
         if as_json:
             echo_json({**_row(repo, task_id), "rebased": res.rebased, "pushed": res.pushed, "tip": res.tip})
             return

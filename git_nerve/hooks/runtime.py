@@ -238,7 +238,7 @@ def _radar(where: Where, task_id: str) -> None:
     with open_bus(where.common_dir) as bus:
         others = [w for w in workers.all_workers(bus.conn, states=RADAR_STATES) if w.task_id != task_id]
     if others:  # alone, there is nothing to collide with but the integration branch: `git worker conflicts`
-        background.spawn(where.toplevel, task_id, where.common_dir / "nerve" / "radar.log")
+        background.request(where.common_dir, where.toplevel, [task_id])  # coalesced: one runner at a time
 
 
 def _commit_files() -> list[str]:

@@ -1,7 +1,8 @@
-"""The recompute a commit starts and never waits for: ``python -m git_nerve.radar.background --cwd WORKTREE --task T``.
+"""The recompute a commit (or done, merge, cancel) starts and never waits for: ``python -m
+git_nerve.radar.background --cwd WORKTREE [--task T]``.
 
-One runs at a time per repository (the radar lock); a commit landing while
-one runs is picked up by the next.
+One runner at a time per repository takes every pending request at once (:mod:`.queue`); a request landing
+while it runs is picked up by the same runner.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 from pathlib import Path
 
 
-def spawn(worktree: str | os.PathLike[str], task_id: str, log: str | os.PathLike[str]) -> subprocess.Popen:
+def spawn(worktree: str | os.PathLike[str], task_id: str | None, log: str | os.PathLike[str]) -> subprocess.Popen:
     """Start the recompute detached (new session, no terminal, output to ``log``)."""
     from ..git.cli import clean_env
     from ..paths import create_file, make_dirs
@@ -24,12 +25,42 @@ def spawn(worktree: str | os.PathLike[str], task_id: str, log: str | os.PathLike
     out = create_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "git_nerve.radar.background", "--cwd", os.fspath(worktree), "--task", task_id],
+            [sys.executable, "-m", "git_nerve.radar.background", "--cwd", os.fspath(worktree),
+             *(["--task", task_id] if task_id else [])],
             cwd=os.fspath(worktree), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
             start_new_session=True, close_fds=True,
         )
     finally:
         os.close(out)
+
+
+def request(common_dir: str | os.PathLike[str], worktree: str | os.PathLike[str], tasks: list[str] | None) -> bool:
+    """Ask for a recompute of ``tasks``' pairs (None: all), run from ``worktree``; never waits. True when a
+    runner was started (False: one already runs and will take the request)."""
+    from ..locks import is_held
+    from . import queue
+
+    queue.add(common_dir, tasks)
+    if is_held(queue.run_lock(common_dir)):
+        return False
+    spawn(worktree, None, Path(common_dir) / "nerve" / "radar.log")
+    return True
+
+
+def after(repo, tasks: list[str] | None) -> None:
+    """``done``, ``merge`` or ``cancel`` changed what the radar compares (a branch rebased, the integration
+    branch moved, a task finished): ask for a recompute of ``tasks``' pairs (None: all) in the background, when
+    there is something to compare (two live tasks, or one once the radar ever ran). Never fails the command."""
+    from ..bus import workers
+    from . import cache, queue
+
+    common = repo.paths.common_dir
+    try:
+        live = len(workers.all_workers(repo.bus.conn, states=queue.LIVE))
+        if live >= 2 or (live == 1 and cache.path(common).exists()):
+            request(common, repo.cwd, tasks)
+    except (OSError, ValueError):
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,12 +72,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from ..errors import NerveError
     from ..worker.lifecycle import open_repo
-    from . import notify, scan
+    from . import notify, queue, scan
 
     try:
         with open_repo(args.cwd) as repo:
-            result = scan.recompute(repo, changed=args.task)
-            notify.tell(repo, result.new_conflicts, result.integration)
+            common = repo.paths.common_dir
+            if args.task:
+                queue.add(common, args.task)
+
+            def step(tasks):
+                result = scan.recompute(repo, changed=tasks)
+                notify.tell(repo, result.new_conflicts, result.integration)
+
+            queue.run(common, step)
     except NerveError as exc:
         print(f"radar: {exc.message}", file=sys.stderr)
         return 1

@@ -150,4 +150,11 @@ def cached(common_dir) -> Scan:
     return scan
 
 
-__all__ = ["LIVE", "Pair", "Scan", "cached", "recompute"]
+def among(result: Scan, live: set[str]) -> Scan:
+    """``result`` without the pairs of a task that is no longer live (finished since it was computed): a
+    COMPLETED, FAILED or cancelled task collides with nothing."""
+    result.pairs = [p for p in result.pairs if all(t == cache.INTEGRATION or t in live for t in (p.a, p.b))]
+    return result
+
+
+__all__ = ["LIVE", "Pair", "Scan", "among", "cached", "recompute"]

@@ -1,0 +1,106 @@
+"""The radar is never stale (issue 27): what changes it (done, merge, cancel) recomputes it in the background,
+finished tasks carry no marks, and after a merge a task that now conflicts with the integration branch says so
+without `--refresh`."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from fixtures.repos.build import git, write
+from git_nerve.radar import queue
+
+APP = "def greet(name):\n    return f'hello {name}'\n"
+
+
+def commit_file(root: Path, rel: str, text: str, message: str) -> None:
+    """A commit that skips our hooks: the radar is driven by the commands under test."""
+    write(root, rel, text)
+    git(root, "add", "--", rel)
+    git(root, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", message)
+
+
+def spawn(gw, work: Path, task: str) -> Path:
+    assert gw(["spawn", task], work).code == 0
+    return work.parent / "project.worktrees" / task
+
+
+def pairs(gw, work: Path) -> set[tuple[str, str, str]]:
+    res = gw("conflicts --json", work)
+    assert res.code == 0, res
+    return {(p["a"], p["b"], p["kind"]) for p in json.loads(res.out)["pairs"]}
+
+
+def marks(gw, work: Path) -> dict[str, list[str]]:
+    res = gw("status --json", work)
+    assert res.code == 0, res
+    return {r["task_id"]: r["radar"] for r in json.loads(res.out)}
+
+
+def wait_until(check, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def test_finished_tasks_carry_no_marks(repo, gw):
+    work = repo.work
+    t1, t2, t3 = (spawn(gw, work, t) for t in ("t1", "t2", "t3"))
+    commit_file(t1, "src/app.py", APP.replace("hello", "hi"), "t1: hi")
+    commit_file(t2, "src/app.py", APP.replace("hello", "howdy"), "t2: howdy")
+    commit_file(t3, "src/app.py", APP.replace("hello", "hey"), "t3: hey")
+    assert gw("conflicts --refresh", work).code == 0
+    assert ("t1", "t2", "conflict") in pairs(gw, work) and ("t1", "t3", "conflict") in pairs(gw, work)
+    assert gw(["cancel", "t1", "--reason", "dropped"], work).code == 0  # FAILED: no radar mark names it any more
+    assert not {p for p in pairs(gw, work) if "t1" in p[:2]}
+    shown = marks(gw, work)
+    assert shown["t1"] == [] and "conflict: t1" not in shown["t2"] and "conflict: t3" in shown["t2"]
+    for t, tree in (("t2", t2),):
+        assert gw("start", tree).code == 0 and gw("done", tree).code == 0
+        assert gw(["approve", t], work).code == 0 and gw(["merge", t], work).code == 0
+    shown = marks(gw, work)
+    assert shown["t2"] == [] and not {p for p in pairs(gw, work) if "t2" in p[:2]}  # COMPLETED: none either
+    assert all("t2" not in m for m in shown["t3"])
+    # t2's change is on main now: t3 conflicts with main instead, once the merge's recompute ran
+    assert wait_until(lambda: marks(gw, work)["t3"] == ["conflict: main"]), marks(gw, work)
+
+
+def test_after_a_merge_the_task_that_now_conflicts_with_main_says_so_without_refresh(repo, gw):
+    work = repo.work
+    t1, t2 = spawn(gw, work, "t1"), spawn(gw, work, "t2")
+    commit_file(t1, "src/app.py", APP.replace("hello", "hi"), "t1: hi")
+    commit_file(t2, "src/app.py", APP.replace("hello", "howdy"), "t2: howdy")
+    for tree in (t1, t2):
+        assert gw("start", tree).code == 0 and gw("done", tree).code == 0
+    assert gw("conflicts --refresh", work).code == 0
+    assert pairs(gw, work) == {("t1", "t2", "conflict")}  # main has not moved yet: no conflict with it
+    assert gw(["approve", "t1"], work).code == 0 and gw(["merge", "t1"], work).code == 0
+    # no --refresh: the merge asked for the recompute, which runs in the background
+    got = wait_until(lambda: ("t2", "@integration", "conflict") in pairs(gw, work))
+    assert got, pairs(gw, work)
+    assert pairs(gw, work) == {("t2", "@integration", "conflict")}
+    shown = marks(gw, work)
+    assert shown["t2"] == ["conflict: main"] and shown["t1"] == []
+    assert wait_until(lambda: not queue.waiting(work / ".git"), 10)  # every request was taken
+
+
+def test_requests_while_a_runner_works_are_coalesced_and_none_is_lost(repo):
+    common = repo.work / ".git"
+    steps: list[set[str] | None] = []
+
+    def step(tasks):
+        steps.append(tasks)
+        if len(steps) == 1:  # requests arriving while the runner works
+            queue.add(common, ["b"])
+            queue.add(common, ["c"])
+
+    queue.add(common, ["a"])
+    assert queue.run(common, step) == 2
+    assert steps == [{"a"}, {"b", "c"}] and not queue.waiting(common)
+    queue.add(common, ["a"])
+    queue.add(common, None)  # a merge: every task
+    assert queue.run(common, lambda tasks: steps.append(tasks)) == 1 and steps[-1] is None
