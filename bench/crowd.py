@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Many workers at once (issue 27). Prints figures as ratios against their floors, side by side in one run;
+asserts nothing.
+
+1. 16 `git worker spawn` at once against 16 `git worktree add -b` at once          (goal: <= 2x)
+2. one spawn against one `git worktree add -b` (median of alternating runs)         (goal: <= 1.3x)
+3. `start` and `heartbeat` while 8 spawns run (seconds; floor: the same alone)     (goal: <= 0.2 s)
+4. N workers (processes: spawn, start, 3 commits through the hooks, done) with `status --json` polled
+   meanwhile: spawn, done and status --json p99                                    (goal at 24: 2 s, 2 s, 0.5 s)
+5. radar latency: two tasks commit the same line while the others commit         (goal: <= 1 s)
+
+On a generated 3,000-file repository, or with ``--real click`` on click 8.1.8's sdist (downloaded with pip
+into $GIT_NERVE_TOOL_CACHE, else ~/.cache/git-nerve-tools, once).
+
+    .venv/bin/python bench/crowd.py [--files 3000] [--workers 8,24] [--real click] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import bytecode_cache  # noqa: E402
+from fixtures.repos import build  # noqa: E402
+
+REAL = {"click": "click==8.1.8"}
+
+
+def run(argv, cwd, env, check=True) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - t0
+    if check and proc.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, argv))} failed: {proc.stderr.strip()[-800:]}")
+    return took, proc
+
+
+def at_once(argvs: list[tuple[list[str], Path]], env) -> tuple[float, list[float]]:
+    """Wall time of running all at once, and each one's time."""
+    times = [0.0] * len(argvs)
+
+    def one(i):
+        times[i] = run(argvs[i][0], argvs[i][1], env)[0]
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(argvs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0, times
+
+
+def p99(xs: list[float]) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))] if xs else float("nan")
+
+
+def tool_cache() -> Path:
+    explicit = os.environ.get("GIT_NERVE_TOOL_CACHE")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "git-nerve-tools"
+
+
+def real_repo(name: str, root: Path, env) -> Path:
+    """The sdist's files as one commit (downloaded once into the tool cache with pip)."""
+    spec = REAL[name]
+    cache = tool_cache() / "sdists"
+    cache.mkdir(parents=True, exist_ok=True)
+    found = sorted(cache.glob(f"{spec.split('==')[0]}-{spec.split('==')[1]}.tar.gz"))
+    if not found:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                        "-d", str(cache), spec], check=True)
+        found = sorted(cache.glob(f"{spec.split('==')[0]}-*.tar.gz"))
+    work = root / name
+    with tarfile.open(found[0]) as tar:
+        tar.extractall(root / "x", filter="data")
+    (root / "x").joinpath(found[0].name[: -len(".tar.gz")]).rename(work)
+    build.git(work, "init", "-q", "-b", "main", env=env)
+    build.git(work, "add", "-A", env=env)
+    build.git(work, "commit", "-q", "-m", f"{spec} sdist", env=env)
+    return work
+
+
+def wt_of(work: Path, task: str) -> Path:
+    return work.parent / f"{work.name}.worktrees" / task
+
+
+def bench_spawns(work: Path, env, n: int, runs: int) -> list[str]:
+    out = []
+    walls = []
+    for r in range(runs):  # alternate: drift on the shared machine hits both sides alike
+        plain = [(["git", "worktree", "add", "-q", "-b", f"plain-{r}-{i}", str(work.parent / "plain" / f"{r}-{i}"), "main"],
+                  work) for i in range(n)]
+        ours = [(["git", "worker", "spawn", f"s{r}-{i}", "--no-fetch"], work) for i in range(n)]
+        walls.append((at_once(plain, env)[0], at_once(ours, env)[0]))
+    fl, us = statistics.median(w[0] for w in walls), statistics.median(w[1] for w in walls)
+    out.append(f"{n} spawns at once      {us:6.2f} s  vs {n} worktree add at once {fl:6.2f} s   ratio {us / fl:5.2f}x  (goal <= 2)")
+    plain, ours = [], []
+    for r in range(max(3, runs)):
+        plain.append(run(["git", "worktree", "add", "-q", "-b", f"one-{r}", str(work.parent / "plain" / f"one-{r}"), "main"], work, env)[0])
+        ours.append(run(["git", "worker", "spawn", f"one-{r}", "--no-fetch"], work, env)[0])
+    fl, us = statistics.median(plain), statistics.median(ours)
+    out.append(f"one spawn             {us:6.2f} s  vs one worktree add       {fl:6.2f} s   ratio {us / fl:5.2f}x  (goal <= 1.3)")
+    return out
+
+
+def bench_beside_spawns(work: Path, env) -> list[str]:
+    run(["git", "worker", "spawn", "beside", "--no-fetch"], work, env)
+    wt = wt_of(work, "beside")
+    alone_start = run(["git", "worker", "start", "--task", "beside"], work, env)[0]
+    alone_hb = run(["git", "worker", "heartbeat"], wt, env)[0]
+    done = threading.Event()
+
+    def spawns():
+        at_once([(["git", "worker", "spawn", f"busy-{i}", "--no-fetch"], work) for i in range(8)], env)
+        done.set()
+
+    th = threading.Thread(target=spawns)
+    th.start()
+    time.sleep(0.3)  # the spawns are under way
+    starts, hbs = [], []
+    while not done.is_set() and len(hbs) < 10:
+        starts.append(run(["git", "worker", "start", "--task", "beside"], work, env, check=False)[0])
+        hbs.append(run(["git", "worker", "heartbeat"], wt, env)[0])
+    th.join()
+    return [f"start beside 8 spawns   max {max(starts):5.2f} s  (alone {alone_start:5.2f} s)  (goal <= 0.2 s)",
+            f"heartbeat beside 8 spawns max {max(hbs):5.2f} s  (alone {alone_hb:5.2f} s)  (goal <= 0.2 s)"]
+
+
+
+def one_worker(work: Path, env, task: str, rel: str, times: dict) -> None:
+    t, _ = run(["git", "worker", "spawn", task, "--no-fetch"], work, env)
+    times.setdefault("spawn", []).append(t)
+    wt = wt_of(work, task)
+    run(["git", "worker", "start"], wt, env)
+    for k in range(3):
+        path = wt / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(f"edit {k} of {task}\n")
+        run(["git", "add", "--", rel], wt, env)
+        run(["git", "commit", "-q", "-m", f"{task}: edit {k}"], wt, env)  # through the hooks (radar requests)
+    t, _ = run(["git", "worker", "done"], wt, env)
+    times.setdefault("done", []).append(t)
+
+
+def bench_load(work: Path, env, n: int) -> list[str]:
+    times: dict[str, list[float]] = {}
+    stop = threading.Event()
+    status: list[float] = []
+
+    def poll():
+        while not stop.is_set():
+            status.append(run(["git", "worker", "status", "--json"], work, env)[0])
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    t0 = time.perf_counter()
+    ws = [threading.Thread(target=one_worker, args=(work, env, f"n{n}-w{i}", f"crowd/n{n}-w{i}.txt", times))
+          for i in range(n)]
+    for w in ws:
+        w.start()
+    for w in ws:
+        w.join()
+    wall = time.perf_counter() - t0
+    stop.set()
+    poller.join()
+    return [f"{n:3d} workers ({wall:5.1f} s): spawn p99 {p99(times['spawn']):5.2f} s  done p99 {p99(times['done']):5.2f} s  "
+            f"status --json p99 {p99(status):5.2f} s (p50 {statistics.median(status):4.2f}, {len(status)} calls)  "
+            f"(goal 2 / 2 / 0.5 s)"]
+
+
+def bench_radar(work: Path, env, busy: int) -> list[str]:
+    """Two live tasks commit the same line while ``busy`` others commit; seconds until `conflicts --json` shows it."""
+    for t in ("ra", "rb"):
+        run(["git", "worker", "spawn", t, "--no-fetch"], work, env)
+    stop = threading.Event()
+    busy_tasks = [f"rbusy-{i}" for i in range(busy)]
+    at_once([(["git", "worker", "spawn", t, "--no-fetch"], work) for t in busy_tasks], env)
+
+    def churn(task):
+        wt, k = wt_of(work, task), 0
+        while not stop.is_set():
+            (wt / f"{task}.txt").write_text(f"{k}\n")
+            run(["git", "add", "-A"], wt, env)
+            run(["git", "commit", "-q", "-m", f"{task} {k}"], wt, env)
+            k += 1
+
+    threads = [threading.Thread(target=churn, args=(t,)) for t in busy_tasks]
+    for th in threads:
+        th.start()
+    try:
+        time.sleep(1.0)
+        for t, word in (("ra", "alpha"), ("rb", "beta")):
+            wt = wt_of(work, t)
+            (wt / "planted.txt").write_text(f"{word}\n")
+            run(["git", "add", "-A"], wt, env)
+            if t == "ra":
+                run(["git", "commit", "-q", "-m", f"{t}: planted"], wt, env)
+                time.sleep(1.0)
+        t0 = time.perf_counter()
+        run(["git", "commit", "-q", "-m", "rb: planted"], wt_of(work, "rb"), env)
+        seen = None
+        while time.perf_counter() - t0 < 30:
+            pairs = json.loads(run(["git", "worker", "conflicts", "--json"], work, env)[1].stdout)["pairs"]
+            if any({p["a"], p["b"]} == {"ra", "rb"} and p["kind"] == "conflict" for p in pairs):
+                seen = time.perf_counter() - t0
+                break
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join()
+    shown = f"{seen:5.2f} s" if seen is not None else "not within 30 s"
+    return [f"radar: a new conflict shows after {shown} with {busy} workers committing  (goal <= 1 s)"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=3000)
+    ap.add_argument("--workers", default="8,24", help="comma-separated crowd sizes (64 takes minutes on 2 cores)")
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--real", choices=sorted(REAL), help="a real codebase from its PyPI sdist instead")
+    ap.add_argument("--only", default="spawn,beside,load,radar")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="nerve-crowd-") as tmp:
+        root = Path(tmp)
+        env = build.hermetic_env(root / "home")
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        bytecode_cache(env, root / "pycache")
+        work = real_repo(args.real, root, env) if args.real else build.many_files(root, args.files).work
+        files = int(build.git(work, "ls-files", "-z", env=env).count("\0"))
+        print(f"repository: {args.real or 'generated'}, {files} files; {os.cpu_count()} cores")
+        run(["git", "worker", "spawn", "warmup", "--no-fetch"], work, env)  # the bus, the hooks
+        only = set(args.only.split(","))
+        lines = []
+        if "spawn" in only:
+            lines += bench_spawns(work, env, 16, args.runs)
+        if "beside" in only:
+            lines += bench_beside_spawns(work, env)
+        for line in lines:
+            print(line, flush=True)
+        if "load" in only:
+            for n in (int(x) for x in args.workers.split(",") if x):
+                for line in bench_load(work, env, n):
+                    print(line, flush=True)
+        if "radar" in only:
+            for line in bench_radar(work, env, 24):
+                print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
