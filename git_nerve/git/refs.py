@@ -26,6 +26,12 @@ def full_name(cwd, rev: str) -> str | None:
     return name or None
 
 
+def tips(cwd, prefixes: list[str]) -> dict[str, str]:
+    """Every ref under ``prefixes`` (``refs/heads/``, ...) and the object it points at, in one git call."""
+    out = cli.run(["for-each-ref", "--format=%(objectname) %(refname)", *prefixes], cwd=cwd, check=False).stdout
+    return {name: sha for sha, _, name in (line.partition(" ") for line in out.splitlines()) if name}
+
+
 def exists(cwd, ref: str) -> bool:
     return cli.ok(["show-ref", "--verify", "--quiet", ref], cwd=cwd)
 

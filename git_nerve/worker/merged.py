@@ -92,10 +92,21 @@ def reconcile_all(repo) -> list[str]:
     """Record every APPROVED task already merged on the remote (no fetch, no waiting: for `status`)."""
     if not repo.settings.remote:
         return []
+    approved = workers.all_workers(repo.bus.conn, states=(State.APPROVED.value,))
+    if not approved:
+        return []
+    from . import reconciled
+
+    seen = reconciled.Seen(repo)  # what an earlier look found not merged, with the tips it looked at
     done = []
-    for w in workers.all_workers(repo.bus.conn, states=(State.APPROVED.value,)):
+    for w in approved:
+        if seen.unchanged(w):
+            continue  # neither its tip nor the remote's integration branch moved since: still not merged
         if reconcile(repo, w.task_id, fetch=False, lock="nowait").state == State.COMPLETED.value:
             done.append(w.task_id)
+        else:
+            seen.not_merged(w)
+    seen.save()
     return done
 
 
