@@ -81,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
                 queue.add(common, args.task)
 
             def step(tasks):
+                # committed work first (no `git status`): a new conflict a commit made shows at once
+                result = scan.recompute(repo, changed=tasks, worktrees_too=False)
+                notify.tell(repo, result.new_conflicts, result.integration)
+                if queue.waiting(common):  # busy: the worktrees' uncommitted work is looked at in a quieter run
+                    queue.add(common, sorted(tasks) if tasks is not None else None)
+                    return
                 result = scan.recompute(repo, changed=tasks)
                 notify.tell(repo, result.new_conflicts, result.integration)
 

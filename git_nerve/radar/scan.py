@@ -61,7 +61,7 @@ class Scan:
         return [p for p in self.pairs if task_id in (p.a, p.b)]
 
 
-def _side(ov, w, old: dict | None, refresh: bool) -> dict | None:
+def _side(ov, w, old: dict | None, refresh: bool, look: bool = True) -> dict | None:
     tip = ov.tip(f"refs/heads/{w.branch}") if w.branch else None
     if tip is None:
         return None
@@ -69,7 +69,7 @@ def _side(ov, w, old: dict | None, refresh: bool) -> dict | None:
         return old
     tree = ov.tree_of(tip)
     dirty = False
-    worktree = Path(w.worktree) if w.worktree else None
+    worktree = Path(w.worktree) if w.worktree and look else None
     if worktree is not None and worktree.is_dir():
         try:
             if worktrees.dirty_files(worktree):
@@ -80,9 +80,10 @@ def _side(ov, w, old: dict | None, refresh: bool) -> dict | None:
     return {"commit": tip, "tree": tree, "dirty": dirty, "at": time.time()}
 
 
-def recompute(repo, *, changed: Iterable[str] | None = None) -> Scan:
+def recompute(repo, *, changed: Iterable[str] | None = None, worktrees_too: bool = True) -> Scan:
     """Bring the cache up to date. ``changed``: the tasks whose worktrees must be looked at again
-    (a commit there); None: every task (a full recompute)."""
+    (a commit there); None: every task (a full recompute). ``worktrees_too=False``: committed work only (no
+    `git status` of any worktree: what moved branch tips only; the quick first pass under load)."""
     from ..git import overlap  # pygit2: only when computing (status reads the cache without it)
     from ..worker.lifecycle import integration_ref
 
@@ -95,8 +96,8 @@ def recompute(repo, *, changed: Iterable[str] | None = None) -> Scan:
         ov = overlap.Repo(common)
         sides: dict[str, dict] = {}
         for w in live:
-            refresh = changed_set is None or w.task_id in changed_set
-            side = _side(ov, w, data["sides"].get(w.task_id), refresh)
+            refresh = worktrees_too and (changed_set is None or w.task_id in changed_set)
+            side = _side(ov, w, data["sides"].get(w.task_id), refresh, worktrees_too)
             if side is not None:
                 sides[w.task_id] = side
         integration = None
