@@ -104,3 +104,14 @@ def test_requests_while_a_runner_works_are_coalesced_and_none_is_lost(repo):
     queue.add(common, ["a"])
     queue.add(common, None)  # a merge: every task
     assert queue.run(common, lambda tasks: steps.append(tasks)) == 1 and steps[-1] is None
+
+
+def test_the_background_recompute_also_looks_at_uncommitted_work(repo, gw):
+    work = repo.work
+    t1, t2, _ = (spawn(gw, work, t) for t in ("t1", "t2", "t3"))
+    assert gw("conflicts --refresh", work).code == 0 and pairs(gw, work) == set()
+    commit_file(t1, "src/app.py", APP.replace("hello", "hi"), "t1: hi")
+    write(t2, "src/app.py", APP.replace("hello", "howdy"))  # never committed
+    assert gw(["cancel", "t3", "--reason", "dropped"], work).code == 0  # asks for a recompute of every task
+    assert wait_until(lambda: ("t1", "t2", "conflict") in pairs(gw, work)), pairs(gw, work)
+    assert git(t2, "status", "--porcelain") == "M src/app.py"  # looked at, not touched

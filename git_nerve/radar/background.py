@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cwd", required=True)
     parser.add_argument("--task", action="append", default=[])
     args = parser.parse_args(argv)
+    from ..bus import workers
     from ..errors import NerveError
     from ..worker.lifecycle import open_repo
     from . import notify, queue, scan
@@ -84,11 +85,18 @@ def main(argv: list[str] | None = None) -> int:
                 # committed work first (no `git status`): a new conflict a commit made shows at once
                 result = scan.recompute(repo, changed=tasks, worktrees_too=False)
                 notify.tell(repo, result.new_conflicts, result.integration)
-                if queue.waiting(common):  # busy: the worktrees' uncommitted work is looked at in a quieter run
-                    queue.add(common, sorted(tasks) if tasks is not None else None)
-                    return
-                result = scan.recompute(repo, changed=tasks)
-                notify.tell(repo, result.new_conflicts, result.integration)
+                print(f"radar: {'all' if tasks is None else len(tasks)} task(s) asked: {result.computed} pair(s) "
+                      f"computed, {result.reused} reused in {result.duration_s} s", flush=True)
+                # then each worktree's uncommitted work, one at a time, giving way to any new request (the rest is
+                # asked for again: looked at in a quieter run)
+                left = sorted(tasks) if tasks is not None else sorted(w.task_id for w in workers.all_workers(
+                    repo.bus.conn, states=scan.LIVE))
+                while left:
+                    if queue.waiting(common):
+                        queue.add(common, left)
+                        return
+                    result = scan.recompute(repo, changed=[left.pop(0)])
+                    notify.tell(repo, result.new_conflicts, result.integration)
 
             queue.run(common, step)
     except NerveError as exc:
