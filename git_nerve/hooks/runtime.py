@@ -139,9 +139,9 @@ def guarded(hook: str, what: str, fn: Callable[..., object], *args, **kwargs) ->
 # -- the bus, opened for a hook ----------------------------------------------------------------
 
 
-def open_bus(common_dir: Path) -> Bus:
+def open_bus(common_dir: Path, *, ingest: bool = True) -> Bus:
     """The bus as a hook opens it: an existing file only, a short busy timeout, one try."""
-    return Bus(common_dir / "nerve" / "bus.db", create=False, busy_timeout=BUSY_TIMEOUT, retries=1)
+    return Bus(common_dir / "nerve" / "bus.db", create=False, busy_timeout=BUSY_TIMEOUT, retries=1, ingest=ingest)
 
 
 # -- shared parts ----------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ def _radar(where: Where, task_id: str) -> None:
 
     if where.toplevel is None:
         return
-    with open_bus(where.common_dir) as bus:
+    with open_bus(where.common_dir, ingest=False) as bus:  # the runner ingests: the request is not held up
         others = [w for w in workers.all_workers(bus.conn, states=RADAR_STATES) if w.task_id != task_id]
     if others:  # alone, there is nothing to collide with but the integration branch: `git worker conflicts`
         background.request(where.common_dir, where.toplevel, [task_id])  # coalesced: one runner at a time
