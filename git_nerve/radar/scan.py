@@ -80,6 +80,34 @@ def _side(ov, w, old: dict | None, refresh: bool, look: bool = True) -> dict | N
     return {"commit": tip, "tree": tree, "dirty": dirty, "at": time.time()}
 
 
+def _look_first(ov, live, common, changed_set: set[str]) -> dict[str, dict]:
+    """The sides of the tasks in ``changed_set``, their worktrees looked at (no lock held)."""
+    old = cache.load(common)["sides"]
+    found = {}
+    for w in live:
+        if w.task_id in changed_set:
+            side = _side(ov, w, old.get(w.task_id), True)
+            if side is not None:
+                found[w.task_id] = side
+    return found
+
+
+def _sides(ov, live, old: dict, changed_set: set[str] | None, worktrees_too: bool, looked: dict) -> dict[str, dict]:
+    """Every live task's side: the one looked at before the lock while its tip is still there, else the cached
+    one while its tip did not move, else computed now."""
+    sides: dict[str, dict] = {}
+    for w in live:
+        got = looked.get(w.task_id)
+        if got is not None and w.branch and got["commit"] == ov.tip(f"refs/heads/{w.branch}"):
+            side = got
+        else:
+            look = worktrees_too and got is None
+            side = _side(ov, w, old.get(w.task_id), look and (changed_set is None or w.task_id in changed_set), look)
+        if side is not None:
+            sides[w.task_id] = side
+    return sides
+
+
 def recompute(repo, *, changed: Iterable[str] | None = None, worktrees_too: bool = True) -> Scan:
     """Bring the cache up to date. ``changed``: the tasks whose worktrees must be looked at again
     (a commit there); None: every task (a full recompute). ``worktrees_too=False``: committed work only (no
@@ -90,16 +118,14 @@ def recompute(repo, *, changed: Iterable[str] | None = None, worktrees_too: bool
     started = time.monotonic()
     common = repo.paths.common_dir
     changed_set = None if changed is None else set(changed)
+    live = bus_workers.all_workers(repo.bus.conn, states=LIVE)
+    ov = overlap.Repo(common)
+    # the worktrees of the tasks asked for are looked at before the lock: `git status` of a busy worktree takes
+    # long, and a quick pass for a new commit must not wait behind it
+    looked = _look_first(ov, live, common, changed_set) if worktrees_too and changed_set is not None else {}
     with hold(cache.lock(common), timeout=120, what="the radar lock"):
         data = cache.load(common)
-        live = bus_workers.all_workers(repo.bus.conn, states=LIVE)
-        ov = overlap.Repo(common)
-        sides: dict[str, dict] = {}
-        for w in live:
-            refresh = worktrees_too and (changed_set is None or w.task_id in changed_set)
-            side = _side(ov, w, data["sides"].get(w.task_id), refresh, worktrees_too)
-            if side is not None:
-                sides[w.task_id] = side
+        sides = _sides(ov, live, data["sides"], changed_set, worktrees_too, looked)
         integration = None
         try:
             integration = repo.settings.integration
