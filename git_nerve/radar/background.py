@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..errors import NerveError
     from ..worker.lifecycle import open_repo
     from . import notify, queue, scan
+    from .looker import Looker
 
     try:
         with open_repo(args.cwd) as repo:
@@ -81,24 +82,22 @@ def main(argv: list[str] | None = None) -> int:
             if args.task:
                 queue.add(common, args.task)
 
+            looker = Looker(args.cwd)
+
             def step(tasks):
                 # committed work first (no `git status`): a new conflict a commit made shows at once
                 result = scan.recompute(repo, changed=tasks, worktrees_too=False)
                 notify.tell(repo, result.new_conflicts, result.integration)
                 print(f"radar: {'all' if tasks is None else len(tasks)} task(s) asked: {result.computed} pair(s) "
                       f"computed, {result.reused} reused in {result.duration_s} s", flush=True)
-                # then each worktree's uncommitted work, one at a time, giving way to any new request (the rest is
-                # asked for again: looked at in a quieter run)
-                left = sorted(tasks) if tasks is not None else sorted(w.task_id for w in workers.all_workers(
-                    repo.bus.conn, states=scan.LIVE))
-                while left:
-                    if queue.waiting(common):
-                        queue.add(common, left)
-                        return
-                    result = scan.recompute(repo, changed=[left.pop(0)])
-                    notify.tell(repo, result.new_conflicts, result.integration)
+                # then each worktree's uncommitted work, in the looker's thread
+                looker.ask(sorted(tasks) if tasks is not None else sorted(
+                    w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE)))
 
-            queue.run(common, step)
+            try:
+                queue.run(common, step, busy=looker.busy)
+            finally:
+                looker.close()
     except NerveError as exc:
         print(f"radar: {exc.message}", file=sys.stderr)
         return 1

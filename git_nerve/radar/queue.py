@@ -74,9 +74,12 @@ def waiting(common_dir: str | os.PathLike[str]) -> bool:
         return False
 
 
-def run(common_dir: str | os.PathLike[str], step) -> int:
+def run(common_dir: str | os.PathLike[str], step, busy=None) -> int:
     """The runner: while requests are pending and nobody else runs, ``step(tasks)`` (tasks: a set, or None
-    for all). Returns how many recomputes it made."""
+    for all); it keeps the lock while ``busy()`` (work it handed on is under way). Returns how many recomputes
+    it made."""
+    import time
+
     from ..locks import LockTimeout, hold
 
     done = 0
@@ -85,10 +88,13 @@ def run(common_dir: str | os.PathLike[str], step) -> int:
             with hold(run_lock(common_dir), timeout=0, what="the radar run lock"):
                 while True:
                     found, tasks = take(common_dir)
-                    if not found:
+                    if found:
+                        step(tasks)
+                        done += 1
+                    elif busy is not None and busy():
+                        time.sleep(0.05)
+                    else:
                         break
-                    step(tasks)
-                    done += 1
         except LockTimeout:
             return done  # another runner is at work: it looks at the requests after it lets the lock go
     return done
