@@ -174,7 +174,8 @@ def _spawn_worktree(repo: Repo, task_id: str, branch: str, path: Path, base_sha:
     other paths run side by side)."""
     cwd = repo.cwd
     with hold(add_lock(repo, path), what="the worktree lock"):
-        wt = worktrees.find_for_branch(cwd, f"refs/heads/{branch}")
+        had_branch = refs.exists(cwd, f"refs/heads/{branch}")  # none: no worktree has it checked out
+        wt = worktrees.find_for_branch(cwd, f"refs/heads/{branch}") if had_branch else None
         if wt is not None and wt.path.resolve() != path.resolve():
             raise UsageError(f"branch {branch} is already checked out at {wt.path}")
         if wt is None:
@@ -183,7 +184,7 @@ def _spawn_worktree(repo: Repo, task_id: str, branch: str, path: Path, base_sha:
             path.parent.mkdir(parents=True, exist_ok=True)
             # set before git runs: a `git worktree add` that fails half-way (e.g. a failing
             # post-checkout hook) has already created the branch and the worktree
-            made.branch = not refs.exists(cwd, f"refs/heads/{branch}")
+            made.branch = not had_branch
             # recorded before git creates them (a kill leaves at most a record of something missing)
             destroy.record(repo.paths.common_dir, "worktree", os.fspath(path), task=task_id)
             if made.branch:
