@@ -65,6 +65,7 @@ def after(repo, tasks: list[str] | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+    import time
 
     parser = argparse.ArgumentParser(prog="git_nerve.radar.background")
     parser.add_argument("--cwd", required=True)
@@ -88,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                 # committed work first (no `git status`): a new conflict a commit made shows at once
                 result = scan.recompute(repo, changed=tasks, worktrees_too=False)
                 notify.tell(repo, result.new_conflicts, result.integration)
-                print(f"radar: {'all' if tasks is None else len(tasks)} task(s) asked: {result.computed} pair(s) "
-                      f"computed, {result.reused} reused in {result.duration_s} s", flush=True)
+                print(f"radar {time.time():.3f}: {'all' if tasks is None else len(tasks)} task(s) asked: {result.computed} pair(s) "
+                      f"computed, {result.reused} reused in {result.duration_s} s"
+                      f"{f', {len(result.new_conflicts)} new conflict(s)' if result.new_conflicts else ''}", flush=True)
                 # then each worktree's uncommitted work, in the looker's thread
                 looker.ask(sorted(tasks) if tasks is not None else sorted(
                     w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 
 class Looker:
@@ -55,6 +56,9 @@ class Looker:
                     try:
                         result = scan.recompute(repo, changed=[task])
                         notify.tell(repo, result.new_conflicts, result.integration)
+                        if result.new_conflicts:
+                            print(f"radar {time.time():.3f}: looked at {task}: {len(result.new_conflicts)} new "
+                                  f"conflict(s)", flush=True)
                     except NerveError as exc:
                         print(f"radar: {exc.message}", file=sys.stderr, flush=True)
                     finally:
