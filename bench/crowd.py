@@ -219,9 +219,9 @@ def bench_radar(work: Path, env, busy: int) -> list[str]:
             if t == "ra":
                 run(["git", "commit", "-q", "-m", f"{t}: planted"], wt, env)
                 time.sleep(1.0)
+        wall0 = time.time()
         commit_s = run(["git", "commit", "-q", "-m", "rb: planted"], wt_of(work, "rb"), env)[0]
         t0 = time.perf_counter()  # from the end of the commit (its own cost is the floor printed)
-        wall0 = time.time()
         seen = None
         while time.perf_counter() - t0 < 30:
             pairs = json.loads(run(["git", "worker", "conflicts", "--json"], work, env)[1].stdout)["pairs"]
@@ -237,13 +237,15 @@ def bench_radar(work: Path, env, busy: int) -> list[str]:
     computed = _first_pass_after(work, wall0) if seen is not None else None
     shown = f"{seen:5.2f} s" if seen is not None else "not within 30 s"
     if computed is not None:
-        shown += f" (the runner had it {computed:4.2f} s after the commit; the rest is the reader's own start)"
+        shown += (f" (the radar runner had it {computed:4.2f} s after the commit started, {computed - commit_s:+5.2f} s "
+                  f"from its end; the rest is the reader, `conflicts --json`)")
     return [f"radar: a new conflict shows after {shown} with {busy} workers committing  (goal <= 1 s; "
             f"floor: the commit itself took {commit_s:4.2f} s, starting a python that imports pygit2 {floor:4.2f} s)"]
 
 
 def _first_pass_after(work: Path, wall0: float) -> float | None:
-    """Seconds from ``wall0`` to the end of the first radar pass that found a new conflict (radar.log)."""
+    """Seconds from ``wall0`` (the planted commit's start) to the first radar pass that found a new conflict
+    (radar.log)."""
     try:
         lines = (work / ".git" / "nerve" / "radar.log").read_text().splitlines()
     except OSError:
