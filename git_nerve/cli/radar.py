@@ -41,7 +41,7 @@ def conflicts(refresh: bool, as_json: bool) -> None:
     from ..radar import notify, scan
     from ..worker.lifecycle import open_repo
 
-    with open_repo() as repo:
+    with open_repo(ingest=False) as repo:  # the pairs come from git and radar.json, not from the spooled commits
         result = scan.cached(repo.paths.common_dir)
         if refresh or result.at is None:
             result = scan.recompute(repo)

@@ -76,11 +76,13 @@ def refuse_bare(cwd: str | os.PathLike[str] | None = None) -> None:
         gitconfig.refuse_bare(gitconfig.read(paths.common_dir), None, "spawn workers")
 
 
-def open_repo(cwd: str | os.PathLike[str] | None = None, *, create: bool = True) -> Repo:
+def open_repo(cwd: str | os.PathLike[str] | None = None, *, create: bool = True, ingest: bool = True) -> Repo:
+    """``ingest=False``: for a reader whose answer does not depend on the commits the hooks spooled (the
+    radar's pairs): it does not wait for the bus's write lock to record them."""
     paths = discover(cwd)
     if paths.toplevel is None:  # a bare repository is a remote: refused before anything is read or made there
         gitconfig.refuse_bare(gitconfig.read(paths.common_dir), None, "run git-nerve")
-    return Repo(paths, Bus(paths.bus_path, create=create))
+    return Repo(paths, Bus(paths.bus_path, create=create, ingest=ingest))
 
 
 def integration_ref(repo: Repo, integration: str, *, fetch: bool) -> str:
