@@ -270,7 +270,8 @@ def main() -> None:
     ap.add_argument("--real", choices=sorted(REAL), help="a real codebase from its PyPI sdist instead")
     ap.add_argument("--only", default="spawn,beside,load,radar")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="nerve-crowd-") as tmp:
+    # ignore_cleanup_errors: a radar runner may still be writing its last result as the directory goes
+    with tempfile.TemporaryDirectory(prefix="nerve-crowd-", ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
         env = build.hermetic_env(root / "home")
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
