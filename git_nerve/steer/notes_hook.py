@@ -116,21 +116,33 @@ def pending_stop(bus, task_id: str, git_dir) -> str | None:
 
 def collect(cwd: str, *, reader: str, via: str, pid: int | None) -> dict:
     """What a caller in ``cwd`` is handed: ``{"task", "stop", "notes": [...], "text"}`` (bus writes included)."""
+    from ..bus import steer
     from ..bus.connection import Bus
-    from . import delivery
+    from . import delivery, pending
 
     paths, task_id = _task_of(cwd)
     if task_id is None:
         return {"task": None, "stop": None, "notes": [], "text": ""}
-    bus = Bus(paths.bus_path, create=False)
+    gate = via == "hook"  # the sh gate's marker (steer.pending): cleared before the bus is read
+    if gate:
+        pending.clear(paths.nerve_dir, task_id)
     try:
-        delivery.settle(bus, task_id)  # notes delivered earlier that a commit since has acted on
-        notes = delivery.deliver(bus, task_id, reader=reader, via=via, pid=pid)
-        stop = pending_stop(bus, task_id, paths.git_dir)
-        if stop:
-            delivery.stop_delivered(bus, task_id, reader=reader, via=via, pid=pid)
-    finally:
-        bus.close()
+        bus = Bus(paths.bus_path, create=False)
+        try:
+            delivery.settle(bus, task_id)  # notes delivered earlier that a commit since has acted on
+            notes = delivery.deliver(bus, task_id, reader=reader, via=via, pid=pid)
+            stop = pending_stop(bus, task_id, paths.git_dir)
+            if stop:
+                delivery.stop_delivered(bus, task_id, reader=reader, via=via, pid=pid)
+            unsettled = gate and any(d.acted_at is None for d in steer.deliveries_for(bus.conn, task_id))
+        finally:
+            bus.close()
+    except BaseException:
+        if gate:
+            pending.mark(paths.nerve_dir, [task_id])  # try again at the next tool call
+        raise
+    if gate and (stop or unsettled):  # still something for the next call: the stop again, the settling commit
+        pending.mark(paths.nerve_dir, [task_id])
     from .. import clock
     from ..text import clean
 

@@ -36,7 +36,7 @@ from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
 from ..locks import is_held
 from .hook import merge_queue_lock, run_lock, worker_run_lock
-from . import delivery
+from . import delivery, pending
 from .drain import QUEUE_CONSUMER, task_consumer
 from .parse import COMMANDS, parse
 
@@ -143,10 +143,13 @@ def tell(
                 readers = [task_id]
         message_id = steer.enqueue(conn, scope=scope, kind=parsed.kind, text=text, ts=ts, task_id=task_id,
                                    target=parsed.target)
+        hooked = pending.addressed(conn, scope=scope, kind=parsed.kind, task_id=task_id)
+        pending.mark(bus.path.parent, hooked)  # before the commit, and again after it (see steer.pending)
         appended = tuple(
             (t, rounds.append(conn, t, role=ROLE, content=text, metadata={"inbox_id": message_id}, ts=ts))
             for t in readers
         )
+    pending.mark(bus.path.parent, hooked)
     return Told(message_id, ts, parsed.kind, scope, text, task_id, parsed.target, appended)
 
 
