@@ -73,11 +73,11 @@ def main(argv: list[str]) -> int:
     import sqlite3
 
     from ..context import resolve_task
-    from ..paths import discover
+    from ..paths import discover, find_by_files
 
     try:
         opts = _parse(argv)
-        paths = discover()
+        paths = find_by_files() or discover()  # reading .git files, without starting git, when nothing is unusual
         task_id = resolve_task(paths.git_dir, opts["task"])
         bus = Bus(paths.bus_path, create=False)
         try:
