@@ -100,8 +100,9 @@ NOTES_PENDING = "notes-pending"
 
 
 def notes_marker(nerve_dir: str | os.PathLike[str], task_id: str) -> Path:
-    """The notes-pending marker of ``task_id`` (a validated task id: a plain file name)."""
-    return Path(nerve_dir) / NOTES_PENDING / task_id
+    """The notes-pending marker of ``task_id`` (a validated task id: a plain file name), named by its key (task
+    ids are unique without regard to case, and however a caller spelled it, the writer and the gate agree)."""
+    return Path(nerve_dir) / NOTES_PENDING / task_id.casefold()
 
 
 def set_marker(path: str | os.PathLike[str]) -> None:

@@ -140,3 +140,9 @@ def test_the_runners_stop_request_passes_the_gate(repo):
     stop_request_path(discover(wt).git_dir).write_text('stopped by queued message: "halt"\n')
     out = json.loads(run_hook(hook_command(wt), wt).stdout)
     assert out["continue"] is False and "halt" in out["stopReason"]
+
+
+def test_the_marker_is_the_tasks_however_its_id_is_spelled(repo):
+    wt = wk.spawn(repo.work, "Ab1")
+    tell(repo.work, "--task", "Ab1", "case does not matter")
+    assert "case does not matter" in run_hook(hook_command(wt, "AB1"), wt).stdout

@@ -96,7 +96,7 @@ def notes_command(inv: Invocation | None = None) -> str | None:
     command = f"{shlex.quote(exe)} notes --hook claude"
     gate = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "steer", "notes-hook.sh")
-    if inv is None or not inv.ctx.task_id or not os.path.isfile(gate):
+    if inv is None or not (inv.ctx.task_id and inv.common_dir and inv.git_dir) or not os.path.isfile(gate):
         return command
     from ...fs import NERVE, notes_marker
     from ...paths import stop_request_path
