@@ -146,3 +146,23 @@ def test_the_marker_is_the_tasks_however_its_id_is_spelled(repo):
     wt = wk.spawn(repo.work, "Ab1")
     tell(repo.work, "--task", "Ab1", "case does not matter")
     assert "case does not matter" in run_hook(hook_command(wt, "AB1"), wt).stdout
+
+
+GATE = Path(notes_hook.__file__).with_name("notes-hook.sh")
+
+
+@pytest.mark.parametrize("shell", [s for s in ("/bin/sh", "dash", "bash", "busybox") if shutil.which(s)])
+def test_the_gate_is_plain_posix_sh(shell, tmp_path):
+    """Under every POSIX shell at hand: no marker, the command is not run and the input is read and dropped;
+    a marker (or the stop-request file), the command runs in the gate's place with the input untouched."""
+    argv = [shell, "sh", GATE] if shell == "busybox" else [shell, GATE]
+    marker_file, stop_file, ran = tmp_path / "marker", tmp_path / "stop-request", tmp_path / "ran"
+    command = ["/bin/sh", "-c", f"cat > '{ran}'"]
+    res = subprocess.run([*argv, marker_file, stop_file, *command], input=PAYLOAD, capture_output=True, text=True)
+    assert (res.returncode, res.stdout, res.stderr) == (0, "", "") and not ran.exists()
+    for present in (marker_file, stop_file):
+        present.write_text("")
+        res = subprocess.run([*argv, marker_file, stop_file, *command], input=PAYLOAD, capture_output=True, text=True)
+        assert res.returncode == 0 and ran.read_text() == PAYLOAD
+        present.unlink()
+        ran.unlink()
