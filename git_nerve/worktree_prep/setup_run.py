@@ -6,6 +6,7 @@ failed (any other status, or a command that cannot start) in the bus."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ def main(argv: list[str]) -> int:
     bus_path, task_id, worktree, log = argv[:4]
     command = argv[5:] if len(argv) > 4 and argv[4] == "--" else argv[4:]
     with open(log, "ab") as out:
-        out.write(f"$ {' '.join(command)}   (in {worktree})\n".encode())
+        out.write(f"$ {shlex.join(command)}   (in {worktree})\n".encode())
         out.flush()
         try:
             code = subprocess.run(command, cwd=worktree, stdin=subprocess.DEVNULL, stdout=out, stderr=out).returncode
