@@ -219,8 +219,8 @@ def test_a_hook_whose_interpreter_is_gone_says_what_to_do_and_falls_back_to_git_
 def test_hook_runner_entry_points(repo, sh):
     usage = sh(["python", "-m", "git_nerve.hooks.run"], repo.work)
     assert usage.code == 2 and "usage:" in usage.err
-    unknown = sh(["git", "nerve", "hook-run", "pre-commit"], repo.work)
-    assert unknown.code == 0 and "no hook named 'pre-commit'" in unknown.err
+    unknown = sh(["git", "nerve", "hook-run", "commit-msg"], repo.work)
+    assert unknown.code == 0 and "no hook named 'commit-msg'" in unknown.err
     outside = subprocess.run(["git", "nerve", "hook-run", "post-commit"], cwd=repo.work, capture_output=True, text=True, check=False)
     assert (outside.returncode, outside.stderr) == (0, "")
 

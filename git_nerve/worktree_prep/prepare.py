@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bus import prep as busprep
+from ..git import worktrees
 from . import clone, include, ports, secrets, setup
 from .config import PrepConfig, load, main_checkout
+
+GUARD_MARKER = "copied-files"  # the name hooks/git-nerve-hook tests for
 
 
 @dataclass
@@ -63,3 +66,14 @@ def _record_copies(bus, task_id: str, worktree: Path, copied: list[str]) -> None
     with bus.write() as conn:
         busprep.set_values(conn, task_id, copied=sorted(set(before) | set(copied)), salt=salt,
                            secret_hashes=hashes + [h for h in new if (h[1], h[2]) not in seen])
+    if before or copied:
+        _mark_guarded(worktree)
+
+
+def _mark_guarded(worktree: Path) -> None:
+    """``<worktree's git dir>/nerve/copied-files``: tells the pre-commit shim to start its check here (it
+    holds no name and no value; the bus has the rest). Removed with the worktree's git dir."""
+    marker = worktrees.git_dir_of(worktree) / "nerve" / GUARD_MARKER
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    if not marker.exists():
+        marker.write_text("git-nerve: this worktree holds copied ignored files; pre-commit keeps them out of git\n")
