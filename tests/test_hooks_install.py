@@ -87,13 +87,13 @@ def test_uninstall_puts_kept_hooks_back_byte_for_byte_with_their_mode(repo, gn, 
 def test_uninstall_without_kept_hooks_removes_only_ours(repo, gn):
     work = repo.work
     hdir = hooks_dir(work)
-    other = write_hook(hdir, "pre-commit", "#!/bin/sh\nexit 0\n")
+    other = write_hook(hdir, "commit-msg", "#!/bin/sh\nexit 0\n")
     assert gn("hooks install", work).code == 0
 
     res = gn("hooks uninstall --json", work)
 
     assert [h["action"] for h in json.loads(res.out)["hooks"]] == ["removed"] * len(HOOKS)
-    assert sorted(p.name for p in hdir.iterdir()) == ["pre-commit"]
+    assert sorted(p.name for p in hdir.iterdir()) == ["commit-msg"]
     assert other.read_text() == "#!/bin/sh\nexit 0\n"
 
 
