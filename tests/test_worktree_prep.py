@@ -264,3 +264,20 @@ def test_bad_worktree_table_is_refused_before_anything(repo, gw):
     res = gw("spawn t1 --no-fetch", work)
     assert res.code == 2 and "setup must be a string" in res.err
     assert wk.row(work, "t1") is None and not wt_of(work, "t1").exists()
+
+
+def test_spawning_again_prepares_a_task_whose_spawn_stopped_before_it(repo, gw):
+    work = repo.work
+    ignore(work, ".env")
+    write(work, ".env", "A=1\n")
+    write(work, ".worktreeinclude", ".env\n")
+    assert gw("spawn t1 --no-fetch", work).code == 0
+    wt = wt_of(work, "t1")
+    (wt / ".env").unlink()  # as if the spawn had been killed before the copy
+    with wk.opened(work) as r:
+        with r.bus.write() as conn:
+            conn.execute("DELETE FROM task_prep WHERE task_id = 't1'")
+    res = gw("spawn t1 --no-fetch", work)
+    assert res.code == 0 and "Exists worker: t1" in res.out
+    assert (wt / ".env").read_text() == "A=1\n"
+    assert status_json(gw, work)["t1"]["copied"] == [".env"]

@@ -55,6 +55,12 @@ def prepare(paths, bus, task_id: str, worktree: Path, *, wait: bool = False, run
     return res
 
 
+def unprepared(bus, task_id: str) -> bool:
+    """True when the task's worktree was never prepared (a spawn killed before it, or a task older than
+    this feature): spawning it again does it, like everything else a killed spawn left missing."""
+    return busprep.get(bus.conn, task_id) is None
+
+
 def _record_copies(bus, task_id: str, worktree: Path, copied: list[str]) -> None:
     """The copied paths and salted hashes of their .env values (a retry adds to what an earlier copy made)."""
     row = busprep.get(bus.conn, task_id)

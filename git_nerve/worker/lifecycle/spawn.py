@@ -19,7 +19,7 @@ from ...git import remote as gitremote
 from ...locks import hold
 from ...paths import discover
 from ...worktree_prep.caps import refuse_over_caps
-from ...worktree_prep.prepare import prepare
+from ...worktree_prep.prepare import prepare, unprepared
 from .. import ids
 from ..locking import fetch_branches
 from ..states import State
@@ -61,7 +61,7 @@ def spawn(
     gitconfig.refuse_bare(repo.config, repo.paths.toplevel, "spawn workers")
     with hold(repo.lock_path(f"spawn-{workers.task_key(task_id)}"), what=f"the spawn lock of {task_id}"):
         res = _spawn(repo, task_id, description=description, from_ref=from_ref, fetch=fetch, adopt=adopt)
-    if res.created:  # outside the spawn lock: the copy and setup of one task never hold up another's spawn
+    if res.created or unprepared(repo.bus, task_id):  # outside the spawn lock: no other spawn waits for a setup
         res.prep = prepare(repo.paths, repo.bus, task_id, Path(res.worker.worktree), wait=wait)
         res.warnings += res.prep.warnings
     return res
