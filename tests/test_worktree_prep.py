@@ -281,3 +281,18 @@ def test_spawning_again_prepares_a_task_whose_spawn_stopped_before_it(repo, gw):
     assert res.code == 0 and "Exists worker: t1" in res.out
     assert (wt / ".env").read_text() == "A=1\n"
     assert status_json(gw, work)["t1"]["copied"] == [".env"]
+
+
+def test_the_console_shows_port_setup_and_disk(repo, gw):
+    from git_nerve.console import state
+
+    work = repo.work
+    toml(work, "port_range = [33000, 33010]\nsetup = \"true\"\n")
+    assert gw("spawn t1 --no-fetch --wait", work).code == 0
+    with wk.opened(work) as r:
+        (row,) = state.summary(r)["workers"]
+        detail = state.task_detail(r, "t1")["worker"]
+    assert row["port"] == 33000 and row["setup"] == "done" and row["disk_bytes"] > 0
+    assert detail["setup_log"].endswith("setup/t1.log")
+    page = (Path(state.__file__).parent / "page.html").read_text()
+    assert 'data-testid": "prep"' in page and "w.disk_bytes" in page

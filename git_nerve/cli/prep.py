@@ -27,10 +27,12 @@ def prep_lines(repo, w) -> list[str]:
     return report.lines(prep_fields(repo, w))
 
 
-def prep_status_line(r: dict) -> str:
-    """The second line of a task in the human `status`: disk, port, setup."""
+def prep_status_line(r: dict) -> str | None:
+    """The second line of a task in the human `status`: disk, port, setup (None: nothing to say)."""
     from ..worktree_prep.disk import human
 
+    if r["disk_bytes"] is None and r["port"] is None and not r["setup"] and not r["copied"]:
+        return None
     parts = [f"disk {human(r['disk_bytes'])}"]
     if r["port"] is not None:
         parts.append(f"port {r['port']}")

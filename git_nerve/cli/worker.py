@@ -173,7 +173,8 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
         hb_cell = f"{hb} " + style("STALE", fg="red", bold=True) + " " * max(0, 10 - len(hb)) if r["stale"] else f"{hb:<16}"
         desc = clean_line((w.description.splitlines() or [""])[0])[:40]
         echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb_cell} {clock.ago(w.assigned_at, now):<6} {desc}")
-        echo(prep_status_line(r))
+        if prep_status_line(r):
+            echo(prep_status_line(r))
         old_marks = " (stale: computed before its last commit; git worker conflicts --refresh)" if r["radar_stale"] else ""
         for mark in r["radar"]:
             echo(style(f"{'':<24} ! {mark}{old_marks}", fg="red" if mark.startswith("conflict") else "yellow"))

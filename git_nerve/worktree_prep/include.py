@@ -94,7 +94,7 @@ def _walk_matches(main: Path, directory: str, spec, skip: set[str]) -> list[str]
     out = []
     for root, dirs, files in os.walk(main / directory, followlinks=False):
         rel_root = Path(root).relative_to(main).as_posix()
-        dirs[:] = [d for d in dirs if f"{rel_root}/{d}" not in skip]
+        dirs[:] = [d for d in dirs if d != ".git" and f"{rel_root}/{d}" not in skip]  # not a nested repository's
         out += [f"{rel_root}/{f}" for f in files if spec.match_file(f"{rel_root}/{f}")]
     return out
 
