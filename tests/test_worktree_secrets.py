@@ -65,7 +65,7 @@ def test_a_line_holding_a_copied_value_is_refused_naming_the_file(repo, gw):
 
 def test_the_value_is_written_nowhere(repo, gw):
     work = repo.work
-    wt, out = setup_task(work, gw, setup="sh -c 'echo setting up'")
+    wt, out = setup_task(work, gw, setup="sh -c 'echo setting up; cat .env'")
     assert SECRET not in out and OTHER not in out
     common = Path(git(work, "rev-parse", "--path-format=absolute", "--git-common-dir"))
     nerve = common / "nerve"
@@ -73,6 +73,8 @@ def test_the_value_is_written_nowhere(repo, gw):
         if path.is_file():
             data = path.read_bytes()
             assert SECRET.encode() not in data and OTHER.encode() not in data, path
+    log = (nerve / "setup" / "t1.log").read_text()
+    assert "setting up" in log and "API_KEY=[value from .env hidden by git-nerve]" in log  # the setup printed it
     for args in ("status --json", "show t1 --json", "show t1", "status"):
         res = gw(args, work)
         assert SECRET not in res.out + res.err and OTHER not in res.out + res.err
@@ -98,3 +100,12 @@ def test_worktrees_without_copies_start_no_check(repo, gw):
     write(work, "b.txt", "x\n")
     git(work, "add", "b.txt")
     assert commit(work, "-m", "b").returncode == 0
+
+
+def test_commit_all_is_checked_too(repo, gw):
+    work = repo.work
+    wt, _ = setup_task(work, gw)
+    write(wt, "README.md", f"token: {SECRET}\n")
+    res = commit(wt, "-am", "readme")
+    assert res.returncode != 0 and "README.md" in res.stderr and SECRET not in res.stderr
+    assert git(wt, "log", "-1", "--format=%s") != "readme"

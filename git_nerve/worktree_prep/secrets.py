@@ -72,15 +72,41 @@ def _starts(line: str) -> list[int]:
             or not line[i].isalnum()]
 
 
-def line_leaks(line: str, salt: bytes, by_len: dict[int, dict[str, str]]) -> str | None:
-    """The copied file one of whose values ``line`` holds, or None."""
+def find_leak(line: str, salt: bytes, by_len: dict[int, dict[str, str]]) -> tuple[int, int, str] | None:
+    """(where, length, copied file) of the first copied value ``line`` holds, or None."""
     for i in _starts(line):
         for n, table in by_len.items():
             if i + n <= len(line):
                 found = table.get(digest(salt, line[i:i + n]))
                 if found:
-                    return found
+                    return i, n, found
     return None
+
+
+def line_leaks(line: str, salt: bytes, by_len: dict[int, dict[str, str]]) -> str | None:
+    """The copied file one of whose values ``line`` holds, or None."""
+    found = find_leak(line, salt, by_len)
+    return found[2] if found else None
+
+
+def by_length(hashes: list[list]) -> dict[int, dict[str, str]]:
+    table: dict[int, dict[str, str]] = {}
+    for n, h, src in hashes:
+        table.setdefault(int(n), {})[h] = src
+    return table
+
+
+def redact(line: str, salt_hex: str | None, hashes: list[list]) -> str:
+    """``line`` with every copied value replaced by ``[value from <file> hidden by git-nerve]``."""
+    if not hashes or not salt_hex:
+        return line
+    salt, table = bytes.fromhex(salt_hex), by_length(hashes)
+    out = ""
+    while (found := find_leak(line, salt, table)) is not None:
+        i, n, src = found
+        out += line[:i] + f"[value from {src} hidden by git-nerve]"
+        line = line[i + n:]
+    return out + line
 
 
 def check(added_files: list[str], added_lines: list[tuple[str, str]], copied: list[str], salt_hex: str | None,
@@ -94,9 +120,7 @@ def check(added_files: list[str], added_lines: list[tuple[str, str]], copied: li
     if not hashes or not salt_hex:
         return None
     salt = bytes.fromhex(salt_hex)
-    by_len: dict[int, dict[str, str]] = {}
-    for n, h, src in hashes:
-        by_len.setdefault(int(n), {})[h] = src
+    by_len = by_length(hashes)
     for f, text in added_lines:
         src = line_leaks(text, salt, by_len)
         if src:
