@@ -296,3 +296,27 @@ def test_the_console_shows_port_setup_and_disk(repo, gw):
     assert detail["setup_log"].endswith("setup/t1.log")
     page = (Path(state.__file__).parent / "page.html").read_text()
     assert 'data-testid": "prep"' in page and "w.disk_bytes" in page
+
+
+def test_concurrent_spawns_get_distinct_ports_and_retry_keeps_distinctness(repo, gw):
+    import subprocess
+
+    work = repo.work
+    toml(work, "port_range = [34000, 34100]\nport_block = 10\n")
+    assert gw("spawn t0 --no-fetch", work).code == 0  # the bus exists before the race
+    procs = [subprocess.Popen(["git", "worker", "spawn", f"c{i}", "--no-fetch"], cwd=work,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    rows = status_json(gw, work)
+    ports = [rows[t]["port"] for t in ("t0", "c0", "c1", "c2", "c3")]
+    assert len(set(ports)) == 5 and all(34000 <= p < 34100 and p % 10 == 0 for p in ports)
+    freed = rows["c1"]["port"]
+    assert gw("cancel c1", work).code == 0
+    assert gw("spawn c9 --no-fetch", work).code == 0
+    assert status_json(gw, work)["c9"]["port"] == freed  # the lowest free block: c1's
+    assert gw("retry c1", work).code == 0
+    again = status_json(gw, work)
+    live = [again[t]["port"] for t in again if again[t]["state"] not in ("COMPLETED", "FAILED")]
+    assert len(live) == len(set(live)) == 6 and again["c1"]["port"] not in (None, freed)
