@@ -109,3 +109,19 @@ def test_commit_all_is_checked_too(repo, gw):
     res = commit(wt, "-am", "readme")
     assert res.returncode != 0 and "README.md" in res.stderr and SECRET not in res.stderr
     assert git(wt, "log", "-1", "--format=%s") != "readme"
+
+
+def test_a_pre_commit_hook_that_cannot_start_python_fails_open_in_one_line(repo, gw, tmp_path):
+    from git_nerve.hooks import install as hooks
+
+    wt, _ = setup_task(repo.work, gw)
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'Fatal Python error' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    hdir = Path(git(repo.work, "rev-parse", "--path-format=absolute", "--git-path", "hooks"))
+    (hdir / "pre-commit").write_bytes(hooks.render(str(broken), hooks.package_root(), "pre-commit"))
+    write(wt, "a.txt", "plain\n")
+    git(wt, "add", "a.txt")
+    res = commit(wt, "-m", "a")
+    assert res.returncode == 0
+    assert res.stderr.splitlines()[-1] == "warning: git-nerve pre-commit: the hook failed (exit 1); the commit goes ahead"

@@ -22,8 +22,9 @@ def fields(bus, w, *, ttl: float = DISK_TTL, measure: bool = True) -> dict:
 
 def lines(f: dict) -> list[str]:
     """The human lines of :func:`fields` (show)."""
-    out = [f"  Port:     {f['port'] if f['port'] is not None else '-'}  (NERVE_PORT)",
-           f"  Disk:     {disk.human(f['disk_bytes'])}"]
+    out = [f"  Port:     {f['port']}  (NERVE_PORT)"] if f["port"] is not None else []
+    if f["disk_bytes"] is not None:
+        out.append(f"  Disk:     {disk.human(f['disk_bytes'])}")
     if f["setup"]:
         out.append(f"  Setup:    {f['setup']}  (log: {f['setup_log']})")
     if f["copied"]:
