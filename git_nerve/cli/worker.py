@@ -79,6 +79,11 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
     A branch <prefix>TASK_ID that already exists (yours, here or on the remote) is refused (exit 2) unless
     --adopt: then the task works on it, and git-nerve never deletes it (merge --delete-branch,
     cancel --cleanup and retry keep it, locally and on the remote).
+
+    The new worktree gets the ignored files .worktreeinclude (and nerve.toml's [worktree] include) names,
+    the clone_dirs, a NERVE_PORT block, then runs [worktree] setup in the background (--wait waits; its
+    log: <git-common-dir>/nerve/setup/TASK_ID.log). Beyond [worktree] max_live or max_total_bytes the
+    spawn is refused (exit 2), naming what to clean up.
     """
     from ..worker import ids, lifecycle
 
