@@ -9,12 +9,15 @@ from . import cli
 
 def tracked_among(checkout: Path, paths: list[str]) -> set[str]:
     """The paths of ``paths`` (relative, '/'-separated) that ``checkout``'s index tracks."""
-    if not paths:
-        return set()
-    proc = cli.run(["ls-files", "-z", "--", *[f":(literal){p}" for p in paths]], cwd=checkout, check=False)
-    if proc.returncode != 0:
-        return set(paths)  # cannot tell: treat them all as tracked (never copied over)
-    return {p for p in proc.stdout.split("\0") if p}
+    found: set[str] = set()
+    for i in range(0, len(paths), 500):  # argv stays well under the system's limit
+        batch = paths[i:i + 500]
+        proc = cli.run(["ls-files", "-z", "--", *[f":(literal){p}" for p in batch]], cwd=checkout, check=False)
+        if proc.returncode != 0:
+            found |= set(batch)  # cannot tell: treat them as tracked (never copied over)
+            continue
+        found |= {p for p in proc.stdout.split("\0") if p}
+    return found
 
 
 def ignored_entries(checkout: Path) -> list[str] | None:
