@@ -268,19 +268,20 @@ def test_bad_worktree_table_is_refused_before_anything(repo, gw):
 
 def test_spawning_again_prepares_a_task_whose_spawn_stopped_before_it(repo, gw):
     work = repo.work
-    ignore(work, ".env")
+    ignore(work, ".env", "kept.env")
     write(work, ".env", "A=1\n")
-    write(work, ".worktreeinclude", ".env\n")
+    write(work, "kept.env", "B=2\n")
+    write(work, ".worktreeinclude", "*.env\n.env\n")
     assert gw("spawn t1 --no-fetch", work).code == 0
     wt = wt_of(work, "t1")
-    (wt / ".env").unlink()  # as if the spawn had been killed before the copy
+    (wt / ".env").unlink()  # as if the spawn had been killed half-way through the copy (kept.env made)
     with wk.opened(work) as r:
         with r.bus.write() as conn:
             conn.execute("DELETE FROM task_prep WHERE task_id = 't1'")
     res = gw("spawn t1 --no-fetch", work)
     assert res.code == 0 and "Exists worker: t1" in res.out
     assert (wt / ".env").read_text() == "A=1\n"
-    assert status_json(gw, work)["t1"]["copied"] == [".env"]
+    assert status_json(gw, work)["t1"]["copied"] == [".env", "kept.env"]  # the earlier copy is still guarded
 
 
 def test_the_console_shows_port_setup_and_disk(repo, gw):

@@ -20,6 +20,7 @@ import pathspec
 from ..git import tracked as gittracked
 
 FILE = ".worktreeinclude"
+ALREADY = "the new worktree already has it"
 
 
 @dataclass
@@ -106,6 +107,9 @@ def copy_files(main: Path, worktree: Path, rels: list[str]) -> CopyReport:
     main_real, wt_real = os.path.realpath(main), os.path.realpath(worktree)
     for rel in rels:
         why = _refusal(main, worktree, rel, main_real, wt_real, tracked_here)
+        if why == ALREADY and _same_regular_file(main / rel, worktree / rel):
+            report.copied.append(rel)  # an earlier copy (a killed spawn, a kept worktree at retry): still guarded
+            continue
         if why:
             report.warnings.append(f"not copied: {rel} ({why})")
             continue
@@ -138,7 +142,7 @@ def _refusal(main: Path, worktree: Path, rel: str, main_real: str, wt_real: str,
         return "its real path leaves the main checkout"
     dst = worktree / rel
     if os.path.lexists(dst):
-        return "the new worktree already has it"
+        return ALREADY
     cur = worktree
     for part in rel.split("/")[:-1]:
         cur = cur / part
@@ -149,6 +153,16 @@ def _refusal(main: Path, worktree: Path, rel: str, main_real: str, wt_real: str,
     if not _inside(os.path.realpath(worktree / rel), wt_real):
         return "its place in the new worktree leaves it"
     return None
+
+
+def _same_regular_file(src: Path, dst: Path) -> bool:
+    try:
+        a, b = os.lstat(src), os.lstat(dst)
+        if not (stat.S_ISREG(a.st_mode) and stat.S_ISREG(b.st_mode)) or a.st_size != b.st_size:
+            return False
+        return src.read_bytes() == dst.read_bytes()
+    except OSError:
+        return False
 
 
 def _copy_one(src: Path, dst: Path) -> None:

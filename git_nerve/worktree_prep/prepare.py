@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bus import prep as busprep
+from ..errors import NerveError
 from ..git import worktrees
 from . import clone, include, ports, secrets, setup
 from .config import PrepConfig, load, main_checkout
@@ -30,9 +31,13 @@ def prepare(paths, bus, task_id: str, worktree: Path, *, wait: bool = False, run
             cfg: PrepConfig | None = None) -> PrepResult:
     """Copy, clone, allocate the port, start the setup (``run_setup``). ``paths``: the RepoPaths of the
     command (its toplevel finds the main checkout and nerve.toml)."""
-    cfg = cfg or load(paths.toplevel)
-    main = main_checkout(paths.toplevel)
     res = PrepResult()
+    try:
+        cfg = cfg or load(paths.toplevel)
+    except NerveError as exc:  # (spawn refused a bad table before it made anything; retry carries on)
+        res.warnings.append(f"worktree not prepared: {exc.message}")
+        return res
+    main = main_checkout(paths.toplevel)
     worktree = Path(worktree)
     if not worktree.is_dir():
         return res
