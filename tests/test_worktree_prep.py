@@ -321,3 +321,25 @@ def test_concurrent_spawns_get_distinct_ports_and_retry_keeps_distinctness(repo,
     again = status_json(gw, work)
     live = [again[t]["port"] for t in again if again[t]["state"] not in ("COMPLETED", "FAILED")]
     assert len(live) == len(set(live)) == 6 and again["c1"]["port"] not in (None, freed)
+
+
+def test_negated_patterns_and_the_setup_at_retry(repo, gw):
+    work = repo.work
+    ignore(work, "config/")
+    write(work, "config/a.json", "a\n")
+    write(work, "config/private.json", "p\n")
+    write(work, ".worktreeinclude", "config/*.json\n!config/private.json\n")
+    toml(work, "setup = \"sh -c 'echo ran >> ../setup-runs-$NERVE_TASK_ID'\"\n")
+    assert gw("spawn t1 --no-fetch --wait", work).code == 0
+    wt = wt_of(work, "t1")
+    assert (wt / "config" / "a.json").is_file() and not (wt / "config" / "private.json").exists()
+    runs = wt.parent / "setup-runs-t1"
+    assert runs.read_text() == "ran\n"
+    assert gw("cancel t1", work).code == 0 and gw("retry t1", work).code == 0
+    assert runs.read_text() == "ran\n"  # the worktree was kept: no second setup
+    assert gw("cancel t1 --cleanup --force", work).code == 0 and gw("retry t1", work).code == 0
+    deadline = time.monotonic() + 20
+    while runs.read_text() != "ran\nran\n" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert runs.read_text() == "ran\nran\n"  # a worktree made anew is set up again
+    assert (wt / "config" / "a.json").is_file()
