@@ -39,6 +39,10 @@ def run(hook: str, args: list[str], stdin) -> int:
         from .post_commit import post_commit
 
         return post_commit(where)
+    if hook == "pre-commit":
+        from .precommit import pre_commit  # copied secrets stay out of git (worktree_prep)
+
+        return pre_commit(where)
     text = stdin.read().decode("utf-8", "replace") if stdin is not None else ""
     if hook == "post-merge":
         return 0  # all of it is the shim's line in the spool

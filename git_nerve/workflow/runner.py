@@ -389,6 +389,7 @@ class Runner:
         ctx = AgentContext(
             self.start, so_far, self.start.workdir, abort, self.start.task_id, name,
             test_command=self.start.test_command or self.config.run.test_command or "",
+            env=_task_env(self.bus, self.start.task_id),
         )
         extract_cfg = self.extract_config[name]
 
@@ -637,3 +638,14 @@ def run_task(
 
 
 __all__ = ["EXIT_CODES", "RoundReport", "RunResult", "Runner", "footer", "run", "run_task"]
+
+
+def _task_env(bus, task_id: str) -> dict:
+    """NERVE_PORT of the task (its port block), for the agents a workflow starts; {} when it has none."""
+    from ..worktree_prep import ports
+
+    if not task_id:
+        return {}
+    env = ports.env_for(bus.conn, task_id)
+    env.pop("NERVE_TASK_ID", None)  # the adapters set it themselves
+    return env

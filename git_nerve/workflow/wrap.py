@@ -36,6 +36,7 @@ from ..bus.connection import Bus
 from ..errors import InvalidTransition, NerveError, UsageError
 from ..locks import hold
 from ..git import cli as gitcli
+from ..worktree_prep import ports
 from . import ground
 from .adapters.command import DEFAULT_GRACE, Capture, kill_group
 
@@ -202,7 +203,7 @@ def run_command(
         t0 = time.monotonic()
         try:
             proc = subprocess.Popen(
-                argv, cwd=run_dir, env=gitcli.clean_env({"NERVE_TASK_ID": task_id}),
+                argv, cwd=run_dir, env=gitcli.clean_env(ports.env_for(repo.bus.conn, task_id)),  # + NERVE_PORT
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
             )
         except OSError as exc:

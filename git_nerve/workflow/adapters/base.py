@@ -58,6 +58,8 @@ class AgentContext:
     test_command: str = ""
     #: seconds the agent's own process(es) ran, added by adapters that start one (the runner's overhead is the rest)
     process_s: float = 0.0
+    #: the task's environment for the agent's process: NERVE_PORT, its port block (git_nerve/worktree_prep)
+    env: dict = field(default_factory=dict)
 
 
 @runtime_checkable

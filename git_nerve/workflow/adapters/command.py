@@ -397,7 +397,7 @@ class CommandAdapter:
     def __call__(self, prompt: str, ctx: AgentContext) -> str:
         env = gitcli.clean_env({
             "NERVE_TASK_ID": ctx.task_id, "NERVE_ROLE": ctx.role, "NERVE_WORKFLOW": ctx.start.workflow,
-            RUN_MARKER: uuid.uuid4().hex, **(self.env or {}),
+            RUN_MARKER: uuid.uuid4().hex, **getattr(ctx, "env", {}), **(self.env or {}),
         })
         tmpdir = tempfile.mkdtemp(prefix=f"nerve-{self.name}-")
         try:
