@@ -18,6 +18,10 @@ raises :class:`Refused` (a :class:`GitError`, exit 4) saying what it found:
 Ownership records (``<common>/nerve/owned/<kind>-<hash>.json``) are written BEFORE git-nerve creates the thing
 (record-then-create): a kill leaves at most a record of something missing, never an unrecorded thing of ours.
 Standard library only (repair and hooks read the records).
+
+Size: one module on purpose. It is the door: `tests/test_destroy_door.py` allows rmtree, `git worktree remove`
+and branch or ref deletion here and nowhere else, and every proof of ownership (paths, records, gitdir files)
+sits beside the removal it guards, so a reviewer reads every way git-nerve can destroy something in one file.
 """
 
 from __future__ import annotations
