@@ -21,13 +21,13 @@ goes on; any other error (git, the bus) ends the queue. Only one
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import clock
 from ..bus import workers
+from ..bus.driver import Connection
 from ..errors import CheckFailed, ConflictError, ExitCode, InvalidTransition, NerveError
 from .drain import QUEUE_CONSUMER, Ack, Batch, DrainResult, drain, line, stop_acks
 
@@ -88,7 +88,7 @@ class Queue:
     def tasks(self) -> list[str]:
         return [t for _, t in self.pending]
 
-    def respond(self, conn: sqlite3.Connection, batch: Batch) -> list[Ack]:
+    def respond(self, conn: Connection, batch: Batch) -> list[Ack]:
         """Plan the batch's effect (inside the drain's transaction) and say what each message does."""
         if batch.stop is not None:
             return stop_acks(batch)
