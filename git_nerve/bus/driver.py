@@ -42,41 +42,32 @@ class Cursor(sqlite3.Cursor):
             pass
         return translate(exc)
 
-    def execute(self, *args):
+    def _call(self, method, *args, **kw):
         try:
-            return super().execute(*args)
+            return method(*args, **kw)
         except sqlite3.Error as exc:
             raise self._failed(exc) from exc
+
+    def execute(self, *args):
+        return self._call(super().execute, *args)
 
     def executemany(self, *args):
-        try:
-            return super().executemany(*args)
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from exc
+        return self._call(super().executemany, *args)
+
+    def executescript(self, *args):
+        return self._call(super().executescript, *args)
 
     def fetchone(self):
-        try:
-            return super().fetchone()
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from exc
+        return self._call(super().fetchone)
 
     def fetchmany(self, *args, **kw):
-        try:
-            return super().fetchmany(*args, **kw)
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from exc
+        return self._call(super().fetchmany, *args, **kw)
 
     def fetchall(self):
-        try:
-            return super().fetchall()
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from exc
+        return self._call(super().fetchall)
 
     def __next__(self):
-        try:
-            return super().__next__()
-        except sqlite3.Error as exc:
-            raise self._failed(exc) from exc
+        return self._call(super().__next__)
 
 
 class Connection(sqlite3.Connection):
@@ -97,11 +88,7 @@ class Connection(sqlite3.Connection):
         return self._cursor().executemany(*args)
 
     def executescript(self, *args):
-        cur = self._cursor()
-        try:
-            return cur.executescript(*args)
-        except sqlite3.Error as exc:
-            raise cur._failed(exc) from exc
+        return self._cursor().executescript(*args)
 
 
 def connect(path, **kw) -> Connection:

@@ -189,19 +189,8 @@ def _merge_batch(repo: Any, group: list[str], check: str, delete_branch: bool, f
     leftovers = list(verdict.conflicting)
     for task_id in verdict.passing + leftovers:
         again = check if moved or task_id in verdict.conflicting else None
-        try:
-            merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=again, force=force)
-        except TASK_FAILURES as exc:
-            failed(task_id, exc)
-            continue
-        except NerveError as exc:
-            result.failed.append((task_id, exc))
-            result.error = exc
+        if not _merge_one(repo, task_id, delete_branch, again, force, result, queue, on_merged, on_failed):
             return False
-        queue.merged.add(task_id)
-        result.merged.append((task_id, merged))
-        if on_merged:
-            on_merged(task_id, merged)
     return True
 
 
