@@ -87,7 +87,9 @@ def _serve_until_interrupted(proc: subprocess.Popen) -> None:
         click.echo("console stopped")
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def stop_group(proc: subprocess.Popen) -> None:
+    """End ``proc``'s process group (started in a session of its own), if it is still there: SIGTERM, then
+    SIGKILL after 10 s."""
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -158,9 +160,9 @@ def run(directory: Path | None = None, *, agent: str | None = None, console: boo
         return root
     finally:
         for p in procs.values():
-            _kill(p)
+            stop_group(p)
         if console_proc is not None:
-            _kill(console_proc)
+            stop_group(console_proc)
         if model is not None:
             model.stop()
 
