@@ -10,12 +10,12 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, git
+from waiting import wait_until
 from console_support import Console
 from realtools import REAL_ENV, apt_tool, pip_tool
 
@@ -95,11 +95,7 @@ AGENT = textwrap.dedent('''
 
 
 def _wait(predicate, what: str, within: float = 60) -> None:
-    deadline = time.monotonic() + within
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+    wait_until(predicate, within, what=what, interval=0.2)
 
 
 @pytest.mark.real

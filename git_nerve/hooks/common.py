@@ -7,7 +7,6 @@ only (the hot-path contract in pyproject.toml). See :mod:`.runtime` for the hook
 from __future__ import annotations
 
 import os
-import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 from ..bus.connection import Bus
 from ..context import WorkerContext
 from ..context import read as read_context
-from ..errors import NerveError
+from ..errors import BusBusy, BusError, NerveError
 from ..git import cli
 from ..paths import RepoPaths
 from ..text import clean
@@ -93,12 +92,12 @@ def warn(hook: str, text: str) -> None:
 
 def describe(exc: BaseException) -> str:
     """One readable line for a failure of ours."""
+    if isinstance(exc, BusBusy):
+        return f"the bus stayed locked by another process for {BUSY_TIMEOUT:g}s"
+    if isinstance(exc, BusError) and exc.driver is not None:
+        return f"the bus is unreadable ({exc.driver})"
     if isinstance(exc, NerveError):
         return exc.message
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower():
-        return f"the bus stayed locked by another process for {BUSY_TIMEOUT:g}s"
-    if isinstance(exc, sqlite3.DatabaseError):
-        return f"the bus is unreadable ({exc})"
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 
 #: the hook formats we speak: CLI name -> reader recorded with the delivery
@@ -190,9 +189,7 @@ def main(argv: list[str]) -> int:
     try:
         out = hook(cli_name, sys.stdin.read())
     except Exception as exc:  # never fail the agent's tool call
-        msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, sqlite3.Error):
-            msg = f"bus error: {exc}"
+        msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"  # a BusError says "bus error: ..."
         sys.stderr.write(f"git-nerve notes: nothing delivered ({' '.join(str(msg).split())[:300]})\n")
         return 0
     if out:

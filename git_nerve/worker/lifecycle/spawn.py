@@ -292,8 +292,9 @@ def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str |
     ``core.hooksPath``, which git resolves per worktree: then the task's own
     worktree gets them too.
     """
-    from ...hooks import install as hooks_install
-
+    install = repo.hook_installer  # passed in by the command that opened the repository (hooks are a front end)
+    if install is None:
+        return False, None
     targets = [repo.paths]
     hooks_path = repo.config.get("core.hooksPath")
     if worktree is not None and hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)) and worktree.is_dir():
@@ -301,11 +302,11 @@ def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str |
     installed_now, problems = False, []
     for paths in targets:
         try:
-            if hooks_install.installed(paths):
+            missing = install(paths)
+            if missing is None:
                 continue
-            report = hooks_install.install(paths)
             installed_now = True
-            problems += [c.message or f"{c.name}: not installed" for c in report.conflicts]
+            problems += missing
         except Exception as exc:  # a hook problem must not fail the spawn
             problems.append(str(exc))
     return installed_now, ("could not install git hooks: " + "; ".join(problems)) if problems else None
