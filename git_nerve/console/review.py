@@ -8,6 +8,7 @@ what it shows (diffs and output are agent-written text).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from starlette.concurrency import run_in_threadpool
@@ -39,10 +40,7 @@ class _Task:
         self.w = lifecycle.get(repo.bus, task_id)
         self.diffs = Diffs(repo.paths.common_dir)
         self.integration = self.w.integration or repo.settings.integration
-        try:
-            self.integration_tip = self.diffs.tip(lifecycle.integration_ref(repo, self.integration, fetch=False))
-        except NerveError:
-            self.integration_tip = None
+        self.integration_tip = _integration_tip(repo, self.diffs, self.integration)
         head = self.diffs.tip(f"refs/heads/{self.w.branch}") if self.w.branch else None
         head = head or self.diffs.tip(refs.archive_name(task_id))
         if head is None:
@@ -54,8 +52,29 @@ class _Task:
         self.base = base
 
 
+#: seconds the integration branch's remote, read from git config, is reused (each read is a git process)
+REMOTE_TTL = 5.0
+_remotes: dict[str, tuple[float, str | None]] = {}
+
+
+def _integration_tip(repo: lifecycle.Repo, diffs: Diffs, integration: str) -> str | None:
+    """The tip ``lifecycle.integration_ref(fetch=False)`` names (the remote's copy when there is one), read in
+    process; the remote's name is reused for :data:`REMOTE_TTL` seconds."""
+    key = str(repo.paths.common_dir)
+    known = _remotes.get(key)
+    if known is None or time.monotonic() - known[0] > REMOTE_TTL:
+        try:
+            known = (time.monotonic(), repo.settings.remote)
+        except NerveError:
+            known = (time.monotonic(), None)
+        _remotes[key] = known
+    remote = known[1]
+    return (diffs.tip(f"refs/remotes/{remote}/{integration}") if remote else None) or diffs.tip(f"refs/heads/{integration}")
+
+
 def _open(paths: RepoPaths) -> lifecycle.Repo:
-    return lifecycle.Repo(paths, Bus(paths.bus_path, create=False))
+    # no spool ingest: these reads need the rows and git objects only (the watcher ingests every look)
+    return lifecycle.Repo(paths, Bus(paths.bus_path, create=False, ingest=False))
 
 
 def files(paths: RepoPaths, task_id: str) -> dict[str, Any]:

@@ -158,8 +158,19 @@ class Diffs:
             out.append(FileChange(path, old, status, added, deleted))
         return out
 
+    def _entry(self, tree: pygit2.Tree | None, path: str):
+        try:
+            return tree[path] if tree is not None else None
+        except KeyError:
+            return None
+
     def file(self, base: str | None, head: str, path: str) -> FileDiff:
         """One file's diff in the range (``path``: its new name, or its old one for a deletion or rename)."""
+        old, new = self._entry(self._tree(base), path), self._entry(self._tree(head), path)
+        if old is not None and new is not None and old.type_str == new.type_str == "blob":
+            if old.id == new.id and old.filemode == new.filemode:
+                raise UsageError(f"{path!r} is not changed in {head[:12]} (against {(base or 'nothing')[:12]})")
+            return self._blob_diff(old, new, path)  # changed in place: no whole-tree diff
         diff = self._diff(base, head)
         for i, delta in enumerate(diff.deltas):
             name, old, status = self._names(delta)
@@ -176,6 +187,18 @@ class Diffs:
             fd.hunks, fd.cut = _hunks(patch)
             return fd
         raise UsageError(f"{path!r} is not changed in {head[:12]} (against {(base or 'nothing')[:12]})")
+
+    def _blob_diff(self, old, new, path: str) -> FileDiff:
+        fd = FileDiff(path, None, "M")
+        if max(self._size(old.id), self._size(new.id)) > MAX_BYTES:
+            fd.too_large = True
+            return fd
+        patch = self.repo[old.id].diff(self.repo[new.id], old_as_path=path, new_as_path=path)
+        if patch.delta.is_binary:
+            fd.binary = True
+            return fd
+        fd.hunks, fd.cut = _hunks(patch)
+        return fd
 
     # -- commits ------------------------------------------------------------------------------------
 
