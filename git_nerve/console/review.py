@@ -47,8 +47,10 @@ class _Task:
             raise UsageError(f"{task_id} has no branch tip to show (its branch is gone and no archive holds it)")
         self.head = head
         base = self.diffs.task_range(head, self.integration_tip)[0] if self.integration_tip else head
-        if base == head and self.w.base and self.w.state == "COMPLETED":
-            base = self.diffs.tip_of(self.w.base) or base  # merged: what it changed since it began
+        self.hide = self.integration_tip  # its commits: those the integration branch does not have
+        if base == head and self.integration_tip and self.w.state == "COMPLETED":
+            merged = self.diffs.merged_base(head, self.integration_tip)  # merged: what the merge brought
+            base = self.hide = merged or base
         self.base = base
 
 
@@ -91,7 +93,7 @@ def diff(paths: RepoPaths, task_id: str, path: str, commit: str | None) -> dict[
     with _open(paths) as repo:
         t = _Task(repo, task_id)
         if commit:
-            if not t.diffs.is_in(commit, t.head, t.integration_tip):
+            if not t.diffs.is_in(commit, t.head, t.hide):
                 raise UsageError(f"{commit!r} is not one of the commits of {task_id}")
             base, head = t.diffs.commit_range(commit)
         else:
@@ -104,7 +106,7 @@ def diff(paths: RepoPaths, task_id: str, path: str, commit: str | None) -> dict[
 def commits(paths: RepoPaths, task_id: str) -> list[dict[str, Any]]:
     with _open(paths) as repo:
         t = _Task(repo, task_id)
-        return t.diffs.commits(t.head, t.integration_tip)
+        return t.diffs.commits(t.head, t.hide)
 
 
 def output(paths: RepoPaths, task_id: str, round_: int | None, after: int | None) -> dict[str, Any]:

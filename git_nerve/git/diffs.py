@@ -86,17 +86,24 @@ class Diffs:
         except (pygit2.GitError, KeyError, ValueError):
             return None
 
-    def tip_of(self, rev: str) -> str | None:
-        """The commit a revision (a sha, a ref name) names, or None."""
-        try:
-            return str(self.repo.revparse_single(rev).peel(pygit2.Commit).id)
-        except (KeyError, ValueError, pygit2.GitError):
-            return None
-
     def task_range(self, head: str, integration: str) -> tuple[str, str]:
         """(merge base of ``head`` and ``integration``, ``head``); the base is ``head`` itself when unrelated."""
         base = self.repo.merge_base(pygit2.Oid(hex=head), pygit2.Oid(hex=integration))
         return (str(base) if base is not None else head), head
+
+    def merged_base(self, head: str, integration: str, limit: int = 2000) -> str | None:
+        """For ``head`` merged into ``integration``: the merge base it had when it was merged (from the
+        merge commit on ``integration``'s first-parent line that brought it in), or None."""
+        oid = pygit2.Oid(hex=head)
+        commit = self.repo[pygit2.Oid(hex=integration)].peel(pygit2.Commit)
+        for _ in range(limit):
+            if len(commit.parent_ids) > 1 and oid in commit.parent_ids[1:]:
+                base = self.repo.merge_base(commit.parent_ids[0], oid)
+                return str(base) if base is not None else None
+            if not commit.parent_ids:
+                return None
+            commit = commit.parents[0]
+        return None
 
     def commit_range(self, sha: str) -> tuple[str | None, str]:
         """(first parent or None for a root commit, the commit)."""
