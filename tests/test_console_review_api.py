@@ -341,3 +341,20 @@ def test_merge_all_runs_the_queue_with_its_check(repo, gw):
         assert git(repo.work, "show", "main:qb.txt") == "qb"
     finally:
         assert c.stop() == 0
+
+
+def test_a_secret_split_across_two_reads_never_reaches_the_log(repo):
+    from git_nerve.workflow import runlog
+
+    secret = "tok-abcdefghijklmnop"
+    tee = runlog.open_tee(repo.work / ".git", "t9", 1, "coder", "probe", {"MY_API_TOKEN": secret, "HOME": "/home/x"})
+    tee.write("stdout", b"key=" + secret[:7].encode())
+    # the bytes that could begin the secret wait; everything before them is written at once
+    assert (repo.work / ".git/nerve/runs/t9/1-coder.log").read_bytes() == b"key="
+    assert runlog.read(repo.work / ".git", "t9")["running"] is True
+    tee.write("stdout", secret[7:].encode() + b" and /home/x\n")
+    tee.write("stderr", b"tok-abc")  # a prefix that never completes is written when the round ends
+    tee.close()
+    got = runlog.read(repo.work / ".git", "t9")
+    assert got["text"] == "key=[redacted] and /home/x\ntok-abc" and not got["running"]
+    assert got["rounds"] == [{"round": 1, "role": "coder", "adapter": "probe", "running": False, "size": len(got["text"])}]
