@@ -94,7 +94,8 @@ def beat(bus_path: Path, tasks: list[str], stop: threading.Event, interval: floa
 def line(name: str, ours: list[float], theirs: list[float] | None, target: float | None) -> None:
     text = f"{name:<28} p50 {statistics.median(ours) * 1000:7.1f} ms  p99 {pct(ours, 99) * 1000:7.1f} ms"
     if theirs:
-        text += f"   floor p50 {statistics.median(theirs) * 1000:6.1f} ms (x{statistics.median(ours) / statistics.median(theirs):.1f})"
+        text += (f"   floor p50 {statistics.median(theirs) * 1000:6.1f} ms p99 {pct(theirs, 99) * 1000:6.1f} ms"
+                 f" (x{statistics.median(ours) / statistics.median(theirs):.1f} at p50)")
     if target:
         text += f"   target <= {target * 1000:.0f} ms: {'ok' if pct(ours, 99) <= target else 'MISSED at p99' if statistics.median(ours) <= target else 'MISSED'}"
     print(text, flush=True)
@@ -191,6 +192,7 @@ def main() -> None:
         line("page  GET /", numbers["page"], None, None)
         line("state GET /api/state", numbers["state"], None, None)
         print("floors: `git diff --numstat -M base head` and `git diff base head -- P` (a git process each)")
+        print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":
