@@ -24,6 +24,7 @@ from ..thread import service as thread_service
 from ..worker import lifecycle
 from ..worker.status import row
 from ..worktree_prep import report as prep_report
+from .actions import allowed_actions
 
 #: outbox lines every event carries (the newest)
 OUTBOX_LINES = 200
@@ -88,6 +89,7 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
         r["radar"] = marks.get(w.task_id, [])
         r["last_commit"] = commits.last(conn, w.task_id, newest)
         r["heartbeat_ts"] = w.last_heartbeat
+        r["allowed_actions"] = allowed_actions(w.state)
         r["version"] = f"{newest}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}"
         r.update(prep_report.fields(repo.bus, w))  # port, setup, copied, disk_bytes (cached)
         rows.append(r)

@@ -217,6 +217,7 @@ class Runner:
             self.start, so_far, self.start.workdir, abort, self.start.task_id, name,
             test_command=self.start.test_command or self.config.run.test_command or "",
             env=_task_env(self.bus, self.start.task_id),
+            round=rounds.last_round(self.bus.conn, self.start.task_id) + 1,
         )
         extract_cfg = self.extract_config[name]
 
