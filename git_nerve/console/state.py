@@ -23,6 +23,7 @@ from ..steer.queue import Queue
 from ..thread import service as thread_service
 from ..worker import lifecycle
 from ..worker.status import row
+from .actions import allowed_actions
 
 #: outbox lines every event carries (the newest)
 OUTBOX_LINES = 200
@@ -87,6 +88,7 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
         r["radar"] = marks.get(w.task_id, [])
         r["last_commit"] = commits.last(conn, w.task_id, newest)
         r["heartbeat_ts"] = w.last_heartbeat
+        r["allowed_actions"] = allowed_actions(w.state)
         r["version"] = f"{newest}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}"
         rows.append(r)
     risky = {t for p in radar.pairs if p.kind == "conflict" for t in (p.a, p.b)}

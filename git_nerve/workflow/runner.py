@@ -389,6 +389,7 @@ class Runner:
         ctx = AgentContext(
             self.start, so_far, self.start.workdir, abort, self.start.task_id, name,
             test_command=self.start.test_command or self.config.run.test_command or "",
+            round=rounds.last_round(self.bus.conn, self.start.task_id) + 1,
         )
         extract_cfg = self.extract_config[name]
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...git import cli as gitcli
+from .. import runlog
 from .base import (
     DEFAULT_TIMEOUT,
     AdapterAborted,
@@ -219,13 +220,15 @@ def run_process(
     grace: float = DEFAULT_GRACE,
     poll: float = 0.05,
     diagnose: Diagnose | None = None,
+    tee: Any = None,
 ) -> tuple[str, str]:
     """Run ``argv`` in its own process group; return (stdout, stderr) when it exits 0.
 
     ``diagnose(exit_code, stdout, stderr)`` names a failure the exit status
     hides (a CLI that exits 0 after a 401): it is asked while the agent runs
     (``exit_code`` None; a cause stops the agent at once instead of letting it
-    retry until the timeout) and after it exits.
+    retry until the timeout) and after it exits. ``tee`` (a :class:`..runlog.Tee`): both pipes are
+    also appended to the round's log as they arrive (what `git nerve console` follows live).
 
     Raises :class:`AdapterSpawnFailed`, :class:`AdapterNonZeroExit`,
     :class:`AdapterAgentFailed`, :class:`AdapterTimeout` or :class:`AdapterAborted`.
@@ -251,8 +254,8 @@ def run_process(
         raise AdapterSpawnFailed(name, f"cannot start `{argv[0]}`: {exc.strerror or exc}") from None
     started = time.monotonic()
     log.debug("%s: started pid %d (%s)", name, proc.pid, argv[0])
-    out = Capture(proc.stdout, MAX_STDOUT)
-    err = Capture(proc.stderr, MAX_STDERR)
+    out = Capture(proc.stdout, MAX_STDOUT, tee.sink("stdout") if tee is not None else None)
+    err = Capture(proc.stderr, MAX_STDERR, tee.sink("stderr") if tee is not None else None)
     if input_text is not None:
         threading.Thread(target=_feed, args=(proc.stdin, input_text.encode("utf-8")), daemon=True).start()
     deadline = started + timeout
@@ -411,13 +414,17 @@ class CommandAdapter:
             if self.prepare is not None:
                 self.prepare(self, inv)
             started = time.monotonic()
+            tee = runlog.open_tee(common_dir, ctx.task_id, ctx.round, ctx.role, self.name, inv.env) if ctx.round else None
             try:
                 stdout, _ = run_process(
                     inv.argv, name=self.name, cwd=ctx.workdir, input_text=prompt if self.prompt_via == "stdin" else None,
                     timeout=self.effective_timeout, abort=ctx.abort, env=inv.env, grace=self.grace, diagnose=self.diagnose,
+                    tee=tee,
                 )
             finally:
                 ctx.process_s += time.monotonic() - started
+                if tee is not None:
+                    tee.close()
             return stdout
         finally:
             from ...git import destroy
