@@ -99,3 +99,85 @@ class Events:
 
 def worker_row(state: dict, task_id: str) -> dict | None:
     return next((w for w in state["workers"] if w["task_id"] == task_id), None)
+
+
+PLAYWRIGHT = "1.65.2"
+
+
+def artifacts(tmp_path: Path) -> Path:
+    """Where the screenshots go: ``$NERVE_ARTIFACTS`` (the real environment's), else the test's tmp dir; printed."""
+    from realtools import REAL_ENV
+
+    given = REAL_ENV.get("NERVE_ARTIFACTS")
+    where = Path(given) if given else tmp_path / "screenshots"
+    where.mkdir(parents=True, exist_ok=True)
+    print(f"console screenshots: {where}")
+    return where
+
+
+class Browser:
+    """tests/browser_driver.py under Playwright's own Python: one JSON command per call."""
+
+    def __init__(self, python: Path, chromium: Path):
+        from conftest import ROOT
+
+        env = {**os.environ, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
+        self.proc = subprocess.Popen([str(python), str(ROOT / "tests" / "browser_driver.py"), str(chromium)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    @classmethod
+    def start(cls) -> "Browser":
+        """Debian's Chromium and the pinned Playwright (installed once, cached; never a downloaded browser)."""
+        from realtools import apt_tool, pip_tool
+
+        chromium = apt_tool("chromium", "chromium")
+        apt_tool("chromium-driver", "chromedriver")
+        playwright = pip_tool("playwright", PLAYWRIGHT, "playwright")
+        return cls(playwright.parent / "python", chromium)
+
+    def __call__(self, op: str, **args):
+        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"the browser driver ended during {op} {args}")
+        answer = json.loads(line)
+        if not answer["ok"]:
+            raise AssertionError(f"{op} {args}: {answer['error']}")
+        return answer["value"]
+
+    def problems(self, *allowed: tuple[str, ...]) -> list[str]:
+        """Script errors and refused requests so far, but those containing every part of one of ``allowed``."""
+        return [p for p in self("problems") if not any(all(a in p for a in allow) for allow in allowed)]
+
+    def overflow(self) -> dict:
+        """How far the page is wider than the window (0: nothing cut off, no sideways scrolling)."""
+        return self("eval", js="({page: document.documentElement.scrollWidth - document.documentElement.clientWidth,"
+                               " body: document.body.scrollWidth - document.body.clientWidth,"
+                               " right: Math.max(...[...document.querySelectorAll('section')].map("
+                               "s => Math.ceil(s.getBoundingClientRect().right))) - document.documentElement.clientWidth})")
+
+    def close(self) -> None:
+        try:
+            self("quit")
+        except (AssertionError, BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def wait_until(predicate, what: str, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def worktree_of(work: Path, task_id: str) -> Path:
+    rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True,
+                                     capture_output=True, text=True).stdout)
+    return Path(next(r for r in rows if r["task_id"] == task_id)["worktree"])
