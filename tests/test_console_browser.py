@@ -394,6 +394,9 @@ def test_actions_only_where_the_state_allows_them_confirmed_and_filters_that_sta
         assert console.stop() == 0
 
 
+EVIL = "<img src=x onerror=\"window.__evil=1\"><b id=evil>bold</b>"
+
+
 @pytest.mark.real
 def test_drafts_belong_to_their_task_and_urls_keys_and_a_phone_width_work(repo, tmp_path):
     from fixtures.repos import worker as wk
@@ -401,7 +404,7 @@ def test_drafts_belong_to_their_task_and_urls_keys_and_a_phone_width_work(repo, 
     work = repo.work
     for task in ("t1", "t2"):
         wk.drive(work, task, "IN_REVIEW")
-    wk.drive(work, "t3", "ASSIGNED")
+    commit_file(wk.drive(work, "t3", "WORKING"), "page.html", EVIL + "\n", EVIL)
     shots = artifacts(tmp_path)
     console = Console(work)
     b = Browser.start()
@@ -448,10 +451,14 @@ def test_drafts_belong_to_their_task_and_urls_keys_and_a_phone_width_work(repo, 
         b("wait", selector="#help[open]")
         b("press", key="Escape")
         b("wait", selector="#help", state="hidden")
-        # a link in the list opens a task
+        assert "null" not in b("text", selector="#task-head")
+        # a link in the list opens a task; what its agent wrote is shown as text, never run as HTML
         b("click", selector="tr.worker[data-task=t3] [data-testid=task-link]")
         b("wait_text", selector="#task-id", text="t3")
         assert b("url").endswith("#/task/t3/diff") and b("value", selector="#review-text") == ""
+        b("wait_text", selector="#diff tr.line.add", text=EVIL)
+        b("wait_text", selector="tr.worker[data-task=t3] [data-testid=last-commit]", text=EVIL)
+        assert b("eval", js="document.querySelectorAll('img, b#evil').length + (window.__evil ? 1 : 0)") == 0
         # a phone's width: the columns stack and nothing is cut off, in every view
         b("eval", js="location.hash = '#/task/t1/diff'")
         b("wait_text", selector="[data-testid=diff-path]", text="t1.txt")
