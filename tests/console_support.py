@@ -119,10 +119,8 @@ class Browser:
     """tests/browser_driver.py under Playwright's own Python: one JSON command per call."""
 
     def __init__(self, python: Path, chromium: Path):
-        from conftest import ROOT
-
         env = {**os.environ, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
-        self.proc = subprocess.Popen([str(python), str(ROOT / "tests" / "browser_driver.py"), str(chromium)],
+        self.proc = subprocess.Popen([str(python), str(Path(__file__).with_name("browser_driver.py")), str(chromium)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
     @classmethod
