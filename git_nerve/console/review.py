@@ -8,6 +8,7 @@ what it shows (diffs and output are agent-written text).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from starlette.concurrency import run_in_threadpool
@@ -39,23 +40,43 @@ class _Task:
         self.w = lifecycle.get(repo.bus, task_id)
         self.diffs = Diffs(repo.paths.common_dir)
         self.integration = self.w.integration or repo.settings.integration
-        try:
-            self.integration_tip = self.diffs.tip(lifecycle.integration_ref(repo, self.integration, fetch=False))
-        except NerveError:
-            self.integration_tip = None
+        self.integration_tip = _integration_tip(repo, self.diffs, self.integration)
         head = self.diffs.tip(f"refs/heads/{self.w.branch}") if self.w.branch else None
         head = head or self.diffs.tip(refs.archive_name(task_id))
         if head is None:
             raise UsageError(f"{task_id} has no branch tip to show (its branch is gone and no archive holds it)")
         self.head = head
         base = self.diffs.task_range(head, self.integration_tip)[0] if self.integration_tip else head
-        if base == head and self.w.base and self.w.state == "COMPLETED":
-            base = self.diffs.tip_of(self.w.base) or base  # merged: what it changed since it began
+        self.hide = self.integration_tip  # its commits: those the integration branch does not have
+        if base == head and self.integration_tip and self.w.state == "COMPLETED":
+            merged = self.diffs.merged_base(head, self.integration_tip)  # merged: what the merge brought
+            base = self.hide = merged or base
         self.base = base
 
 
+#: seconds the integration branch's remote, read from git config, is reused (each read is a git process)
+REMOTE_TTL = 5.0
+_remotes: dict[str, tuple[float, str | None]] = {}
+
+
+def _integration_tip(repo: lifecycle.Repo, diffs: Diffs, integration: str) -> str | None:
+    """The tip ``lifecycle.integration_ref(fetch=False)`` names (the remote's copy when there is one), read in
+    process; the remote's name is reused for :data:`REMOTE_TTL` seconds."""
+    key = str(repo.paths.common_dir)
+    known = _remotes.get(key)
+    if known is None or time.monotonic() - known[0] > REMOTE_TTL:
+        try:
+            known = (time.monotonic(), repo.settings.remote)
+        except NerveError:
+            known = (time.monotonic(), None)
+        _remotes[key] = known
+    remote = known[1]
+    return (diffs.tip(f"refs/remotes/{remote}/{integration}") if remote else None) or diffs.tip(f"refs/heads/{integration}")
+
+
 def _open(paths: RepoPaths) -> lifecycle.Repo:
-    return lifecycle.Repo(paths, Bus(paths.bus_path, create=False))
+    # no spool ingest: these reads need the rows and git objects only (the watcher ingests every look)
+    return lifecycle.Repo(paths, Bus(paths.bus_path, create=False, ingest=False))
 
 
 def files(paths: RepoPaths, task_id: str) -> dict[str, Any]:
@@ -72,7 +93,7 @@ def diff(paths: RepoPaths, task_id: str, path: str, commit: str | None) -> dict[
     with _open(paths) as repo:
         t = _Task(repo, task_id)
         if commit:
-            if not t.diffs.is_in(commit, t.head, t.integration_tip):
+            if not t.diffs.is_in(commit, t.head, t.hide):
                 raise UsageError(f"{commit!r} is not one of the commits of {task_id}")
             base, head = t.diffs.commit_range(commit)
         else:
@@ -85,7 +106,7 @@ def diff(paths: RepoPaths, task_id: str, path: str, commit: str | None) -> dict[
 def commits(paths: RepoPaths, task_id: str) -> list[dict[str, Any]]:
     with _open(paths) as repo:
         t = _Task(repo, task_id)
-        return t.diffs.commits(t.head, t.integration_tip)
+        return t.diffs.commits(t.head, t.hide)
 
 
 def output(paths: RepoPaths, task_id: str, round_: int | None, after: int | None) -> dict[str, Any]:

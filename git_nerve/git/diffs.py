@@ -86,17 +86,24 @@ class Diffs:
         except (pygit2.GitError, KeyError, ValueError):
             return None
 
-    def tip_of(self, rev: str) -> str | None:
-        """The commit a revision (a sha, a ref name) names, or None."""
-        try:
-            return str(self.repo.revparse_single(rev).peel(pygit2.Commit).id)
-        except (KeyError, ValueError, pygit2.GitError):
-            return None
-
     def task_range(self, head: str, integration: str) -> tuple[str, str]:
         """(merge base of ``head`` and ``integration``, ``head``); the base is ``head`` itself when unrelated."""
         base = self.repo.merge_base(pygit2.Oid(hex=head), pygit2.Oid(hex=integration))
         return (str(base) if base is not None else head), head
+
+    def merged_base(self, head: str, integration: str, limit: int = 2000) -> str | None:
+        """For ``head`` merged into ``integration``: the merge base it had when it was merged (from the
+        merge commit on ``integration``'s first-parent line that brought it in), or None."""
+        oid = pygit2.Oid(hex=head)
+        commit = self.repo[pygit2.Oid(hex=integration)].peel(pygit2.Commit)
+        for _ in range(limit):
+            if len(commit.parent_ids) > 1 and oid in commit.parent_ids[1:]:
+                base = self.repo.merge_base(commit.parent_ids[0], oid)
+                return str(base) if base is not None else None
+            if not commit.parent_ids:
+                return None
+            commit = commit.parents[0]
+        return None
 
     def commit_range(self, sha: str) -> tuple[str | None, str]:
         """(first parent or None for a root commit, the commit)."""
@@ -158,8 +165,19 @@ class Diffs:
             out.append(FileChange(path, old, status, added, deleted))
         return out
 
+    def _entry(self, tree: pygit2.Tree | None, path: str):
+        try:
+            return tree[path] if tree is not None else None
+        except KeyError:
+            return None
+
     def file(self, base: str | None, head: str, path: str) -> FileDiff:
         """One file's diff in the range (``path``: its new name, or its old one for a deletion or rename)."""
+        old, new = self._entry(self._tree(base), path), self._entry(self._tree(head), path)
+        if old is not None and new is not None and old.type_str == new.type_str == "blob":
+            if old.id == new.id and old.filemode == new.filemode:
+                raise UsageError(f"{path!r} is not changed in {head[:12]} (against {(base or 'nothing')[:12]})")
+            return self._blob_diff(old, new, path)  # changed in place: no whole-tree diff
         diff = self._diff(base, head)
         for i, delta in enumerate(diff.deltas):
             name, old, status = self._names(delta)
@@ -176,6 +194,18 @@ class Diffs:
             fd.hunks, fd.cut = _hunks(patch)
             return fd
         raise UsageError(f"{path!r} is not changed in {head[:12]} (against {(base or 'nothing')[:12]})")
+
+    def _blob_diff(self, old, new, path: str) -> FileDiff:
+        fd = FileDiff(path, None, "M")
+        if max(self._size(old.id), self._size(new.id)) > MAX_BYTES:
+            fd.too_large = True
+            return fd
+        patch = self.repo[old.id].diff(self.repo[new.id], old_as_path=path, new_as_path=path)
+        if patch.delta.is_binary:
+            fd.binary = True
+            return fd
+        fd.hunks, fd.cut = _hunks(patch)
+        return fd
 
     # -- commits ------------------------------------------------------------------------------------
 
