@@ -230,7 +230,11 @@ def test_a_persons_whole_review_from_a_link_to_the_merge(remote_repo, tmp_path, 
         assert b("count", selector="[data-testid=review-comment]") == 0 and b("value", selector="#review-text") == ""
 
         # the agent's next round: its output grows live, it commits, posts to the thread and asks for review again
-        tee = runlog.open_tee(discover(work).common_dir, "t1", 2, "implementer", "scripted-agent", {})
+        common = discover(work).common_dir
+        first = runlog.open_tee(common, "t1", 1, "implementer", "scripted-agent", {})
+        first.write("stdout", b"round one's output\n")
+        first.close()
+        tee = runlog.open_tee(common, "t1", 2, "implementer", "scripted-agent", {})
         try:
             tee.write("stdout", b"reading the review\n")
             b("click", selector="[data-testid=tab-output]")
@@ -245,6 +249,10 @@ def test_a_persons_whole_review_from_a_link_to_the_merge(remote_repo, tmp_path, 
         b("wait_text", selector="#output-head", text="finished")
         assert b("text", selector="#output") == "reading the review\nnaming the constant ANSWER\n"
         b("screenshot", path=str(shots / "output.png"))
+        b("click", selector="#rounds a[data-round='1']")  # a finished round stays readable
+        b("wait_text", selector="#output-head", text="round 1 · role implementer · adapter scripted-agent · finished")
+        b("wait_text", selector="#output", text="round one's output")
+        assert b("url").endswith("#/task/t1/output/1")
         assert gw("done", wt1).code == 0
         b("wait", selector="tr.worker[data-task=t1][data-state=IN_REVIEW]", timeout=20_000)
         b("click", selector="[data-testid=tab-thread]")
