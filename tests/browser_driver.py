@@ -58,8 +58,8 @@ def main() -> int:
                     value = page.locator(cmd["selector"]).all_inner_texts()
                 elif op == "value":
                     value = page.locator(cmd["selector"]).first.input_value(timeout=timeout)
-                elif op == "wait_fn":  # until a JavaScript expression is truthy
-                    page.wait_for_function(cmd["js"], timeout=timeout)
+                elif op == "wait_fn":  # until a JavaScript expression is truthy (a function: the page's CSP forbids eval)
+                    page.wait_for_function(f"() => ({cmd['js']})", timeout=timeout)
                 elif op == "viewport":
                     page.set_viewport_size({"width": cmd["width"], "height": cmd.get("height", 900)})
                 elif op == "back":

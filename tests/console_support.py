@@ -155,6 +155,18 @@ class Browser:
                                " right: Math.max(...[...document.querySelectorAll('section')].map("
                                "s => Math.ceil(s.getBoundingClientRect().right))) - document.documentElement.clientWidth})")
 
+    def open_task(self, task: str, view: str = "thread") -> set[str]:
+        """Go to a task by its URL; once its detail is shown, the action buttons it offers."""
+        self("eval", js=f"location.hash = '#/task/{task}/{view}'")
+        self("wait_fn", js=f"document.querySelector('#task-id').textContent === '{task}' && "
+                           "document.querySelector('#task-head [data-testid=task-state]') !== null && "
+                           f"document.querySelector('tr.worker[data-task=\"{task}\"]') !== null")
+        return set(self("eval", js="[...document.querySelectorAll('#actions button')].map(x => x.dataset.testid.slice(4))"))
+
+    def rows(self) -> set[str]:
+        """The tasks the workers table shows."""
+        return set(self("eval", js="[...document.querySelectorAll('tr.worker')].map(r => r.dataset.task)"))
+
     def close(self) -> None:
         try:
             self("quit")
@@ -179,3 +191,33 @@ def worktree_of(work: Path, task_id: str) -> Path:
     rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True,
                                      capture_output=True, text=True).stdout)
     return Path(next(r for r in rows if r["task_id"] == task_id)["worktree"])
+
+
+def states(work: Path) -> dict[str, str]:
+    rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True, capture_output=True,
+                                     text=True).stdout)
+    return {r["task_id"]: r["state"] for r in rows}
+
+
+def review_setup(work: Path, gw) -> Path:
+    """t1 (IN_REVIEW): a new file, a changed line t2 also changes (the radar flags it), a binary file; t2 WORKING.
+    A merge check in nerve.toml; t1's worktree."""
+    from conftest import git
+    from fixtures.repos.build import commit_file
+
+    commit_file(work, "nerve.toml", '[run]\ntest_command = "test -f feature.txt"\n', "nerve.toml: the merge check")
+    git(work, "push", "-q", "origin", "main")
+    for task, desc in (("t1", "add the feature"), ("t2", "change the greeting")):
+        assert gw(["spawn", task, "-d", desc], work).code == 0
+    wt1, wt2 = worktree_of(work, "t1"), worktree_of(work, "t2")
+    for wt in (wt1, wt2):
+        assert gw("start", wt).code == 0
+    commit_file(wt1, "feature.txt", "def feature():\n    return 42\n", "t1: add the feature")
+    commit_file(wt1, "src/app.py", "def greet(name):\n    return f'hey {name}'\n", "t1: greet with hey")
+    (wt1 / "logo.bin").write_bytes(bytes(range(256)) * 4)
+    git(wt1, "add", "logo.bin")
+    git(wt1, "commit", "-q", "-m", "t1: a logo")
+    commit_file(wt2, "src/app.py", "def greet(name):\n    return f'yo {name}'\n", "t2: greet with yo")
+    assert gw("done", wt1).code == 0
+    assert gw("conflicts --refresh", work).code in (0, 1)
+    return wt1
