@@ -3,8 +3,9 @@
 
 A real repository of ``--files`` files (5,000: 50 directories of 100), ``--workers`` spawned workers
 (64, heartbeating every 5 s, staggered, each through its own bus connection as `git worker run` does),
-one of which (``t00``) changed ``--touched`` files (50) in two commits, and the real `git-nerve console` as
-a subprocess. Measured through its HTTP server, each request on a fresh connection (as a browser's fetch
+one of which (``t00``, spawned from main) changed ``--touched`` files (50) in three commits, and the real
+`git-nerve console` as a subprocess. The other workers are spawned from a one-file branch (``small``):
+live rows, branches and worktrees all the same, without 63 checkouts of 5,000 files to wait for. Measured through its HTTP server, each request on a fresh connection (as a browser's fetch
 after idle):
 
 * ``GET /api/task/t00/files`` (target <= 200 ms) beside its floor, ``git diff --numstat -M base head``;
@@ -27,7 +28,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,6 +54,9 @@ def big_repo(root: Path, files: int) -> Path:
     for i in range(files):
         body = "".join(f"line {n} of file {i}\n" for n in range(40)).encode()
         stream += [f"M 100644 inline d{i // 100:03d}/f{i % 100:03d}.txt", f"data {len(body)}", body.decode().rstrip("\n")]
+    # a small line of work for the other workers to start from (their checkouts stay cheap to make)
+    stream += ["commit refs/heads/small", "committer Bench <bench@example.com> 1700000000 +0000", "data 5", "small",
+               "M 100644 inline small.txt", "data 6", "small"]
     data = "\n".join(stream).encode() + b"\n"
     subprocess.run(["git", "fast-import", "--quiet"], cwd=work, input=data, check=True)
     build.git(work, "reset", "-q", "--hard", "main")
@@ -91,7 +94,8 @@ def beat(bus_path: Path, tasks: list[str], stop: threading.Event, interval: floa
 def line(name: str, ours: list[float], theirs: list[float] | None, target: float | None) -> None:
     text = f"{name:<28} p50 {statistics.median(ours) * 1000:7.1f} ms  p99 {pct(ours, 99) * 1000:7.1f} ms"
     if theirs:
-        text += f"   floor p50 {statistics.median(theirs) * 1000:6.1f} ms (x{statistics.median(ours) / statistics.median(theirs):.1f})"
+        text += (f"   floor p50 {statistics.median(theirs) * 1000:6.1f} ms p99 {pct(theirs, 99) * 1000:6.1f} ms"
+                 f" (x{statistics.median(ours) / statistics.median(theirs):.1f} at p50)")
     if target:
         text += f"   target <= {target * 1000:.0f} ms: {'ok' if pct(ours, 99) <= target else 'MISSED at p99' if statistics.median(ours) <= target else 'MISSED'}"
     print(text, flush=True)
@@ -138,13 +142,8 @@ def main() -> None:
         with lifecycle.open_repo(create=True) as repo:
             lifecycle.spawn(repo, tasks[0], description="bench", fetch=False)  # the first one installs the hooks
 
-        def spawn(t: str) -> None:  # four at a time, as concurrent `git worker spawn`s (one interpreter)
-            with lifecycle.open_repo(create=False) as mine:
-                lifecycle.spawn(mine, t, description=f"bench {t}", fetch=False)
-
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(spawn, tasks[1:]))
-        with lifecycle.open_repo(create=False) as repo:
+            for t in tasks[1:]:  # from the small branch: 63 checkouts of 5,000 files would take minutes
+                lifecycle.spawn(repo, t, description=f"bench {t}", from_ref="small", fetch=False)
             print(f"{args.workers} workers spawned: {time.perf_counter() - t0:.1f}s", flush=True)
             wt = Path(lifecycle.get(repo.bus, "t00").worktree)
             bus_path = repo.paths.bus_path
@@ -193,6 +192,7 @@ def main() -> None:
         line("page  GET /", numbers["page"], None, None)
         line("state GET /api/state", numbers["state"], None, None)
         print("floors: `git diff --numstat -M base head` and `git diff base head -- P` (a git process each)")
+        print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

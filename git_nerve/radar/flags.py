@@ -7,6 +7,7 @@ compared again in memory with the task first, from the inputs the cache recorded
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ..errors import NerveError
@@ -16,10 +17,31 @@ from . import cache, scan
 MAX_PER_FILE = 5000
 
 
+#: the last result read, per common dir: (the cache file's (mtime, size), that result, {task: flags})
+_read: dict[str, tuple[tuple[int, int], scan.Scan, dict[str, dict]]] = {}
+
+
 def for_task(common_dir, task_id: str) -> dict[str, list[dict[str, Any]]]:
     """``{path: [{"line": n, "task": other}]}``: lines of ``task_id``'s version of each file that
-    conflict with ``other`` (a task id, or the integration branch's name)."""
-    result = scan.cached(common_dir)
+    conflict with ``other`` (a task id, or the integration branch's name). Read again only when the
+    radar's cache file changed (a long-lived reader, the console, asks for every file list)."""
+    try:
+        st = os.stat(cache.path(common_dir))
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        stamp = (0, 0)
+    key = os.fspath(common_dir)
+    known = _read.get(key)
+    if known is None or known[0] != stamp:
+        known = (stamp, scan.cached(common_dir), {})
+        _read[key] = known
+    flags = known[2].get(task_id)
+    if flags is None:
+        flags = known[2][task_id] = _compute(common_dir, known[1], task_id)
+    return flags
+
+
+def _compute(common_dir, result: scan.Scan, task_id: str) -> dict[str, list[dict[str, Any]]]:
     sides = None
     ov = None
     out: dict[str, list[dict[str, Any]]] = {}
