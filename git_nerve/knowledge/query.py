@@ -28,6 +28,8 @@ CANDIDATES = 50
 
 FULL_TEXT = "full-text"
 FUSION = "fusion"
+#: The rankings a caller may ask for (bench/knowledge_questions.py compares them): "auto" fuses what is there.
+MODES = ("full-text", "embeddings", "auto")
 MIXED = "mixed"
 DESCRIPTIONS = {
     FULL_TEXT: "full text (SQLite FTS5, BM25)",
@@ -111,10 +113,10 @@ def _check(text: str, limit: int) -> str:
     return match
 
 
-def search(paths: RepoPaths, text: str, limit: int = 10) -> QueryResult:
-    """Search one worktree's index."""
+def search(paths: RepoPaths, text: str, limit: int = 10, *, mode: str = "auto") -> QueryResult:
+    """Search one worktree's index. ``mode``: one of :data:`MODES`."""
     match = _check(text, limit)
-    hits, ranking, warnings = _search_index(paths, text, match, limit, embedder())
+    hits, ranking, warnings = _search_index(paths, text, match, limit, embedder(), mode)
     return QueryResult(text, ranking, hits, warnings, [str(paths.toplevel)])
 
 
@@ -160,7 +162,7 @@ def search_everywhere(text: str, limit: int = 10) -> QueryResult:
     return QueryResult(text, ranking, merged[:limit], warnings, [e.toplevel for e in entries])
 
 
-def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder) -> tuple[list[Hit], str, list[str]]:
+def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder, mode: str = "auto") -> tuple[list[Hit], str, list[str]]:
     toplevel = paths.require_worktree()
     ipath = index_path(paths.git_dir)
     if not ipath.is_file():
