@@ -65,6 +65,9 @@ def main() -> None:
         except Exception as exc:  # a ranking that is not available here (no embeddings installed)
             print(f"{mode:<12} unavailable: {exc}")
             continue
+        if mode == "embeddings" and not any(r["rank"] for r in results):
+            print(f"{mode:<12} unavailable")
+            continue
         per = (time.perf_counter() - t0) / len(results) * 1000
         t1, t3, n = sdists.rates(results, False)
         h1, h3, m = sdists.rates(results, True)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from ..errors import NerveError, UsageError
 from ..paths import RepoPaths
-from . import config, registry, terms
+from . import config, prior, registry, terms
 from .ranking import nearest, rrf
 from .store import Index, cache_path, index_path
 
 #: How many candidates each ranking contributes before fusion.
-CANDIDATES = 50
+CANDIDATES = 100
 
 FULL_TEXT = "full-text"
 FUSION = "fusion"
@@ -174,8 +174,9 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
         if index.rebuilt:
             warnings.append("the index was built by another version of git-nerve and was cleared; run `git nerve knowledge sync`")
         found = index.search(match, max(limit, CANDIDATES))
-        order = [cid for cid, _ in found]
-        scores = {cid: -bm25 for cid, bm25 in found}
+        usage, where = prior.usage_question(text), index.paths([cid for cid, _ in found])
+        scores = {cid: -bm25 * prior.factor(where.get(cid, ""), usage) for cid, bm25 in found}
+        order = sorted(scores, key=lambda cid: -scores[cid])
         if emb is not None:
             cfile = cache_path(paths.common_dir)
             have = index.embedded_count(cfile, emb.model)

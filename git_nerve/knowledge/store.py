@@ -33,10 +33,11 @@ from .terms import index_text
 INDEX_FILE = "knowledge.db"
 CACHE_FILE = "embeddings.db"
 #: Bump when the schema, the chunking or the indexed text changes: older indexes are rebuilt.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 BUSY_TIMEOUT_S = 30.0
-#: bm25() weights of the FTS columns: path, title (heading path / definition name), body.
-WEIGHTS = (2.0, 4.0, 1.0)
+#: bm25() weights of the FTS columns: path, title (heading path / qualified name), symbol (the definition's
+#: own name, split into words), doc (docstring or comment above it), body.
+WEIGHTS = (2.0, 4.0, 4.0, 2.0, 1.0)
 
 _INDEX_SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,7 +48,7 @@ CREATE TABLE chunks(id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEG
                     title TEXT NOT NULL, text TEXT NOT NULL, hash TEXT NOT NULL);
 CREATE INDEX chunks_path ON chunks(path);
 CREATE INDEX chunks_hash ON chunks(hash);
-CREATE VIRTUAL TABLE chunks_fts USING fts5(path, title, body, tokenize = 'porter unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE chunks_fts USING fts5(path, title, symbol, doc, body, tokenize = 'porter unicode61 remove_diacritics 2');
 """
 
 _CACHE_SCHEMA = """
@@ -179,8 +180,8 @@ class Index:
                 (path, c.start_line, c.end_line, c.title, c.text, text_hash(c.text)),
             )
             conn.execute(
-                "INSERT INTO chunks_fts(rowid, path, title, body) VALUES (?, ?, ?, ?)",
-                (cur.lastrowid, index_text(path), index_text(c.title), index_text(c.text)),
+                "INSERT INTO chunks_fts(rowid, path, title, symbol, doc, body) VALUES (?, ?, ?, ?, ?, ?)",
+                (cur.lastrowid, index_text(path), index_text(c.title), index_text(c.symbol), c.doc, index_text(c.text)),
             )
         conn.execute(
             "INSERT OR REPLACE INTO files(path, hash, size, mtime_ns, chunks) VALUES (?, ?, ?, ?, ?)",
@@ -233,6 +234,14 @@ class Index:
             f"SELECT rowid, bm25(chunks_fts, {w}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
             (match, limit),
         ).fetchall()
+
+    def paths(self, ids: Sequence[int]) -> dict[int, str]:
+        """The path of each chunk id."""
+        out: dict[int, str] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start:start + 500])
+            out.update(self.conn.execute(f"SELECT id, path FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
+        return out
 
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         ids = list(ids)
