@@ -21,7 +21,7 @@ from ..errors import NerveError, UsageError
 from ..paths import RepoPaths
 from . import config, prior, registry, terms
 from .ranking import nearest, rrf
-from .store import Index, cache_path, index_path
+from .store import cache_path, index_path, open_index
 
 #: How many candidates each ranking contributes before fusion.
 CANDIDATES = 100
@@ -164,18 +164,20 @@ def search_everywhere(text: str, limit: int = 10) -> QueryResult:
 
 def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder, mode: str = "auto") -> tuple[list[Hit], str, list[str]]:
     toplevel = paths.require_worktree()
-    ipath = index_path(paths.git_dir)
+    ipath = index_path(paths.common_dir)
     if not ipath.is_file():
         raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
     emb = config.load_embeddings(toplevel)
     warnings: list[str] = []
     ranking = FULL_TEXT
-    with Index(ipath, create=False) as index:
+    with open_index(paths, create=False) as index:
         if index.rebuilt:
             warnings.append("the index was built by another version of git-nerve and was cleared; run `git nerve knowledge sync`")
+        elif "synced" not in index.meta():
+            raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
         found = index.search(match, max(limit, CANDIDATES))
-        usage, where = prior.usage_question(text), index.paths([cid for cid, _ in found])
-        scores = {cid: -bm25 * prior.factor(where.get(cid, ""), usage) for cid, bm25 in found}
+        usage = prior.usage_question(text)
+        scores = {cid: -bm25 * prior.factor(path, usage) for cid, bm25, path in found}
         order = sorted(scores, key=lambda cid: -scores[cid])
         if emb is not None:
             cfile = cache_path(paths.common_dir)
