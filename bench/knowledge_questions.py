@@ -24,6 +24,9 @@ sys.path.insert(0, str(ROOT))
 from fixtures.repos import build, sdists  # noqa: E402
 
 
+LOCAL_EMBEDDINGS = '[knowledge.embeddings]\nprovider = "local"\n'
+
+
 def index_corpora(tmp: Path) -> dict:
     from git_nerve.knowledge import sync as ksync
     from git_nerve.paths import discover
@@ -31,11 +34,19 @@ def index_corpora(tmp: Path) -> dict:
     out = {}
     for name, version in sdists.corpora():
         work = sdists.sdist_repo(tmp, name, version).work
+        if _has_wordllama():
+            (work / "nerve.toml").write_text(LOCAL_EMBEDDINGS)  # untracked: the question files are the sdist's
         paths = discover(work)
         report = ksync.sync(paths)
         print(f"{name} {version}: {report.files} files, {report.chunks} chunks, synced in {report.seconds:.2f}s")
         out[name] = paths
     return out
+
+
+def _has_wordllama() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("wordllama") is not None
 
 
 def run(indexed: dict, mode: str) -> list[dict]:

@@ -35,6 +35,7 @@ DESCRIPTIONS = {
     FULL_TEXT: "full text (SQLite FTS5, BM25)",
     FUSION: "full text + embeddings (reciprocal rank fusion)",
     MIXED: "per repository: full text, or full text + embeddings; merged by reciprocal rank fusion",
+    "embeddings": "embeddings alone (cosine similarity)",
 }
 
 
@@ -179,7 +180,9 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
         usage = prior.usage_question(text)
         scores = {cid: -bm25 * prior.factor(path, usage) for cid, bm25, path in found}
         order = sorted(scores, key=lambda cid: -scores[cid])
-        if emb is not None:
+        if mode == "embeddings" and emb is None:
+            raise UsageError("embeddings are not configured in nerve.toml ([knowledge.embeddings])")
+        if emb is not None and mode != "full-text":
             cfile = cache_path(paths.common_dir)
             have = index.embedded_count(cfile, emb.model)
             total = index.counts()[1]
@@ -197,8 +200,13 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
                     warnings.append(f"embeddings unavailable ({exc.message}); full-text results only")
                 else:
                     near = nearest(vector, index.vectors(cfile, emb.model), max(limit, CANDIDATES))
-                    fused = rrf([order, [cid for cid, _ in near]])
-                    order, scores, ranking = [cid for cid, _ in fused], dict(fused), FUSION
+                    where = index.paths([cid for cid, _ in near])
+                    near = sorted(((cid, sim * prior.factor(where.get(cid, ""), usage)) for cid, sim in near), key=lambda kv: -kv[1])
+                    if mode == "embeddings":
+                        order, scores, ranking = [cid for cid, _ in near], dict(near), "embeddings"
+                    else:
+                        fused = rrf([order, [cid for cid, _ in near]])
+                        order, scores, ranking = [cid for cid, _ in fused], dict(fused), FUSION
                     if have < total:
                         warnings.append(f"embeddings cover {have} of {total} chunks; run `git nerve knowledge sync`")
         top = order[:limit]

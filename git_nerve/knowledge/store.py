@@ -277,6 +277,15 @@ class Index:
             (self.view, match, limit),
         ).fetchall()
 
+    def paths(self, ids: Sequence[int]) -> dict[int, str]:
+        """The path of each chunk id."""
+        out: dict[int, str] = {}
+        for start in range(0, len(ids), 500):
+            part = list(ids[start:start + 500])
+            out.update(self.conn.execute(
+                f"SELECT c.id, d.path FROM chunks c JOIN docs d ON d.id = c.doc WHERE c.id IN ({','.join('?' * len(part))})", part))
+        return out
+
     def chunks(self, ids: Iterable[int]) -> dict[int, ChunkRow]:
         ids = list(ids)
         rows: dict[int, ChunkRow] = {}
