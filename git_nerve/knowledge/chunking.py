@@ -144,6 +144,8 @@ def syntax_chunks(path: str, text: str, lines: list[str]) -> list[Chunk] | None:
 def windows(lines: list[str], start: int, end: int, size: int, overlap: int) -> list[tuple[int, int]]:
     """Half-open line spans covering ``lines[start:end]``: at most ``size`` lines and about
     :data:`MAX_CHARS` characters each, consecutive spans sharing up to ``overlap`` lines."""
+    if end - start <= max(size, 1) and sum(map(len, lines[start:end])) + (end - start) <= MAX_CHARS:
+        return [(start, end)] if end > start else []  # the common case: one span, without the line-by-line walk
     spans: list[tuple[int, int]] = []
     i = start
     while i < end:
