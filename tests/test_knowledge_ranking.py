@@ -16,7 +16,7 @@ from git_nerve.knowledge import sync as ksync
 from git_nerve.paths import discover
 
 #: (top-1, top-3) answered when tuning stopped, out of (tuning, held-out) questions
-REACHED = {"tuning": (21, 29), "held_out": (11, 12)}
+REACHED = {"tuning": (23, 29), "held_out": (11, 13)}
 SLACK = 1
 
 

@@ -19,13 +19,17 @@ PRIOR = {
     "docs": (0.55, 1.15),
     "tests": (0.45, 0.6),
     "other": (0.5, 0.7),
+    "header": (0.8, 1.0),  # C/C++ headers declare and document; the implementation lives in the .c/.cc
+    "changelog": (0.4, 0.5),  # names every feature once, explains none
 }
 _USAGE = re.compile(
     r"\b(how (do|can|should) (i|we|you)|how to|example|examples|usage|tutorial|install|installing|getting started|"
     r"quickstart|configure|supported)\b", re.IGNORECASE,
 )
 _TESTS = re.compile(r"(^|/)(tests?|testing|spec|specs|__tests__|test_?data|fixtures|benchmarks?)(/|$)|(^|/)(test_[^/]*|[^/]*_test\.[a-z]+|[^/]*\.(test|spec)\.[a-z]+|conftest\.py)$")
-_DOCS = re.compile(r"(^|/)(docs?|documentation|man|guides?)(/|$)|\.(md|markdown|rst|txt|adoc)$|(^|/)(README|CHANGES|CHANGELOG|HISTORY)[^/]*$", re.IGNORECASE)
+_DOCS = re.compile(r"(^|/)(docs?|documentation|man|guides?)(/|$)|\.(md|markdown|rst|txt|adoc)$|(^|/)README[^/]*$", re.IGNORECASE)
+_CHANGELOG = re.compile(r"(^|/)(CHANGES|CHANGELOG|HISTORY|NEWS|RELEASES?)[^/]*$|(^|/)(changes|changelog|history)\.[a-z]+$", re.IGNORECASE)
+_HEADER = re.compile(r"\.(h|hh|hpp|hxx)$")
 _OTHER = re.compile(r"(^|/)(examples?|samples?|vendor|third_party|\.github|build|dist)(/|$)|\.(json|ya?ml|toml|cfg|ini|lock|in)$|(^|/)(PKG-INFO|setup\.py|Makefile)$")
 
 
@@ -36,12 +40,17 @@ def usage_question(text: str) -> bool:
 def kind_of_path(path: str) -> str:
     if _TESTS.search(path):
         return "tests"
+    if _CHANGELOG.search(path):
+        return "changelog"
     if _DOCS.search(path):
         return "docs"
     if _OTHER.search(path):
         return "other"
-    return "source" if kind_of(path) == "code" else "other"
+    if kind_of(path) != "code":
+        return "other"
+    return "header" if _HEADER.search(path) else "source"
 
 
 def factor(path: str, usage: bool) -> float:
     return PRIOR[kind_of_path(path)][1 if usage else 0]
+

@@ -43,7 +43,7 @@ INDEX_VERSION = 3
 BUSY_TIMEOUT_S = 30.0
 #: bm25() weights of the FTS columns: path, title (heading path / qualified name), symbol (the definition's
 #: own name, split into words), doc (docstring or comment above it), body.
-WEIGHTS = (2.0, 4.0, 4.0, 2.0, 1.0)
+WEIGHTS = (2.0, 4.0, 4.0, 1.0, 1.0)
 #: VACUUM after a sweep when at least this share of the file's pages is free (and a megabyte or more).
 VACUUM_FREE_SHARE = 0.25
 
