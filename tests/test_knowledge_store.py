@@ -106,3 +106,24 @@ def test_nine_checkouts_cost_at_most_half_again_the_store_of_one(tmp_path):
         assert report.chunks_written == 0 and report.files > 50
     nine = store_size(work)
     assert nine <= 1.5 * one, (one, nine)
+
+
+def test_content_reclaimed_by_another_worktree_between_look_and_write_is_chunked_again(tmp_path):
+    from git_nerve.knowledge.chunking import chunk_file
+    from git_nerve.knowledge.store import Index, blob_id
+
+    db = tmp_path / "knowledge.db"
+    data = b"def kiwi_ledger():\n    return 1\n"
+    a, b = Index(db, str(tmp_path / "a")), Index(db, str(tmp_path / "b"))
+    with a.write() as conn:
+        a.put_file(conn, "k.py", blob_id(data), len(data), 1, chunk_file("k.py", data.decode()))
+    assert b.has_doc("k.py", blob_id(data))  # b looks: the store holds it, no chunking needed...
+    with a.write() as conn:
+        a.remove_file(conn, "k.py")
+    assert a.sweep(lambda view: True) == 1  # ...then a's sync reclaims it
+    with b.write() as conn:
+        written = b.put_file(conn, "k.py", blob_id(data), len(data), 1, lambda: chunk_file("k.py", data.decode()))
+    assert written == 1 and b.counts() == (1, 1)
+    assert [r[2] for r in b.search('"kiwi"', 5)] == ["k.py"] and a.search('"kiwi"', 5) == []
+    a.close()
+    b.close()

@@ -189,14 +189,17 @@ class Index:
         """Whether the store holds the chunks of this content at this path already (another worktree's, say)."""
         return self.conn.execute("SELECT 1 FROM docs WHERE path = ? AND blob = ?", (path, blob)).fetchone() is not None
 
-    def put_file(self, conn: sqlite3.Connection, path: str, blob: str, size: int, mtime_ns: int, chunks: Sequence[Chunk] | None) -> bool:
+    def put_file(self, conn: sqlite3.Connection, path: str, blob: str, size: int, mtime_ns: int,
+                 chunks: Sequence[Chunk] | Callable[[], Sequence[Chunk]]) -> int | None:
         """Point the view's ``path`` at the document (path, ``blob``), stored from ``chunks`` unless the store
-        holds it already (``chunks`` may then be None). True when the chunks were written."""
+        holds it already (``chunks`` may be a function, called only then: another worktree's sweep may
+        have reclaimed the document since :meth:`has_doc`). The number of chunks written, None if none were."""
         row = conn.execute("SELECT id FROM docs WHERE path = ? AND blob = ?", (path, blob)).fetchone()
-        written = row is None
+        written = None
         if row is None:
-            if chunks is None:
-                raise ValueError(f"{path}: no chunks for a document the store lacks")
+            if callable(chunks):
+                chunks = chunks()
+            written = len(chunks)
             doc = conn.execute("INSERT INTO docs(path, blob, chunks) VALUES (?, ?, ?)", (path, blob, len(chunks))).lastrowid
             fts_path = index_text(path)
             for c in chunks:

@@ -276,7 +276,8 @@ def _read_and_index(index: Index, toplevel: Path, p: Plan, report: SyncReport, f
             if row is not None and row.hash == h and not full:
                 work.append(("touch", path, row, None, size, mtime_ns))
             elif index.has_doc(path, h):  # another worktree (or an earlier commit) holds this content: no chunking
-                work.append(("put", path, row, (h, None), size, mtime_ns))
+                work.append(("put", path, row, (h, lambda path=path, data=data: chunk_file(path, data.decode("utf-8", "replace"))),
+                             size, mtime_ns))
             else:
                 chunks = chunk_file(path, data.decode("utf-8", "replace"))
                 work.append(("put", path, row, (h, chunks), size, mtime_ns))
@@ -294,8 +295,7 @@ def _read_and_index(index: Index, toplevel: Path, p: Plan, report: SyncReport, f
                     report.unchanged += 1
                 else:
                     h, chunks = extra
-                    if index.put_file(conn, path, h, size, mtime_ns, chunks) and chunks is not None:
-                        report.chunks_written += len(chunks)
+                    report.chunks_written += index.put_file(conn, path, h, size, mtime_ns, chunks) or 0
                     if row is None:
                         report.added += 1
                     elif row.hash == h:
