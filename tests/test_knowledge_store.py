@@ -127,3 +127,17 @@ def test_content_reclaimed_by_another_worktree_between_look_and_write_is_chunked
     assert [r[2] for r in b.search('"kiwi"', 5)] == ["k.py"] and a.search('"kiwi"', 5) == []
     a.close()
     b.close()
+
+
+def test_a_store_that_shrinks_is_vacuumed(tmp_path):
+    try:
+        work = sdists.sdist_repo(tmp_path, "click", "8.1.8").work
+    except sdists.DownloadError as exc:
+        pytest.fail(str(exc))
+    ksync.sync(discover(work))
+    before = store_size(work)
+    git(work, "rm", "-q", "-r", "src", "tests", "docs")
+    git(work, "commit", "-qm", "keep only the top-level files")
+    report = ksync.sync(discover(work))
+    assert report.removed > 50
+    assert store_size(work) < before / 2, (before, store_size(work))

@@ -256,7 +256,8 @@ class Index:
             free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
             size = self.conn.execute("PRAGMA page_size").fetchone()[0]
             if free * size >= 1 << 20 and free >= VACUUM_FREE_SHARE * pages:
-                self.conn.execute("VACUUM")
+                with contextlib.suppress(sqlite3.OperationalError):  # busy (another worktree's sync): next time
+                    self.conn.execute("VACUUM")
         return len(dead)
 
     # -- reading ---------------------------------------------------------------------------------
