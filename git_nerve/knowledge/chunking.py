@@ -123,7 +123,7 @@ def syntax_chunks(path: str, text: str, lines: list[str]) -> list[Chunk] | None:
         return None
     chunks: list[Chunk] = []
     for start, end, d in spans(defs, len(lines)):
-        if chunks and _BRACKETS_ONLY.match("".join(lines[start:end])):  # a closing brace joins the chunk before
+        if chunks and end - start <= 3 and _BRACKETS_ONLY.match("".join(lines[start:end])):  # a closing brace joins the chunk before
             last = max((n for n in range(start, end) if lines[n].strip()), default=None)
             if last is not None and last + 1 > chunks[-1].end_line:
                 prev = chunks[-1]
