@@ -2,7 +2,7 @@
 
 * ``<git-common-dir>/nerve/bus.db``: the bus, shared by every worktree.
 * ``<git-dir>/nerve/.worker-ctx.json``: one worktree's task context.
-* ``<git-dir>/nerve/knowledge.db``: one worktree's knowledge index.
+* ``<git-common-dir>/nerve/knowledge.db``: the knowledge index, a view per worktree.
 
 The common dir comes from ``git rev-parse --git-common-dir`` (never by
 joining ".git" onto a path), so linked worktrees, ``GIT_DIR`` and

@@ -17,7 +17,7 @@ from ..git import cli
 from ..liveness import pid_alive
 from ..paths import RepoPaths, replace_file
 from . import config, trigger
-from .store import Index, cache_path, index_path
+from .store import cache_path, index_path, open_index
 from .sync import digest, list_files, plan, read_file
 
 BACKGROUND_STATE = "knowledge-background.json"
@@ -55,7 +55,7 @@ def status(paths: RepoPaths) -> dict:
     toplevel = paths.require_worktree()
     cfg = config.load(toplevel)
     emb = config.load_embeddings(toplevel)
-    ipath = index_path(paths.git_dir)
+    ipath = index_path(paths.common_dir)
     out: dict = {"toplevel": str(toplevel), "index": str(ipath), "config": cfg.as_dict(), "indexed": ipath.is_file()}
     state_file = background_state_path(paths.git_dir)
     try:
@@ -71,8 +71,11 @@ def status(paths: RepoPaths) -> dict:
     }
     if not out["indexed"]:
         return out
-    with Index(ipath, create=False) as index:
+    with open_index(paths, create=False) as index:
         meta = index.meta()
+        if "synced" not in meta:  # the repository's store exists, this worktree has not been synced
+            out["indexed"] = False
+            return out
         files, chunks = index.counts()
         indexed, skipped = index.files(), index.skipped()
         out.update(files=files, chunks=chunks, skipped=index.skip_counts())
