@@ -296,7 +296,11 @@ def code_blocks(lines: list[str], *, hash_comments: bool, triple_quotes: bool = 
         depth = max(0, depth + opened - closed)
         prev_blank, prev_indented, prev_closed = False, not col0, before > 0 and depth == 0
     starts.append(len(lines))
+    return [(a, b, code_title(lines[a:b])) for a, b in _merge_small(lines, starts)]
 
+
+def _merge_small(lines: list[str], starts: list[int]) -> list[tuple[int, int]]:
+    """The blocks between ``starts``, a block of fewer than MIN_CODE_LINES code lines joined to its neighbour."""
     spans = [(a, b) for a, b in pairwise(starts) if b > a]
     merged: list[tuple[int, int]] = []
     pending: int | None = None
@@ -311,7 +315,7 @@ def code_blocks(lines: list[str], *, hash_comments: bool, triple_quotes: bool = 
         else:
             merged.append((start, b))
         pending = None
-    return [(a, b, code_title(lines[a:b])) for a, b in merged]
+    return merged
 
 
 def code_title(lines: list[str]) -> str:
