@@ -16,6 +16,7 @@ from .. import clock
 from ..bus import messages, rounds, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
+from .claims import before_transition
 from .states import State, can_transition
 
 
@@ -60,6 +61,7 @@ def transition(
     """
     allowed = {State(s).value for s in allowed_from}
     done_before = {State(s).value for s in already}
+    before_transition(bus, task_id, to, allowed=allowed, already=done_before, verb=verb)  # shared mode: the remote first
     ts = clock.now()
     with bus.write() as conn:
         w = workers.get(conn, task_id)

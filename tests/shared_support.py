@@ -1,0 +1,105 @@
+"""Real git servers and clones for the shared-mode tests (issue 24): a bare remote served over file://, by
+`git daemon` on 127.0.0.1, or by `git http-backend` behind a small CGI server; clones each with its own
+``nerve.machine``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fixtures.repos import build
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """`git daemon` serving every repository under ``base`` (receive-pack on) on a fixed free port."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def url(self, name: str) -> str:
+        return f"git://127.0.0.1:{self.port}/{name}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", f"--base-path={self.base}",
+             "--listen=127.0.0.1", f"--port={self.port}", str(self.base)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("git daemon did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+def origin(root: Path) -> Path:
+    """A bare repository holding a small project (``root/srv/project.git``)."""
+    seed = build.simple(root / "seed")
+    srv = root / "srv"
+    srv.mkdir()
+    bare = srv / "project.git"
+    build.git(root, "clone", "-q", "--bare", str(seed.work), str(bare))
+    return bare
+
+
+def clone(root: Path, url: str, machine: str) -> Path:
+    work = root / machine
+    build.git(root, "clone", "-q", url, str(work))
+    build.git(work, "config", "nerve.machine", machine)
+    return work
+
+
+def run(args: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``git worker ...`` / ``git nerve ...`` as a real process (races need real processes)."""
+    prog = "git-worker" if args[0] == "worker" else "git-nerve"
+    return subprocess.run([str(BIN / prog), *args[1:]], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ))
+
+
+def ok(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    proc = run(args, cwd)
+    assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+    return proc
+
+
+def team(root: Path, url: str, machines: list[str]) -> list[Path]:
+    """Clones of ``url``, the first turning shared mode on (its nerve.toml committed and pushed), every one
+    initialised."""
+    works = [clone(root, url, m) for m in machines]
+    first = works[0]
+    ok(["nerve", "init", "--shared"], first)
+    build.git(first, "add", "nerve.toml")
+    build.git(first, "commit", "-q", "-m", "git-nerve: shared mode")
+    build.git(first, "push", "-q", "origin", "HEAD:main")
+    for w in works[1:]:
+        build.git(w, "pull", "-q", "--ff-only")
+        ok(["nerve", "init"], w)
+    return works
+
+
+def bus(work: Path):
+    from git_nerve.bus.connection import Bus
+
+    return Bus(Path(build.git(work, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "nerve" / "bus.db")
