@@ -22,7 +22,6 @@ def before_transition(bus: Bus, task_id: str, to: State, *, allowed: set[str], a
         return
     w = workers.get(bus.conn, task_id)
     if w is None:
-        _refuse_elsewhere(bus, task_id, state.config.machine)
         return
     if w.state in already or w.state not in allowed or not can_transition(w.state, to):
         return
@@ -38,13 +37,17 @@ def before_spawn(bus: Bus, task_id: str) -> None:
         state.claim(bus, task_id, None, State.ASSIGNED.value, "spawn", take=True)
 
 
-def _refuse_elsewhere(bus: Bus, task_id: str, machine: str) -> None:
-    """A task this machine does not have, but the last sync saw on another machine: say which."""
+def refuse_elsewhere(bus: Bus, task_id: str) -> None:
+    """A task this machine does not have, but the last sync saw on another machine: HeldElsewhere naming it."""
+    from .. import shared
     from ..bus import shared as cache
     from ..errors import HeldElsewhere
 
     c = cache.claim(bus.conn, task_id)
-    if c is not None and c.owner != machine:
+    if c is None:
+        return
+    state = shared.for_bus(bus)
+    if state.active and c.owner != state.config.machine:
         raise HeldElsewhere(f"task {task_id} is held by machine {c.owner} ({c.state} when this machine last synced); "
                             "nothing changed here")
 

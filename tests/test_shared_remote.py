@@ -1,0 +1,207 @@
+"""Shared mode (issue 24): several clones, each its own machine, coordinating through a real git remote
+(file://, and `git daemon` on 127.0.0.1 started here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from fixtures.repos import build
+from tests import shared_support as ss
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    bare = ss.origin(tmp_path)
+    d = ss.Daemon(bare.parent)
+    d.start()
+    yield d
+    d.stop()
+
+
+def _claims_on(bare: Path) -> dict[str, str]:
+    out = build.git(bare, "for-each-ref", "--format=%(refname) %(objectname)", "refs/nerve/claims/")
+    return dict(ln.split() for ln in out.splitlines())
+
+
+def _chain(bare: Path, task: str) -> list[dict]:
+    shas = build.git(bare, "rev-list", "--reverse", f"refs/nerve/claims/{task}").split()
+    return [json.loads(build.git(bare, "cat-file", "blob", f"{s}:record.json")) for s in shas]
+
+
+def _local_row(work: Path, task: str):
+    from git_nerve.bus import workers
+
+    with ss.bus(work) as b:
+        return workers.get(b.conn, task)
+
+
+def test_init_shared_probes_then_records_and_leaves_no_probe(tmp_path):
+    bare = ss.origin(tmp_path)
+    work = ss.clone(tmp_path, str(bare), "alpha")
+    proc = ss.ok(["nerve", "init", "--shared"], work)
+    assert "through origin as machine alpha" in proc.stdout
+    text = (work / "nerve.toml").read_text()
+    assert '[shared]\n' in text and 'backend = "git"' in text and 'remote = "origin"' in text
+    assert build.git(bare, "for-each-ref", "refs/nerve/") == ""  # the probe ref was deleted again
+    again = ss.ok(["nerve", "init", "--shared"], work)  # idempotent: the table is kept as it is
+    assert (work / "nerve.toml").read_text() == text and "recorded" not in again.stdout
+
+
+def test_a_host_refusing_custom_refs_is_quoted_and_nothing_is_recorded(tmp_path):
+    bare = ss.origin(tmp_path)
+    hook = bare / "hooks" / "pre-receive"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\nwhile read old new ref; do case $ref in refs/nerve/*) "
+                    "echo \"custom refs are not allowed here: $ref\"; exit 1;; esac; done\n")
+    hook.chmod(0o755)
+    work = ss.clone(tmp_path, str(bare), "alpha")
+    proc = ss.run(["nerve", "init", "--shared"], work)
+    assert proc.returncode == 4, proc
+    assert "origin refused the probe's create of refs/nerve/probe/alpha-" in proc.stderr
+    assert "custom refs are not allowed here: refs/nerve/probe/alpha-" in proc.stderr  # the host's own words
+    assert "a separate bare repository" in proc.stderr and "stay on one machine" in proc.stderr
+    assert "[shared]" not in (work / "nerve.toml").read_text()
+
+
+def test_claim_races_over_git_daemon_have_exactly_one_owner(tmp_path, daemon):
+    machines = ["m1", "m2", "m3", "m4"]
+    works = ss.team(tmp_path, daemon.url("project.git"), machines)
+    tasks = [f"race-{i}" for i in range(5)]
+    jobs = [(t, m, w) for t in tasks for m, w in zip(machines, works)]
+    with ThreadPoolExecutor(max_workers=len(machines)) as pool:
+        results = list(pool.map(lambda j: (j[0], j[1], ss.run(["worker", "spawn", j[0]], j[2])), jobs))
+    bare = daemon.base / "project.git"
+    for task in tasks:
+        won = [m for t, m, p in results if t == task and p.returncode == 0]
+        lost = [(m, p) for t, m, p in results if t == task and p.returncode != 0]
+        assert len(won) == 1, [(m, p.returncode, p.stderr) for t, m, p in results if t == task]
+        chain = _chain(bare, task)
+        assert [r["owner"] for r in chain] == won and chain[0]["state"] == "ASSIGNED"
+        for m, p in lost:
+            assert p.returncode == 8, p.stderr
+            assert f"task {task} is held by machine {won[0]}" in p.stderr and len(p.stderr.splitlines()) == 1
+            loser = works[machines.index(m)]
+            assert _local_row(loser, task) is None  # the loser changed nothing here
+            assert build.git(loser, "branch", "--list", f"feat/{task}") == ""
+            assert not (loser.parent / f"{m}.worktrees" / task).exists()
+
+
+def test_transitions_extend_the_claim_chain_and_other_machines_are_refused(tmp_path):
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"])
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    assert [(r["previous"], r["state"], r["verb"], r["machine"], r["seq"]) for r in _chain(bare, "t")] == [
+        (None, "ASSIGNED", "spawn", "one", 1), ("ASSIGNED", "WORKING", "start", "one", 2)]
+    ss.ok(["nerve", "sync"], two)
+    proc = ss.run(["worker", "start", "--task", "t"], two)
+    assert proc.returncode == 8 and "task t is held by machine one" in proc.stderr
+    proc = ss.run(["worker", "spawn", "t"], two)
+    assert proc.returncode == 8 and "held by machine one (WORKING)" in proc.stderr
+    assert _local_row(two, "t") is None and len(_chain(bare, "t")) == 2
+    status = ss.ok(["worker", "status"], two).stdout
+    assert "MACHINE" in status and "view: synced" in status
+    row = next(ln for ln in status.splitlines() if ln.startswith("t "))
+    assert row.split()[1:3] == ["WORKING", "one"]
+    rows = json.loads(ss.ok(["worker", "status", "--json"], two).stdout)
+    assert [(r["task_id"], r["state"], r["machine"], r["elsewhere"]) for r in rows] == [("t", "WORKING", "one", True)]
+
+
+def test_a_stale_mirror_is_refreshed_and_the_newer_state_wins(tmp_path):
+    """A clone whose copy of the claim is behind the remote asks the remote before it decides: the transition
+    goes on from the remote's tip (the chain stays linear)."""
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"])
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    # one's copy of the claim falls behind (as after a sync that raced a push)
+    first = build.git(bare, "rev-list", "--reverse", "refs/nerve/claims/t").split()[0]
+    build.git(one, "update-ref", "refs/nerve/claims/t", first)
+    proc = ss.run(["worker", "cancel", "t"], one)  # the mirror says ASSIGNED, the remote WORKING: refreshed, wins
+    assert proc.returncode == 0, proc.stderr
+    assert [r["state"] for r in _chain(bare, "t")] == ["ASSIGNED", "WORKING", "FAILED"]
+
+
+def _messages(work: Path) -> int:
+    with ss.bus(work) as b:
+        return b.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+
+
+def _ingested(work: Path) -> dict[str, int]:
+    from git_nerve.bus import shared as cache
+
+    with ss.bus(work) as b:
+        return cache.event_counts(b.conn)
+
+
+def test_events_produced_equal_events_ingested_on_every_machine(tmp_path, daemon):
+    machines = ["a", "b", "c"]
+    works = ss.team(tmp_path, daemon.url("project.git"), machines)
+    for i, w in enumerate(works):
+        for k in range(2):
+            ss.ok(["worker", "spawn", f"{machines[i]}-{k}", "-d", f"task {k}"], w)
+            ss.ok(["worker", "start", "--task", f"{machines[i]}-{k}"], w)
+            ss.ok(["worker", "heartbeat", "--task", f"{machines[i]}-{k}", "--status", "busy"], w)
+        ss.ok(["nerve", "sync"], w)  # in the middle of the others' work
+    for _ in range(2):
+        for w in works:
+            ss.ok(["nerve", "sync"], w)
+    produced = {m: _messages(w) for m, w in zip(machines, works)}
+    for m, w in zip(machines, works):
+        assert _ingested(w) == {o: produced[o] for o in machines if o != m}  # 0 lost, 0 duplicated
+    again = json.loads(ss.ok(["nerve", "sync", "--json"], works[0]).stdout)
+    assert again["ingested"] == 0 and again["exported"] == 0
+    rebuilt = json.loads(ss.ok(["nerve", "sync", "--rebuild", "--json"], works[0]).stdout)
+    assert rebuilt["ingested"] == produced["b"] + produced["c"] and _ingested(works[0]) == {"b": produced["b"], "c": produced["c"]}
+    views = [json.loads(ss.ok(["worker", "status", "--json"], w).stdout) for w in works]
+    assert all(sorted((r["task_id"], r["state"], r["machine"]) for r in v) ==
+               sorted((r["task_id"], r["state"], r["machine"]) for r in views[0]) for v in views)
+    assert len(views[0]) == 6
+
+
+def test_a_partition_fails_transitions_fast_and_queues_events(tmp_path, daemon):
+    one, two = ss.team(tmp_path, daemon.url("project.git"), ["one", "two"])
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["nerve", "sync"], two)
+    daemon.stop()
+    started = time.monotonic()
+    proc = ss.run(["worker", "start", "--task", "t"], one)
+    assert proc.returncode == 4 and time.monotonic() - started < 10
+    assert proc.stderr.startswith("error: cannot reach origin") and "nothing changed here (t is still ASSIGNED)" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    assert _local_row(one, "t").state == "ASSIGNED"
+    ss.ok(["worker", "heartbeat", "--task", "t", "--status", "offline work"], one)  # written locally at once
+    proc = ss.run(["nerve", "sync"], one)
+    assert proc.returncode == 4 and "events wait in refs/nerve/log/one" in proc.stderr
+    assert "remote unreachable since" in ss.ok(["worker", "status"], one).stdout
+    daemon.start()
+    ss.ok(["nerve", "sync"], one)
+    assert "view: synced" in ss.ok(["worker", "status"], one).stdout
+    ss.ok(["nerve", "sync"], two)
+    from git_nerve.bus import shared as cache
+
+    with ss.bus(two) as b:
+        statuses = [e[5].get("status") for e in cache.events(b.conn, "t") if e[4] == "heartbeat"]
+    assert "offline work" in statuses and _ingested(two) == {"one": _messages(one)}
+    ss.ok(["worker", "start", "--task", "t"], one)  # back online: transitions go through again
+
+
+def test_without_shared_mode_nothing_reaches_the_remote(tmp_path):
+    bare = ss.origin(tmp_path)
+    work = ss.clone(tmp_path, str(bare), "solo")
+    ss.ok(["nerve", "init"], work)
+    ss.ok(["worker", "spawn", "t"], work)
+    ss.ok(["worker", "start", "--task", "t"], work)
+    assert build.git(bare, "for-each-ref", "refs/nerve/") == ""
+    assert build.git(work, "for-each-ref", "refs/nerve/") == ""
+    status = ss.ok(["worker", "status"], work).stdout
+    assert "MACHINE" not in status and "view:" not in status
+    assert "machine" not in json.loads(ss.ok(["worker", "status", "--json"], work).stdout)[0]
+    proc = ss.ok(["nerve", "sync"], work)
+    assert "not in shared mode" in proc.stdout
