@@ -205,3 +205,32 @@ def test_without_shared_mode_nothing_reaches_the_remote(tmp_path):
     assert "machine" not in json.loads(ss.ok(["worker", "status", "--json"], work).stdout)[0]
     proc = ss.ok(["nerve", "sync"], work)
     assert "not in shared mode" in proc.stdout
+
+
+def _foreign_record(bare: Path, task: str, state: str, machine: str) -> None:
+    """Another machine's transition landing on the remote first (written into the bare repository)."""
+    tip = build.git(bare, "rev-parse", f"refs/nerve/claims/{task}")
+    last = json.loads(build.git(bare, "cat-file", "blob", f"{tip}:record.json"))
+    rec = {**last, "state": state, "previous": last["state"], "verb": "cancel", "machine": machine, "seq": last["seq"] + 1}
+    blob = build.git(bare, "hash-object", "-w", "--stdin", input=json.dumps(rec))
+    tree = build.git(bare, "mktree", input=f"100644 blob {blob}\trecord.json\n")
+    commit = build.git(bare, "commit-tree", tree, "-p", tip, "-m", "foreign")
+    build.git(bare, "update-ref", f"refs/nerve/claims/{task}", commit, tip)
+
+
+def test_done_pushes_the_branch_and_the_claim_atomically(tmp_path):
+    bare = ss.origin(tmp_path)
+    (one,) = ss.team(tmp_path, str(bare), ["one"])
+    for task in ("kept", "lost"):
+        ss.ok(["worker", "spawn", task], one)
+        wt = Path(_local_row(one, task).worktree)
+        ss.ok(["worker", "start", "--task", task], one)
+        build.commit_file(wt, f"{task}.txt", "work\n")
+    ss.ok(["worker", "done", "--task", "kept"], one)
+    assert [r["state"] for r in _chain(bare, "kept")] == ["ASSIGNED", "WORKING", "IN_REVIEW"]
+    assert build.git(bare, "rev-parse", "refs/heads/feat/kept") == build.git(one, "rev-parse", "feat/kept")
+    _foreign_record(bare, "lost", "FAILED", "two")
+    proc = ss.run(["worker", "done", "--task", "lost"], one)
+    assert proc.returncode == 8 and "task lost is held by machine one (FAILED, moved there by two's cancel)" in proc.stderr
+    assert build.git(bare, "branch", "--list", "feat/lost") == ""  # the branch did not land without its claim
+    assert _local_row(one, "lost").state == "WORKING"

@@ -6,6 +6,9 @@ The commands and the lifecycle call only :func:`open_state` and the :class:`Shar
 * ``claim(task, expected, new, verb)``: the compare-and-set of one transition on the shared store, made before
   the local bus row moves; the loser raises :class:`~git_nerve.errors.HeldElsewhere` (exit 8) naming the
   machine, an unreachable store a one-line :class:`~git_nerve.errors.GitError` (exit 4); nothing changed.
+* ``prepare_with_push`` / ``landed`` / ``lost``: the same compare-and-set carried by a push the command makes
+  anyway (done's push of the task branch), so both land or neither; a backend that is not the git remote
+  carries nothing and the command's ``claim`` runs as usual.
 * ``sync(bus, rebuild=False)``: publish this machine's events, fetch everyone's claims and events into the
   bus's cache (:mod:`git_nerve.bus.shared`), idempotently.
 * ``freshness(bus)``: how fresh the cached view is, for `git worker status`.
@@ -30,6 +33,15 @@ class SharedState(Protocol):
     def active(self) -> bool: ...
 
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None: ...
+
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> object | None:
+        """A claim to carry in the command's own push to ``remote`` (atomically with the branch it moves), or
+        None: nothing to carry (not this store, or already recorded); then :meth:`claim` runs as usual."""
+        ...
+
+    def landed(self, bus: Bus, pending: object) -> None: ...
+
+    def lost(self, pending: object) -> None: ...
 
     def sync(self, bus: Bus, *, rebuild: bool = False) -> dict: ...
 

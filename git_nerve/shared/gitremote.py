@@ -8,6 +8,8 @@ remote takes exactly one of racing pushes. The local copy of the ref is only a m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import clock
 from ..bus import shared as cache
 from ..bus.connection import Bus
@@ -18,6 +20,20 @@ from .config import SharedConfig
 
 #: compare-and-set attempts when only this clone's mirror was behind the remote
 ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A claim record made and not pushed yet: push ``update`` (alone, or atomically with a branch)."""
+
+    ref: str
+    sha: str
+    tip: str | None
+    record: records.Record
+
+    @property
+    def update(self) -> tuple[str, str, str | None]:
+        return (self.ref, self.sha, self.tip)
 
 
 class GitRemoteState:
@@ -36,34 +52,66 @@ class GitRemoteState:
         """Move ``task_id``'s claim from ``expected`` (None: a new task) to ``new`` on the remote, before the
         local bus moves. ``take``: this machine becomes the holder (spawn, takeover). Idempotent: a claim
         that already records this very transition by this machine is success."""
-        ref = records.CLAIMS + task_id
-        tip, fresh = refs.resolve(self.cwd, ref), False
         for _ in range(ATTEMPTS):
-            current = self._record(tip)
-            if current is not None and _already(current, new, verb, self.machine):
+            pending = self.prepare(task_id, expected, new, verb, take=take)
+            if pending is None:
                 return
-            refusal = _refusal(task_id, current, expected, take, self.machine)
-            if refusal is not None:
-                if fresh:
-                    raise refusal
-                tip, fresh = self._fetch_claim(ref, task_id, expected), True  # the mirror may be behind: ask
-                continue
-            rec = records.Record(task=task_id, state=new, previous=current.state if current else expected, verb=verb,
-                                 machine=self.machine, owner=self.machine if take or current is None else current.owner,
-                                 seq=(current.seq + 1) if current else 1, ts=clock.now())
-            sha = remote_refs.write_record(self.cwd, records.CLAIM_FILE, rec.encode(), tip,
-                                           f"{verb} {task_id}: {rec.previous or '-'} -> {new} on {self.machine}")
-            res = remote_refs.cas_push(self.cwd, self.remote, [(ref, sha, tip)])
+            res = remote_refs.cas_push(self.cwd, self.remote, [pending.update])
             if res.ok:
-                self._mirror(ref, sha, tip)
-                with bus.write() as conn:
-                    cache.ensure(conn)
-                    cache.put_claim(conn, _cached(rec, sha))
+                self.landed(bus, pending)
                 return
             if not res.stale:
                 raise self._failed(res, task_id, expected)
-            tip, fresh = self._fetch_claim(ref, task_id, expected), True
+            self._fetch_claim(pending.ref, task_id, expected)  # only the mirror was behind, or another machine won
         raise GitError(f"could not move the claim of {task_id} on {self.remote}: it kept moving; nothing changed here")
+
+    def prepare(self, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> Pending | None:
+        """The record commit of this transition on top of the claim as last seen (asked of the remote when
+        that forbids it), ready to push; None when the claim already records it; HeldElsewhere when the
+        remote's claim forbids it."""
+        ref = records.CLAIMS + task_id
+        tip = refs.resolve(self.cwd, ref)
+        current = self._record(tip)
+        for fresh in (False, True):
+            if current is not None and _already(current, new, verb, self.machine):
+                return None
+            refusal = _refusal(task_id, current, expected, take, self.machine)
+            if refusal is None:
+                break
+            if fresh:
+                raise refusal
+            tip = self._fetch_claim(ref, task_id, expected)  # the mirror may be behind: ask the remote
+            current = self._record(tip)
+        rec = records.Record(task=task_id, state=new, previous=current.state if current else expected, verb=verb,
+                             machine=self.machine, owner=self.machine if take or current is None else current.owner,
+                             seq=(current.seq + 1) if current else 1, ts=clock.now())
+        sha = remote_refs.write_record(self.cwd, records.CLAIM_FILE, rec.encode(), tip,
+                                       f"{verb} {task_id}: {rec.previous or '-'} -> {new} on {self.machine}")
+        return Pending(ref, sha, tip, rec)
+
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> Pending | None:
+        """:meth:`prepare`, when ``remote`` is the coordination remote (else the claim is pushed on its own)."""
+        return self.prepare(task_id, expected, new, verb) if remote == self.remote else None
+
+    def landed(self, bus: Bus, pending: Pending) -> None:
+        """The remote took ``pending``: the mirror and the cache follow."""
+        self._mirror(pending.ref, pending.sha, pending.tip)
+        with bus.write() as conn:
+            cache.ensure(conn)
+            cache.put_claim(conn, _cached(pending.record, pending.sha))
+
+    def lost(self, pending: Pending) -> None:
+        """A push carrying ``pending`` failed: HeldElsewhere when the claim moved on the remote (the race was
+        lost), else nothing (the push failed for its own reason, which the caller says)."""
+        rec = pending.record
+        try:
+            tip = self._fetch_claim(pending.ref, rec.task, rec.previous)
+        except GitError:
+            return
+        if tip != pending.tip:
+            current = self._record(tip)
+            if current is not None:
+                raise _held(rec.task, current)
 
     def _record(self, sha: str | None) -> records.Record | None:
         if sha is None:

@@ -17,6 +17,15 @@ class LocalState:
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None:
         return None
 
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> None:
+        return None
+
+    def landed(self, bus: Bus, pending: object) -> None:
+        return None
+
+    def lost(self, pending: object) -> None:
+        return None
+
     def sync(self, bus: Bus, *, rebuild: bool = False) -> dict:
         return {"backend": "local", "machine": None, "exported": 0, "ingested": 0, "claims": 0}
 

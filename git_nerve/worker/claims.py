@@ -37,6 +37,36 @@ def before_spawn(bus: Bus, task_id: str) -> None:
         state.claim(bus, task_id, None, State.ASSIGNED.value, "spawn", take=True)
 
 
+class Riding:
+    """A claim carried by a command's own push (``also``), or nothing to carry."""
+
+    def __init__(self, state=None, pending=None):
+        self.state, self.pending = state, pending
+
+    @property
+    def also(self) -> tuple:
+        return (self.pending.update,) if self.pending is not None else ()
+
+    def failed(self) -> None:
+        """The push failed: HeldElsewhere when it was the claim that lost."""
+        if self.pending is not None:
+            self.state.lost(self.pending)
+
+    def landed(self, bus: Bus) -> None:
+        if self.pending is not None:
+            self.state.landed(bus, self.pending)
+
+
+def riding_push(bus: Bus, task_id: str, expected: str, to: State, verb: str, remote: str) -> Riding:
+    """Shared mode: the claim of ``task_id``'s move to ``to`` ready to ride the command's push to ``remote``."""
+    from .. import shared
+
+    state = shared.for_bus(bus)
+    if not state.active:
+        return Riding()
+    return Riding(state, state.prepare_with_push(task_id, expected, to.value, verb, remote))
+
+
 def refuse_elsewhere(bus: Bus, task_id: str) -> None:
     """A task this machine does not have, but the last sync saw on another machine: HeldElsewhere naming it."""
     from .. import shared
