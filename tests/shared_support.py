@@ -84,18 +84,20 @@ def ok(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
-def team(root: Path, url: str, machines: list[str]) -> list[Path]:
+def team(root: Path, url: str, machines: list[str], *, init: bool = True) -> list[Path]:
     """Clones of ``url``, the first turning shared mode on (its nerve.toml committed and pushed), every one
-    initialised."""
-    works = [clone(root, url, m) for m in machines]
+    initialised (``init=False``: the others only cloned after that, as a benchmark needs them)."""
+    works = [clone(root, url, m) for m in machines[:1]]
     first = works[0]
     ok(["nerve", "init", "--shared"], first)
     build.git(first, "add", "nerve.toml")
     build.git(first, "commit", "-q", "-m", "git-nerve: shared mode")
     build.git(first, "push", "-q", "origin", "HEAD:main")
-    for w in works[1:]:
-        build.git(w, "pull", "-q", "--ff-only")
-        ok(["nerve", "init"], w)
+    for m in machines[1:]:
+        w = clone(root, url, m)
+        if init:
+            ok(["nerve", "init"], w)
+        works.append(w)
     return works
 
 

@@ -50,7 +50,8 @@ def sync(state, bus: Bus, *, rebuild: bool = False) -> dict:
     started = time.monotonic()
     exported = export(state, bus)
     own = records.LOGS + state.machine
-    pushed = remote_refs.push_ff(state.cwd, state.remote, [f"{own}:{own}"]) if refs.resolve(state.cwd, own) else None
+    mine, seen = refs.resolve(state.cwd, own), refs.resolve(state.cwd, records.PEERS + state.machine)
+    pushed = remote_refs.push_ff(state.cwd, state.remote, [f"{own}:{own}"]) if mine and mine != seen else None
     if pushed is not None and not pushed.ok:
         _failed(state, bus, pushed)
     fetched = remote_refs.fetch(state.cwd, state.remote, [f"+{records.CLAIMS}*:{records.CLAIMS}*",
