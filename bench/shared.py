@@ -76,7 +76,7 @@ def _counts(works: list[Path], machines: list[str]) -> tuple[int, int]:
     produced = {}
     for m, w in zip(machines, works):
         with ss.bus(w) as bus:
-            produced[m] = bus.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+            produced[m] = cache.local_count(bus.conn)
     lost = dup = 0
     for m, w in zip(machines, works):
         with ss.bus(w) as bus:

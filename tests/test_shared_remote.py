@@ -128,9 +128,12 @@ def test_a_stale_mirror_is_refreshed_and_the_newer_state_wins(tmp_path):
     assert [r["state"] for r in _chain(bare, "t")] == ["ASSIGNED", "WORKING", "FAILED"]
 
 
-def _messages(work: Path) -> int:
+def _produced(work: Path) -> int:
+    """Every record the machine wrote that it publishes: messages, thread rounds, notes, acknowledgements."""
+    from git_nerve.bus import shared as cache
+
     with ss.bus(work) as b:
-        return b.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        return cache.local_count(b.conn)
 
 
 def _ingested(work: Path) -> dict[str, int]:
@@ -148,11 +151,13 @@ def test_events_produced_equal_events_ingested_on_every_machine(tmp_path, daemon
             ss.ok(["worker", "spawn", f"{machines[i]}-{k}", "-d", f"task {k}"], w)
             ss.ok(["worker", "start", "--task", f"{machines[i]}-{k}"], w)
             ss.ok(["worker", "heartbeat", "--task", f"{machines[i]}-{k}", "--status", "busy"], w)
+        ss.ok(["nerve", "post", "--task", f"{machines[i]}-0", "--role", "tester", f"tests pass on {machines[i]}"], w)
+        ss.ok(["nerve", "tell", "--task", f"{machines[i]}-1", f"a note for {machines[i]}-1"], w)
         ss.ok(["nerve", "sync"], w)  # in the middle of the others' work
     for _ in range(2):
         for w in works:
             ss.ok(["nerve", "sync"], w)
-    produced = {m: _messages(w) for m, w in zip(machines, works)}
+    produced = {m: _produced(w) for m, w in zip(machines, works)}
     for m, w in zip(machines, works):
         assert _ingested(w) == {o: produced[o] for o in machines if o != m}  # 0 lost, 0 duplicated
     again = json.loads(ss.ok(["nerve", "sync", "--json"], works[0]).stdout)
@@ -163,6 +168,12 @@ def test_events_produced_equal_events_ingested_on_every_machine(tmp_path, daemon
     assert all(sorted((r["task_id"], r["state"], r["machine"]) for r in v) ==
                sorted((r["task_id"], r["state"], r["machine"]) for r in views[0]) for v in views)
     assert len(views[0]) == 6
+    from git_nerve.bus import shared as cache
+
+    with ss.bus(works[2]) as b:
+        rounds = [e[5]["content"] for e in cache.events(b.conn, "a-0") if e[4] == "thread_round"]
+        notes = [e[5]["text"] for e in cache.events(b.conn, "b-1") if e[4] == "note"]
+    assert "tests pass on a" in rounds and notes == ["a note for b-1"]
 
 
 def test_a_partition_fails_transitions_fast_and_queues_events(tmp_path, daemon):
@@ -188,7 +199,7 @@ def test_a_partition_fails_transitions_fast_and_queues_events(tmp_path, daemon):
 
     with ss.bus(two) as b:
         statuses = [e[5].get("status") for e in cache.events(b.conn, "t") if e[4] == "heartbeat"]
-    assert "offline work" in statuses and _ingested(two) == {"one": _messages(one)}
+    assert "offline work" in statuses and _ingested(two) == {"one": _produced(one)}
     ss.ok(["worker", "start", "--task", "t"], one)  # back online: transitions go through again
 
 

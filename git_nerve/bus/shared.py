@@ -101,6 +101,35 @@ def events(conn: sqlite3.Connection, task_id: str | None = None) -> list[tuple[s
     return [(*r[:5], json.loads(r[5])) for r in conn.execute(sql + " ORDER BY ts, event_id", args)]
 
 
+#: the local tables a machine publishes (stream letter: table, the query of one event's fields)
+_STREAMS = {
+    "m": "SELECT id, ts, task_id, kind, payload FROM messages WHERE id > ? ORDER BY id",
+    "r": "SELECT id, ts, thread_id, 'thread_round', json_object('round', round, 'role', role, 'metadata', "
+         "json(COALESCE(metadata, 'null')), 'content', content) FROM rounds WHERE id > ? ORDER BY id",
+    "i": "SELECT id, ts, task_id, 'note', json_object('scope', scope, 'kind', kind, 'target', target, 'text', text) "
+         "FROM inbox WHERE id > ? ORDER BY id",
+    "o": "SELECT id, ts, NULL, 'ack', json_object('consumer', consumer, 'inbox_id', inbox_id, 'kind', kind, "
+         "'text', text) FROM outbox WHERE id > ? ORDER BY id",
+}
+
+
+def local_events(conn: sqlite3.Connection, machine: str, cursor: dict[str, int]) -> tuple[list[dict], dict[str, int]]:
+    """This machine's records written after ``cursor`` ({stream: last id published}) as events (messages,
+    thread rounds, notes, acknowledgements; ids ``<machine>:<stream><id>``, never reused), and the new cursor."""
+    events, new = [], dict(cursor)
+    for stream, sql in _STREAMS.items():
+        for rid, ts, task, kind, payload in conn.execute(sql, (int(cursor.get(stream, 0)),)):
+            events.append({"id": f"{machine}:{stream}{rid}", "machine": machine, "ts": ts, "task": task, "kind": kind,
+                           "payload": json.loads(payload or "{}")})
+            new[stream] = rid
+    return events, new
+
+
+def local_count(conn: sqlite3.Connection) -> int:
+    """How many events this machine has produced (every record :func:`local_events` publishes)."""
+    return sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("messages", "rounds", "inbox", "outbox"))
+
+
 def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
     if not _has_tables(conn):
         return None

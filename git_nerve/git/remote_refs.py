@@ -33,10 +33,10 @@ _UNREACHABLE = ("could not read from remote", "unable to connect", "connection r
                 "connection reset", "network is unreachable", "unable to look up", "remote end hung up")
 
 
-def write_record(cwd, name: str, data: bytes, parent: str | None, message: str) -> str:
-    """A new record commit holding ``data`` as file ``name``, on top of ``parent``; its sha. Nothing is moved."""
-    blob = _hash(cwd, data)
-    tree = cli.out(["mktree"], cwd=cwd, input=f"100644 blob {blob}\t{name}\n")
+def write_record(cwd, files: dict[str, bytes], parent: str | None, message: str) -> str:
+    """A new record commit holding ``files`` ({name: content}), on top of ``parent``; its sha. Nothing is moved."""
+    entries = "".join(f"100644 blob {_hash(cwd, data)}\t{name}\n" for name, data in sorted(files.items()))
+    tree = cli.out(["mktree"], cwd=cwd, input=entries)
     args = ["commit-tree", tree, "-m", message, *(["-p", parent] if parent else [])]
     return cli.out(args, cwd=cwd, env=cli.clean_env(IDENTITY))
 

@@ -85,7 +85,7 @@ class GitRemoteState:
         rec = records.Record(task=task_id, state=new, previous=current.state if current else expected, verb=verb,
                              machine=self.machine, owner=self.machine if take or current is None else current.owner,
                              seq=(current.seq + 1) if current else 1, ts=clock.now())
-        sha = remote_refs.write_record(self.cwd, records.CLAIM_FILE, rec.encode(), tip,
+        sha = remote_refs.write_record(self.cwd, {records.CLAIM_FILE: rec.encode()}, tip,
                                        f"{verb} {task_id}: {rec.previous or '-'} -> {new} on {self.machine}")
         return Pending(ref, sha, tip, rec)
 

@@ -2,8 +2,9 @@
 
 A claim record (``record.json`` in a commit of ``refs/nerve/claims/<task>``) says which state the task reached,
 by which verb, on which machine, and which machine holds it; ``seq`` counts the chain's transitions. A log
-batch (``events.jsonl`` in a commit of ``refs/nerve/log/<machine>``) holds that machine's new bus messages, one
-JSON object a line, each with an id ``<machine>:<message id>`` that is never reused (so never ingested twice).
+batch (``events.jsonl`` in a commit of ``refs/nerve/log/<machine>``) holds that machine's new bus records, one
+JSON object a line, each with an id ``<machine>:<stream><id>`` that is never reused (so never ingested twice),
+and ``cursor.json`` the last id published of each stream.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 CLAIM_FILE = "record.json"
 LOG_FILE = "events.jsonl"
+CURSOR_FILE = "cursor.json"
 CLAIMS = "refs/nerve/claims/"
 LOGS = "refs/nerve/log/"
 #: where a clone keeps the logs it fetched (its own log ref stays what it wrote)
@@ -58,10 +60,6 @@ def valid_machine(name: str) -> bool:
     return bool(_MACHINE.match(name)) and ".." not in name and not name.endswith((".lock", "."))
 
 
-def event(machine: str, msg_id: int, ts: float, task: str | None, kind: str, payload: dict) -> dict:
-    return {"id": f"{machine}:{msg_id}", "machine": machine, "ts": ts, "task": task, "kind": kind, "payload": payload}
-
-
 def encode_batch(events: list[dict]) -> bytes:
     return b"".join(json.dumps(e, sort_keys=True, ensure_ascii=False).encode() + b"\n" for e in events)
 
@@ -78,7 +76,15 @@ def decode_batch(data: bytes | None) -> list[dict]:
     return out
 
 
-def last_message_id(batch: list[dict]) -> int:
-    """The highest message id a batch of one machine carries (0 for none)."""
-    ids = [int(e["id"].rsplit(":", 1)[1]) for e in batch if e["id"].rsplit(":", 1)[-1].isdigit()]
-    return max(ids, default=0)
+def encode_cursor(cursor: dict[str, int]) -> bytes:
+    return json.dumps(cursor, sort_keys=True).encode() + b"\n"
+
+
+def decode_cursor(data: bytes | None) -> dict[str, int]:
+    """{stream: last id published} of a batch (empty when unreadable: everything is published again, and the
+    ids keep it from being ingested twice)."""
+    try:
+        d = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return {k: int(v) for k, v in d.items() if isinstance(v, int)} if isinstance(d, dict) else {}

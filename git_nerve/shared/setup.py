@@ -29,8 +29,8 @@ class SharedSetup:
 def probe(cwd: Path, remote: str, machine: str) -> None:
     """Create, compare-and-set and delete a probe ref on ``remote``; GitError quoting the host's refusal."""
     ref = f"{records.PROBES}{machine}-{secrets.token_hex(4)}"
-    first = remote_refs.write_record(cwd, "probe", b"1\n", None, f"git-nerve probe by {machine}")
-    second = remote_refs.write_record(cwd, "probe", b"2\n", first, f"git-nerve probe by {machine}")
+    first = remote_refs.write_record(cwd, {"probe": b"1\n"}, None, f"git-nerve probe by {machine}")
+    second = remote_refs.write_record(cwd, {"probe": b"2\n"}, first, f"git-nerve probe by {machine}")
     steps = (("create", lambda: remote_refs.cas_push(cwd, remote, [(ref, first, None)])),
              ("compare-and-set update", lambda: remote_refs.cas_push(cwd, remote, [(ref, second, first)])),
              ("delete", lambda: destroy.delete_remote_probe_ref(cwd, remote, ref, second)))

@@ -1,8 +1,8 @@
 """`git nerve sync` on the git remote: publish this machine's events, fetch everyone's, fill the bus's cache.
 
-1. export: the bus messages written since the last batch become one commit on ``refs/nerve/log/<machine>``
-   (local at once; the id of the last message exported is read back from that ref, so a kill between the
-   ref and anything else exports nothing twice);
+1. export: the bus records written since the last batch (messages, thread rounds, notes, acknowledgements)
+   become one commit on ``refs/nerve/log/<machine>`` (its ``cursor.json`` says up to which id of each table,
+   read back from that ref, so a kill between the ref and anything else exports nothing twice);
 2. push that ref (fast-forward: only this machine writes it); offline, the batches wait in the ref;
 3. fetch ``refs/nerve/claims/*`` (mirrors) and every machine's log into ``refs/nerve/peers/*``;
 4. ingest, in one bus transaction: each other machine's new batches (events keyed by id: never twice) and
@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 
 from .. import clock
-from ..bus import messages
 from ..bus import shared as cache
 from ..bus.connection import Bus
 from ..errors import GitError
@@ -29,18 +28,18 @@ LAST_ERROR = "last_error"
 
 
 def export(state, bus: Bus) -> int:
-    """This machine's bus messages since its last batch, appended to its log ref as one commit; how many."""
+    """This machine's records since its last batch, appended to its log ref as one commit; how many."""
     ref = records.LOGS + state.machine
     tip = refs.resolve(state.cwd, ref)
-    last = records.last_message_id(records.decode_batch(remote_refs.read_files(state.cwd, [tip], records.LOG_FILE)[0])) \
-        if tip else 0
-    new = [records.event(state.machine, m.id, m.ts, m.task_id, m.kind, m.payload) for m in messages.since(bus.conn, last)]
+    cursor = records.decode_cursor(remote_refs.read_files(state.cwd, [tip], records.CURSOR_FILE)[0]) if tip else {}
+    new, after = cache.local_events(bus.conn, state.machine, cursor)
     if not new:
         return 0
-    sha = remote_refs.write_record(state.cwd, records.LOG_FILE, records.encode_batch(new), tip,
-                                   f"nerve log {state.machine}: {len(new)} events up to message {new[-1]['id']}")
+    sha = remote_refs.write_record(
+        state.cwd, {records.LOG_FILE: records.encode_batch(new), records.CURSOR_FILE: records.encode_cursor(after)},
+        tip, f"nerve log {state.machine}: {len(new)} events")
     if not refs.update(state.cwd, ref, sha, tip, "git-nerve: log batch"):
-        return 0  # another export of this machine got there first: it carries the same messages
+        return 0  # another export of this machine got there first: it carries the same records
     return len(new)
 
 
