@@ -105,3 +105,63 @@ def bus(work: Path):
     from git_nerve.bus.connection import Bus
 
     return Bus(Path(build.git(work, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "nerve" / "bus.db")
+
+
+class SmartHttp:
+    """``git http-backend`` behind a small threaded HTTP server on 127.0.0.1 (smart HTTP, pushes allowed)."""
+
+    def __init__(self, base: Path):
+        import http.server
+        import threading
+
+        self.base = base
+        backend = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_GET(self):
+                backend._cgi(self)
+
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def _cgi(self, req) -> None:
+        path, _, query = req.path.partition("?")
+        length = int(req.headers.get("Content-Length") or 0)
+        body = req.rfile.read(length) if length else b""
+        env = {**os.environ, "GIT_PROJECT_ROOT": str(self.base), "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path,
+               "QUERY_STRING": query, "REQUEST_METHOD": req.command, "REMOTE_USER": "tester", "REMOTE_ADDR": "127.0.0.1",
+               "CONTENT_TYPE": req.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(length),
+               "HTTP_CONTENT_ENCODING": req.headers.get("Content-Encoding", ""),
+               "GIT_PROTOCOL": req.headers.get("Git-Protocol", "")}
+        proc = subprocess.run(["git", "http-backend"], input=body, capture_output=True, env=env)
+        head, _, rest = proc.stdout.partition(b"\r\n\r\n")
+        if not _:
+            head, _, rest = proc.stdout.partition(b"\n\n")
+        status, headers = 200, []
+        for line in head.decode("latin-1").splitlines():
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif key:
+                headers.append((key, value.strip()))
+        req.send_response(status)
+        for key, value in headers:
+            req.send_header(key, value)
+        req.end_headers()
+        req.wfile.write(rest)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

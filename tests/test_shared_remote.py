@@ -245,3 +245,23 @@ def test_done_pushes_the_branch_and_the_claim_atomically(tmp_path):
     assert proc.returncode == 8 and "task lost is held by machine one (FAILED, moved there by two's cancel)" in proc.stderr
     assert build.git(bare, "branch", "--list", "feat/lost") == ""  # the branch did not land without its claim
     assert _local_row(one, "lost").state == "WORKING"
+
+
+def test_smart_http_claims_and_sync(tmp_path):
+    """The same over smart HTTP (`git http-backend`): a race has one owner, the other machine sees its task."""
+    bare = ss.origin(tmp_path)
+    build.git(bare, "config", "http.receivepack", "true")
+    server = ss.SmartHttp(bare.parent)
+    try:
+        one, two = ss.team(tmp_path, server.url("project.git"), ["one", "two"])
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            procs = list(pool.map(lambda w: ss.run(["worker", "spawn", "web"], w), [one, two]))
+        assert sorted(p.returncode for p in procs) == [0, 8], [(p.returncode, p.stderr) for p in procs]
+        winner = ["one", "two"][[p.returncode for p in procs].index(0)]
+        assert [r["owner"] for r in _chain(bare, "web")] == [winner]
+        for w in (one, two):
+            ss.ok(["nerve", "sync"], w)
+        rows = json.loads(ss.ok(["worker", "status", "--json"], two).stdout)
+        assert [(r["task_id"], r["machine"]) for r in rows] == [("web", winner)]
+    finally:
+        server.stop()
