@@ -84,12 +84,15 @@ def ok(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
-def team(root: Path, url: str, machines: list[str], *, init: bool = True) -> list[Path]:
+def team(root: Path, url: str, machines: list[str], *, init: bool = True, lease: float | None = None) -> list[Path]:
     """Clones of ``url``, the first turning shared mode on (its nerve.toml committed and pushed), every one
     initialised (``init=False``: the others only cloned after that, as a benchmark needs them)."""
     works = [clone(root, url, m) for m in machines[:1]]
     first = works[0]
     ok(["nerve", "init", "--shared"], first)
+    if lease is not None:  # [shared] is the file's last table
+        with open(first / "nerve.toml", "a", encoding="utf-8") as f:
+            f.write(f"lease = {lease}\n")
     build.git(first, "add", "nerve.toml")
     build.git(first, "commit", "-q", "-m", "git-nerve: shared mode")
     build.git(first, "push", "-q", "origin", "HEAD:main")

@@ -265,3 +265,28 @@ def test_smart_http_claims_and_sync(tmp_path):
         assert [(r["task_id"], r["machine"]) for r in rows] == [("web", winner)]
     finally:
         server.stop()
+
+
+def test_takeover_after_the_lease_and_the_old_holder_is_fenced(tmp_path):
+    bare = ss.origin(tmp_path)
+    one, two, three = ss.team(tmp_path, str(bare), ["one", "two", "three"], lease=2)
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    build.commit_file(Path(_local_row(one, "t").worktree), "t.txt", "one's work\n")
+    ss.ok(["worker", "done", "--task", "t"], one)
+    ss.ok(["nerve", "sync"], one)  # then `one` goes silent
+    proc = ss.run(["worker", "takeover", "t"], two)
+    assert proc.returncode == 8 and "held by machine one, whose log moved 0 s ago (lease: 2 s" in proc.stderr
+    ss.ok(["nerve", "sync"], three)
+    time.sleep(2.5)
+    ss.ok(["worker", "takeover", "t"], two)
+    row = _local_row(two, "t")
+    assert row.state == "ASSIGNED" and (Path(row.worktree) / "t.txt").read_text() == "one's work\n"
+    last = _chain(bare, "t")[-1]
+    assert (last["verb"], last["owner"], last["previous"], last["state"]) == ("takeover", "two", "IN_REVIEW", "ASSIGNED")
+    proc = ss.run(["worker", "takeover", "t"], three)  # two's log moved when it took over: its lease holds
+    assert proc.returncode == 8 and "held by machine two" in proc.stderr
+    proc = ss.run(["worker", "request-changes", "t"], one)  # the old holder comes back: fenced off
+    assert proc.returncode == 8 and "task t is held by machine two" in proc.stderr
+    assert _local_row(one, "t").state == "IN_REVIEW" and _chain(bare, "t")[-1]["owner"] == "two"
+    ss.ok(["worker", "start", "--task", "t"], two)

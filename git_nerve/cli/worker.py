@@ -472,9 +472,9 @@ def _register_extra() -> None:
 
     for command in getattr(workflow, "WORKER_COMMANDS", []):
         worker.add_command(command)
-    from . import radar, steer
+    from . import radar, shared, steer
 
-    for command in radar.WORKER_COMMANDS:
+    for command in [*radar.WORKER_COMMANDS, *shared.WORKER_COMMANDS]:
         worker.add_command(command)
     for command in getattr(steer, "WORKER_COMMANDS", []):
         if command.name in worker.commands:  # a feature may extend an existing command (e.g. merge --all)

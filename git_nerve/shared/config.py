@@ -5,6 +5,7 @@
     [shared]
     backend = "git"        # "local" (or no table): one machine, the SQLite bus alone
     remote = "nerve"       # optional: a separate coordination remote (default: nerve.remote, else origin)
+    lease = 600            # optional: seconds a holder's log may stay still before its tasks can be taken over
 
 A machine's name: ``git config nerve.machine``, else the host name.
 """
@@ -31,6 +32,7 @@ class SharedConfig:
     #: where repository-wide git commands run (the main checkout, else the common dir)
     cwd: Path
     common_dir: Path
+    lease: float = 600.0
 
 
 def main_checkout(common_dir: Path) -> Path | None:
@@ -56,7 +58,10 @@ def load(common_dir: Path) -> SharedConfig:
     remote = table.get("remote") or _git_config(cwd, "nerve.remote") or "origin"
     if not isinstance(remote, str):
         raise UsageError("nerve.toml [shared] remote must be the name of a git remote")
-    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir)
+    lease = table.get("lease", 600)
+    if isinstance(lease, bool) or not isinstance(lease, (int, float)) or lease <= 0:
+        raise UsageError("nerve.toml [shared] lease must be a number of seconds above 0")
+    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease))
 
 
 def machine(cwd) -> str:

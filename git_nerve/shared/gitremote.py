@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from .. import clock
 from ..bus import shared as cache
 from ..bus.connection import Bus
-from ..errors import GitError, HeldElsewhere
+from ..errors import GitError, HeldElsewhere, InvalidTransition, UsageError
 from ..git import refs, remote_refs
-from . import records
+from . import lease, records
 from .config import SharedConfig
 
 #: compare-and-set attempts when only this clone's mirror was behind the remote
@@ -75,6 +75,9 @@ class GitRemoteState:
         for fresh in (False, True):
             if current is not None and _already(current, new, verb, self.machine):
                 return None
+            if current is not None and take and expected is None and current.owner == self.machine \
+                    and current.state == new:
+                return None  # a task this machine took over (or spawned) is spawned here: nothing to claim
             refusal = _refusal(task_id, current, expected, take, self.machine)
             if refusal is None:
                 break
@@ -137,6 +140,24 @@ class GitRemoteState:
                             f"{res.message}; nothing changed here ({state})")
         return GitError(f"{self.remote} refused the claim of {task_id}: {res.message}; nothing changed here ({state})")
 
+    def take(self, bus: Bus, task_id: str) -> str:
+        """Take over ``task_id`` (it becomes ASSIGNED to this machine) once its holder's lease ran out, as
+        judged here (:mod:`.lease`); the state it had. HeldElsewhere while the lease holds or cannot be judged."""
+        c = cache.claim(bus.conn, task_id)
+        if c is None:
+            raise UsageError(f"no task {task_id!r} in the shared view (`git nerve sync` first, then `git worker status`)")
+        if c.owner == self.machine:
+            return c.state  # ours already (a rerun): the spawn that follows finishes it
+        if c.state in ("COMPLETED", "FAILED"):
+            raise InvalidTransition(f"task {task_id} is {c.state} on machine {c.owner}: nothing to take over")
+        silent, limit = lease.silent_for(bus.conn, c.owner), self.config.lease
+        if silent is None or silent < limit:
+            seen = "was never seen to move" if silent is None else f"moved {silent:.0f} s ago"
+            raise HeldElsewhere(f"task {task_id} is held by machine {c.owner}, whose log {seen} (lease: {limit:.0f} s "
+                                "of this machine's clock); nothing changed here")
+        self.claim(bus, task_id, c.state, "ASSIGNED", "takeover", take=True)
+        return c.state
+
     # -- sync and the cached view ----------------------------------------------------------------------------
     def sync(self, bus: Bus, *, rebuild: bool = False) -> dict:
         from .sync import sync
@@ -158,8 +179,8 @@ def _refusal(task_id: str, current: records.Record | None, expected: str | None,
     """Why the claim as last seen forbids this transition (None: it allows it)."""
     if current is None:
         return None
-    if expected is not None and current.state != expected:
-        return _held(task_id, current)
+    if expected is not None and (current.state != expected or (current.owner != machine and not take)):
+        return _held(task_id, current)  # moved meanwhile, or held by another machine (this one is fenced off)
     if expected is None and (not take or current.owner != machine):
         return _held(task_id, current)
     return None

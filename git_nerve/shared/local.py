@@ -26,6 +26,11 @@ class LocalState:
     def lost(self, pending: object) -> None:
         return None
 
+    def take(self, bus: Bus, task_id: str) -> str:
+        from ..errors import UsageError
+
+        raise UsageError("takeover moves a task between machines: it needs shared mode (`git nerve init --shared`)")
+
     def sync(self, bus: Bus, *, rebuild: bool = False) -> dict:
         return {"backend": "local", "machine": None, "exported": 0, "ingested": 0, "claims": 0}
 

@@ -20,7 +20,7 @@ from ..bus import shared as cache
 from ..bus.connection import Bus
 from ..errors import GitError
 from ..git import refs, remote_refs
-from . import records
+from . import lease, records
 
 SYNCED_AT = "synced_at"
 UNREACHABLE_SINCE = "unreachable_since"
@@ -33,13 +33,20 @@ def export(state, bus: Bus) -> int:
     tip = refs.resolve(state.cwd, ref)
     cursor = records.decode_cursor(remote_refs.read_files(state.cwd, [tip], records.CURSOR_FILE)[0]) if tip else {}
     new, after = cache.local_events(bus.conn, state.machine, cursor)
-    if not new:
+    if not new and not lease.beat_due(bus.conn, state.machine, state.config.lease):
         return 0
+    if not new:  # nothing happened here, but the others judge this machine's leases by its log moving
+        after["a"] = cursor.get("a", 0) + 1
+        new = [{"id": f"{state.machine}:a{after['a']}", "machine": state.machine, "ts": clock.now(), "task": None,
+                "kind": "alive", "payload": {}}]
     sha = remote_refs.write_record(
         state.cwd, {records.LOG_FILE: records.encode_batch(new), records.CURSOR_FILE: records.encode_cursor(after)},
         tip, f"nerve log {state.machine}: {len(new)} events")
     if not refs.update(state.cwd, ref, sha, tip, "git-nerve: log batch"):
         return 0  # another export of this machine got there first: it carries the same records
+    with bus.write() as conn:
+        cache.ensure(conn)
+        lease.beaten(conn, state.machine, sha)
     return len(new)
 
 
@@ -68,10 +75,11 @@ def ingest(state, bus: Bus, *, rebuild: bool = False) -> tuple[int, int]:
         cache.ensure(conn)
         if rebuild:
             cache.clear(conn)
-        seen_logs = {m: cache.get_meta(conn, f"log:{m}") for m in _peers(state)}
+        peers = _peers(state)
+        seen_logs = {m: cache.get_meta(conn, f"log:{m}") for m in peers}
         cached = {c.task_id: c.tip for c in cache.claims(conn)}
     batches: dict[str, tuple[str, list[dict]]] = {}
-    for machine, tip in _peers(state).items():
+    for machine, tip in peers.items():
         since = seen_logs.get(machine)
         if since == tip:
             continue
@@ -87,6 +95,8 @@ def ingest(state, bus: Bus, *, rebuild: bool = False) -> tuple[int, int]:
     new_events = 0
     with bus.write() as conn:
         cache.ensure(conn)
+        for machine, tip in peers.items():
+            lease.observe(conn, machine, tip)
         for machine, (tip, events) in batches.items():
             new_events += cache.add_events(conn, events)
             cache.set_meta(conn, f"log:{machine}", tip)
