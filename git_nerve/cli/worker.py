@@ -21,7 +21,7 @@ from .common import (
     style,
     warn,
 )
-from .tasks import _repo, _row, _settings_or_none, print_cleanup, run_merge
+from .tasks import _repo, _row, _settings_or_none, print_cleanup, print_shared_status, run_merge, shared_rows
 
 EXIT_CODES = """\b
 Exit codes:
@@ -129,26 +129,6 @@ def status(states: tuple[str, ...], stale: bool, watch: bool, interval: float, a
             return
 
 
-def _shared_rows(bus, rows, states):
-    from ..shared.status import shared_rows
-
-    return shared_rows(bus, rows, states)
-
-
-def _print_shared(rows, by_id, fresh: str, now: float) -> None:
-    from .. import clock
-
-    echo(f"view: {fresh}")
-    echo(style(f"{'TASK':<24} {'STATE':<11} {'MACHINE':<16} {'BRANCH':<28} {'HEARTBEAT':<10} DESCRIPTION", bold=True))
-    for r in rows:
-        w = by_id.get(r["task_id"])
-        hb = (clock.ago(w.last_heartbeat, now) + " ago") if w is not None and w.last_heartbeat else "-"
-        desc = clean_line(((w.description if w else "").splitlines() or [""])[0])[:40]
-        stale = " STALE" if r["stale"] else ""
-        shown = style(f"{r['state']:<11}", fg=_COLORS.get(r["state"]))
-        echo(f"{r['task_id']:<24} {shown} {r['machine']:<16} {(r['branch'] or '-'):<28} {hb:<10} {desc}{stale}")
-
-
 def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool) -> None:
     from .. import clock
     from ..bus import workers
@@ -169,12 +149,12 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
                                                    radar_at)
     if stale_only:
         rows = [r for r in rows if r["stale"]]
-    fresh = _shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
+    fresh = shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
     if as_json:
         echo_json(rows)
         return
     if fresh is not None:
-        return _print_shared(rows, everyone, fresh, now)
+        return print_shared_status(rows, everyone, fresh, now)
     if not rows:
         echo("no workers" + (" match" if states or stale_only else " yet; create one with `git worker spawn <task-id>`"))
         return
