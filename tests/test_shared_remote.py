@@ -53,18 +53,24 @@ def test_init_shared_probes_then_records_and_leaves_no_probe(tmp_path):
     assert (work / "nerve.toml").read_text() == text and "recorded" not in again.stdout
 
 
-def test_a_host_refusing_custom_refs_is_quoted_and_nothing_is_recorded(tmp_path):
+@pytest.mark.parametrize("host", ["pre-receive hook", "hidden refs"])
+def test_a_host_refusing_custom_refs_is_quoted_and_nothing_is_recorded(tmp_path, host):
     bare = ss.origin(tmp_path)
-    hook = bare / "hooks" / "pre-receive"
-    hook.parent.mkdir(exist_ok=True)
-    hook.write_text("#!/bin/sh\nwhile read old new ref; do case $ref in refs/nerve/*) "
-                    "echo \"custom refs are not allowed here: $ref\"; exit 1;; esac; done\n")
-    hook.chmod(0o755)
+    if host == "hidden refs":  # as GitLab hides refs outside branches and tags
+        build.git(bare, "config", "receive.hideRefs", "refs/nerve")
+        said = "deny updating a hidden ref"
+    else:
+        hook = bare / "hooks" / "pre-receive"
+        hook.parent.mkdir(exist_ok=True)
+        hook.write_text("#!/bin/sh\nwhile read old new ref; do case $ref in refs/nerve/*) "
+                        "echo \"custom refs are not allowed here: $ref\"; exit 1;; esac; done\n")
+        hook.chmod(0o755)
+        said = "custom refs are not allowed here: refs/nerve/probe/alpha-"
     work = ss.clone(tmp_path, str(bare), "alpha")
     proc = ss.run(["nerve", "init", "--shared"], work)
     assert proc.returncode == 4, proc
     assert "origin refused the probe's create of refs/nerve/probe/alpha-" in proc.stderr
-    assert "custom refs are not allowed here: refs/nerve/probe/alpha-" in proc.stderr  # the host's own words
+    assert said in proc.stderr  # the host's own words
     assert "a separate bare repository" in proc.stderr and "stay on one machine" in proc.stderr
     assert "[shared]" not in (work / "nerve.toml").read_text()
 
@@ -90,6 +96,13 @@ def test_claim_races_over_git_daemon_have_exactly_one_owner(tmp_path, daemon):
             assert _local_row(loser, task) is None  # the loser changed nothing here
             assert build.git(loser, "branch", "--list", f"feat/{task}") == ""
             assert not (loser.parent / f"{m}.worktrees" / task).exists()
+    for m, w in zip(machines, works):  # every chain linear, every machine's view the same after a sync
+        ss.ok(["nerve", "sync"], w)
+    for task in tasks:
+        assert build.git(bare, "rev-list", "--merges", f"refs/nerve/claims/{task}") == ""
+    views = [sorted((r["task_id"], r["machine"]) for r in json.loads(ss.ok(["worker", "status", "--json"], w).stdout))
+             for w in works]
+    assert all(v == views[0] for v in views) and len(views[0]) == len(tasks)
 
 
 def test_transitions_extend_the_claim_chain_and_other_machines_are_refused(tmp_path):
@@ -290,3 +303,25 @@ def test_takeover_after_the_lease_and_the_old_holder_is_fenced(tmp_path):
     assert proc.returncode == 8 and "task t is held by machine two" in proc.stderr
     assert _local_row(one, "t").state == "IN_REVIEW" and _chain(bare, "t")[-1]["owner"] == "two"
     ss.ok(["worker", "start", "--task", "t"], two)
+
+
+def test_a_wall_clock_days_ahead_changes_no_lease(tmp_path, monkeypatch, gw, gn):
+    """Leases are judged on the observer's monotonic clock: a holder whose wall clock is days ahead keeps its
+    task while its log moves, and loses it only once the log stood still for the lease."""
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"], lease=3)
+    from git_nerve import clock
+
+    real = clock.now
+    with monkeypatch.context() as m:
+        m.setattr(clock, "now", lambda: real() + 3 * 86400)
+        assert gw("spawn t", one).code == 0 and gn("sync", one).code == 0
+        ss.ok(["nerve", "sync"], two)
+        time.sleep(2)
+        assert gw("start --task t", one).code == 0 and gn("sync", one).code == 0  # its log moves
+    time.sleep(1.5)  # 3.5 s since two first saw one's log: but it moved since, as two's own sync now sees
+    proc = ss.run(["worker", "takeover", "t"], two)
+    assert proc.returncode == 8 and "held by machine one, whose log moved 0 s ago (lease: 3 s" in proc.stderr
+    time.sleep(3.2)
+    ss.ok(["worker", "takeover", "t"], two)
+    assert _chain(bare, "t")[-1]["owner"] == "two"
