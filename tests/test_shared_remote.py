@@ -325,3 +325,22 @@ def test_a_wall_clock_days_ahead_changes_no_lease(tmp_path, monkeypatch, gw, gn)
     time.sleep(3.2)
     ss.ok(["worker", "takeover", "t"], two)
     assert _chain(bare, "t")[-1]["owner"] == "two"
+
+
+def test_merge_pushes_the_integration_branch_and_the_claim_atomically(tmp_path):
+    bare = ss.origin(tmp_path)
+    (one,) = ss.team(tmp_path, str(bare), ["one"])
+    for task in ("kept", "lost"):
+        ss.ok(["worker", "spawn", task], one)
+        ss.ok(["worker", "start", "--task", task], one)
+        build.commit_file(Path(_local_row(one, task).worktree), f"{task}.txt", "work\n")
+        ss.ok(["worker", "done", "--task", task], one)
+        ss.ok(["worker", "approve", task], one)
+    ss.ok(["worker", "merge", "kept"], one)
+    assert [r["state"] for r in _chain(bare, "kept")][-2:] == ["APPROVED", "COMPLETED"]
+    main = build.git(bare, "rev-parse", "main")
+    _foreign_record(bare, "lost", "FAILED", "two")
+    proc = ss.run(["worker", "merge", "lost"], one)
+    assert proc.returncode == 8 and "task lost is held by machine one (FAILED, moved there by two's cancel)" in proc.stderr
+    assert build.git(bare, "rev-parse", "main") == main  # the integration branch did not move without the claim
+    assert _local_row(one, "lost").state == "APPROVED"
