@@ -344,3 +344,20 @@ def test_merge_pushes_the_integration_branch_and_the_claim_atomically(tmp_path):
     assert proc.returncode == 8 and "task lost is held by machine one (FAILED, moved there by two's cancel)" in proc.stderr
     assert build.git(bare, "rev-parse", "main") == main  # the integration branch did not move without the claim
     assert _local_row(one, "lost").state == "APPROVED"
+
+
+def test_a_transition_publishes_its_events_in_the_background(tmp_path):
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"])
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)  # no `git nerve sync` on `one`
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if build.git(bare, "for-each-ref", "refs/nerve/log/one"):
+            ss.ok(["nerve", "sync"], two)
+            if _ingested(two).get("one", 0) == _produced(one):
+                break
+        time.sleep(0.3)
+    assert _ingested(two) == {"one": _produced(one)}
+    kinds = build.git(one, "log", "--format=%s", "refs/nerve/log/one")
+    assert kinds  # the log ref was written by the background sync, not by a sync run here

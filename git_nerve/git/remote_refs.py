@@ -11,6 +11,7 @@ Deleting a ref (the probe's) goes through :mod:`.destroy`.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from . import cli
@@ -118,7 +119,12 @@ def fetch(cwd, remote: str, refspecs: list[str], *, timeout: float = TIMEOUT) ->
     """``git fetch <remote> <refspecs>`` (forced refspecs: the remote's value is the truth for these refs)."""
     args = [*_config_args({**FAST, **relative_url_config(cwd, remote)}), "fetch", "--quiet", "--no-tags",
             "--no-write-fetch-head", remote, *refspecs]
-    return _result(_run(args, cwd, timeout))
+    for attempt in range(3):
+        proc = _run(args, cwd, timeout)
+        if proc.returncode == 0 or "cannot lock ref" not in proc.stderr:
+            break
+        time.sleep(0.1 * (attempt + 1))  # another fetch of ours (a background sync) updated the same refs
+    return _result(proc)
 
 
 def ls_remote(cwd, remote: str, pattern: str, *, timeout: float = TIMEOUT) -> tuple[RemoteResult, dict[str, str]]:

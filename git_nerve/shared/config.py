@@ -6,6 +6,7 @@
     backend = "git"        # "local" (or no table): one machine, the SQLite bus alone
     remote = "nerve"       # optional: a separate coordination remote (default: nerve.remote, else origin)
     lease = 600            # optional: seconds a holder's log may stay still before its tasks can be taken over
+    background = true      # optional: each transition starts a sync in the background (publishes its events)
 
 A machine's name: ``git config nerve.machine``, else the host name.
 """
@@ -33,6 +34,7 @@ class SharedConfig:
     cwd: Path
     common_dir: Path
     lease: float = 600.0
+    background: bool = True
 
 
 def main_checkout(common_dir: Path) -> Path | None:
@@ -61,7 +63,10 @@ def load(common_dir: Path) -> SharedConfig:
     lease = table.get("lease", 600)
     if isinstance(lease, bool) or not isinstance(lease, (int, float)) or lease <= 0:
         raise UsageError("nerve.toml [shared] lease must be a number of seconds above 0")
-    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease))
+    background = table.get("background", True)
+    if not isinstance(background, bool):
+        raise UsageError("nerve.toml [shared] background must be true or false")
+    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background)
 
 
 def machine(cwd) -> str:

@@ -102,6 +102,10 @@ class GitRemoteState:
         with bus.write() as conn:
             cache.ensure(conn)
             cache.put_claim(conn, _cached(pending.record, pending.sha))
+        if self.config.background:  # publish this transition's messages (and what the hooks queued) soon
+            from .background import spawn
+
+            spawn(self.config.common_dir, self.cwd)
 
     def lost(self, pending: Pending) -> None:
         """A push carrying ``pending`` failed: HeldElsewhere when the claim moved on the remote (the race was

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from .. import clock
+from .. import clock, locks
 from ..bus import shared as cache
 from ..bus.connection import Bus
 from ..errors import GitError
@@ -51,8 +51,16 @@ def export(state, bus: Bus) -> int:
 
 
 def sync(state, bus: Bus, *, rebuild: bool = False) -> dict:
-    """Export, push, fetch, ingest (see the module); a report. An unreachable remote: the cache stays, its time
-    of first failure is kept for `status`, and a GitError says so (exported batches wait for the next sync)."""
+    """Export, push, fetch, ingest (see the module), one sync at a time per repository; a report. An
+    unreachable remote: the cache stays, its time of first failure is kept for `status`, and a GitError says
+    so (exported batches wait for the next sync)."""
+    from .background import lock_paths
+
+    with locks.hold(lock_paths(state.config.common_dir)[0], timeout=120, what="the sync lock"):
+        return _sync(state, bus, rebuild=rebuild)
+
+
+def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
     started = time.monotonic()
     exported = export(state, bus)
     own = records.LOGS + state.machine
