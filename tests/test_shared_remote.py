@@ -361,3 +361,17 @@ def test_a_transition_publishes_its_events_in_the_background(tmp_path):
     assert _ingested(two) == {"one": _produced(one)}
     kinds = build.git(one, "log", "--format=%s", "refs/nerve/log/one")
     assert kinds  # the log ref was written by the background sync, not by a sync run here
+
+
+def test_credentials_in_the_remote_url_reach_neither_the_bus_nor_the_output(tmp_path):
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"])
+    ss.ok(["worker", "spawn", "t"], one)
+    build.git(one, "remote", "set-url", "origin", f"http://bob:s3cr3t-token@127.0.0.1:{ss.free_port()}/project.git")
+    for args in (["nerve", "sync"], ["worker", "start", "--task", "t"]):
+        proc = ss.run(args, one)
+        assert proc.returncode == 4 and "cannot reach origin" in proc.stderr
+        assert "s3cr3t" not in proc.stderr + proc.stdout
+    with ss.bus(one) as b:
+        dump = "\n".join(b.conn.iterdump())
+    assert "s3cr3t" not in dump and "remote unreachable since" in ss.ok(["worker", "status"], one).stdout

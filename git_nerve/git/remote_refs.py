@@ -11,6 +11,7 @@ Deleting a ref (the probe's) goes through :mod:`.destroy`.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 
@@ -158,7 +159,14 @@ def _run(args: list[str], cwd, timeout: float):
         return _Timeout(f"fatal: {exc.message} (timed out)")
 
 
+def redacted(text: str) -> str:
+    """``https://user:token@host`` -> ``https://***@host``: credentials in a remote's URL never reach the bus,
+    a log or a message."""
+    return re.sub(r"(://)[^/@\s]+@", r"\1***@", text)
+
+
 def _result(proc) -> RemoteResult:
+    proc.stdout, proc.stderr = redacted(proc.stdout), redacted(proc.stderr)
     text = proc.stdout + proc.stderr
     if proc.returncode == 0:
         return RemoteResult(True, output=text)
