@@ -7,7 +7,8 @@ For 4, 8 and 16 clones of one bare remote (each its own machine), side by side i
    on 127.0.0.1 (median of --runs);
 2. every clone publishing --events bus messages, then one sync round (each clone once, in turn): the time of
    a first sync that ingests everyone's events, and of a sync when nothing changed;
-3. the check that each clone ingested exactly the others' events (lost / duplicated printed).
+3. the check that each clone ingested exactly the others' events (lost / duplicated printed);
+4. a sync when nothing changed, with 5,000 finished tasks' claims and 50 machines' logs on the remote.
 
 Run from the repository root with the venv's interpreter (tens of seconds):
     .venv/bin/python bench/shared.py [--sizes 4,8,16] [--runs 5] [--events 50]
@@ -123,17 +124,77 @@ def one_size(root: Path, n: int, runs: int, events: int) -> None:
         daemon.stop()
 
 
+def _fast_import(bare: Path, tasks: int, machines: int) -> None:
+    """``tasks`` finished tasks' claim chains (one record each) and ``machines`` machines' logs (one batch of
+    20 events each) written straight into the bare remote by `git fast-import`."""
+    import json
+
+    out = []
+    mark = 0
+
+    def commit(ref: str, name: str, data: bytes) -> None:
+        nonlocal mark
+        mark += 1
+        out.append(b"blob\nmark :%d\ndata %d\n%s\n" % (mark, len(data), data))
+        out.append(b"commit %s\ncommitter git-nerve <git-nerve@localhost> 1700000000 +0000\ndata 6\nrecord\n"
+                   b"M 100644 :%d %s\n\n" % (ref.encode(), mark, name.encode()))
+
+    for i in range(tasks):
+        rec = {"task": f"done-{i}", "state": "COMPLETED", "previous": "APPROVED", "verb": "merge",
+               "machine": f"far{i % machines:02d}", "owner": f"far{i % machines:02d}", "seq": 6, "ts": 1.0}
+        commit(f"refs/nerve/claims/done-{i}", "record.json", json.dumps(rec).encode())
+    for m in range(machines):
+        events = b"".join(json.dumps({"id": f"far{m:02d}:m{k}", "machine": f"far{m:02d}", "ts": 1.0, "task": None,
+                                      "kind": "note", "payload": {}}).encode() + b"\n" for k in range(20))
+        commit(f"refs/nerve/log/far{m:02d}", "events.jsonl", events)
+    import subprocess
+
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=bare, input=b"".join(out), check=True)
+    subprocess.run(["git", "pack-refs", "--all"], cwd=bare, check=True)  # as a server's gc keeps them
+
+
+def scale(root: Path, tasks: int, machines: int, runs: int) -> None:
+    """The issue's scale figure: a sync when nothing changed, with ``tasks`` finished tasks and ``machines`` logs."""
+    bare = ss.origin(root)
+    (work,) = ss.team(root, str(bare), ["here"], init=False)
+    _fast_import(bare, tasks, machines)
+    state = _state(work)
+    with ss.bus(work) as bus:
+        t0 = time.perf_counter()
+        first = state.sync(bus)
+        first_ms = (time.perf_counter() - t0) * 1000
+        loose = _idle_ms(state, bus, runs)
+        build.git(work, "pack-refs", "--all")  # as `git gc` leaves them
+        packed = _idle_ms(state, bus, runs)
+    print(f"scale: {tasks} finished tasks, {machines} machines' logs | first sync {first_ms:7.1f} ms "
+          f"({first['claims']} claims, {first['ingested']} events) | sync with nothing changed: "
+          f"{loose:6.1f} ms (the clone's refs loose), {packed:6.1f} ms (packed) (medians of {runs}; goal < 500 ms)")
+
+
+def _idle_ms(state, bus, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        state.sync(bus)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="4,8,16")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--events", type=int, default=50)
+    ap.add_argument("--scale", default="5000,50", help="TASKS,MACHINES for the idle-sync figure ('' to skip)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="nerve-bench-shared-") as tmp:
         os.environ.update(build.hermetic_env(Path(tmp) / "home"))
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-        for n in (int(s) for s in args.sizes.split(",")):
+        for n in (int(s) for s in args.sizes.split(",") if s):
             one_size(Path(tmp) / f"n{n}", n, args.runs, args.events)
+        if args.scale:
+            tasks, machines = (int(x) for x in args.scale.split(","))
+            scale(Path(tmp) / "scale", tasks, machines, args.runs)
 
 
 if __name__ == "__main__":
