@@ -112,7 +112,12 @@ def test_transitions_extend_the_claim_chain_and_other_machines_are_refused(tmp_p
     ss.ok(["worker", "start", "--task", "t"], one)
     assert [(r["previous"], r["state"], r["verb"], r["machine"], r["seq"]) for r in _chain(bare, "t")] == [
         (None, "ASSIGNED", "spawn", "one", 1), ("ASSIGNED", "WORKING", "start", "one", 2)]
+    ss.ok(["nerve", "sync"], one)
     ss.ok(["nerve", "sync"], two)
+    shown = json.loads(ss.ok(["worker", "show", "t", "--json"], two).stdout)  # a task held elsewhere, from the cache
+    assert (shown["state"], shown["machine"], shown["last_transition"]["verb"]) == ("WORKING", "one", "start")
+    assert {"task_assign", "state_change"} <= {e["kind"] for e in shown["events"]}
+    assert "held by machine one" in ss.ok(["worker", "show", "t"], two).stdout
     proc = ss.run(["worker", "start", "--task", "t"], two)
     assert proc.returncode == 8 and "task t is held by machine one" in proc.stderr
     proc = ss.run(["worker", "spawn", "t"], two)

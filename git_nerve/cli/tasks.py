@@ -111,3 +111,22 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float) -
         shown = style(f"{r['state']:<11}", fg=colors.get(r["state"]))
         echo(f"{r['task_id']:<24} {shown} {r['machine']:<16} {(r['branch'] or '-'):<28} {hb:<10} {desc}"
              + (" STALE" if r["stale"] else ""))
+
+
+def show_elsewhere(bus, task_id: str, as_json: bool) -> bool:
+    """`git worker show` of a task another machine holds (shared mode): printed from the cache; False when the
+    task is not one."""
+    from ..shared.status import elsewhere
+
+    view = elsewhere(bus, task_id)
+    if view is None:
+        return False
+    if as_json:
+        echo_json(view)
+        return True
+    last = view["last_transition"]
+    echo(f"{view['task_id']}  {view['state']}  held by machine {view['machine']}  ({view['view']})")
+    echo(f"  last transition: {last['verb']} by {last['by']} (#{last['seq']}, {last['at']})")
+    for e in view["events"]:
+        echo(f"{e['ts']}  {e['kind']:<16} on {e['machine']}")
+    return True

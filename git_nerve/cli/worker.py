@@ -21,7 +21,8 @@ from .common import (
     style,
     warn,
 )
-from .tasks import _repo, _row, _settings_or_none, print_cleanup, print_shared_status, run_merge, shared_rows
+from .tasks import (_repo, _row, _settings_or_none, print_cleanup, print_shared_status, run_merge, shared_rows,
+                    show_elsewhere)
 
 EXIT_CODES = """\b
 Exit codes:
@@ -201,6 +202,8 @@ def show(task_id: str, as_json: bool) -> None:
     from ..worker.status import row
 
     with _repo(create=False) as repo:
+        if show_elsewhere(repo.bus, task_id, as_json):  # shared mode: a task another machine holds
+            return
         w, msgs = lifecycle.show(repo, task_id)
         told = steer_tell.about(repo.bus, task_id)
         if as_json:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import clock
 from ..bus import shared as cache
+from ..bus import workers
 from ..bus.connection import Bus
 from ..paths import discover
 from . import for_bus, open_state
@@ -44,3 +46,20 @@ def shared_rows(bus: Bus, rows: list[dict[str, Any]], states: tuple[str, ...] = 
     for r in rows:
         r["view"] = fresh
     return fresh
+
+
+def elsewhere(bus: Bus, task_id: str) -> dict[str, Any] | None:
+    """A task only another machine has (shared mode), as the last sync saw it: its claim and the events its
+    machines published about it; None for a task of this machine, or without shared mode."""
+    if workers.get(bus.conn, task_id) is not None:
+        return None
+    c = cache.claim(bus.conn, task_id)
+    if c is None:
+        return None
+    state = for_bus(bus)
+    if not state.active:
+        return None
+    return {"task_id": c.task_id, "state": c.state, "machine": c.owner, "view": state.freshness(bus),
+            "last_transition": {"verb": c.verb, "by": c.machine, "seq": c.seq, "at": clock.iso(c.ts)},
+            "events": [{"id": e[0], "machine": e[1], "ts": clock.iso(e[2]), "kind": e[4], "payload": e[5]}
+                       for e in cache.events(bus.conn, task_id)]}
