@@ -10,7 +10,15 @@ from .common import echo, echo_json, warn
 def _repo(create: bool = True):
     from ..worker.lifecycle import open_repo
 
-    return open_repo(create=create)
+    repo = open_repo(create=create)
+    repo.hook_installer = _install_missing_hooks  # spawn installs missing hooks through the front end's installer
+    return repo
+
+
+def _install_missing_hooks(paths):
+    from ..hooks.install import install_missing  # imported only when a spawn needs it
+
+    return install_missing(paths)
 
 
 def _row(repo, task_id: str) -> dict:
