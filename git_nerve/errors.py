@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     DATABASE = 5
     CONFLICT = 6
     CHECK_FAILED = 7  # `merge --check CMD` exited non-zero, or a pre-push hook refused merge's push: nothing moved
+    HELD_ELSEWHERE = 8  # shared mode: another machine holds the task or moved it first; nothing changed here
     INTERRUPTED = 130
 
 
@@ -76,6 +77,12 @@ class ConflictError(NerveError):
 
 class CheckFailed(NerveError):
     exit_code = ExitCode.CHECK_FAILED
+
+
+class HeldElsewhere(NerveError):
+    """Shared mode: the remote's compare-and-set went to another machine (it names it); nothing changed here."""
+
+    exit_code = ExitCode.HELD_ELSEWHERE
 
 
 class Interrupted(NerveError):

@@ -22,13 +22,15 @@ from .common import (
     warn,
 )
 from .prep import prep_fields, prep_lines, prep_status_line, print_prep, refuse_failed_setup, warn_setup
-from .tasks import _repo, _row, _settings_or_none, print_cleanup, run_merge
+from .tasks import (_repo, _row, _settings_or_none, print_cleanup, print_shared_status, run_merge, shared_rows,
+                    show_elsewhere)
 
 EXIT_CODES = """\b
 Exit codes:
   0 ok              2 usage or bad input    3 invalid transition
   4 git error       5 database error        6 conflict
   7 --check failed, or a pre-push hook refused the merge's push (merge)
+  8 shared mode: another machine holds the task (named)
 """
 
 
@@ -161,9 +163,12 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
         rows = [r for r in rows if r["stale"]]
     for r in rows:
         r.update(prep_fields(repo, everyone[r["task_id"]]))
+    fresh = shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
     if as_json:
         echo_json(rows)
         return
+    if fresh is not None:
+        return print_shared_status(rows, everyone, fresh, now)
     if not rows:
         echo("no workers" + (" match" if states or stale_only else " yet; create one with `git worker spawn <task-id>`"))
         return
@@ -212,6 +217,8 @@ def show(task_id: str, as_json: bool) -> None:
     from ..worker.status import row
 
     with _repo(create=False) as repo:
+        if show_elsewhere(repo.bus, task_id, as_json):  # shared mode: a task another machine holds
+            return
         w, msgs = lifecycle.show(repo, task_id)
         told = steer_tell.about(repo.bus, task_id)
         if as_json:
@@ -466,9 +473,9 @@ def _register_extra() -> None:
 
     for command in getattr(workflow, "WORKER_COMMANDS", []):
         worker.add_command(command)
-    from . import radar, steer
+    from . import radar, shared, steer
 
-    for command in radar.WORKER_COMMANDS:
+    for command in [*radar.WORKER_COMMANDS, *shared.WORKER_COMMANDS]:
         worker.add_command(command)
     for command in getattr(steer, "WORKER_COMMANDS", []):
         if command.name in worker.commands:  # a feature may extend an existing command (e.g. merge --all)

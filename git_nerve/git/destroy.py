@@ -460,3 +460,13 @@ def delete_ref(cwd, ref: str, old: str | None = None) -> None:
     if not ref.startswith("refs/nerve/") or ref.startswith("refs/nerve/archive/") or ".." in ref:
         raise Refused(f"kept {ref}: only git-nerve's temporary refs/nerve/ refs are ever deleted")
     cli.run(["update-ref", "-d", ref, *([old] if old else [])], cwd=cwd)
+
+
+def delete_remote_probe_ref(cwd, remote: str, ref: str, expected: str):
+    """Delete ``refs/nerve/probe/<machine>-<random>`` on ``remote``, only while it still holds ``expected`` (the
+    probe of `git nerve init --shared`, which made it); returns a :class:`remote_refs.RemoteResult`."""
+    from . import remote_refs
+
+    if not ref.startswith("refs/nerve/probe/") or ".." in ref or not expected:
+        raise Refused(f"kept {ref} on {remote}: only git-nerve's own probe refs are ever deleted on a remote")
+    return remote_refs.atomic_push(cwd, remote, [(ref, "", expected)])

@@ -20,7 +20,7 @@ from ...locks import hold
 from ...paths import discover
 from ...worktree_prep.caps import refuse_over_caps
 from ...worktree_prep.prepare import prepare, unprepared
-from .. import ids
+from .. import claims, ids
 from ..locking import fetch_branches
 from ..states import State
 from .repo import Repo, _require_tip, door_scope, integration_ref, repair_leftovers
@@ -89,6 +89,7 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
     branch = f"{settings.branch_prefix}{task_id}"
     if not cli.ok(["check-ref-format", f"refs/heads/{branch}"], cwd=cwd):
         raise UsageError(f"{branch!r} is not a valid branch name (check nerve.branchPrefix)")
+    claims.before_spawn(repo.bus, task_id)  # shared mode: this machine's claim on the remote, before anything is made
     adopted, base_sha = _spawn_branch(repo, task_id, branch, unfinished, base_sha, fetch=fetch, adopt=adopt)
     path = (settings.worktree_root / task_id).absolute()
     made = _Made()
