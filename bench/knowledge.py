@@ -11,7 +11,13 @@ On a repository of several thousand files, measured in one run:
    queries, side by side with `git grep -n -i` for the same terms, plus the
    `git nerve knowledge query` command's p50 (a process);
 4. the in-memory cosine scan that ranks by embeddings, over as many
-   1024-dimension vectors as the index has chunks (no server involved).
+   1024-dimension vectors as the index has chunks (no server involved);
+5. the one store of the repository: its size for one checkout and for nine (goal: at most 1.5 x), and
+   what a new worktree's first sync costs (it chunks only what the store lacks).
+
+``--questions`` prints instead how often the implementing file comes first / in the top 3 on real
+codebases, per ranking (full text, embeddings, fused), tuning and held-out parts apart
+(bench/knowledge_questions.py; ``--source django`` indexes Django 5.1.4's sdist, cached like the tools).
 
 The repository is generated (fixtures/repos/knowledge.py ``large``: Python,
 TypeScript, Go and Markdown whose words follow a Zipf law, as identifiers
@@ -90,8 +96,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=4000)
     ap.add_argument("--repeat", type=int, default=5, help="runs of each timed step (medians are printed)")
-    ap.add_argument("--source", help="index a copy of this directory instead of a generated repository ('stdlib': Python's)")
+    ap.add_argument("--source", help="index a copy of this directory instead of a generated repository "
+                    "('stdlib': Python's; 'django': Django 5.1.4's sdist)")
+    ap.add_argument("--questions", action="store_true", help="the question set's top-1 / top-3 figures instead")
+    ap.add_argument("--checkouts", type=int, default=9, help="worktrees for the store-size figure")
     args = ap.parse_args()
+    if args.questions:
+        from bench import knowledge_questions
+
+        sys.argv = [sys.argv[0]]
+        knowledge_questions.main()
+        return
 
     tmp = Path(tempfile.mkdtemp(prefix="nerve-bench-knowledge-"))
     env = build.hermetic_env(tmp / "home")
@@ -112,7 +127,12 @@ def main() -> None:
     if args.source:
         import sysconfig
 
-        source = Path(sysconfig.get_paths()["stdlib"] if args.source == "stdlib" else args.source)
+        if args.source == "django":
+            from fixtures.repos import sdists
+
+            source = sdists.sdist_tree("Django", "5.1.4")
+        else:
+            source = Path(sysconfig.get_paths()["stdlib"] if args.source == "stdlib" else args.source)
         work = tmp / "source"
         copy_source(source, work)
         queries = STDLIB_QUERIES
@@ -193,7 +213,36 @@ def main() -> None:
           f"({statistics.median(scan) / n * 1e6:.1f} us/chunk)")
     print(f"  pure Python reference (array + map):      {ms(statistics.median(reference))}   "
           f"ratio {statistics.median(reference) / statistics.median(scan):.0f}x")
+    store_figures(paths, work, tmp, args.checkouts)
     print(f"\n(temporary files in {tmp})")
+
+
+def store_figures(paths, work: Path, tmp: Path, checkouts: int) -> None:
+    """The store's size for one checkout and for ``checkouts``; a new worktree's first sync."""
+    import sqlite3
+
+    from git_nerve.knowledge import store
+    from git_nerve.knowledge import sync as ksync
+    from git_nerve.paths import discover
+
+    def size() -> int:
+        db = store.index_path(paths.common_dir)
+        conn = sqlite3.connect(db)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.close()
+        return db.stat().st_size
+
+    one, firsts = size(), []
+    for i in range(checkouts - 1):
+        wt = tmp / f"checkout-{i}"
+        build.git(work, "worktree", "add", "-q", "-b", f"bench-{i}", str(wt))
+        report = ksync.sync(discover(wt))
+        firsts.append((report.seconds, report.chunks_written, report.files))
+    print(f"\nthe repository's store ({checkouts} checkouts of one commit; goal <= 1.5 x one):")
+    print(f"  one checkout: {one / 1e6:.1f} MB   {checkouts} checkouts: {size() / 1e6:.1f} MB   ratio {size() / one:.3f}")
+    if firsts:
+        secs = statistics.median(f[0] for f in firsts)
+        print(f"  a new worktree's first sync: {ms(secs)} (median), {firsts[0][1]} chunks written of {firsts[0][2]} files")
 
 
 def _nearest_pure_python(query, candidates, limit):

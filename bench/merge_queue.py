@@ -42,6 +42,9 @@ def prepare(root: Path, tasks: int, broken: set[int], seconds: float) -> tuple[P
     log = root / "check-runs"
     build.commit_file(repos.work, "check.py", CHECKER.format(seconds=seconds, log=str(log)), "a check")
     with lifecycle.open_repo(repos.work) as repo:
+        from git_nerve.hooks.install import install_missing
+
+        repo.hook_installer = install_missing  # as the commands do: spawn installs missing hooks
         for i in range(tasks):
             t = f"t{i:02d}"
             lifecycle.spawn(repo, t, description=t, fetch=False)

@@ -51,6 +51,9 @@ def main() -> None:
 
         t0 = time.perf_counter()
         with lifecycle.open_repo(repos.work) as repo:
+            from git_nerve.hooks.install import install_missing
+
+            repo.hook_installer = install_missing  # as the commands do: spawn installs missing hooks
             for i in range(args.workers):
                 lifecycle.spawn(repo, f"w{i}", description=f"worker {i}", fetch=False)
         spawn_s = time.perf_counter() - t0

@@ -73,6 +73,9 @@ def bench_rounds(n: int) -> None:
         from git_nerve.worker import lifecycle
 
         r = lifecycle.open_repo(repo.work)
+        from git_nerve.hooks.install import install_missing
+
+        r.hook_installer = install_missing  # as the commands do: spawn installs missing hooks
         lifecycle.spawn(r, "t1", description="bench", fetch=False)
         answer = '```json\n{"done": false, "note": "step"}\n```'
         wf = Workflow(

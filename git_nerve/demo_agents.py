@@ -87,7 +87,9 @@ def _serve_until_interrupted(proc: subprocess.Popen) -> None:
         click.echo("console stopped")
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def stop_group(proc: subprocess.Popen) -> None:
+    """End ``proc``'s process group (started in a session of its own), if it is still there: SIGTERM, then
+    SIGKILL after 10 s."""
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -122,12 +124,7 @@ def _note_state(work: Path, task: str) -> str:
 
 def run(directory: Path | None = None, *, agent: str | None = None, console: bool = False) -> Path:
     adapter = agent or "nerve_agent"
-    if agent:
-        from .workflow.adapters import by_name
-
-        problems = by_name(agent).check()  # an unknown name is a usage error (exit 2)
-        if problems:
-            raise DemoFailed(f"--agent {agent} cannot run here: {'; '.join(problems)}")
+    _check_agent(agent)
     root = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="git-nerve-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     if any(root.iterdir()):
@@ -138,113 +135,142 @@ def run(directory: Path | None = None, *, agent: str | None = None, console: boo
     procs: dict[str, subprocess.Popen] = {}
     console_proc = None
     try:
+        env = _env()
         if agent is None:
             from .scripted_model.server import API_KEY, ScriptedModel
 
             _say("A model for the agents: the scripted model, on 127.0.0.1 (deterministic; no network, no API key)")
             model = ScriptedModel(mode="demo").start()
             click.echo(f"  listening on {model.url}/v1 (OpenAI Chat Completions); the demo stops it at the end")
-        env = _env()
-        if model is not None:
             env["NERVE_DEMO_API_KEY"] = API_KEY
-        origin, seed, work = root / "origin.git", root / "seed", root / "shop"
-
-        _say("A repository with an origin remote, and git-nerve in it")
-        seed_repository(root, seed, origin, work, {
-            "prices.py": PRICES, "test_prices.py": TESTS, "README.md": "# Shop\n\nA small shop.\n",
-            ".gitignore": "__pycache__/\n",
-        })
-        _run([*gn, "init"], work)
-        toml = work / "nerve.toml"
-        extra = ""
-        if model is not None:
-            extra = (f'\n[adapters.nerve_agent]\ntimeout = 300\nextra_args = ["--base-url", "{model.url}/v1", '
-                     '"--api-key-env", "NERVE_DEMO_API_KEY"]\n')
-        toml.write_text(f'[run]\ntest_command = "{TEST_COMMAND}"\nadapter = "{adapter}"\n\n' + toml.read_text() + extra)
-        click.echo(f"$ cat nerve.toml    # [run] the test command and the agent; [adapters.{adapter}] how to reach it")
-        for line in toml.read_text().strip().splitlines():
-            if line.startswith(("[run]", "test_command", "adapter =", "[adapters.nerve_agent]", "extra_args")):
-                click.echo(f"  {line}")
-        _run(["git", "config", "nerve.heartbeatInterval", "1"], work)
-        _run(["git", "add", "nerve.toml"], work, show=False)
-        _run(["git", "commit", "-q", "-m", "git-nerve: the demo's agent and test command"], work, show=False)
-        _run(["git", "push", "-q", "origin", "main"], work, show=False)
-        base = _git(work, "rev-parse", "HEAD")
-
+        work = root / "shop"
+        base = _set_up(root, work, gn, adapter, model)
         if console:
             _say("The web console, to watch it all live")
             console_proc = _console(gn, root, env)
+        from .scripted_model.scenario import DEMO_NOTE
 
-        _say("Spawn three tasks: one task = one branch = one worktree")
-        from .scripted_model.scenario import DEMO_LABEL, DEMO_NOTE, DEMO_RATE, DEMO_README
-
-        descriptions = {RATE: DEMO_RATE, LABEL: DEMO_LABEL, README: DEMO_README}
-        for task, text in descriptions.items():
-            _run([*gw, "spawn", task, "--description", text], work)
-        branches: dict[str, str] = {}
-        wt = work.parent / f"{work.name}.worktrees"
-        for t in descriptions:
-            branches[t] = _git(wt / t, "rev-parse", "--abbrev-ref", "HEAD")
-
-        _say(f"Run the develop workflow (coder -> tester -> reviewer) of all three at once, on {adapter}")
-        click.echo("  each role is a real agent process in the task's worktree; it reads its thread with"
-                   " `git nerve thread`, edits, runs the tests and commits")
-        for t in descriptions:
-            argv = [*gn, "run", "develop", "--task", t, "--adapter", adapter]
-            click.echo(f"$ {_shown(argv)} > logs/{t}.log 2>&1 &")
-            procs[t] = subprocess.Popen(argv, cwd=work, env=env, stdout=(root / "logs" / f"{t}.log").open("w"),
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        branches = _spawn_three(work, gw)
+        _start_runs(root, work, gn, env, adapter, list(branches), procs)
         _watch(work, gw, gn, procs, branches, base, DEMO_NOTE)
-
-        _say("How each run ended")
-        outcomes = {}
-        for t, p in procs.items():
-            outcomes[t] = p.returncode
-            click.echo(f"$ cat logs/{t}.log")
-            for line in (root / "logs" / f"{t}.log").read_text(errors="replace").strip().splitlines()[-12:]:
-                click.echo(f"  {line}")
-
-        _say("An agent's thread: its rounds, and the radar's message it read mid-run")
-        click.echo(f"  {LABEL}'s coder read this thread with `git nerve thread` before it started and again after its"
-                   f" commit; there it found the radar's round, moved its change off the line {RATE} changes and"
-                   " amended its commit")
-        _run([*gn, "thread", LABEL], work)
-
-        _say("The stopped run's work is kept: its commits are on its branch")
-        _run(["git", "log", "--oneline", f"{base[:12]}..{branches[README]}"], work)
-        _run([*gw, "show", README], work)
-
-        finished = [t for t in (RATE, LABEL) if outcomes.get(t) == 0]
-        _say("The finished tasks go to review: done (rebase + push), then a person approves")
-        for t in finished:
-            _run([*gw, "done"], wt / t)
-            _run([*gw, "approve", t, "--comment", "the reviewer agent approved; so do I"], work)
-
-        _say("The merge queue merges what passes its check")
-        _run([*gw, "merge", "--all", "--check", TEST_COMMAND], work, expect=0 if agent is None else None)
-        _run(["git", "pull", "-q", "--ff-only"], work)
-        _run(["git", "log", "--oneline", "--graph", "-10", "origin/main"], work)
-        _run([*gw, "status"], work)
-
-        _say("The knowledge index answers questions about the repository")
-        _run([*gn, "knowledge", "sync"], work)
-        _run([*gn, "knowledge", "query", "where is the tax rate documented"], work)
-
-        merged = _git(work, "log", "--format=%s", "origin/main")
-        missing = [t for t in (RATE, LABEL) if f"({t})" not in merged]
-        if agent is None and missing:
-            raise DemoFailed(f"the merge queue did not merge {', '.join(missing)} (see the logs in {root / 'logs'})")
-        click.echo(f"\nThe demo repository is kept at {root} (the agents' logs are in {root / 'logs'})")
+        outcomes = _show_outcomes(root, work, gw, gn, procs, branches, base)
+        _review_and_merge(root, work, gw, gn, agent, outcomes)
         if console_proc is not None and console_proc.poll() is None:
             _serve_until_interrupted(console_proc)
         return root
     finally:
         for p in procs.values():
-            _kill(p)
+            stop_group(p)
         if console_proc is not None:
-            _kill(console_proc)
+            stop_group(console_proc)
         if model is not None:
             model.stop()
+
+
+def _check_agent(agent: str | None) -> None:
+    if agent:
+        from .workflow.adapters import by_name
+
+        problems = by_name(agent).check()  # an unknown name is a usage error (exit 2)
+        if problems:
+            raise DemoFailed(f"--agent {agent} cannot run here: {'; '.join(problems)}")
+
+
+def _set_up(root: Path, work: Path, gn: list[str], adapter: str, model) -> str:
+    """The repository with its origin, git-nerve initialised, nerve.toml naming the agent; its first commit."""
+    _say("A repository with an origin remote, and git-nerve in it")
+    seed_repository(root, root / "seed", root / "origin.git", work, {
+        "prices.py": PRICES, "test_prices.py": TESTS, "README.md": "# Shop\n\nA small shop.\n",
+        ".gitignore": "__pycache__/\n",
+    })
+    _run([*gn, "init"], work)
+    toml = work / "nerve.toml"
+    extra = ""
+    if model is not None:
+        extra = (f'\n[adapters.nerve_agent]\ntimeout = 300\nextra_args = ["--base-url", "{model.url}/v1", '
+                 '"--api-key-env", "NERVE_DEMO_API_KEY"]\n')
+    toml.write_text(f'[run]\ntest_command = "{TEST_COMMAND}"\nadapter = "{adapter}"\n\n' + toml.read_text() + extra)
+    click.echo(f"$ cat nerve.toml    # [run] the test command and the agent; [adapters.{adapter}] how to reach it")
+    for line in toml.read_text().strip().splitlines():
+        if line.startswith(("[run]", "test_command", "adapter =", "[adapters.nerve_agent]", "extra_args")):
+            click.echo(f"  {line}")
+    _run(["git", "config", "nerve.heartbeatInterval", "1"], work)
+    _run(["git", "add", "nerve.toml"], work, show=False)
+    _run(["git", "commit", "-q", "-m", "git-nerve: the demo's agent and test command"], work, show=False)
+    _run(["git", "push", "-q", "origin", "main"], work, show=False)
+    return _git(work, "rev-parse", "HEAD")
+
+
+def _spawn_three(work: Path, gw: list[str]) -> dict[str, str]:
+    """The three tasks spawned; each one's branch."""
+    _say("Spawn three tasks: one task = one branch = one worktree")
+    from .scripted_model.scenario import DEMO_LABEL, DEMO_RATE, DEMO_README
+
+    descriptions = {RATE: DEMO_RATE, LABEL: DEMO_LABEL, README: DEMO_README}
+    for task, text in descriptions.items():
+        _run([*gw, "spawn", task, "--description", text], work)
+    wt = work.parent / f"{work.name}.worktrees"
+    return {t: _git(wt / t, "rev-parse", "--abbrev-ref", "HEAD") for t in descriptions}
+
+
+def _start_runs(root: Path, work: Path, gn: list[str], env: dict, adapter: str, tasks: list[str],
+                procs: dict[str, subprocess.Popen]) -> None:
+    _say(f"Run the develop workflow (coder -> tester -> reviewer) of all three at once, on {adapter}")
+    click.echo("  each role is a real agent process in the task's worktree; it reads its thread with"
+               " `git nerve thread`, edits, runs the tests and commits")
+    for t in tasks:
+        argv = [*gn, "run", "develop", "--task", t, "--adapter", adapter]
+        click.echo(f"$ {_shown(argv)} > logs/{t}.log 2>&1 &")
+        procs[t] = subprocess.Popen(argv, cwd=work, env=env, stdout=(root / "logs" / f"{t}.log").open("w"),
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _show_outcomes(root: Path, work: Path, gw: list[str], gn: list[str], procs: dict[str, subprocess.Popen],
+                   branches: dict[str, str], base: str) -> dict[str, int | None]:
+    _say("How each run ended")
+    outcomes = {}
+    for t, p in procs.items():
+        outcomes[t] = p.returncode
+        click.echo(f"$ cat logs/{t}.log")
+        for line in (root / "logs" / f"{t}.log").read_text(errors="replace").strip().splitlines()[-12:]:
+            click.echo(f"  {line}")
+
+    _say("An agent's thread: its rounds, and the radar's message it read mid-run")
+    click.echo(f"  {LABEL}'s coder read this thread with `git nerve thread` before it started and again after its"
+               f" commit; there it found the radar's round, moved its change off the line {RATE} changes and"
+               " amended its commit")
+    _run([*gn, "thread", LABEL], work)
+
+    _say("The stopped run's work is kept: its commits are on its branch")
+    _run(["git", "log", "--oneline", f"{base[:12]}..{branches[README]}"], work)
+    _run([*gw, "show", README], work)
+    return outcomes
+
+
+def _review_and_merge(root: Path, work: Path, gw: list[str], gn: list[str], agent: str | None,
+                      outcomes: dict[str, int | None]) -> None:
+    wt = work.parent / f"{work.name}.worktrees"
+    finished = [t for t in (RATE, LABEL) if outcomes.get(t) == 0]
+    _say("The finished tasks go to review: done (rebase + push), then a person approves")
+    for t in finished:
+        _run([*gw, "done"], wt / t)
+        _run([*gw, "approve", t, "--comment", "the reviewer agent approved; so do I"], work)
+
+    _say("The merge queue merges what passes its check")
+    _run([*gw, "merge", "--all", "--check", TEST_COMMAND], work, expect=0 if agent is None else None)
+    _run(["git", "pull", "-q", "--ff-only"], work)
+    _run(["git", "log", "--oneline", "--graph", "-10", "origin/main"], work)
+    _run([*gw, "status"], work)
+
+    _say("The knowledge index answers questions about the repository")
+    _run([*gn, "knowledge", "sync"], work)
+    _run([*gn, "knowledge", "query", "where is the tax rate documented"], work)
+
+    merged = _git(work, "log", "--format=%s", "origin/main")
+    missing = [t for t in (RATE, LABEL) if f"({t})" not in merged]
+    if agent is None and missing:
+        raise DemoFailed(f"the merge queue did not merge {', '.join(missing)} (see the logs in {root / 'logs'})")
+    click.echo(f"\nThe demo repository is kept at {root} (the agents' logs are in {root / 'logs'})")
 
 
 def _watch(work: Path, gw: list[str], gn: list[str], procs: dict[str, subprocess.Popen], branches: dict[str, str],

@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     DATABASE = 5
     CONFLICT = 6
     CHECK_FAILED = 7  # `merge --check CMD` exited non-zero, or a pre-push hook refused merge's push: nothing moved
+    HELD_ELSEWHERE = 8  # shared mode: another machine holds the task or moved it first; nothing changed here
     INTERRUPTED = 130
 
 
@@ -51,6 +52,21 @@ class DatabaseError(NerveError):
     exit_code = ExitCode.DATABASE
 
 
+class BusError(DatabaseError):
+    """The bus's database driver failed: ``bus/`` raises this in place of the driver's own error (kept as
+    ``driver`` and as ``__cause__``), so nothing above the bus handles sqlite3. Exit 5, like every database
+    failure; its message is the one users saw before (``bus error: <the driver's words>``)."""
+
+    def __init__(self, message: str, *, driver: BaseException | None = None, details: list[str] | None = None):
+        super().__init__(message, details=details)
+        #: the driver's error when this one translates it (None: the bus's own verdict, e.g. a lock that stayed)
+        self.driver = driver
+
+
+class BusBusy(BusError):
+    """The bus stayed locked by another process."""
+
+
 class ConflictError(NerveError):
     exit_code = ExitCode.CONFLICT
 
@@ -61,6 +77,12 @@ class ConflictError(NerveError):
 
 class CheckFailed(NerveError):
     exit_code = ExitCode.CHECK_FAILED
+
+
+class HeldElsewhere(NerveError):
+    """Shared mode: the remote's compare-and-set went to another machine (it names it); nothing changed here."""
+
+    exit_code = ExitCode.HELD_ELSEWHERE
 
 
 class Interrupted(NerveError):

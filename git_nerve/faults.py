@@ -8,7 +8,8 @@ the environment, the process dies at the point of that name:
 * ``NERVE_FAULT=<name>`` kills the process with SIGKILL, as ``kill -9``
   would (no ``finally`` block, no atexit, no rollback of ours runs);
 * ``NERVE_FAULT=<name>:enospc`` raises ``OSError(ENOSPC)`` there instead,
-  and ``NERVE_FAULT=<name>:sqlite-full`` the ``sqlite3.OperationalError``
+  and ``NERVE_FAULT=<name>:sqlite-full`` makes :func:`point` return
+  ``"sqlite-full"``, where the bus (the only caller that asks) raises the error
   SQLite raises on a full disk, so a test can simulate a full disk without
   filling one.
 
@@ -24,20 +25,19 @@ import signal
 ENV = "NERVE_FAULT"
 
 
-def point(name: str) -> None:
-    """Die here (or raise the configured error) when ``NERVE_FAULT`` names this point."""
+def point(name: str) -> str | None:
+    """Die here (or raise the configured error, or return ``"sqlite-full"``) when ``NERVE_FAULT`` names this
+    point; None otherwise."""
     wanted = os.environ.get(ENV)
     if not wanted:
-        return
+        return None
     target, _, action = wanted.partition(":")
     if target != name:
-        return
+        return None
     if action == "enospc":
         import errno
 
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     if action == "sqlite-full":
-        import sqlite3
-
-        raise sqlite3.OperationalError("database or disk is full")
+        return action
     os.kill(os.getpid(), signal.SIGKILL)

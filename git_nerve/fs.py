@@ -92,6 +92,35 @@ def replace_file(path: str | os.PathLike[str], data: bytes | str, *, tmp_name: s
             os.close(fd)
 
 
+# -- markers: files whose existence is the message -------------------------------------------
+
+#: ``<git-common-dir>/nerve/notes-pending/<task>``: the notes hook of the task's agent has something to do
+#: (a note or a stop queued, a delivery not yet acted on); its sh gate starts Python only when the file exists.
+NOTES_PENDING = "notes-pending"
+
+
+def notes_marker(nerve_dir: str | os.PathLike[str], task_id: str) -> Path:
+    """The notes-pending marker of ``task_id`` (a validated task id: a plain file name), named by its key (task
+    ids are unique without regard to case, and however a caller spelled it, the writer and the gate agree)."""
+    return Path(nerve_dir) / NOTES_PENDING / task_id.casefold()
+
+
+def set_marker(path: str | os.PathLike[str]) -> None:
+    """Make the marker ``path`` exist (one ``open(O_CREAT)``: atomic; its content is empty and never read)."""
+    path = Path(path)
+    try:
+        fd = create_file(path, os.O_WRONLY | os.O_CREAT)
+    except FileNotFoundError:
+        make_dirs(path.parent)
+        fd = create_file(path, os.O_WRONLY | os.O_CREAT)
+    os.close(fd)
+
+
+def clear_marker(path: str | os.PathLike[str]) -> None:
+    """Make the marker ``path`` absent (git-nerve's own file by its name; nothing else is ever removed here)."""
+    Path(path).unlink(missing_ok=True)
+
+
 #: the temporaries of a locked :func:`replace_file` whose name is ``.<name>.nerve-<pid>.tmp`` (the hook installer's)
 _LOCKED_TEMPORARY = re.compile(r"^\.(?P<name>[^/]+)\.nerve-(?P<pid>\d+)\.tmp$")
 

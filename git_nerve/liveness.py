@@ -24,6 +24,11 @@ commands never act on one token.
 
 For the rare places that only have a pid, :func:`pid_alive` (``kill(pid, 0)``): pid reuse makes it answer
 "alive", the safe side.
+
+Size: one module on purpose. The token, its markers and the scan that judges them are one protocol (the
+descriptor handed to git children, the marker written before the thing starts, the dead lock taken before a
+repair consumes it); split across modules, each half could be changed without the other and the proof that
+"dead" really means dead would no longer be readable in one place.
 """
 
 from __future__ import annotations

@@ -8,16 +8,19 @@ astral-sh/uv#4731) leaves them in its tool virtualenv and links only the command
 ``~/.local/bin``: so the first ``git worker``/``git nerve`` command run through such a link
 links each missing page into ``<that bin dir>/../share/man/man1``, as pipx would have.
 
-Nothing is overwritten: a page already there (a file or a working link) is kept; only a link
-that points nowhere and names a page of the same name in some ``share/man/man1`` (a removed
-tool virtualenv's) is replaced. Any error leaves things as they are: this never fails a command.
-Standard library only; the usual case costs a directory listing and a stat per page.
+Nothing is overwritten: a page already there (a file or a working link) is kept. Each link is recorded
+before it is made (an ownership record of :mod:`.git.destroy`, kind ``manlink``, under
+``<that bin dir>/../share/git-nerve``, which outlives a removed tool virtualenv); only a recorded link that
+now points nowhere (its virtualenv was removed) is replaced, through the door. A dead link no record names
+(a person's own) is kept, whatever it points at. Any error leaves things as they are: this never fails a
+command. Standard library only; the usual case costs a directory listing and a stat per page.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 #: Only git-nerve's own pages are ever linked (a system man dir holds git's own git-*.1).
 PAGES = ("git-worker.", "git-worker-", "git-nerve.", "git-nerve-")
@@ -38,17 +41,26 @@ def link_pages(argv0: str, prefix: str | None = None) -> list[str]:
         except OSError:
             return made  # pages installed elsewhere (pip --user: beside ~/.local/bin already)
         target = os.path.join(os.path.dirname(bindir), "share", "man", "man1")
+        records = os.path.join(os.path.dirname(bindir), "share", "git-nerve")
         for name in sorted(names):
             dest = os.path.join(target, name)
             if os.path.exists(dest):
                 continue
+            from .git import destroy  # only when a page is missing: the usual run imports nothing more
+
             if os.path.islink(dest):
-                old = os.readlink(dest)
-                if not old.endswith(os.path.join("share", "man", "man1", name)):
-                    continue  # a dangling link that is not a page link of ours: not ours to replace
-                os.unlink(dest)
+                try:  # a dead link: replaced only when a record says we made it
+                    destroy.remove_recorded_link(Path(records), dest)
+                except destroy.Refused:
+                    continue
             os.makedirs(target, exist_ok=True)
-            os.symlink(os.path.join(shipped, name), dest)
+            page = os.path.join(shipped, name)
+            destroy.record(Path(records), "manlink", dest, target=page)  # record, then create
+            try:
+                os.symlink(page, dest)
+            except OSError:
+                destroy.forget(Path(records), "manlink", dest)  # not made (one appeared meanwhile): not ours
+                raise
             made.append(dest)
     except OSError:
         pass

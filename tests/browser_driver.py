@@ -21,7 +21,8 @@ def main() -> int:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, headless=True, args=FLAGS)
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        page.on("console", lambda m: problems.append(f"console.{m.type}: {m.text}") if m.type in ("error",) else None)
+        page.on("console", lambda m: problems.append(f"console.{m.type}: {m.text} @ {m.location.get('url', '')}")
+                if m.type in ("error",) else None)
         page.on("pageerror", lambda e: problems.append(f"pageerror: {e}"))
         for raw in sys.stdin:
             cmd = json.loads(raw)
@@ -49,6 +50,27 @@ def main() -> int:
                     value = page.locator(cmd["selector"]).first.inner_text(timeout=timeout)
                 elif op == "eval":
                     value = page.evaluate(cmd["js"])
+                elif op == "press":  # a key, as a person types it (to the focused element, else the page)
+                    page.keyboard.press(cmd["key"])
+                elif op == "count":
+                    value = page.locator(cmd["selector"]).count()
+                elif op == "texts":
+                    value = page.locator(cmd["selector"]).all_inner_texts()
+                elif op == "value":
+                    value = page.locator(cmd["selector"]).first.input_value(timeout=timeout)
+                elif op == "wait_fn":  # until a JavaScript expression is truthy (a function: the page's CSP forbids eval)
+                    page.wait_for_function(f"() => ({cmd['js']})", timeout=timeout)
+                elif op == "viewport":
+                    page.set_viewport_size({"width": cmd["width"], "height": cmd.get("height", 900)})
+                elif op == "back":
+                    page.go_back(wait_until="commit")
+                elif op == "forward":
+                    page.go_forward(wait_until="commit")
+                elif op == "reload":
+                    resp = page.reload(wait_until="domcontentloaded")
+                    value = resp.status if resp else None
+                elif op == "url":
+                    value = page.url
                 elif op == "screenshot":
                     page.screenshot(path=cmd["path"], full_page=True)
                 elif op == "problems":

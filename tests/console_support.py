@@ -99,3 +99,125 @@ class Events:
 
 def worker_row(state: dict, task_id: str) -> dict | None:
     return next((w for w in state["workers"] if w["task_id"] == task_id), None)
+
+
+PLAYWRIGHT = "1.65.2"
+
+
+def artifacts(tmp_path: Path) -> Path:
+    """Where the screenshots go: ``$NERVE_ARTIFACTS`` (the real environment's), else the test's tmp dir; printed."""
+    from realtools import REAL_ENV
+
+    given = REAL_ENV.get("NERVE_ARTIFACTS")
+    where = Path(given) if given else tmp_path / "screenshots"
+    where.mkdir(parents=True, exist_ok=True)
+    print(f"console screenshots: {where}")
+    return where
+
+
+class Browser:
+    """tests/browser_driver.py under Playwright's own Python: one JSON command per call."""
+
+    def __init__(self, python: Path, chromium: Path):
+        env = {**os.environ, "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1"}
+        self.proc = subprocess.Popen([str(python), str(Path(__file__).with_name("browser_driver.py")), str(chromium)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    @classmethod
+    def start(cls) -> "Browser":
+        """Debian's Chromium and the pinned Playwright (installed once, cached; never a downloaded browser)."""
+        from realtools import apt_tool, pip_tool
+
+        chromium = apt_tool("chromium", "chromium")
+        apt_tool("chromium-driver", "chromedriver")
+        playwright = pip_tool("playwright", PLAYWRIGHT, "playwright")
+        return cls(playwright.parent / "python", chromium)
+
+    def __call__(self, op: str, **args):
+        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise AssertionError(f"the browser driver ended during {op} {args}")
+        answer = json.loads(line)
+        if not answer["ok"]:
+            raise AssertionError(f"{op} {args}: {answer['error']}")
+        return answer["value"]
+
+    def problems(self, *allowed: tuple[str, ...]) -> list[str]:
+        """Script errors and refused requests so far, but those containing every part of one of ``allowed``."""
+        return [p for p in self("problems") if not any(all(a in p for a in allow) for allow in allowed)]
+
+    def overflow(self) -> dict:
+        """How far the page is wider than the window (0: nothing cut off, no sideways scrolling)."""
+        return self("eval", js="({page: document.documentElement.scrollWidth - document.documentElement.clientWidth,"
+                               " body: document.body.scrollWidth - document.body.clientWidth,"
+                               " right: Math.max(...[...document.querySelectorAll('section')].map("
+                               "s => Math.ceil(s.getBoundingClientRect().right))) - document.documentElement.clientWidth})")
+
+    def open_task(self, task: str, view: str = "thread") -> set[str]:
+        """Go to a task by its URL; once its detail is shown, the action buttons it offers."""
+        self("eval", js=f"location.hash = '#/task/{task}/{view}'")
+        self("wait_fn", js=f"document.querySelector('#task-id').textContent === '{task}' && "
+                           "document.querySelector('#task-head [data-testid=task-state]') !== null && "
+                           f"document.querySelector('tr.worker[data-task=\"{task}\"]') !== null")
+        return set(self("eval", js="[...document.querySelectorAll('#actions button')].map(x => x.dataset.testid.slice(4))"))
+
+    def rows(self) -> set[str]:
+        """The tasks the workers table shows."""
+        return set(self("eval", js="[...document.querySelectorAll('tr.worker')].map(r => r.dataset.task)"))
+
+    def close(self) -> None:
+        try:
+            self("quit")
+        except (AssertionError, BrokenPipeError, OSError):
+            pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def wait_until(predicate, what: str, within: float = 60) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def worktree_of(work: Path, task_id: str) -> Path:
+    rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True,
+                                     capture_output=True, text=True).stdout)
+    return Path(next(r for r in rows if r["task_id"] == task_id)["worktree"])
+
+
+def states(work: Path) -> dict[str, str]:
+    rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True, capture_output=True,
+                                     text=True).stdout)
+    return {r["task_id"]: r["state"] for r in rows}
+
+
+def review_setup(work: Path, gw) -> Path:
+    """t1 (IN_REVIEW): a new file, a changed line t2 also changes (the radar flags it), a binary file; t2 WORKING.
+    A merge check in nerve.toml; t1's worktree."""
+    from conftest import git
+    from fixtures.repos.build import commit_file
+
+    commit_file(work, "nerve.toml", '[run]\ntest_command = "test -f feature.txt"\n', "nerve.toml: the merge check")
+    git(work, "push", "-q", "origin", "main")
+    for task, desc in (("t1", "add the feature"), ("t2", "change the greeting")):
+        assert gw(["spawn", task, "-d", desc], work).code == 0
+    wt1, wt2 = worktree_of(work, "t1"), worktree_of(work, "t2")
+    for wt in (wt1, wt2):
+        assert gw("start", wt).code == 0
+    commit_file(wt1, "feature.txt", "def feature():\n    return 42\n", "t1: add the feature")
+    commit_file(wt1, "src/app.py", "def greet(name):\n    return f'hey {name}'\n", "t1: greet with hey")
+    (wt1 / "logo.bin").write_bytes(bytes(range(256)) * 4)
+    git(wt1, "add", "logo.bin")
+    git(wt1, "commit", "-q", "-m", "t1: a logo")
+    commit_file(wt2, "src/app.py", "def greet(name):\n    return f'yo {name}'\n", "t2: greet with yo")
+    assert gw("done", wt1).code == 0
+    assert gw("conflicts --refresh", work).code in (0, 1)
+    return wt1

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import reliability_support as rs
+from waiting import wait_until
 
 from fixtures.repos import build
 
@@ -237,14 +238,9 @@ def start_held(argv: list[str], cwd: Path, env: dict, hold: Path, kind: str, n: 
     (hold / f"{kind}.want").write_text(f"{n} {pattern}\n", encoding="utf-8")
     child = subprocess.Popen(argv, cwd=cwd, env={**env, HOLD_VAR: str(hold)}, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (hold / "reached").exists():
-            return child, True
-        if child.poll() is not None:
-            return child, (hold / "reached").exists()
-        time.sleep(0.005)
-    return child, False
+    reached = hold / "reached"
+    wait_until(reached.exists, timeout, interval=0.005, alive=child, fail=False)
+    return child, reached.exists()
 
 
 def kill_group(child: subprocess.Popen, hold: Path | None = None) -> None:
@@ -440,7 +436,7 @@ def run_one(space: Workspace, ref: Reference, seed: int, delay: float | None = N
         if mode == "instant":
             child = subprocess.Popen(argv, cwd=cwd, env={**env, HOLD_VAR: str(hold)}, start_new_session=True,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(delay)
+            time.sleep(delay)  # makes time pass on purpose: the kill lands at this (random) instant
             k.killed = child.poll() is None
         else:
             child, k.killed = start_held(argv, cwd, env, hold, mode, int(delay), timeout=max(60, 10 * ref.seconds))

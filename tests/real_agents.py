@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -174,13 +173,9 @@ def agent_pids(workdir: Path | str, marker: str = "") -> list[int]:
 
 def stop_process(proc: subprocess.Popen) -> None:
     """End a run a test started (its own session), if it is still there."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    from git_nerve.demo_agents import stop_group
+
+    stop_group(proc)
 
 
 # -- what every real-CLI suite asserts ------------------------------------------------------------------

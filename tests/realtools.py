@@ -105,7 +105,7 @@ def _run(argv: list[str], what: str, cwd: Path | None = None, *, wait_for_apt: b
         if proc.returncode == 0:
             return said
         if wait_for_apt and any(m in said for m in _APT_LOCKED) and time.monotonic() + 5 < deadline:
-            time.sleep(5)
+            time.sleep(5)  # backs off on purpose: apt's lock is another process's, with nothing to poll
             continue
         pytest.fail(f"installing {what} failed (exit {proc.returncode}): {' '.join(argv)}\n{said[-3000:]}")
 

@@ -39,6 +39,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from fixtures.repos import build
+from tests import processes
+from tests.waiting import wait_until
 
 #: Exit codes a racing transition on another agent's task may end with.
 RACE_CODES = {0, 3}
@@ -746,50 +748,9 @@ class Workspace:
 
 
 def _quiet(root: Path, timeout: float = 30.0) -> None:
-    """Wait until no process works inside ``root`` (background work started by its hooks has ended)."""
-    deadline = time.monotonic() + timeout
-    prefix = os.path.realpath(root) + os.sep
-    if not os.path.isdir("/proc"):  # macOS: no process table to read; the background work takes well under this
-        time.sleep(1.0)
-        return
-    while time.monotonic() < deadline:
-        busy = False
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != os.getpid():
-                try:
-                    if (os.path.realpath(os.readlink(f"/proc/{entry}/cwd")) + os.sep).startswith(prefix):
-                        busy = True
-                        break
-                except OSError:
-                    continue
-        if not busy:
-            return
-        time.sleep(0.05)
-
-
-def _descendants(pid: int) -> set[int]:
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as fh:
-                    stat = fh.read()
-                parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = set(), {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return [a.decode("utf-8", "replace") for a in fh.read().split(b"\0") if a]
-    except OSError:
-        return []
+    """Wait until no process works on ``root`` (background work started by its hooks has ended: the radar's and
+    the knowledge index's background commands name their worktree in their command line)."""
+    wait_until(lambda: not processes.naming(root), timeout, interval=0.05, fail=False)
 
 
 def run_killing_hook(argv: list[str], cwd: Path, work: Path, hook: str, env: dict, *, timeout: float = 60) -> tuple[Proc, bool]:
@@ -799,19 +760,20 @@ def run_killing_hook(argv: list[str], cwd: Path, work: Path, hook: str, env: dic
     """
     conn = sqlite3.connect(bus_path(work), timeout=10, isolation_level=None)
     conn.execute("BEGIN IMMEDIATE")
-    killed = False
     t0 = time.monotonic()
     child = subprocess.Popen(argv, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def kill_the_hook() -> bool:
+        for p in processes.descendants(child.pid):
+            words = p.args.split()
+            if any("git_nerve.hooks.run" in w for w in words) and hook in words:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGKILL)
+                    return True
+        return False
+
     try:
-        deadline = time.monotonic() + 20
-        while not killed and child.poll() is None and time.monotonic() < deadline:
-            for pid in _descendants(child.pid):
-                args = _cmdline(pid)
-                if any("git_nerve.hooks.run" in a for a in args) and hook in args:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                        killed = True
-            time.sleep(0.005)
+        killed = bool(wait_until(kill_the_hook, 20, interval=0.01, alive=child, fail=False))
     finally:
         conn.execute("ROLLBACK")
         conn.close()

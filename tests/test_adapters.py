@@ -32,6 +32,7 @@ from git_nerve.workflow.adapters import (
     hermes_adapter,
 )
 from git_nerve.workflow.adapters.base import adapter_name, adapter_problems
+from waiting import wait_until
 
 
 @pytest.fixture
@@ -115,9 +116,7 @@ def test_non_zero_exit_carries_the_exit_code_and_both_tails(fakes, tmp_path):
 def _pids_gone(fakes) -> None:
     pids = fakes.pid_list()
     assert len(pids) >= 2, pids  # the agent and its grandchild
-    deadline = time.monotonic() + 3
-    while any(alive(p) for p in pids) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: not any(alive(p) for p in pids), 3, interval=0.02, fail=False)
     assert not [p for p in pids if alive(p)]
 
 

@@ -45,3 +45,72 @@ def test_a_broken_contract_is_reported(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "git_nerve.git.refs -> git_nerve.cli.common" in proc.stdout, proc.stdout
+
+
+# -- the size of the rooms -------------------------------------------------------------------------------------
+
+MODULE_LINES = 400
+FUNCTION_LINES = 60
+#: modules over MODULE_LINES that state no reason yet, and functions over FUNCTION_LINES, each being split by
+#: another change (shrink this list; never grow it: split the new code along its seams instead)
+ALLOWED = {
+    "git_nerve/cli/worker.py",
+}
+
+
+def _rooms(root: Path) -> list[str]:
+    """Every module over MODULE_LINES lines whose docstring states no ``Size:`` reason, and every function over
+    FUNCTION_LINES lines (its ``def`` to its last line), as ``path`` or ``path:function (N lines)``."""
+    import ast
+
+    found = []
+    for path in sorted((root / "git_nerve").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        lines = len(text.splitlines())
+        doc = ast.get_docstring(tree) or ""
+        if lines > MODULE_LINES and not any(line.startswith("Size: ") for line in doc.splitlines()) and rel not in ALLOWED:
+            found.append(f"{rel} ({lines} lines, no `Size: <reason>` line in its docstring)")
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > FUNCTION_LINES and f"{rel}:{node.name}" not in ALLOWED:
+                    found.append(f"{rel}:{node.name} ({n} lines)")
+    return found
+
+
+def test_no_module_or_function_is_too_big():
+    """No module over 400 lines without a stated reason, no function over 60 lines, but the allow-list."""
+    assert _rooms(ROOT) == [], "split these along their seams (or state a module's reason in a `Size:` line)"
+
+
+def test_the_allow_list_names_only_rooms_still_too_big():
+    """An entry that is small now is dropped from ALLOWED, so the list only ever shrinks."""
+    import ast
+
+    stale = []
+    for entry in sorted(ALLOWED):
+        rel, _, fn = entry.partition(":")
+        text = (ROOT / rel).read_text(encoding="utf-8")
+        if not fn:
+            if len(text.splitlines()) <= MODULE_LINES:
+                stale.append(entry)
+            continue
+        sizes = [n.end_lineno - n.lineno + 1 for n in ast.walk(ast.parse(text))
+                 if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == fn]
+        if not sizes or max(sizes) <= FUNCTION_LINES:
+            stale.append(entry)
+    assert stale == [], "these are small enough now: remove them from ALLOWED"
+
+
+def test_the_size_rule_can_fail(tmp_path):
+    """A module that grows past the limit without a reason, and a long function, are both reported."""
+    pkg = tmp_path / "git_nerve"
+    pkg.mkdir()
+    (pkg / "big.py").write_text('"""A big module."""\n' + "x = 1\n" * MODULE_LINES, encoding="utf-8")
+    (pkg / "why.py").write_text('"""A big module.\n\nSize: a stated reason.\n"""\n' + "x = 1\n" * MODULE_LINES,
+                                encoding="utf-8")
+    (pkg / "long.py").write_text("def f():\n" + "    x = 1\n" * FUNCTION_LINES, encoding="utf-8")
+    assert _rooms(tmp_path) == [f"git_nerve/big.py ({MODULE_LINES + 1} lines, no `Size: <reason>` line in its docstring)",
+                                f"git_nerve/long.py:f ({FUNCTION_LINES + 1} lines)"]

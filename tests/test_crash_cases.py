@@ -21,6 +21,7 @@ import reliability_support as rs
 
 from fixtures.repos import build
 from fixtures.repos import worker as wfx
+from waiting import wait_until
 
 GW = "git-worker"
 
@@ -45,15 +46,8 @@ def kill_inside_filter(argv: list[str], cwd: Path, flag: Path, *, timeout: float
     reached.unlink(missing_ok=True)
     flag.write_text("")
     child = subprocess.Popen(argv, cwd=cwd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline:
-            if reached.exists():
-                break
-            assert child.poll() is None, "the command ended before git reached the filter"
-            time.sleep(0.01)
-        else:
-            raise AssertionError("git never reached the smudge filter")
+        wait_until(reached.exists, timeout, what="git to reach the smudge filter", interval=0.01, alive=child)
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
@@ -222,11 +216,8 @@ def test_cancel_cleanup_killed_mid_removal_is_finished_by_a_rerun(repo):
     tip = build.git(wt, "rev-parse", "HEAD")
     child = subprocess.Popen([GW, "cancel", "t1", "--cleanup"], cwd=repo.work, start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and child.poll() is None:
-        if wt.is_dir() and not all((wt / n).exists() for n in many[::200]):
-            break
-        time.sleep(0.001)
+    wait_until(lambda: wt.is_dir() and not all((wt / n).exists() for n in many[::200]), 30, interval=0.001,
+               alive=child, fail=False)  # the removal under way (or over: see below)
     if child.poll() is None:  # on a loaded machine the removal may have finished first: the rerun must still hold
         os.killpg(child.pid, signal.SIGKILL)
     child.wait()

@@ -14,6 +14,7 @@ from fixtures.repos import build
 from fixtures.repos import worker as wfx
 from git_nerve.git import destroy
 from tests import crash_support as cs
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "git_nerve"
@@ -386,10 +387,7 @@ def test_merge_check_killed_while_its_check_runs_leaves_nothing_registered(repo,
     child = subprocess.Popen([GW, "merge", "t1", "--check", f"sh -c 'touch {flag}; sleep 60'"], cwd=work,
                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while not flag.exists():
-            assert child.poll() is None and time.monotonic() < deadline, "the check never started"
-            time.sleep(0.02)
+        wait_until(flag.exists, 60, what="the check to start", interval=0.02, alive=child)
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()

@@ -12,7 +12,8 @@ from fixtures.repos import worker as wfx
 from fixtures.repos.build import commit_file, git
 from fixtures.repos.hooks import commit, git_run, heartbeats, messages, working_worker
 from git_nerve.hooks import install as hooks
-from git_nerve.hooks import runtime
+from git_nerve.hooks import kicks, post_commit, post_rewrite
+from git_nerve.hooks.common import locate
 from git_nerve.paths import discover
 
 
@@ -188,7 +189,7 @@ class FakeTrigger:
 @pytest.fixture
 def trigger(monkeypatch):
     fake = FakeTrigger()
-    monkeypatch.setattr(runtime, "_import_trigger", lambda: fake)
+    monkeypatch.setattr(kicks, "_import_trigger", lambda: fake)
     return fake
 
 
@@ -199,7 +200,7 @@ def test_post_commit_schedules_the_knowledge_index_for_the_changed_files_in_any_
     commit(work, "docs/guide.md", "# Guide\n\nnew\n", "docs")
     monkeypatch.chdir(work)
 
-    assert runtime.post_commit(runtime.locate()) == 0
+    assert post_commit.post_commit(locate()) == 0
 
     assert trigger.calls == [(work, work / ".git", work / ".git", ["docs/guide.md"])]
 
@@ -212,20 +213,20 @@ def test_post_rewrite_schedules_what_changed_between_the_old_and_new_tip(repo, t
     commit_file(work, "docs/b.md", "b\n", "b")
     monkeypatch.chdir(work)
 
-    assert runtime.post_rewrite(runtime.locate(), "amend", f"{old} {git(work, 'rev-parse', 'HEAD')}\n") == 0
+    assert post_rewrite.post_rewrite(locate(), "amend", f"{old} {git(work, 'rev-parse', 'HEAD')}\n") == 0
 
     assert trigger.calls[0][3] == ["docs/b.md"]
 
 
 def test_a_failing_knowledge_trigger_is_one_warning(repo, monkeypatch, capsys):
     work = repo.work
-    monkeypatch.setattr(runtime, "_import_trigger", lambda: FakeTrigger(fail=True))
+    monkeypatch.setattr(kicks, "_import_trigger", lambda: FakeTrigger(fail=True))
     git(work, "config", "core.hooksPath", "/dev/null")
     (work / "knowledge.yaml").write_text("sources: [docs]\n")
     commit(work, "docs/guide.md", "# Guide\n", "docs")
     monkeypatch.chdir(work)
 
-    assert runtime.post_commit(runtime.locate()) == 0
+    assert post_commit.post_commit(locate()) == 0
 
     assert capsys.readouterr().err == "warning: git-nerve post-commit: knowledge index not scheduled: RuntimeError: index is broken\n"
 
@@ -241,7 +242,8 @@ def test_the_commit_path_loads_none_of_the_heavy_packages():
     root = Path(__file__).resolve().parent.parent
     probe = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "import git_nerve.hooks.run, git_nerve.hooks.runtime, git_nerve.knowledge.trigger, git_nerve.cli.entry;"
+        "import git_nerve.hooks.run, git_nerve.hooks.runtime, git_nerve.hooks.post_commit, git_nerve.hooks.post_rewrite,"
+        " git_nerve.hooks.pre_push, git_nerve.knowledge.trigger, git_nerve.cli.entry;"
         "from git_nerve.worker import heartbeat;"
         "heavy = ('click', 'pygit2', 'pydantic', 'yaml', 'asyncio', 'filelock', 'dataclasses', 'typing',"
         "         'git_nerve.console', 'uvicorn', 'mcp', 'anyio', 'starlette', 'git_nerve.mcptools');"

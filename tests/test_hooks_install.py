@@ -87,13 +87,13 @@ def test_uninstall_puts_kept_hooks_back_byte_for_byte_with_their_mode(repo, gn, 
 def test_uninstall_without_kept_hooks_removes_only_ours(repo, gn):
     work = repo.work
     hdir = hooks_dir(work)
-    other = write_hook(hdir, "pre-commit", "#!/bin/sh\nexit 0\n")
+    other = write_hook(hdir, "commit-msg", "#!/bin/sh\nexit 0\n")
     assert gn("hooks install", work).code == 0
 
     res = gn("hooks uninstall --json", work)
 
     assert [h["action"] for h in json.loads(res.out)["hooks"]] == ["removed"] * len(HOOKS)
-    assert sorted(p.name for p in hdir.iterdir()) == ["pre-commit"]
+    assert sorted(p.name for p in hdir.iterdir()) == ["commit-msg"]
     assert other.read_text() == "#!/bin/sh\nexit 0\n"
 
 
@@ -219,8 +219,8 @@ def test_a_hook_whose_interpreter_is_gone_says_what_to_do_and_falls_back_to_git_
 def test_hook_runner_entry_points(repo, sh):
     usage = sh(["python", "-m", "git_nerve.hooks.run"], repo.work)
     assert usage.code == 2 and "usage:" in usage.err
-    unknown = sh(["git", "nerve", "hook-run", "pre-commit"], repo.work)
-    assert unknown.code == 0 and "no hook named 'pre-commit'" in unknown.err
+    unknown = sh(["git", "nerve", "hook-run", "commit-msg"], repo.work)
+    assert unknown.code == 0 and "no hook named 'commit-msg'" in unknown.err
     outside = subprocess.run(["git", "nerve", "hook-run", "post-commit"], cwd=repo.work, capture_output=True, text=True, check=False)
     assert (outside.returncode, outside.stderr) == (0, "")
 

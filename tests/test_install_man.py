@@ -133,28 +133,45 @@ def test_the_version_is_the_packages_and_the_changelog_names_it():
 def test_manlink_links_missing_pages_beside_the_bin_dir_and_overwrites_nothing(tmp_path):
     from git_nerve.manlink import link_pages
 
-    prefix = tmp_path / "tools" / "git-nerve"  # a uv tool virtualenv
-    shipped = prefix / "share" / "man" / "man1"
-    shipped.mkdir(parents=True)
-    for name in ("git-worker.1", "git-worker-spawn.1", "git-nerve.1", "git-add.1"):
-        (shipped / name).write_text(name)
-    (prefix / "bin").mkdir()
+    def tool_venv(where):
+        prefix = tmp_path / "tools" / where  # a uv tool virtualenv
+        shipped = prefix / "share" / "man" / "man1"
+        shipped.mkdir(parents=True)
+        for name in ("git-worker.1", "git-worker-spawn.1", "git-nerve.1", "git-add.1"):
+            (shipped / name).write_text(f"{name} of {where}")
+        (prefix / "bin").mkdir()
+        return prefix
+
+    prefix = tool_venv("git-nerve")
     bin_dir = tmp_path / "local" / "bin"
     bin_dir.mkdir(parents=True)
     man1 = tmp_path / "local" / "share" / "man" / "man1"
     man1.mkdir(parents=True)
     (man1 / "git-nerve.1").write_text("the user's own")
-    (man1 / "git-worker-spawn.1").symlink_to(tmp_path / "gone" / "share" / "man" / "man1" / "git-worker-spawn.1")
+    # a person's own dead link, even one that looks like a page link: no record says git-nerve made it
+    persons = tmp_path / "gone" / "share" / "man" / "man1" / "git-worker-spawn.1"
+    (man1 / "git-worker-spawn.1").symlink_to(persons)
 
     assert link_pages(str(prefix / "bin" / "git-worker"), str(prefix)) == []  # run from the venv itself
     made = link_pages(str(bin_dir / "git-worker"), str(prefix))
-    assert sorted(Path(p).name for p in made) == ["git-worker-spawn.1", "git-worker.1"]
-    assert (man1 / "git-worker.1").read_text() == "git-worker.1"
-    assert (man1 / "git-worker-spawn.1").read_text() == "git-worker-spawn.1"  # a dead page link replaced
+    assert [Path(p).name for p in made] == ["git-worker.1"]
+    assert (man1 / "git-worker.1").read_text() == "git-worker.1 of git-nerve"
+    assert os.readlink(man1 / "git-worker-spawn.1") == str(persons)  # the person's dead link is kept
     assert (man1 / "git-nerve.1").read_text() == "the user's own"  # kept
     assert not (man1 / "git-add.1").exists()  # only git-nerve's own pages
     assert link_pages(str(bin_dir / "git-worker"), str(prefix)) == []  # the next run: nothing to do
+
+    # the tool virtualenv is removed and made again elsewhere: the link git-nerve recorded making is dead now,
+    # and only that one is replaced
+    shutil.rmtree(prefix)
+    again = tool_venv("git-nerve-2")
+    assert not (man1 / "git-worker.1").exists() and (man1 / "git-worker.1").is_symlink()
+    made = link_pages(str(bin_dir / "git-worker"), str(again))
+    assert [Path(p).name for p in made] == ["git-worker.1"]
+    assert (man1 / "git-worker.1").read_text() == "git-worker.1 of git-nerve-2"
+    assert os.readlink(man1 / "git-worker-spawn.1") == str(persons)
+
     (man1 / "git-worker.1").unlink()
-    (man1 / "git-worker.1").symlink_to(tmp_path / "elsewhere")  # a dead link that is not a page link
-    assert link_pages(str(bin_dir / "git-worker"), str(prefix)) == []
+    (man1 / "git-worker.1").symlink_to(tmp_path / "elsewhere")  # the person's own link now: not recorded as ours
+    link_pages(str(bin_dir / "git-worker"), str(again))
     assert os.readlink(man1 / "git-worker.1") == str(tmp_path / "elsewhere")

@@ -151,7 +151,7 @@ def test_the_embedding_cache_is_shared_by_worktrees(shop, server, gn, tmp_path):
     assert server.texts[first:] == ["def otter_payment_due():\n    return 'invoice'"]
     assert (shop / ".git" / "nerve" / "embeddings.db").is_file()
     assert not (shop / ".git" / "worktrees" / "topic" / "nerve" / "embeddings.db").exists()
-    assert (shop / ".git" / "worktrees" / "topic" / "nerve" / "knowledge.db").is_file()
+    assert not (shop / ".git" / "worktrees" / "topic" / "nerve" / "knowledge.db").exists()  # one store per repository
 
 
 def test_endpoint_errors_are_warnings_and_full_text_still_answers(shop, server, gn):

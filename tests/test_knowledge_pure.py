@@ -37,14 +37,29 @@ def test_markdown_splits_at_headings_with_heading_paths():
     ]
 
 
-def test_python_splits_at_top_level_definitions_keeping_decorators_and_comments():
+def test_python_is_cut_along_functions_classes_and_methods_with_their_names_and_docstrings():
     text = (
+        '"""Module doc.\n\nText at column 0 inside the docstring.\n"""\n\nimport os\nimport sys\nimport re\n\n\n'  # 1-10
+        "# helper comment\n@decorator\ndef alpha(x):\n    return {\n        'a': 1,\n\n'not a boundary': 2,\n    }\n\n\n"  # 11-20
+        "class Beta:\n    def m(self):\n        \"\"\"Em.\"\"\"\n\n    def n(self):\n        pass\n"  # 21-26
+        "X = 1\n"  # 27
+    )
+    chunks = chunk_file("pkg/mod.py", text)
+    assert spans(chunks) == [(1, 8, ""), (11, 18, "alpha"), (21, 21, "Beta"), (22, 23, "Beta.m"), (25, 26, "Beta.n"), (27, 27, "")]
+    assert [(c.symbol, c.doc) for c in chunks[2:4]] == [("Beta", ""), ("m", "Em.")]
+    assert chunks[1].doc == "# helper comment"
+
+
+def test_without_a_grammar_code_splits_at_top_level_definitions_keeping_decorators_and_comments():
+    lines = chunking.split_lines(
         '"""Module doc.\n\nText at column 0 inside the docstring.\n"""\n\nimport os\nimport sys\nimport re\n\n\n'  # 1-10
         "# helper comment\n@decorator\ndef alpha(x):\n    return {\n        'a': 1,\n\n'not a boundary': 2,\n    }\n\n\n"  # 11-20
         "class Beta:\n    def m(self):\n        pass\n\n    def n(self):\n        pass\n"  # 21-26
         "X = 1\n"  # 27: a small tail joins the chunk before it
     )
-    assert spans(chunk_file("pkg/mod.py", text)) == [(1, 4, ""), (6, 8, ""), (11, 18, "alpha"), (21, 27, "Beta")]
+    blocks = chunking.code_blocks(lines, hash_comments=True, triple_quotes=True)
+    assert [(a + 1, b, t) for a, b, t in blocks] == [(1, 5, ""), (6, 10, ""), (11, 20, "alpha"), (21, 27, "Beta")]
+    assert [c.title for c in chunk_file("lib/mod.rb", "class Gamma\n  def m\n    1\n  end\nend\n")] == ["Gamma"]
 
 
 def test_brace_languages_split_at_top_level_blocks():
@@ -59,7 +74,7 @@ def test_brace_languages_split_at_top_level_blocks():
         "export const refreshToken = async (t: string): Promise<string> => {\n  return t;\n};\n\n"
         "export class Store {\n  get(): void {}\n}\n"
     )
-    assert [c.title for c in chunk_file("a.ts", ts)] == ["", "refreshToken", "Store"]
+    assert [c.title for c in chunk_file("a.ts", ts)] == ["", "refreshToken", "Store", "Store.get"]
 
 
 def test_long_definitions_and_plain_text_become_overlapping_windows():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 
 import pytest
@@ -25,10 +26,12 @@ def shop(tmp_path):
 
 
 def chunks_of(work, path=None):
+    """The chunks the worktree at ``work`` sees (its view of the repository's store)."""
     conn = sqlite3.connect(work / ".git" / "nerve" / "knowledge.db")
     try:
-        sql = "SELECT path, start_line, end_line, title, text FROM chunks" + (" WHERE path = ?" if path else "") + " ORDER BY path, start_line"
-        return conn.execute(sql, (path,) if path else ()).fetchall()
+        sql = ("SELECT d.path, c.start_line, c.end_line, c.title, c.text FROM views v JOIN docs d ON d.id = v.doc "
+               "JOIN chunks c ON c.doc = d.id WHERE v.view = ?" + (" AND d.path = ?" if path else "") + " ORDER BY d.path, c.start_line")
+        return conn.execute(sql, (os.path.realpath(work / ".git"), *((path,) if path else ()))).fetchall()
     finally:
         conn.close()
 
@@ -189,7 +192,7 @@ def test_query_command_output(shop, gn):
     res = gn("knowledge query invoice sales tax --limit 2", shop / "docs")
     assert res.code == 0, res
     lines = res.out.splitlines()
-    assert lines[0].startswith("src/billing/invoice.py:1-13  ")
+    assert lines[0].startswith("src/billing/invoice.py:6-13  ")  # the function, its imports a chunk of their own
     float(lines[0].split()[-1])
     assert lines[1].startswith("    ") and "invoice" in lines[1].lower()
     assert lines[-1] == "(ranked by full text (SQLite FTS5, BM25))"

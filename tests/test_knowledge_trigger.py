@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import threading
-import time
 
 from fixtures.repos import knowledge as kfix
 from fixtures.repos.build import commit_file, write
@@ -17,15 +16,11 @@ from git_nerve.knowledge import status as kstatus
 from git_nerve.knowledge import sync as ksync
 from git_nerve.paths import discover
 from tests.conftest import git
+from waiting import wait_until
 
 
 def wait_for(predicate, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
+    return bool(wait_until(predicate, timeout, fail=False) or predicate())
 
 
 def idle(paths) -> bool:

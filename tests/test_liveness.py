@@ -20,6 +20,7 @@ from test_crash_cases import _working_behind, kill_inside_filter, slow_checkout
 
 from fixtures.repos import build
 from fixtures.repos import worker as wfx
+from waiting import wait_until
 
 GW = "git-worker"
 PACKAGE = Path(__file__).resolve().parents[1] / "git_nerve"
@@ -73,11 +74,8 @@ def test_a_persons_commit_waiting_in_its_editor_keeps_its_index_lock_while_git_w
     commit = subprocess.Popen(["git", "commit", "-a"], cwd=wt, env={**os.environ, "GIT_EDITOR": str(editor)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while not lock.exists():
-            assert commit.poll() is None and time.monotonic() < deadline, "git commit never took index.lock"
-            time.sleep(0.02)
-        time.sleep(2.5)  # older than the two seconds after which a lock used to count as dead
+        wait_until(lock.exists, 20, what="git commit to take index.lock", interval=0.02, alive=commit)
+        time.sleep(2.5)  # makes time pass on purpose: older than the two seconds after which a lock used to count as dead
         argv = _hidden_proc([GW, "start"]) or [GW, "start"]
         res = rs.run(argv, wt)
         assert lock.exists(), res.err
@@ -154,14 +152,11 @@ def test_a_token_is_alive_while_a_git_child_holds_it_after_its_command_was_kille
             assert sc.dead == [] and [r["kind"] for r in sc.alive] == ["git"]
     finally:
         flag.unlink()
-    deadline = time.monotonic() + 10
-    while True:
+    def dead_kinds():
         with liveness.scan(common) as sc:
-            if sc.dead:
-                assert [r["kind"] for d in sc.dead for r, _ in d.records("git")] == ["git"]
-                break
-        assert time.monotonic() < deadline, "the token never died"
-        time.sleep(0.05)
+            return [r["kind"] for d in sc.dead for r, _ in d.records("git")] if sc.dead else None
+
+    assert wait_until(dead_kinds, 10, what="the token to die") == ["git"]
 
 
 def test_concurrent_merges_from_several_terminals_keep_their_temporary_checkouts(remote_repo):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from fixtures.repos.build import git, write
 from git_nerve.bus import rounds
 from git_nerve.bus.connection import Bus
 from git_nerve.git.overlap import conflict_ranges
+from waiting import wait_until
 
 APP = "def greet(name):\n    return f'hello {name}'\n"
 README = "# Project\n\nA small project.\n"
@@ -107,13 +107,12 @@ def test_a_commit_in_a_worker_refreshes_the_radar_in_the_background_and_the_next
     write(t2, "src/app.py", APP.replace("hello", "howdy"))
     res = sh(["git", "commit", "-qam", "t2: howdy"], t2)  # through our post-commit hook
     assert res.code == 0, res
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # the commit did not wait for the radar; it catches up
-        data = json.loads(gw("conflicts --json", work).out)
-        if data["pairs"]:
-            break
-        time.sleep(0.2)
-    assert [(p["a"], p["b"], p["kind"]) for p in data["pairs"]] == [("t1", "t2", "conflict")]
+
+    def pairs():
+        return json.loads(gw("conflicts --json", work).out)["pairs"]
+
+    found = wait_until(pairs, 60, interval=0.2, fail=False)  # the commit did not wait for the radar; it catches up
+    assert [(p["a"], p["b"], p["kind"]) for p in found] == [("t1", "t2", "conflict")]
     write(t1, "README.md", README + "more\n")
     res = sh(["git", "commit", "-qam", "t1: readme"], t1)
     assert "git-nerve radar: your work conflicts with task t2: src/app.py (lines 2)" in res.err

@@ -177,8 +177,9 @@ def test_a_git_lock_file_a_live_process_holds_is_one_clear_error_and_changes_not
 
     def hold_open(path):
         nonlocal holder
-        holder = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1]); time.sleep(120)", str(path)])
-        time.sleep(0.3)
+        holder = subprocess.Popen([sys.executable, "-c", "import sys, time; f = open(sys.argv[1]); print('open', flush=True); "
+                                   "time.sleep(120)", str(path)], stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline() == "open\n"  # it holds the file open now
 
     from fixtures.repos import worker as wfx
 

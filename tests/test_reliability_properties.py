@@ -148,7 +148,10 @@ def test_random_lifecycle_commands_follow_the_table_and_the_log_replays(repo, co
     from git_nerve.worker import lifecycle
 
     task_id = f"p{next(_ids)}"
+    from git_nerve.hooks.install import install_missing
+
     r = lifecycle.open_repo(repo.work)
+    r.hook_installer = install_missing  # as the commands do: spawn installs missing hooks
     try:
         wt = Path(lifecycle.spawn(r, task_id, description="property").worker.worktree)
         state = "ASSIGNED"

@@ -7,6 +7,7 @@ from pathlib import Path
 from conftest import git
 from fixtures.repos import build
 from fixtures.repos import worker as wk
+from waiting import wait_until
 
 
 # -- a relative origin URL --------------------------------------------------------------
@@ -155,10 +156,7 @@ def test_stop_reaches_a_running_git_worker_run_and_tell_says_one_sentence(repo, 
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lock = worker_run_lock(wk.bus_path(work).parent / "locks", "t1")
-        deadline = time.monotonic() + 20
-        while not is_held(lock):
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.05)
+        wait_until(lambda: is_held(lock), 20, what="the run lock to be taken", alive=proc)
         told = gn(["tell", "stop"], wt)  # inside the worktree: its task, which runs
         assert told.code == 0 and told.out.startswith("queued #2: stop for t1"), told
         proc.communicate(timeout=30)
@@ -238,7 +236,7 @@ def test_status_shows_the_state_with_staleness_apart_and_no_marks_on_finished_ta
     wk.set_columns(work, "t1", assigned_at=time.time() - 3600)  # retried, no heartbeat since: stale
     wk.drive(work, "t2", "COMPLETED")
     wt3 = wk.drive(work, "t3", "WORKING")
-    time.sleep(0.05)
+    time.sleep(0.05)  # makes time pass on purpose: t3's commit must be newer than what the radar looked at
     build.commit_file(wt3, "t3.txt", "more\n", "t3: more")  # t3 committed after the radar looked
     common = work / ".git"
     from git_nerve.locks import hold
@@ -302,7 +300,7 @@ def test_demo_console_keeps_serving_after_the_demo_until_ctrl_c(tmp_path):
                 break
             assert time.monotonic() < deadline
         assert url and seen[-1].rstrip().endswith(" until you press Ctrl-C"), "".join(seen[-40:])
-        time.sleep(3)  # the demo's work is long done: the page still answers
+        time.sleep(3)  # makes time pass on purpose: the demo's work is long done, the page still answers
         assert proc.poll() is None
         with urllib.request.urlopen(url, timeout=10) as page:
             assert page.status == 200

@@ -145,7 +145,7 @@ def test_status_watch_redraws_until_interrupted(repo):
     proc = subprocess.Popen(["git-worker", "status", "--watch", "--interval", "0.2"], cwd=repo.work,
                             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.5)
+        time.sleep(1.5)  # makes time pass on purpose: several 0.2 s redraws before the Ctrl-C
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=20)
     finally:

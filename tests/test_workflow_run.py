@@ -21,6 +21,7 @@ from git_nerve.bus.connection import Bus
 from git_nerve.workflow import END, Role, Thread, Workflow, fail
 from git_nerve.workflow.adapters import AdapterTimeout, create_exec
 from git_nerve.workflow.runner import run_task
+from waiting import wait_until
 
 BIN = Path(sys.executable).parent
 
@@ -198,7 +199,7 @@ def test_heartbeats_while_the_agent_runs_and_on_tick(task, monkeypatch):
     ticks: list[str] = []
 
     def slow(prompt, ctx):
-        time.sleep(0.8)
+        time.sleep(0.8)  # makes time pass on purpose: several 0.1 s heartbeat intervals while the agent runs
         return reply(True)
 
     ref = use(monkeypatch, flow(slow))
@@ -236,9 +237,7 @@ def test_a_stop_asks_a_clean_stop_agent_to_end_itself_and_its_uncommitted_work_i
 
     def agent(prompt, ctx):
         (Path(ctx.workdir) / "half-done.txt").write_text("work in progress\n")
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not request.exists():  # its next "safe point"
-            time.sleep(0.05)
+        wait_until(request.exists, 20, fail=False)  # its next "safe point"
         seen.append(request.read_text() if request.exists() else "")
         return reply(False)
 

@@ -107,7 +107,7 @@ def test_heartbeats_are_on_the_bus_while_the_command_runs(task):
             beats = [m for m in messages.for_task(bus.conn, "t1", kinds=("heartbeat",)) if m.payload.get("source") == "run"]
             if proc.poll() is None:
                 seen_while_running = max(seen_while_running, len(beats))
-            time.sleep(0.1)
+            time.sleep(0.1)  # samples the heartbeats while the command runs (its 1.2 s make the time pass)
         w = workers.get(bus.conn, "t1")
     finally:
         bus.close()

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 from .. import faults
-from ..errors import DatabaseError
+from ..errors import BusBusy, BusError, DatabaseError
+from . import driver
 from ..fs import BUS_FILE, ensure_local_filesystem, make_dirs
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
@@ -25,9 +26,7 @@ BUSY_TIMEOUT_MS = 30_000
 RETRIES = 8
 
 
-def _is_busy(exc: sqlite3.Error) -> bool:
-    msg = str(exc).lower()
-    return "locked" in msg or "busy" in msg
+_is_busy = driver.is_busy
 
 
 def make_private_dir(path: Path) -> None:
@@ -60,7 +59,7 @@ class Bus:
             ingest_quietly(self)
 
     # -- opening -----------------------------------------------------------
-    def _open(self, create: bool) -> sqlite3.Connection:
+    def _open(self, create: bool) -> driver.Connection:
         # lexists: a dangling symlink is "something there", never a place to create a bus through
         exists = os.path.lexists(self.path)
         if not exists and not create:
@@ -92,8 +91,11 @@ class Bus:
                 )
             if version < SCHEMA_VERSION:
                 self._migrate(conn)
-        except sqlite3.DatabaseError as exc:
+        except BusError as exc:
             conn.close()
+            if not isinstance(exc.driver, sqlite3.DatabaseError):
+                raise  # the bus's own verdict (a lock that stayed, from _retry)
+            exc = exc.driver
             if _no_room(self.path.parent):
                 # opening in WAL mode writes the -wal/-shm files beside it: on a full disk SQLite only says "disk I/O error"
                 raise DatabaseError(f"cannot open the bus {self.path}: no space left on device ({exc}); it was left untouched") from exc
@@ -103,9 +105,9 @@ class Bus:
             raise
         return conn
 
-    def _connect(self, path: Path) -> sqlite3.Connection:
+    def _connect(self, path: Path) -> driver.Connection:
         try:
-            return sqlite3.connect(path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
+            return driver.connect(path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise DatabaseError(f"cannot open the bus {path}: {exc}") from exc
 
@@ -121,8 +123,10 @@ class Bus:
             try:
                 conn.execute("PRAGMA journal_mode=WAL").fetchone()
                 self._migrate(conn)
-            except sqlite3.Error as exc:
-                raise DatabaseError(f"cannot create the bus {self.path}: {exc}") from exc
+            except BusError as exc:
+                if exc.driver is None:
+                    raise
+                raise DatabaseError(f"cannot create the bus {self.path}: {exc.driver}") from exc
             finally:
                 conn.close()  # the last connection folds the WAL into the file and removes it
             try:
@@ -162,7 +166,7 @@ class Bus:
                 "in it, so it was not replaced. Restore it from a backup, or move it away to start a new, empty bus"
             )
 
-    def _check_ours(self, conn: sqlite3.Connection) -> None:
+    def _check_ours(self, conn: driver.Connection) -> None:
         """A SQLite file without our schema (user_version 0 or no workers table) is someone else's."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         has_workers = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='workers'").fetchone()
@@ -172,7 +176,7 @@ class Bus:
                 "untouched. Move it away to start a new bus"
             )
 
-    def _migrate(self, conn: sqlite3.Connection) -> None:
+    def _migrate(self, conn: driver.Connection) -> None:
         def apply() -> None:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -194,11 +198,14 @@ class Bus:
         for attempt in range(self.retries):
             try:
                 return fn()
-            except sqlite3.OperationalError as exc:
+            except BusError as err:
+                exc = err.driver
+                if not isinstance(exc, sqlite3.OperationalError):
+                    raise
                 if not _is_busy(exc) or attempt == self.retries - 1:
                     if _is_busy(exc):
-                        raise DatabaseError(f"the bus {self.path} stayed locked by another process; try again") from exc
-                    raise DatabaseError(f"bus error: {exc}") from exc
+                        raise BusBusy(f"the bus {self.path} stayed locked by another process; try again") from exc
+                    raise BusError(f"bus error: {exc}") from exc
                 import random  # only when contended: the hooks import this module on every commit
 
                 time.sleep(delay * (1 + random.random()))
@@ -208,7 +215,7 @@ class Bus:
         """``with bus.write() as conn:``, a ``BEGIN IMMEDIATE`` transaction: check-then-write is atomic inside it."""
         return _Transaction(self)
 
-    def read(self, sql: str, params: tuple | dict = ()) -> list[sqlite3.Row]:
+    def read(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
         cur = self._retry(lambda: self.conn.execute(sql, params))
         return cur.fetchall()
 
@@ -230,7 +237,7 @@ class _Transaction:
     def __init__(self, bus: Bus):
         self.bus = bus
 
-    def __enter__(self) -> sqlite3.Connection:
+    def __enter__(self) -> driver.Connection:
         conn = self.bus.conn
         self.bus._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
         return conn
@@ -241,14 +248,15 @@ class _Transaction:
             conn.execute("ROLLBACK")
             return False
         try:
-            faults.point("bus.commit")
+            if faults.point("bus.commit") == "sqlite-full":  # the driver's own words on a full disk
+                raise driver.translate(sqlite3.OperationalError("database or disk is full"))
             conn.execute("COMMIT")
-        except sqlite3.Error as err:
+        except BusError as err:
             try:
                 conn.execute("ROLLBACK")
-            except sqlite3.Error:
+            except BusError:
                 pass
-            raise DatabaseError(f"could not commit to the bus: {err}") from err
+            raise DatabaseError(f"could not commit to the bus: {err.driver or err.message}") from err
         return False
 
 

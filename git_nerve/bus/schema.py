@@ -102,6 +102,26 @@ MIGRATIONS: list[str] = [
     UPDATE workers SET pushed = 1 WHERE task_id IN
         (SELECT task_id FROM messages WHERE kind = 'review_request' AND instr(payload, '"pushed": true') > 0);
     """,
+    # 4: what a task's worktree was given (git_nerve/worktree_prep): the ignored files copied into it, salted
+    # hashes of the values of its copied .env files (never the values), its NERVE_PORT block, its setup
+    # command's state and log, and its measured size.
+    """
+    CREATE TABLE task_prep (
+        task_id       TEXT PRIMARY KEY,
+        copied        TEXT NOT NULL DEFAULT '[]',    -- JSON list of paths relative to the worktree
+        salt          TEXT,                          -- hex, per task
+        secret_hashes TEXT NOT NULL DEFAULT '[]',    -- JSON list of [length, hex hmac-sha256(salt, value), file]
+        port          INTEGER,                       -- base of the task's port block (NULL: none)
+        setup_state   TEXT,                          -- NULL (no setup) | running | done | failed
+        setup_log     TEXT,
+        setup_pid     INTEGER,
+        setup_exit    INTEGER,
+        setup_started REAL,
+        setup_ended   REAL,
+        disk_bytes    INTEGER,
+        disk_at       REAL
+    );
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 from typing import Any, Callable
 
 import click
 
-from ..errors import DatabaseError, ExitCode, NerveError
+from ..errors import ExitCode, NerveError
 from ..text import clean, clean_styled, json_safe
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -60,8 +59,6 @@ def run_mapped(call: Callable[[], Any]) -> Any:
         return call()
     except NerveError as exc:
         fail(exc)
-    except sqlite3.Error as exc:
-        fail(DatabaseError(f"bus error: {exc}"))
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(int(ExitCode.INTERRUPTED))
@@ -77,6 +74,13 @@ def run_mapped(call: Callable[[], Any]) -> Any:
             raise
         where = f": {exc.filename}" if exc.filename else ""
         fail(NerveError(f"{exc.strerror or exc}{where}"))
+    except Exception as exc:
+        from ..bus.driver import as_nerve_error  # the knowledge index's own database: "bus error: ..." (exit 5)
+
+        mapped = as_nerve_error(exc)
+        if mapped is None:
+            raise
+        fail(mapped)
 
 
 class NerveGroup(click.Group):

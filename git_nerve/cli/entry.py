@@ -33,6 +33,8 @@ def nerve_main() -> None:
         from ..steer.notes_hook import main as notes_main  # an agent CLI's hook: standard library + bus only
 
         sys.exit(notes_main(argv[1:]))
+    if argv[:1] == ["mcp"] and _serve_mcp(argv[1:]):
+        sys.exit(0)
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
     from .nerve import nerve
@@ -40,6 +42,30 @@ def nerve_main() -> None:
     if not _before_click(nerve, "git-nerve") and argv[:1] != ["hook-run"]:
         _enable_liveness()
     nerve(prog_name="git nerve", complete_var="_GIT_NERVE_COMPLETE")
+
+
+def _serve_mcp(args: list[str]) -> bool:
+    """`git nerve mcp [--task TASK]` without click (an agent CLI waits for its first answer); False, having done
+    nothing, for anything else or anything to report (click's path then says it, the documented way)."""
+    if args[:1] == ["--task"] and len(args) == 2:
+        task: str | None = args[1]
+    elif len(args) == 1 and args[0].startswith("--task="):
+        task = args[0].split("=", 1)[1]
+    elif not args:
+        task = None
+    else:
+        return False
+    from ..mcptools import tools
+
+    try:
+        binding = tools.bind(None, task)
+    except Exception:  # noqa: BLE001 - reported by click's path, which does it again
+        return False
+    _enable_liveness()
+    from ..mcptools import front
+
+    front.serve(binding)
+    return True
 
 
 def _enable_liveness() -> None:

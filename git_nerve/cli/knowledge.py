@@ -27,14 +27,16 @@ PROGRESS_MIN = 200
 
 @click.group("knowledge", cls=NerveGroup, context_settings=CONTEXT_SETTINGS)
 def knowledge() -> None:
-    """Search this repository's code and docs (a local index per worktree).
+    """Search this repository's code and docs (a local index, branch-aware per worktree).
 
     What is indexed comes from knowledge.yaml at the top of the worktree
     (include/exclude globs, .gitignore style; committed). The index lives in
-    <git-dir>/nerve/knowledge.db, so each worktree searches its own branch;
+    <git-common-dir>/nerve/knowledge.db, one store for the repository in which
+    each worktree has its own view, so each worktree searches its own branch;
     with knowledge.yaml present, every commit refreshes it in the background.
     Optional embeddings come from [knowledge.embeddings] in nerve.toml
-    (base_url, model, api_key_env: the NAME of the variable holding the key).
+    (base_url, model, api_key_env: the NAME of the variable holding the key;
+    or provider = "local": no network, no key, the [embeddings] extra).
     """
 
 

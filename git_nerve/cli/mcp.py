@@ -30,9 +30,9 @@ def mcp(ctx: click.Context, task: str | None) -> None:
     from ..mcptools import tools
 
     binding = tools.bind(None, task)
-    from ..mcptools import server  # the SDK loads only now
+    from ..mcptools import front  # the SDK loads only now, behind the front's quick initialize
 
-    server.serve(binding)
+    front.serve(binding)
 
 
 @mcp.command("install", context_settings=CONTEXT_SETTINGS)

@@ -12,6 +12,7 @@ from . import hooks as hooks_cli
 from . import knowledge as knowledge_cli
 from . import mcp as mcp_cli
 from . import setup as setup_cli
+from . import shared as shared_cli
 from . import steer as steer_cli
 from . import thread as thread_cli
 from . import workflow as workflow_cli
@@ -28,7 +29,7 @@ def nerve() -> None:
     """
 
 
-for _module in (setup_cli, hooks_cli, thread_cli, workflow_cli, steer_cli, knowledge_cli, console_cli, mcp_cli,
+for _module in (setup_cli, shared_cli, hooks_cli, thread_cli, workflow_cli, steer_cli, knowledge_cli, console_cli, mcp_cli,
                 completion_cli):
     for _command in _module.COMMANDS:
         nerve.add_command(_command)

@@ -11,13 +11,19 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, warn
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def init(as_json: bool) -> None:
+@click.option("--shared", is_flag=True,
+              help="Several machines coordinate through the git remote: probe it, then record it in nerve.toml.")
+@click.option("--remote", "shared_remote", metavar="NAME", help="With --shared: the coordination remote (default: nerve.remote, else origin).")
+def init(as_json: bool, shared: bool, shared_remote: str | None) -> None:
     """Set up this repository: the bus, the hooks, the integration branch, nerve.toml."""
     from ..init import init as do_init
 
+    if shared_remote and not shared:
+        raise click.UsageError("--remote goes with --shared")
     report = do_init()
+    joined = _init_shared(report, shared_remote) if shared else None
     if as_json:
-        echo_json(report.as_dict())
+        echo_json({**report.as_dict(), **({"shared": joined} if joined else {})})
         return
     for w in report.warnings:
         warn(w)
@@ -30,6 +36,18 @@ def init(as_json: bool) -> None:
         if not report.nerve_toml_tracked:
             echo("             not committed yet: every worktree's run reads this file from the main checkout;")
             echo("             commit it so task branches carry it too: git add nerve.toml && git commit -m 'git-nerve config'")
+    if joined:
+        echo(f"Shared:      through {joined['remote']} as machine {joined['machine']} (probe passed"
+             + ("; recorded in nerve.toml: commit it so every clone takes part)" if joined["written"] else ")"))
+
+
+def _init_shared(report, remote: str | None) -> dict:
+    from ..paths import discover
+    from ..shared.setup import enable
+
+    paths = discover()
+    done = enable(paths.common_dir, paths.toplevel or paths.common_dir, remote)
+    return {"remote": done.remote, "machine": done.machine, "nerve_toml": str(done.nerve_toml), "written": done.written}
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -10,7 +10,15 @@ from .common import echo, echo_json, warn
 def _repo(create: bool = True):
     from ..worker.lifecycle import open_repo
 
-    return open_repo(create=create)
+    repo = open_repo(create=create)
+    repo.hook_installer = _install_missing_hooks  # spawn installs missing hooks through the front end's installer
+    return repo
+
+
+def _install_missing_hooks(paths):
+    from ..hooks.install import install_missing  # imported only when a spawn needs it
+
+    return install_missing(paths)
 
 
 def radar_after(repo, tasks: list[str] | None) -> None:
@@ -93,3 +101,48 @@ def _print_removal(res) -> None:
         tops = sorted({p.split("/", 1)[0] + ("/" if "/" in p else "") for p in res.ignored_removed})
         echo(f"  Deleted {len(res.ignored_removed)} ignored path(s), not archived: {', '.join(tops[:10])}"
              + (f" (+{len(tops) - 10} more)" if len(tops) > 10 else ""))
+
+
+def shared_rows(bus, rows: list[dict], states: tuple[str, ...]) -> str | None:
+    """Shared mode: every machine's rows and the view's freshness (None, rows untouched, without it)."""
+    from ..shared.status import shared_rows as rows_of_every_machine
+
+    return rows_of_every_machine(bus, rows, states)
+
+
+def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float) -> None:
+    """`git worker status` in shared mode: how fresh the view is, then a MACHINE column."""
+    from .. import clock
+    from ..text import clean_line
+    from .common import style
+
+    colors = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIEW": "yellow", "APPROVED": "green",
+              "COMPLETED": "bright_black", "FAILED": "magenta"}  # as the one-machine table
+    echo(f"view: {fresh}")
+    echo(style(f"{'TASK':<24} {'STATE':<11} {'MACHINE':<16} {'BRANCH':<28} {'HEARTBEAT':<10} DESCRIPTION", bold=True))
+    for r in rows:
+        w = by_id.get(r["task_id"])
+        hb = (clock.ago(w.last_heartbeat, now) + " ago") if w is not None and w.last_heartbeat else "-"
+        desc = clean_line(((w.description if w else "").splitlines() or [""])[0])[:40]
+        shown = style(f"{r['state']:<11}", fg=colors.get(r["state"]))
+        echo(f"{r['task_id']:<24} {shown} {r['machine']:<16} {(r['branch'] or '-'):<28} {hb:<10} {desc}"
+             + (" STALE" if r["stale"] else ""))
+
+
+def show_elsewhere(bus, task_id: str, as_json: bool) -> bool:
+    """`git worker show` of a task another machine holds (shared mode): printed from the cache; False when the
+    task is not one."""
+    from ..shared.status import elsewhere
+
+    view = elsewhere(bus, task_id)
+    if view is None:
+        return False
+    if as_json:
+        echo_json(view)
+        return True
+    last = view["last_transition"]
+    echo(f"{view['task_id']}  {view['state']}  held by machine {view['machine']}  ({view['view']})")
+    echo(f"  last transition: {last['verb']} by {last['by']} (#{last['seq']}, {last['at']})")
+    for e in view["events"]:
+        echo(f"{e['ts']}  {e['kind']:<16} on {e['machine']}")
+    return True

@@ -21,13 +21,16 @@ from .common import (
     style,
     warn,
 )
-from .tasks import _repo, _row, _settings_or_none, print_cleanup, radar_after, run_merge
+from .prep import prep_fields, prep_lines, prep_status_line, print_prep, refuse_failed_setup, warn_setup
+from .tasks import (_repo, _row, _settings_or_none, print_cleanup, print_shared_status, radar_after, run_merge,
+                    shared_rows, show_elsewhere)
 
 EXIT_CODES = """\b
 Exit codes:
   0 ok              2 usage or bad input    3 invalid transition
   4 git error       5 database error        6 conflict
   7 --check failed, or a pre-push hook refused the merge's push (merge)
+  8 shared mode: another machine holds the task (named)
 """
 
 
@@ -69,13 +72,20 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON."
 @click.option("--no-fetch", is_flag=True, help="Do not fetch the base from the remote first (nor ask it whether the branch exists).")
 @click.option("--adopt", is_flag=True,
               help="Work on the branch <prefix>TASK_ID that already exists (here or on the remote); git-nerve never deletes it.")
+@click.option("--wait", is_flag=True, help="Wait for nerve.toml's [worktree] setup command to end (exit 1 if it fails).")
 @json_option
-def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, adopt: bool, as_json: bool) -> None:
+def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, adopt: bool, wait: bool,
+          as_json: bool) -> None:
     """Create TASK_ID's branch and worktree and assign it (-> ASSIGNED).
 
     A branch <prefix>TASK_ID that already exists (yours, here or on the remote) is refused (exit 2) unless
     --adopt: then the task works on it, and git-nerve never deletes it (merge --delete-branch,
     cancel --cleanup and retry keep it, locally and on the remote).
+
+    The new worktree gets the ignored files .worktreeinclude (and nerve.toml's [worktree] include) names,
+    the clone_dirs, a NERVE_PORT block, then runs [worktree] setup in the background (--wait waits; its
+    log: <git-common-dir>/nerve/setup/TASK_ID.log). Beyond [worktree] max_live or max_total_bytes the
+    spawn is refused (exit 2), naming what to clean up.
     """
     from ..worker import ids, lifecycle
 
@@ -83,11 +93,12 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
     ids.validate_description(description)
     lifecycle.refuse_bare()  # before the bus is created
     with _repo() as repo:
-        res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch, adopt=adopt)
+        res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch, adopt=adopt,
+                              wait=wait)
         for w in res.warnings:
             warn(w)
         if as_json:
-            echo_json(_row(repo, task_id))
+            echo_json({**_row(repo, task_id), **prep_fields(repo, res.worker, measure=False)})
             return
         w = res.worker
         echo(f"{'Created' if res.created else 'Exists'} worker: {w.task_id}")
@@ -97,6 +108,8 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
         echo(f"  State:    {w.state}")
         if res.hooks_installed:
             echo("  Hooks:    installed (post-commit, post-rewrite, pre-push)")
+        print_prep(res.prep)
+    refuse_failed_setup(res.prep)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
@@ -148,9 +161,14 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
                                                    radar_at)
     if stale_only:
         rows = [r for r in rows if r["stale"]]
+    for r in rows:
+        r.update(prep_fields(repo, everyone[r["task_id"]]))
+    fresh = shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
     if as_json:
         echo_json(rows)
         return
+    if fresh is not None:
+        return print_shared_status(rows, everyone, fresh, now)
     if not rows:
         echo("no workers" + (" match" if states or stale_only else " yet; create one with `git worker spawn <task-id>`"))
         return
@@ -165,6 +183,8 @@ def _print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool
         hb_cell = f"{hb} " + style("STALE", fg="red", bold=True) + " " * max(0, 10 - len(hb)) if r["stale"] else f"{hb:<16}"
         desc = clean_line((w.description.splitlines() or [""])[0])[:40]
         echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb_cell} {clock.ago(w.assigned_at, now):<6} {desc}")
+        if prep_status_line(r):
+            echo(prep_status_line(r))
         old_marks = " (stale: computed before its last commit; git worker conflicts --refresh)" if r["radar_stale"] else ""
         for mark in r["radar"]:
             echo(style(f"{'':<24} ! {mark}{old_marks}", fg="red" if mark.startswith("conflict") else "yellow"))
@@ -197,16 +217,20 @@ def show(task_id: str, as_json: bool) -> None:
     from ..worker.status import row
 
     with _repo(create=False) as repo:
+        if show_elsewhere(repo.bus, task_id, as_json):  # shared mode: a task another machine holds
+            return
         w, msgs = lifecycle.show(repo, task_id)
         told = steer_tell.about(repo.bus, task_id)
         if as_json:
-            echo_json({"worker": row(w, _settings_or_none(repo)),
+            echo_json({"worker": {**row(w, _settings_or_none(repo)), **prep_fields(repo, w)},
                        "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload} for m in msgs],
                        "inbox": [e.as_dict() for e in told]})
             return
         echo(f"{style(w.task_id, bold=True)}  {w.state}  {w.branch}  {w.worktree}")
         if w.description:
             echo(f"  {w.description}")
+        for line in prep_lines(repo, w):
+            echo(line)
         pending_hb = 0
         for m in msgs:
             if m.kind == "heartbeat":
@@ -357,6 +381,7 @@ def start(task: str | None, as_json: bool) -> None:
     with _repo(create=False) as repo:
         task_id = _task(repo, task)
         outcome = lifecycle.start(repo, task_id)
+        warn_setup(repo, task_id)
         if not outcome.changed:
             warn(f"{task_id} is already WORKING")
         if as_json:
@@ -450,9 +475,9 @@ def _register_extra() -> None:
 
     for command in getattr(workflow, "WORKER_COMMANDS", []):
         worker.add_command(command)
-    from . import radar, steer
+    from . import radar, shared, steer
 
-    for command in radar.WORKER_COMMANDS:
+    for command in [*radar.WORKER_COMMANDS, *shared.WORKER_COMMANDS]:
         worker.add_command(command)
     for command in getattr(steer, "WORKER_COMMANDS", []):
         if command.name in worker.commands:  # a feature may extend an existing command (e.g. merge --all)

@@ -68,26 +68,161 @@ def approve(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
         return {"changed": outcome.changed, "worker": row(outcome.worker, None)}
 
 
+def _line_comments(body: dict[str, Any]) -> list[str]:
+    """``comments``: ``[{"path", "line", "text"}]`` as the ``path:line: text`` lines the agent reads in its thread."""
+    given = body.get("comments")
+    if given is None:
+        return []
+    if not isinstance(given, list):
+        raise UsageError("'comments' must be a list of {path, line, text}")
+    lines = []
+    for i, c in enumerate(given):
+        if not isinstance(c, dict):
+            raise UsageError(f"comments[{i}] must be an object with path, line and text")
+        path, line, text = c.get("path"), c.get("line"), c.get("text")
+        if not isinstance(path, str) or not path or "\n" in path:
+            raise UsageError(f"comments[{i}]: 'path' must be a file path")
+        if isinstance(line, bool) or not isinstance(line, int) or line < 1:
+            raise UsageError(f"comments[{i}]: 'line' must be a line number (1 or more)")
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError(f"comments[{i}]: 'text' must say something")
+        body_lines = text.strip().splitlines()
+        lines.append(f"{path}:{line}: {body_lines[0]}" + "".join(f"\n    {rest}" for rest in body_lines[1:]))
+    return lines
+
+
 def request_changes(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
+    """`git worker request-changes --comment TEXT`; line comments become ``path:line: text`` lines of that comment."""
     task = _task(body)
     comment = _comment(body)
+    lines = _line_comments(body)
+    if lines:
+        comment = "\n".join(([comment.strip()] if comment and comment.strip() else []) + lines)
     with _open(paths) as repo:
         outcome = lifecycle.request_changes(repo, task, comment=comment, by=_by(repo, body))
         return {"changed": outcome.changed, "worker": row(outcome.worker, None)}
 
 
+def _check(paths: RepoPaths, body: dict[str, Any]) -> str | None:
+    """``check``: true runs nerve.toml's ``[run] test_command`` (as a person would pass it to ``--check``); a
+    string is the ``--check`` command itself; false or absent: no check."""
+    check = body.get("check", False)
+    if check is False or check is None:
+        return None
+    if isinstance(check, str):
+        lifecycle.parse_check(check)
+        return check
+    if check is not True:
+        raise UsageError("'check' must be true, false or a command")
+    from ..workflow import config as nerve_config
+
+    command = nerve_config.load(paths.toplevel).run.test_command if paths.toplevel else None
+    if not command or not command.strip():
+        raise UsageError("no check command: set [run] test_command in nerve.toml (or send the command as 'check'); "
+                         "nothing was merged")
+    return command
+
+
+def _flag(body: dict[str, Any], key: str) -> bool:
+    value = body.get(key, False)
+    if not isinstance(value, bool):
+        raise UsageError(f"{key!r} must be true or false")
+    return value
+
+
+def _merged(repo: lifecycle.Repo, task: str, res) -> dict[str, Any]:
+    from ..bus import workers
+
+    return {"task_id": task, "already": res.already, "into": res.into, "merge_commit": res.commit,
+            "pushed": res.pushed, "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
+            "branch_deleted": res.deleted_branch, "warnings": res.warnings, "nothing_merged": res.nothing,
+            "branch_kept": res.kept, "state": workers.get(repo.bus.conn, task).state}
+
+
 def merge(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
+    """`git worker merge [--check CMD] [--delete-branch] [--force]`."""
+    task = _task(body)
+    check = _check(paths, body)
+    with _open(paths) as repo:
+        res = lifecycle.merge(repo, task, delete_branch=_flag(body, "delete_branch"), check=check,
+                              force=_flag(body, "force"))
+        return _merged(repo, task, res)
+
+
+def cancel(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
+    """`git worker cancel [--reason R] [--cleanup [--force]]`."""
     task = _task(body)
     with _open(paths) as repo:
-        res = lifecycle.merge(repo, task, delete_branch=bool(body.get("delete_branch", False)))
-        from ..bus import workers
-
-        return {"task_id": task, "already": res.already, "into": res.into, "merge_commit": res.commit,
-                "pushed": res.pushed, "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
-                "branch_deleted": res.deleted_branch, "warnings": res.warnings,
-                "state": workers.get(repo.bus.conn, task).state}
+        res = lifecycle.cancel(repo, task, reason=_text(body, "reason"), cleanup=_flag(body, "cleanup"),
+                               force=_flag(body, "force"))
+        return {"changed": res.outcome.changed, "worker": row(res.outcome.worker, None), "warnings": res.warnings,
+                "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
+                "branch_deleted": res.deleted_branch, "branch_kept": res.kept}
 
 
-ACTIONS = {"tell": tell, "approve": approve, "request-changes": request_changes, "merge": merge}
+def retry(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
+    """`git worker retry`."""
+    task = _task(body)
+    with _open(paths) as repo:
+        outcome = lifecycle.retry(repo, task)
+        return {"changed": outcome.changed, "worker": row(outcome.worker, None)}
 
-__all__ = ["ACTIONS", "approve", "merge", "request_changes", "tell"]
+
+def spawn(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
+    """`git worker spawn NAME -d DESCRIPTION` (the same checks first: bad input leaves nothing behind)."""
+    from ..worker import ids
+
+    name = _text(body, "name", required=True)
+    description = _text(body, "description") or ""
+    ids.validate(name)
+    ids.validate_description(description)
+    with _open(paths) as repo:
+        res = lifecycle.spawn(repo, name, description=description, fetch=not _flag(body, "no_fetch"))
+        return {"created": res.created, "worker": row(res.worker, None), "warnings": res.warnings}
+
+
+def merge_all(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
+    """`git worker merge --all [--check CMD]`: the merge queue, run to its end (or a stop)."""
+    from ..steer.queue import merge_all as run_queue
+
+    check = _check(paths, body)
+    said: list[str] = []
+    with _open(paths) as repo:
+        result = run_queue(repo, check=check, delete_branch=_flag(body, "delete_branch"), force=_flag(body, "force"),
+                           say=said.append)
+        out = {"merged": [_merged(repo, t, res) for t, res in result.merged],
+               "failed": [{"task_id": t, "error": e.message, "code": int(e.exit_code), "details": list(e.details),
+                           **({"files": e.files} if getattr(e, "files", None) else {})} for t, e in result.failed],
+               "skipped": result.skipped, "pending": result.pending, "stopped": result.stopped,
+               "outbox": result.lines, "said": said, "code": result.exit_code,
+               "summary": result.summary() if (result.merged or result.failed or result.skipped or result.pending
+                                               or result.stopped) else "nothing to merge: no task is APPROVED"}
+        if result.error is not None:
+            raise result.error
+        return out
+
+
+#: per action: the state it moves a task to and the states it starts from (None: any the table allows)
+RULES: dict[str, tuple[str, frozenset[str] | None]] = {
+    "approve": ("APPROVED", frozenset({"IN_REVIEW"})),
+    "request_changes": ("WORKING", frozenset({"IN_REVIEW", "APPROVED"})),
+    "merge": ("COMPLETED", frozenset({"APPROVED"})),
+    "cancel": ("FAILED", None),
+    "retry": ("ASSIGNED", frozenset({"FAILED"})),
+}
+
+
+def allowed_actions(state: str) -> list[str]:
+    """The task actions the state machine (worker/states.py) allows from ``state``; the server refuses the rest
+    anyway (the lifecycle's own refusal)."""
+    from ..worker.states import can_transition
+
+    return [a for a, (to, froms) in RULES.items() if (froms is None or state in froms) and can_transition(state, to)]
+
+
+ACTIONS = {"tell": tell, "approve": approve, "request-changes": request_changes, "request_changes": request_changes,
+           "merge": merge, "cancel": cancel, "retry": retry, "spawn": spawn, "merge_all": merge_all,
+           "merge-all": merge_all}
+
+__all__ = ["ACTIONS", "RULES", "allowed_actions", "approve", "cancel", "merge", "merge_all", "request_changes",
+           "retry", "spawn", "tell"]

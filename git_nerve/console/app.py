@@ -33,11 +33,11 @@ from starlette.routing import Route
 
 from ..bus import spool, watch
 from ..bus.connection import Bus
-from ..errors import ExitCode, NerveError
+from ..errors import NerveError
 from ..paths import RepoPaths
 from ..radar import cache as radar_cache
 from ..worker import lifecycle
-from . import actions, state
+from . import actions, review, state
 from .security import Guard, new_token
 
 #: seconds between two looks at the bus
@@ -173,31 +173,10 @@ class Watcher:
             self._subs.discard(sub)
 
 
-def _error(exc: NerveError) -> JSONResponse:
-    status = 400 if exc.exit_code == ExitCode.USAGE else 409
-    return JSONResponse({"error": exc.message, "details": list(exc.details), "exit_code": int(exc.exit_code)},
-                        status_code=status)
+_error = review.error
 
 
-def build_app(paths: RepoPaths, watcher: Watcher, *, token: str, port: int) -> Guard:
-    html, script_hash = page()
-
-    async def index(request: Request) -> Response:
-        return HTMLResponse(html)
-
-    async def current(request: Request) -> Response:
-        return Response(watcher.latest[1], media_type="application/json")
-
-    def _detail(task_id: str) -> dict[str, Any]:
-        with actions._open(paths) as repo:
-            return state.task_detail(repo, task_id)
-
-    async def task(request: Request) -> Response:
-        try:
-            return JSONResponse(await run_in_threadpool(_detail, request.path_params["task_id"]))
-        except NerveError as exc:
-            return _error(exc)
-
+def _events(watcher: Watcher) -> Callable:
     async def events(request: Request) -> Response:
         sub = watcher.subscribe(asyncio.get_running_loop())
 
@@ -222,7 +201,10 @@ def build_app(paths: RepoPaths, watcher: Watcher, *, token: str, port: int) -> G
                 watcher.unsubscribe(sub)
 
         return StreamingResponse(stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"})
+    return events
 
+
+def _act(paths: RepoPaths, watcher: Watcher) -> Callable:
     async def act(request: Request) -> Response:
         fn: Callable | None = actions.ACTIONS.get(request.path_params["action"])
         if fn is None:
@@ -240,13 +222,35 @@ def build_app(paths: RepoPaths, watcher: Watcher, *, token: str, port: int) -> G
         finally:
             watcher.wake()
         return JSONResponse(result)
+    return act
+
+
+def build_app(paths: RepoPaths, watcher: Watcher, *, token: str, port: int) -> Guard:
+    html, script_hash = page()
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse(html)
+
+    async def current(request: Request) -> Response:
+        return Response(watcher.latest[1], media_type="application/json")
+
+    def _detail(task_id: str) -> dict[str, Any]:
+        with actions._open(paths) as repo:
+            return state.task_detail(repo, task_id)
+
+    async def task(request: Request) -> Response:
+        try:
+            return JSONResponse(await run_in_threadpool(_detail, request.path_params["task_id"]))
+        except NerveError as exc:
+            return _error(exc)
 
     app = Starlette(routes=[
         Route("/", index, methods=["GET"]),
         Route("/api/state", current, methods=["GET"]),
+        *review.routes(paths),
         Route("/api/task/{task_id:path}", task, methods=["GET"]),
-        Route("/api/events", events, methods=["GET"]),
-        Route("/api/{action}", act, methods=["POST"]),
+        Route("/api/events", _events(watcher), methods=["GET"]),
+        Route("/api/{action}", _act(paths, watcher), methods=["POST"]),
     ])
     return Guard(app, token=token, port=port, script_hash=script_hash)
 

@@ -23,6 +23,8 @@ from ..steer.queue import Queue
 from ..thread import service as thread_service
 from ..worker import lifecycle
 from ..worker.status import row
+from ..worktree_prep import report as prep_report
+from .actions import allowed_actions
 
 #: outbox lines every event carries (the newest)
 OUTBOX_LINES = 200
@@ -87,7 +89,9 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
         r["radar"] = marks.get(w.task_id, [])
         r["last_commit"] = commits.last(conn, w.task_id, newest)
         r["heartbeat_ts"] = w.last_heartbeat
+        r["allowed_actions"] = allowed_actions(w.state)
         r["version"] = f"{newest}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}"
+        r.update(prep_report.fields(repo.bus, w))  # port, setup, copied, disk_bytes (cached)
         rows.append(r)
     risky = {t for p in radar.pairs if p.kind == "conflict" for t in (p.a, p.b)}
     approved = [w for w in all_workers if w.state == "APPROVED"]
@@ -125,7 +129,7 @@ def task_detail(repo, task_id: str) -> dict[str, Any]:
     except NerveError:
         thread = {"thread": task_id, "rounds": [], "omitted": []}
     return {
-        "worker": row(w, _settings(repo)),
+        "worker": {**row(w, _settings(repo)), **prep_report.fields(repo.bus, w)},
         "thread": thread,
         "messages": _history(msgs),
         "told": [e.as_dict() for e in steer_tell.about(repo.bus, task_id)],

@@ -69,6 +69,10 @@ def run(
     argv = ["git", *[os.fspath(a) for a in args]]
     if env is None:
         env = dict(os.environ) if inherit_location else clean_env()
+    # git-nerve's own git commands never take git's optional locks: a `git status` of ours (the radar's look at a
+    # worktree, run in the background after a commit) must not hold the worktree's index.lock while the agent or
+    # the person runs `git add` there (git-status(1), "Background refresh")
+    env = {**env, "GIT_OPTIONAL_LOCKS": env.get("GIT_OPTIONAL_LOCKS", "0")}
     # our liveness token goes to git (and its children): while any of them lives, what they hold is not ours
     # to repair (liveness.py)
     fds, marker = liveness.before_git(cwd, args)

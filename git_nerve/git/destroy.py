@@ -18,6 +18,10 @@ raises :class:`Refused` (a :class:`GitError`, exit 4) saying what it found:
 Ownership records (``<common>/nerve/owned/<kind>-<hash>.json``) are written BEFORE git-nerve creates the thing
 (record-then-create): a kill leaves at most a record of something missing, never an unrecorded thing of ours.
 Standard library only (repair and hooks read the records).
+
+Size: one module on purpose. It is the door: `tests/test_destroy_door.py` allows rmtree, `git worktree remove`
+and branch or ref deletion here and nowhere else, and every proof of ownership (paths, records, gitdir files)
+sits beside the removal it guards, so a reviewer reads every way git-nerve can destroy something in one file.
 """
 
 from __future__ import annotations
@@ -95,13 +99,16 @@ def _record_path(common: Path, kind: str, name: str) -> Path:
     return Path(common).joinpath(*OWNED_DIR) / f"{kind}-{digest}.json"
 
 
-def record(common: Path, kind: str, name: str, *, task: str | None = None) -> None:
-    """Record that git-nerve is about to create ``name`` (a worktree or tmp path, a branch, a ref)."""
+def record(common: Path, kind: str, name: str, *, task: str | None = None, target: str | None = None) -> None:
+    """Record that git-nerve is about to create ``name`` (a worktree or tmp path, a branch, a ref; a symbolic
+    link to ``target``)."""
     from ..fs import make_dirs, replace_file
 
     path = _record_path(common, kind, name)
     make_dirs(path.parent)
     data = {"kind": kind, "name": _key(kind, name), "task": task, "pid": os.getpid(), "at": time.time()}
+    if target is not None:
+        data["target"] = target
     replace_file(path, json.dumps(data).encode("utf-8"))
 
 
@@ -262,6 +269,24 @@ def remove_own_tempdir(path, *, prefix: str) -> None:
             or not os.path.basename(real).startswith(prefix) or len(os.path.basename(real)) <= len(prefix)):
         raise Refused(f"kept {raw}: not a private temporary directory {prefix}* of ours")
     _rmtree(real)
+
+
+def remove_recorded_link(records: Path, link: str) -> None:
+    """Remove the symbolic link ``link`` (absolute) only when an ownership record under ``records`` (kind
+    ``manlink``: :mod:`..manlink`'s man page links, recorded before each is made) says git-nerve made it and it
+    still is that link (pointing where the record says it was made to point: a link someone made there since
+    is theirs); else :class:`Refused`, nothing removed."""
+    rec = recorded(records, "manlink", link) if os.path.isabs(link) else None
+    if rec is None:
+        raise Refused(f"kept {link}: no record says git-nerve made it")
+    try:
+        now = os.readlink(link)
+    except OSError:
+        raise Refused(f"kept {link}: not a symbolic link") from None
+    if now != rec.get("target"):
+        raise Refused(f"kept {link}: it points at {now}, not where git-nerve made it point")
+    os.unlink(link)
+    forget(records, "manlink", link)
 
 
 def remove_empty_dirs(paths) -> None:
@@ -435,3 +460,13 @@ def delete_ref(cwd, ref: str, old: str | None = None) -> None:
     if not ref.startswith("refs/nerve/") or ref.startswith("refs/nerve/archive/") or ".." in ref:
         raise Refused(f"kept {ref}: only git-nerve's temporary refs/nerve/ refs are ever deleted")
     cli.run(["update-ref", "-d", ref, *([old] if old else [])], cwd=cwd)
+
+
+def delete_remote_probe_ref(cwd, remote: str, ref: str, expected: str):
+    """Delete ``refs/nerve/probe/<machine>-<random>`` on ``remote``, only while it still holds ``expected`` (the
+    probe of `git nerve init --shared`, which made it); returns a :class:`remote_refs.RemoteResult`."""
+    from . import remote_refs
+
+    if not ref.startswith("refs/nerve/probe/") or ".." in ref or not expected:
+        raise Refused(f"kept {ref} on {remote}: only git-nerve's own probe refs are ever deleted on a remote")
+    return remote_refs.atomic_push(cwd, remote, [(ref, "", expected)])

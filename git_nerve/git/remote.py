@@ -98,19 +98,23 @@ class PushResult:
 
 
 def push(cwd, remote: str, src: str, dst_branch: str, *, expect: str | None = None, force_with_lease: bool = False,
-         env_extra: dict | None = None, config: dict | None = None) -> PushResult:
+         env_extra: dict | None = None, config: dict | None = None,
+         also: tuple[tuple[str, str, str | None], ...] = ()) -> PushResult:
     """Push ``src`` to ``refs/heads/<dst_branch>`` on ``remote``.
 
     ``expect`` (a sha, or "" for "must not exist") makes the push a
     compare-and-set on the remote ref via --force-with-lease. ``config``:
-    ``git -c key=value`` settings for this push only.
+    ``git -c key=value`` settings for this push only. ``also``: more refs (ref, new sha, expected sha or None
+    for "must not exist") pushed in the same ``--atomic`` push, each with its own lease (shared mode's claim).
     """
     args = [*_config_args({**relative_url_config(cwd, remote), **(config or {})}), "push", "--quiet", "--porcelain"]
+    if also:
+        args += ["--atomic", *(f"--force-with-lease={ref}:{old or ''}" for ref, _, old in also)]
     if expect is not None:
         args.append(f"--force-with-lease=refs/heads/{dst_branch}:{expect}")
     elif force_with_lease:
         args.append("--force-with-lease")
-    args += [remote, f"{src}:refs/heads/{dst_branch}"]
+    args += [remote, f"{src}:refs/heads/{dst_branch}", *(f"{new}:{ref}" for ref, new, _ in also if new)]
     proc = cli.run(args, cwd=cwd, check=False, env=cli.clean_env(env_extra))
     text = proc.stdout + proc.stderr
     if proc.returncode == 0:

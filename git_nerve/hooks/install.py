@@ -111,6 +111,15 @@ def install(paths: RepoPaths) -> InstallReport:
     return report
 
 
+def install_missing(paths: RepoPaths) -> list[str] | None:
+    """The installer the commands hand to ``worker.lifecycle`` (``Repo.hook_installer``): None when the hooks
+    are installed already, else install them and return what could not be (empty: all installed)."""
+    if installed(paths):
+        return None
+    report = install(paths)
+    return [c.message or f"{c.name}: not installed" for c in report.conflicts]
+
+
 def _install_one(directory: Path, name: str, shim: bytes) -> HookChange:
     path = directory / name
     try:
@@ -192,6 +201,7 @@ _ALSO = (MANAGERS, MARKER, TEMPLATE, WORKTREE_HOOKS, package_root, recorded, sha
          forward_dir, not_this_repositorys, hooks_path_setting)
 
 __all__ = [
+    "install_missing",
     "CHAINED_SUFFIX",
     "HOOKS",
     "HookChange",

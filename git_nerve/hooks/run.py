@@ -6,14 +6,14 @@ git_nerve.hooks.run import main; ...' <root> <hook> [git's arguments]``;
 ``git nerve hook-run <hook> [args]`` do the same. Standard library only.
 
 A failure of ours never blocks git: it is one warning line and exit 0.
-Only pre-push's own refusals (see :mod:`.runtime`) exit non-zero.
+Only pre-push's own refusals (see :mod:`.runtime`) and pre-commit's (:mod:`.precommit`) exit non-zero.
 """
 
 from __future__ import annotations
 
 import sys
 
-HOOKS = ("post-commit", "post-merge", "post-rewrite", "pre-push")
+HOOKS = ("post-commit", "post-merge", "post-rewrite", "pre-push", "pre-commit")
 USAGE = f"usage: python -m git_nerve.hooks.run <{'|'.join(HOOKS)}> [ARGS...]"
 
 

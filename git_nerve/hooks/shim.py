@@ -20,7 +20,7 @@ from ..git.destroy import remove_dead_temporaries  # noqa: F401  (re-exported)
 
 
 #: The hooks git-nerve installs.
-HOOKS = ("post-commit", "post-merge", "post-rewrite", "pre-push")
+HOOKS = ("post-commit", "post-merge", "post-rewrite", "pre-push", "pre-commit")
 #: Every hook a manager (husky's list) may own: a worker's own hooks directory
 #: forwards each of them to the manager's hook.
 FORWARDED = (

@@ -19,7 +19,7 @@ chunk are left out.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 #: A definition or section up to this many lines stays one chunk.
@@ -50,8 +50,10 @@ TRIPLE_QUOTE_EXT = frozenset({".py", ".pyi", ".pyw"})
 class Chunk:
     start_line: int
     end_line: int
-    title: str
+    title: str  #: heading path (Markdown) or qualified name of the definition (code)
     text: str
+    symbol: str = ""  #: the definition's own name (code parsed by tree-sitter)
+    doc: str = ""  #: its docstring or the comment above it
 
 
 def kind_of(path: str) -> str:
@@ -77,6 +79,10 @@ def chunk_file(path: str, text: str) -> list[Chunk]:
     """The chunks of one file's text."""
     lines = split_lines(text)
     kind = kind_of(path)
+    if kind == "code":
+        parsed = syntax_chunks(path, text, lines)
+        if parsed is not None:
+            return parsed
     if kind == "markdown":
         blocks = markdown_blocks(lines)
         size, overlap = WINDOW, OVERLAP
@@ -104,9 +110,42 @@ def chunk_file(path: str, text: str) -> list[Chunk]:
     return chunks
 
 
+_BRACKETS_ONLY = re.compile(r"^[\s(){}\[\];,]*$")
+
+
+def syntax_chunks(path: str, text: str, lines: list[str]) -> list[Chunk] | None:
+    """Chunks along the definitions tree-sitter finds (see :mod:`.syntax`); None without a grammar."""
+    from .syntax import definitions, spans
+
+    ext = path[path.rfind("."):].lower()
+    defs = definitions(ext, text.encode("utf-8", "surrogatepass"))
+    if defs is None:
+        return None
+    chunks: list[Chunk] = []
+    for start, end, d in spans(defs, len(lines)):
+        if chunks and end - start <= 3 and _BRACKETS_ONLY.match("".join(lines[start:end])):  # a closing brace joins the chunk before
+            last = max((n for n in range(start, end) if lines[n].strip()), default=None)
+            if last is not None and last + 1 > chunks[-1].end_line:
+                prev = chunks[-1]
+                chunks[-1] = replace(prev, end_line=last + 1, text="\n".join(lines[prev.start_line - 1:last + 1])[:MAX_CHARS])
+            continue
+        title, symbol, doc = (d.qualname, d.symbol, d.doc) if d is not None else ("", "", "")
+        size = WINDOW if end - start > MAX_LINES else end - start
+        for a, b in windows(lines, start, end, size, OVERLAP if end - start > MAX_LINES else 0):
+            while a < b and not lines[a].strip():
+                a += 1
+            while b > a and not lines[b - 1].strip():
+                b -= 1
+            if a < b:
+                chunks.append(Chunk(a + 1, b, title, "\n".join(lines[a:b])[:MAX_CHARS], symbol, doc[:MAX_CHARS]))
+    return chunks
+
+
 def windows(lines: list[str], start: int, end: int, size: int, overlap: int) -> list[tuple[int, int]]:
     """Half-open line spans covering ``lines[start:end]``: at most ``size`` lines and about
     :data:`MAX_CHARS` characters each, consecutive spans sharing up to ``overlap`` lines."""
+    if end - start <= max(size, 1) and sum(map(len, lines[start:end])) + (end - start) <= MAX_CHARS:
+        return [(start, end)] if end > start else []  # the common case: one span, without the line-by-line walk
     spans: list[tuple[int, int]] = []
     i = start
     while i < end:
@@ -257,7 +296,11 @@ def code_blocks(lines: list[str], *, hash_comments: bool, triple_quotes: bool = 
         depth = max(0, depth + opened - closed)
         prev_blank, prev_indented, prev_closed = False, not col0, before > 0 and depth == 0
     starts.append(len(lines))
+    return [(a, b, code_title(lines[a:b])) for a, b in _merge_small(lines, starts)]
 
+
+def _merge_small(lines: list[str], starts: list[int]) -> list[tuple[int, int]]:
+    """The blocks between ``starts``, a block of fewer than MIN_CODE_LINES code lines joined to its neighbour."""
     spans = [(a, b) for a, b in pairwise(starts) if b > a]
     merged: list[tuple[int, int]] = []
     pending: int | None = None
@@ -272,7 +315,7 @@ def code_blocks(lines: list[str], *, hash_comments: bool, triple_quotes: bool = 
         else:
             merged.append((start, b))
         pending = None
-    return [(a, b, code_title(lines[a:b])) for a, b in merged]
+    return merged
 
 
 def code_title(lines: list[str]) -> str:

@@ -175,7 +175,7 @@ def _patterns(key: str, node) -> tuple[str, ...] | None:
 
 # -- nerve.toml [knowledge.embeddings] -----------------------------------------------------------
 
-EMBEDDING_KEYS = ("base_url", "model", "api_key_env", "batch_size", "timeout")
+EMBEDDING_KEYS = ("provider", "base_url", "model", "api_key_env", "batch_size", "timeout")
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,8 @@ class EmbeddingsConfig:
     api_key_env: str | None = None
     batch_size: int = 64
     timeout: float = 30.0
+    #: "openai" (an OpenAI-compatible endpoint) or "local" (WordLlama's bundled model, see .local_embeddings)
+    provider: str = "openai"
 
     @property
     def endpoint(self) -> str:
@@ -203,6 +205,8 @@ class EmbeddingsConfig:
         return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
 
     def as_dict(self) -> dict:
+        if self.provider == "local":
+            return {"endpoint": "local", "model": self.model, "api_key_env": None}
         return {"endpoint": self.shown_endpoint, "model": self.model, "api_key_env": self.api_key_env}
 
 
@@ -228,6 +232,15 @@ def load_embeddings(toplevel: str | os.PathLike[str]) -> EmbeddingsConfig | None
     if unknown:
         hint = " (put the key in an environment variable and give its name as api_key_env)" if any("key" in k for k in unknown) else ""
         raise UsageError(f"{where}: unknown key {', '.join(unknown)} (expected {', '.join(EMBEDDING_KEYS)}){hint}")
+    provider = table.get("provider", "openai")
+    if provider not in ("openai", "local"):
+        raise UsageError(f"{where}: provider must be \"openai\" (an OpenAI-compatible endpoint) or \"local\" (no network)")
+    if provider == "local":
+        from .local_embeddings import MODEL
+
+        if set(table) - {"provider", "batch_size"}:
+            raise UsageError(f"{where}: provider = \"local\" takes only batch_size")
+        return EmbeddingsConfig(base_url="local:", model=MODEL, batch_size=_batch(table, where), provider="local")
     base_url, model = table.get("base_url"), table.get("model")
     if not isinstance(base_url, str) or urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).netloc:
         raise UsageError(f"{where}: base_url must be an http(s) URL (e.g. http://127.0.0.1:8080/v1)")
@@ -236,10 +249,15 @@ def load_embeddings(toplevel: str | os.PathLike[str]) -> EmbeddingsConfig | None
     env = table.get("api_key_env")
     if env is not None and (not isinstance(env, str) or not _ENV_NAME.match(env)):
         raise UsageError(f"{where}: api_key_env must be the NAME of an environment variable (e.g. NERVE_EMBEDDINGS_KEY), not the key")
-    batch = table.get("batch_size", 64)
-    if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= 2048:
-        raise UsageError(f"{where}: batch_size must be a whole number from 1 to 2048")
+    batch = _batch(table, where)
     timeout = table.get("timeout", 30.0)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
         raise UsageError(f"{where}: timeout must be a positive number of seconds")
     return EmbeddingsConfig(base_url=base_url, model=model.strip(), api_key_env=env, batch_size=batch, timeout=float(timeout))
+
+
+def _batch(table: dict, where: str) -> int:
+    batch = table.get("batch_size", 64)
+    if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= 2048:
+        raise UsageError(f"{where}: batch_size must be a whole number from 1 to 2048")
+    return batch

@@ -42,6 +42,13 @@ class EmbeddingClient:
         """One vector per text, in order."""
         if not texts:
             return []
+        if self.config.provider == "local":
+            from . import local_embeddings
+
+            try:
+                return local_embeddings.embed(texts)
+            except local_embeddings.LocalEmbeddingError as exc:
+                raise EmbeddingError(exc.message) from None
         key = self._key()
         endpoint = self.config.shown_endpoint
         body = json.dumps({"model": self.config.model, "input": list(texts)}).encode("utf-8")

@@ -19,20 +19,23 @@ from pathlib import Path
 
 from ..errors import NerveError, UsageError
 from ..paths import RepoPaths
-from . import config, registry, terms
+from . import config, prior, registry, terms
 from .ranking import nearest, rrf
-from .store import Index, cache_path, index_path
+from .store import cache_path, index_path, open_index
 
 #: How many candidates each ranking contributes before fusion.
-CANDIDATES = 50
+CANDIDATES = 100
 
 FULL_TEXT = "full-text"
 FUSION = "fusion"
+#: The rankings a caller may ask for (bench/knowledge_questions.py compares them): "auto" fuses what is there.
+MODES = ("full-text", "embeddings", "auto")
 MIXED = "mixed"
 DESCRIPTIONS = {
     FULL_TEXT: "full text (SQLite FTS5, BM25)",
     FUSION: "full text + embeddings (reciprocal rank fusion)",
     MIXED: "per repository: full text, or full text + embeddings; merged by reciprocal rank fusion",
+    "embeddings": "embeddings alone (cosine similarity)",
 }
 
 
@@ -111,10 +114,10 @@ def _check(text: str, limit: int) -> str:
     return match
 
 
-def search(paths: RepoPaths, text: str, limit: int = 10) -> QueryResult:
-    """Search one worktree's index."""
+def search(paths: RepoPaths, text: str, limit: int = 10, *, mode: str = "auto") -> QueryResult:
+    """Search one worktree's index. ``mode``: one of :data:`MODES`."""
     match = _check(text, limit)
-    hits, ranking, warnings = _search_index(paths, text, match, limit, embedder())
+    hits, ranking, warnings = _search_index(paths, text, match, limit, embedder(), mode)
     return QueryResult(text, ranking, hits, warnings, [str(paths.toplevel)])
 
 
@@ -160,21 +163,26 @@ def search_everywhere(text: str, limit: int = 10) -> QueryResult:
     return QueryResult(text, ranking, merged[:limit], warnings, [e.toplevel for e in entries])
 
 
-def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder) -> tuple[list[Hit], str, list[str]]:
+def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder, mode: str = "auto") -> tuple[list[Hit], str, list[str]]:
     toplevel = paths.require_worktree()
-    ipath = index_path(paths.git_dir)
+    ipath = index_path(paths.common_dir)
     if not ipath.is_file():
         raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
     emb = config.load_embeddings(toplevel)
     warnings: list[str] = []
     ranking = FULL_TEXT
-    with Index(ipath, create=False) as index:
+    with open_index(paths, create=False) as index:
         if index.rebuilt:
             warnings.append("the index was built by another version of git-nerve and was cleared; run `git nerve knowledge sync`")
+        elif "synced" not in index.meta():
+            raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
         found = index.search(match, max(limit, CANDIDATES))
-        order = [cid for cid, _ in found]
-        scores = {cid: -bm25 for cid, bm25 in found}
-        if emb is not None:
+        usage = prior.usage_question(text)
+        scores = {cid: -bm25 * prior.factor(path, usage) for cid, bm25, path in found}
+        order = sorted(scores, key=lambda cid: -scores[cid])
+        if mode == "embeddings" and emb is None:
+            raise UsageError("embeddings are not configured in nerve.toml ([knowledge.embeddings])")
+        if emb is not None and mode != "full-text":
             cfile = cache_path(paths.common_dir)
             have = index.embedded_count(cfile, emb.model)
             total = index.counts()[1]
@@ -192,8 +200,13 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
                     warnings.append(f"embeddings unavailable ({exc.message}); full-text results only")
                 else:
                     near = nearest(vector, index.vectors(cfile, emb.model), max(limit, CANDIDATES))
-                    fused = rrf([order, [cid for cid, _ in near]])
-                    order, scores, ranking = [cid for cid, _ in fused], dict(fused), FUSION
+                    where = index.paths([cid for cid, _ in near])
+                    near = sorted(((cid, sim * prior.factor(where.get(cid, ""), usage)) for cid, sim in near), key=lambda kv: -kv[1])
+                    if mode == "embeddings":
+                        order, scores, ranking = [cid for cid, _ in near], dict(near), "embeddings"
+                    else:
+                        fused = rrf([order, [cid for cid, _ in near]])
+                        order, scores, ranking = [cid for cid, _ in fused], dict(fused), FUSION
                     if have < total:
                         warnings.append(f"embeddings cover {have} of {total} chunks; run `git nerve knowledge sync`")
         top = order[:limit]

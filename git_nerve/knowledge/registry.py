@@ -29,7 +29,7 @@ class Entry:
 
     @property
     def index(self) -> Path:
-        return index_path(Path(self.git_dir))
+        return index_path(Path(self.common_dir))
 
     def paths(self) -> RepoPaths:
         return RepoPaths(Path(self.git_dir), Path(self.common_dir), Path(self.toplevel))

@@ -17,7 +17,7 @@ from ..git import cli
 from ..liveness import pid_alive
 from ..paths import RepoPaths, replace_file
 from . import config, trigger
-from .store import Index, cache_path, index_path
+from .store import cache_path, index_path, open_index
 from .sync import digest, list_files, plan, read_file
 
 BACKGROUND_STATE = "knowledge-background.json"
@@ -51,11 +51,27 @@ def _running(git_dir: Path) -> int | None:
     return pid
 
 
+def _stale(toplevel, cfg, indexed, skipped) -> dict:
+    """Files the worktree has that the index lacks (added), holds with other content (changed), or no longer has."""
+    p = plan(toplevel, cfg, indexed, skipped, list_files(toplevel), None)
+    added = changed = 0
+    for path, _size, _mtime, row in p.read:
+        try:
+            data = read_file(toplevel / path)
+        except OSError:
+            continue
+        if row is None:
+            added += data is not None
+        elif data is None or digest(data) != row.hash:
+            changed += 1
+    return {"added": added, "changed": changed, "removed": p.removed_indexed}
+
+
 def status(paths: RepoPaths) -> dict:
     toplevel = paths.require_worktree()
     cfg = config.load(toplevel)
     emb = config.load_embeddings(toplevel)
-    ipath = index_path(paths.git_dir)
+    ipath = index_path(paths.common_dir)
     out: dict = {"toplevel": str(toplevel), "index": str(ipath), "config": cfg.as_dict(), "indexed": ipath.is_file()}
     state_file = background_state_path(paths.git_dir)
     try:
@@ -71,8 +87,11 @@ def status(paths: RepoPaths) -> dict:
     }
     if not out["indexed"]:
         return out
-    with Index(ipath, create=False) as index:
+    with open_index(paths, create=False) as index:
         meta = index.meta()
+        if "synced" not in meta:  # the repository's store exists, this worktree has not been synced
+            out["indexed"] = False
+            return out
         files, chunks = index.counts()
         indexed, skipped = index.files(), index.skipped()
         out.update(files=files, chunks=chunks, skipped=index.skip_counts())
@@ -87,23 +106,7 @@ def status(paths: RepoPaths) -> dict:
             proc = cli.run(["rev-list", "--count", f"{head_then}..{head_now}"], cwd=toplevel, check=False)
             commits = int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None
         out["head"] = {"at_sync": head_then, "now": head_now, "commits_since": commits}
-        p = plan(toplevel, cfg, indexed, skipped, list_files(toplevel), None)
-        added = changed = 0
-        for path, _size, _mtime, row in p.read:
-            if row is None:
-                try:
-                    data = read_file(toplevel / path)
-                except OSError:
-                    continue
-                added += data is not None
-                continue
-            try:
-                data = read_file(toplevel / path)
-            except OSError:
-                continue
-            if data is None or digest(data) != row.hash:
-                changed += 1
-        out["stale"] = {"added": added, "changed": changed, "removed": p.removed_indexed}
+        out["stale"] = _stale(toplevel, cfg, indexed, skipped)
         if emb is not None:
             out["embeddings"] = {**emb.as_dict(), "embedded": index.embedded_count(cache_path(paths.common_dir), emb.model), "chunks": chunks}
         else:

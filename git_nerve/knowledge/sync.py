@@ -20,7 +20,6 @@ Every sync of a worktree holds ``<git-dir>/nerve/knowledge.lock``; see
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import time
@@ -35,7 +34,7 @@ from ..paths import RepoPaths
 from . import config, registry, trigger
 from .chunking import chunk_file
 from .ranking import pack
-from .store import EmbeddingCache, FileRow, Index, SkipRow, cache_path, index_path
+from .store import EmbeddingCache, FileRow, Index, SkipRow, blob_id, cache_path, open_index
 
 BINARY_SNIFF = 8000
 #: Files read, then written in one transaction.
@@ -171,7 +170,8 @@ def read_file(path: Path) -> bytes | None:
 
 
 def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    """The key of a file's content in the store: its git blob id."""
+    return blob_id(data)
 
 
 def sync(
@@ -210,7 +210,7 @@ def sync(
 def _sync(paths, toplevel, cfg, emb, full, files, progress) -> SyncReport:
     started = time.perf_counter()
     report = SyncReport(full=full, config=config.FILE if cfg.exists else "defaults (no knowledge.yaml: every tracked text file)")
-    index = Index(index_path(paths.git_dir))
+    index = open_index(paths)
     try:
         report.rebuilt = index.rebuilt
         meta = index.meta()
@@ -231,7 +231,11 @@ def _sync(paths, toplevel, cfg, emb, full, files, progress) -> SyncReport:
                 index.remove_file(conn, path)
             for path, reason, size, mtime_ns in p.skip:
                 index.skip_file(conn, path, reason, size, mtime_ns)
+        if full:
+            index.sweep(_live_view)  # what only this worktree held is chunked afresh
         _read_and_index(index, toplevel, p, report, full, progress)
+        if p.remove or p.skip or report.changed or report.removed:
+            index.sweep(_live_view)
         head = cli.run(["rev-parse", "-q", "--verify", "HEAD"], cwd=toplevel, check=False).stdout.strip()
         now = time.time()
         with index.write() as conn:
@@ -271,6 +275,9 @@ def _read_and_index(index: Index, toplevel: Path, p: Plan, report: SyncReport, f
             h = digest(data)
             if row is not None and row.hash == h and not full:
                 work.append(("touch", path, row, None, size, mtime_ns))
+            elif index.has_doc(path, h):  # another worktree (or an earlier commit) holds this content: no chunking
+                work.append(("put", path, row, (h, lambda path=path, data=data: chunk_file(path, data.decode("utf-8", "replace"))),
+                             size, mtime_ns))
             else:
                 chunks = chunk_file(path, data.decode("utf-8", "replace"))
                 work.append(("put", path, row, (h, chunks), size, mtime_ns))
@@ -288,8 +295,7 @@ def _read_and_index(index: Index, toplevel: Path, p: Plan, report: SyncReport, f
                     report.unchanged += 1
                 else:
                     h, chunks = extra
-                    index.put_file(conn, path, h, size, mtime_ns, chunks)
-                    report.chunks_written += len(chunks)
+                    report.chunks_written += index.put_file(conn, path, h, size, mtime_ns, chunks) or 0
                     if row is None:
                         report.added += 1
                     elif row.hash == h:
@@ -298,6 +304,11 @@ def _read_and_index(index: Index, toplevel: Path, p: Plan, report: SyncReport, f
                         report.changed += 1
         if progress:
             progress("reading", min(start + BATCH, total), total)
+
+
+def _live_view(view: str) -> bool:
+    """Whether the worktree of a view still exists (its git dir does); a view of a removed worktree is dropped."""
+    return os.path.isdir(view)
 
 
 def embed_missing(index: Index, cache_file: Path, emb: config.EmbeddingsConfig, report: SyncReport, progress: Progress | None) -> dict:

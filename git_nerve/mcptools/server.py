@@ -62,7 +62,13 @@ class _Server(MCPServer):
 def build(binding: Binding, *, client_pid: int | None = None) -> MCPServer:
     """The server for ``binding``'s task. ``client_pid``: the process the notes are delivered to (the CLI)."""
     server = _Server(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
-    b = binding
+    _task_tools(server, binding)
+    _repository_tools(server, binding, client_pid)
+    return server
+
+
+def _task_tools(server: MCPServer, b: Binding) -> None:
+    """The task's own tools: its thread, a heartbeat, its state, done."""
 
     @server.tool(structured_output=False, description="The task's thread (its conversation so far), exactly as `git nerve thread` prints it: "
                  "round 1 then the newest rounds within `budget` characters; `before` pages back.")
@@ -97,6 +103,10 @@ def build(binding: Binding, *, client_pid: int | None = None) -> MCPServer:
     def done() -> str:
         return _call(tools.done, b)
 
+
+def _repository_tools(server: MCPServer, b: Binding, client_pid: int | None) -> None:
+    """What the task sees of the repository and the person in charge: knowledge, the radar, the notes."""
+
     @server.tool(structured_output=False, description="Search this repository's code and docs index (`git nerve knowledge query`).")
     def knowledge_query(
         text: Annotated[str, Field(description="what to look for")],
@@ -122,8 +132,6 @@ def build(binding: Binding, *, client_pid: int | None = None) -> MCPServer:
         note_ids: Annotated[list[int] | None, Field(description="only these notes (default: all you received)")] = None,
     ) -> str:
         return _call(tools.note_acted, b, how, note_ids)
-
-    return server
 
 
 def serve(binding: Binding) -> None:

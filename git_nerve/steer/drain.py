@@ -21,13 +21,13 @@ What a batch means (:func:`classify`, pure):
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import clock
 from ..bus import steer, workers
 from ..bus.connection import Bus
+from ..bus.driver import Connection
 
 QUEUE_CONSUMER = "merge-all"
 
@@ -110,14 +110,14 @@ def stop_acks(batch: Batch) -> list[Ack]:
     return acks
 
 
-def default_acks(conn: sqlite3.Connection, batch: Batch) -> list[Ack]:
+def default_acks(conn: Connection, batch: Batch) -> list[Ack]:
     """Acknowledgements of a consumer that only acts on ``stop`` (a task's runs: skip and add
     are addressed to the merge queue alone)."""
     return stop_acks(batch) if batch.stop is not None else []
 
 
 #: ``respond(conn, batch) -> outbox lines``: runs inside the drain's transaction (bus reads only, no git)
-Respond = Callable[[sqlite3.Connection, Batch], list[Ack]]
+Respond = Callable[[Connection, Batch], list[Ack]]
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ the hook says why once and lets the run go on.
 
 from __future__ import annotations
 
-import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -65,7 +64,7 @@ def stop_hook(*, cwd: str | Path | None = None, say: Say | None = None) -> Calla
                 result = drain(bus, task_consumer(task_id), task_id=task_id)
             finally:
                 bus.close()
-        except (NerveError, sqlite3.Error) as exc:
+        except NerveError as exc:  # the bus translates its driver's errors (BusError)
             if not state["warned"]:
                 state["warned"] = True
                 say(f"{PREFIX}cannot read the inbox ({getattr(exc, 'message', exc)}); the run goes on unsteered")

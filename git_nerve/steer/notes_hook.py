@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 
 #: the hook formats we speak: CLI name -> reader recorded with the delivery
@@ -116,21 +115,33 @@ def pending_stop(bus, task_id: str, git_dir) -> str | None:
 
 def collect(cwd: str, *, reader: str, via: str, pid: int | None) -> dict:
     """What a caller in ``cwd`` is handed: ``{"task", "stop", "notes": [...], "text"}`` (bus writes included)."""
+    from ..bus import steer
     from ..bus.connection import Bus
-    from . import delivery
+    from . import delivery, pending
 
     paths, task_id = _task_of(cwd)
     if task_id is None:
         return {"task": None, "stop": None, "notes": [], "text": ""}
-    bus = Bus(paths.bus_path, create=False)
+    gate = via == "hook"  # the sh gate's marker (steer.pending): cleared before the bus is read
+    if gate:
+        pending.clear(paths.nerve_dir, task_id)
     try:
-        delivery.settle(bus, task_id)  # notes delivered earlier that a commit since has acted on
-        notes = delivery.deliver(bus, task_id, reader=reader, via=via, pid=pid)
-        stop = pending_stop(bus, task_id, paths.git_dir)
-        if stop:
-            delivery.stop_delivered(bus, task_id, reader=reader, via=via, pid=pid)
-    finally:
-        bus.close()
+        bus = Bus(paths.bus_path, create=False)
+        try:
+            delivery.settle(bus, task_id)  # notes delivered earlier that a commit since has acted on
+            notes = delivery.deliver(bus, task_id, reader=reader, via=via, pid=pid)
+            stop = pending_stop(bus, task_id, paths.git_dir)
+            if stop:
+                delivery.stop_delivered(bus, task_id, reader=reader, via=via, pid=pid)
+            unsettled = gate and any(d.acted_at is None for d in steer.deliveries_for(bus.conn, task_id))
+        finally:
+            bus.close()
+    except BaseException:
+        if gate:
+            pending.mark(paths.nerve_dir, [task_id])  # try again at the next tool call
+        raise
+    if gate and (stop or unsettled):  # still something for the next call: the stop again, the settling commit
+        pending.mark(paths.nerve_dir, [task_id])
     from .. import clock
     from ..text import clean
 
@@ -178,9 +189,7 @@ def main(argv: list[str]) -> int:
     try:
         out = hook(cli_name, sys.stdin.read())
     except Exception as exc:  # never fail the agent's tool call
-        msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, sqlite3.Error):
-            msg = f"bus error: {exc}"
+        msg = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"  # a BusError says "bus error: ..."
         sys.stderr.write(f"git-nerve notes: nothing delivered ({' '.join(str(msg).split())[:300]})\n")
         return 0
     if out:

@@ -21,13 +21,13 @@ goes on; any other error (git, the bus) ends the queue. Only one
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import clock
 from ..bus import workers
+from ..bus.driver import Connection
 from ..errors import CheckFailed, ConflictError, ExitCode, InvalidTransition, NerveError
 from .drain import QUEUE_CONSUMER, Ack, Batch, DrainResult, drain, line, stop_acks
 
@@ -88,7 +88,7 @@ class Queue:
     def tasks(self) -> list[str]:
         return [t for _, t in self.pending]
 
-    def respond(self, conn: sqlite3.Connection, batch: Batch) -> list[Ack]:
+    def respond(self, conn: Connection, batch: Batch) -> list[Ack]:
         """Plan the batch's effect (inside the drain's transaction) and say what each message does."""
         if batch.stop is not None:
             return stop_acks(batch)
@@ -189,19 +189,48 @@ def _merge_batch(repo: Any, group: list[str], check: str, delete_branch: bool, f
     leftovers = list(verdict.conflicting)
     for task_id in verdict.passing + leftovers:
         again = check if moved or task_id in verdict.conflicting else None
-        try:
-            merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=again, force=force)
-        except TASK_FAILURES as exc:
-            failed(task_id, exc)
-            continue
-        except NerveError as exc:
-            result.failed.append((task_id, exc))
-            result.error = exc
+        if not _merge_one(repo, task_id, delete_branch, again, force, result, queue, on_merged, on_failed):
             return False
-        queue.merged.add(task_id)
+    return True
+
+
+def _finish_cleanups(repo: Any, delete_branch: bool, force: bool, result: QueueResult, say: Say,
+                     on_merged: Callable[[str, Any], None] | None) -> None:
+    """A merge --all killed between a task's COMPLETED and its cleanup: finish that first."""
+    from ..worker import lifecycle
+
+    for task_id in lifecycle.unfinished_cleanups(repo):
+        try:
+            merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, force=force)
+        except NerveError as exc:
+            say(f"{task_id}: merged, but its cleanup did not finish: {exc.message}")
+            continue
         result.merged.append((task_id, merged))
         if on_merged:
             on_merged(task_id, merged)
+
+
+def _merge_one(repo: Any, task_id: str, delete_branch: bool, check: str | None, force: bool, result: QueueResult,
+               queue: Queue, on_merged: Callable[[str, Any], None] | None,
+               on_failed: Callable[[str, NerveError], None] | None) -> bool:
+    """Merge one task of the queue; False when the queue must end (an error that is not the task's)."""
+    from ..worker import lifecycle
+
+    try:
+        merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
+    except TASK_FAILURES as exc:
+        result.failed.append((task_id, exc))
+        if on_failed:
+            on_failed(task_id, exc)
+        return True
+    except NerveError as exc:
+        result.failed.append((task_id, exc))
+        result.error = exc
+        return False
+    queue.merged.add(task_id)
+    result.merged.append((task_id, merged))
+    if on_merged:
+        on_merged(task_id, merged)
     return True
 
 
@@ -218,22 +247,12 @@ def merge_all(
 ) -> QueueResult:
     """Run the merge queue of ``repo`` (a :class:`lifecycle.Repo`); see the module docstring."""
     from ..locks import LockTimeout, hold
-    from ..worker import lifecycle
 
     say = say or (lambda text: None)
     result = QueueResult()
     try:
         with hold(repo.lock_path("merge-all"), timeout=0, what="the merge queue lock"):
-            # a merge --all killed between a task's COMPLETED and its cleanup: finish that first
-            for task_id in lifecycle.unfinished_cleanups(repo):
-                try:
-                    merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, force=force)
-                except NerveError as exc:
-                    say(f"{task_id}: merged, but its cleanup did not finish: {exc.message}")
-                    continue
-                result.merged.append((task_id, merged))
-                if on_merged:
-                    on_merged(task_id, merged)
+            _finish_cleanups(repo, delete_branch, force, result, say, on_merged)
             queue = Queue(workers.all_workers(repo.bus.conn, states=("APPROVED",)), _risky(repo))
             while True:
                 drained = drain(repo.bus, QUEUE_CONSUMER, respond=queue.respond)
@@ -250,22 +269,8 @@ def merge_all(
                     if not _merge_batch(repo, group, check, delete_branch, force, result, queue, say, on_merged, on_failed):
                         break
                     continue
-                task_id = queue.pop()
-                try:
-                    merged = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
-                except TASK_FAILURES as exc:
-                    result.failed.append((task_id, exc))
-                    if on_failed:
-                        on_failed(task_id, exc)
-                    continue
-                except NerveError as exc:
-                    result.failed.append((task_id, exc))
-                    result.error = exc
+                if not _merge_one(repo, queue.pop(), delete_branch, check, force, result, queue, on_merged, on_failed):
                     break
-                queue.merged.add(task_id)
-                result.merged.append((task_id, merged))
-                if on_merged:
-                    on_merged(task_id, merged)
             result.skipped = list(queue.skipped)
             result.pending = queue.tasks
     except LockTimeout:

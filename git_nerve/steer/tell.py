@@ -36,7 +36,7 @@ from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
 from ..locks import is_held
 from .hook import merge_queue_lock, run_lock, worker_run_lock
-from . import delivery
+from . import delivery, pending
 from .drain import QUEUE_CONSUMER, task_consumer
 from .parse import COMMANDS, parse
 
@@ -88,6 +88,22 @@ def _unknown(conn, task_id: str, hint: str = "") -> UsageError:
     return UsageError(f"unknown task {task_id!r}{mean}{hint}")
 
 
+def _checked(text: str, task: str | None, all_tasks: bool, kind: str | None):
+    """The message stripped and parsed, or the UsageError that refuses it before anything is written."""
+    if "\0" in text:
+        raise UsageError("the message must not contain NUL characters")
+    text = text.strip()
+    if not text:
+        raise UsageError('empty message: say what you want, e.g. `git nerve tell --task t1 "stop"`')
+    if task is not None and all_tasks:
+        raise UsageError("--task and --all exclude each other")
+    addressed = task is not None or all_tasks
+    parsed = parse(text, kind, commands=("stop",) if addressed else COMMANDS)
+    if parsed.kind in ("skip", "add") and addressed:
+        raise UsageError(f"{parsed.kind} steers the merge queue (git worker merge --all); it takes no --task or --all")
+    return text, parsed
+
+
 def tell(
     bus: Bus,
     text: str,
@@ -100,18 +116,7 @@ def tell(
 ) -> Told:
     """Queue ``text``; see the module docstring for where it goes. ``here_task``: the worktree's task.
     ``locks_dir``: refuse a stop that nothing running would act on (see the module docstring)."""
-    if "\0" in text:
-        raise UsageError("the message must not contain NUL characters")
-    text = text.strip()
-    if not text:
-        raise UsageError('empty message: say what you want, e.g. `git nerve tell --task t1 "stop"`')
-    if task is not None and all_tasks:
-        raise UsageError("--task and --all exclude each other")
-    addressed = task is not None or all_tasks
-    parsed = parse(text, kind, commands=("stop",) if addressed else COMMANDS)
-    if parsed.kind in ("skip", "add") and addressed:
-        raise UsageError(f"{parsed.kind} steers the merge queue (git worker merge --all); it takes no --task or --all")
-
+    text, parsed = _checked(text, task, all_tasks, kind)
     ts = clock.now()
     with bus.write() as conn:
         task_id: str | None = None
@@ -143,10 +148,13 @@ def tell(
                 readers = [task_id]
         message_id = steer.enqueue(conn, scope=scope, kind=parsed.kind, text=text, ts=ts, task_id=task_id,
                                    target=parsed.target)
+        hooked = pending.addressed(conn, scope=scope, kind=parsed.kind, task_id=task_id)
+        pending.mark(bus.path.parent, hooked)  # before the commit, and again after it (see steer.pending)
         appended = tuple(
             (t, rounds.append(conn, t, role=ROLE, content=text, metadata={"inbox_id": message_id}, ts=ts))
             for t in readers
         )
+    pending.mark(bus.path.parent, hooked)
     return Told(message_id, ts, parsed.kind, scope, text, task_id, parsed.target, appended)
 
 

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import re
-import sqlite3
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ import yaml
 
 from .. import clock, context
 from ..bus import Bus, open_bus, rounds, workers
+from ..bus.driver import Connection
 from ..errors import UsageError
 from ..paths import discover
 from .format import RESERVED, ShownRound, render
@@ -59,14 +59,14 @@ class ThreadView:
 
 # -- reading -----------------------------------------------------------------
 
-def _unknown(conn: sqlite3.Connection, thread_id: str) -> UsageError:
+def _unknown(conn: Connection, thread_id: str) -> UsageError:
     near = workers.get_by_key(conn, thread_id)
     if near is not None and near.task_id != thread_id:
         return UsageError(f"unknown thread {thread_id!r} (did you mean {near.task_id!r}?)")
     return UsageError(f"unknown thread {thread_id!r}: no task or rounds with that id")
 
 
-def _known(conn: sqlite3.Connection, thread_id: str) -> bool:
+def _known(conn: Connection, thread_id: str) -> bool:
     return workers.get(conn, thread_id) is not None or rounds.last_round(conn, thread_id) > 0
 
 
@@ -152,7 +152,7 @@ def check_metadata(metadata: Any) -> dict[str, Any]:
 
 
 def append(
-    conn: sqlite3.Connection,
+    conn: Connection,
     thread_id: str,
     *,
     role: str,

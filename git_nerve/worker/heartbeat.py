@@ -70,26 +70,21 @@ def _parse(argv: list[str]) -> dict:
 
 def main(argv: list[str]) -> int:
     """`git worker heartbeat` without click: one bus write, one git rev-parse."""
-    import sqlite3
-
     from ..context import resolve_task
-    from ..paths import discover
+    from ..paths import discover, find_by_files
 
     try:
         opts = _parse(argv)
-        paths = discover()
+        paths = find_by_files() or discover()  # reading .git files, without starting git, when nothing is unusual
         task_id = resolve_task(paths.git_dir, opts["task"])
         bus = Bus(paths.bus_path, create=False)
         try:
             ts = record(bus, task_id, status=opts["status"], progress=opts["progress"])
         finally:
             bus.close()
-    except NerveError as exc:
+    except NerveError as exc:  # the bus's driver errors too (BusError: "bus error: ...", exit 5)
         sys.stderr.write(f"error: {exc.message}\n")
         return int(exc.exit_code)
-    except sqlite3.Error as exc:
-        sys.stderr.write(f"error: bus error: {exc}\n")
-        return 5
     if opts["json"]:
         sys.stdout.write(json.dumps({"task_id": task_id, "last_heartbeat": clock.iso(ts)}) + "\n")
     else:

@@ -16,6 +16,7 @@ from .. import clock
 from ..bus import messages, rounds, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
+from .claims import before_transition, refuse_elsewhere
 from .states import State, can_transition
 
 
@@ -34,6 +35,7 @@ def unknown(task_id: str) -> UsageError:
 def get(bus: Bus, task_id: str) -> workers.Worker:
     w = workers.get(bus.conn, task_id)
     if w is None:
+        refuse_elsewhere(bus, task_id)  # shared mode: another machine's task is named as such
         raise unknown(task_id)
     return w
 
@@ -60,6 +62,7 @@ def transition(
     """
     allowed = {State(s).value for s in allowed_from}
     done_before = {State(s).value for s in already}
+    before_transition(bus, task_id, to, allowed=allowed, already=done_before, verb=verb)  # shared mode: the remote first
     ts = clock.now()
     with bus.write() as conn:
         w = workers.get(conn, task_id)

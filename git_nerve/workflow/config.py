@@ -1,7 +1,8 @@
 """``nerve.toml`` at the repository root: the extract settings and adapter defaults.
 
 Nothing else lives there but the knowledge index's ``[knowledge.embeddings]``
-(read and checked by :mod:`git_nerve.knowledge.config`): no agent registry
+(read and checked by :mod:`git_nerve.knowledge.config`) and ``[worktree]`` (what a task's new worktree is
+given: :mod:`git_nerve.worktree_prep.config`): no agent registry
 (RFC-003). Workflows name their adapters directly; ``[adapters.<name>]`` only
 fills in what a workflow left unset (``timeout``, ``model``, ``extra_args``)
 on adapters of that name.
@@ -105,6 +106,8 @@ class NerveConfig(BaseModel):
     adapters: dict[str, AdapterDefaults] = Field(default_factory=dict)
     #: owned and validated by git_nerve.knowledge.config; a workflow run only lets it through
     knowledge: dict[str, Any] = Field(default_factory=dict)
+    #: owned and validated by git_nerve.worktree_prep.config (a spawn refuses a bad one); let through here
+    worktree: dict[str, Any] = Field(default_factory=dict)
 
     def adapter_defaults(self, name: str) -> dict[str, Any]:
         d = self.adapters.get(name)

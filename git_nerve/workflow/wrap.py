@@ -36,6 +36,7 @@ from ..bus.connection import Bus
 from ..errors import InvalidTransition, NerveError, UsageError
 from ..locks import hold
 from ..git import cli as gitcli
+from ..worktree_prep import ports
 from . import ground
 from .adapters.command import DEFAULT_GRACE, Capture, kill_group
 
@@ -163,10 +164,7 @@ def run_command(
     grace: float = DEFAULT_GRACE,
 ) -> WrapResult:
     """Run ``argv`` for a task; see the module docstring."""
-    from ..context import resolve_task
     from ..worker import lifecycle
-    from ..worker.settings import parse_duration
-    from ..worker.transitions import get as get_worker
 
     argv = [os.fspath(a) for a in argv]
     if not argv or not argv[0]:
@@ -175,20 +173,7 @@ def run_command(
     repo = lifecycle.open_repo(here)
     running = contextlib.ExitStack()  # while the command runs: `git nerve tell stop` sees a run of the task
     try:
-        task_id = resolve_task(repo.paths.git_dir, task)
-        w = get_worker(repo.bus, task_id)
-        if w.state not in RUNNABLE:
-            raise InvalidTransition(f"cannot run a command for {task_id}: it is {w.state} (needs {', '.join(RUNNABLE)})")
-        worktree = Path(w.worktree)
-        if not worktree.is_dir():
-            raise UsageError(f"the worktree of {task_id} is missing ({worktree}); run `git worker spawn {task_id}` to recreate it")
-        resolved_here = here.resolve()
-        run_dir = here if resolved_here == worktree.resolve() or worktree.resolve() in resolved_here.parents else worktree
-        if not _found(argv[0], run_dir):
-            raise UsageError(f"command not found: {argv[0]}")
-        interval = parse_duration(repo.config.get("nerve.heartbeatInterval"), 15.0, "nerve.heartbeatInterval")
-        if interval <= 0:
-            raise UsageError("git config nerve.heartbeatInterval must be positive")
+        task_id, w, worktree, run_dir, interval = _runnable(repo, task, argv, here)
         from ..steer.hook import worker_run_lock
 
         running.enter_context(hold(worker_run_lock(repo.lock_path("x").parent, w.task_id), shared=True, timeout=None,
@@ -200,28 +185,11 @@ def run_command(
         before = ground.tip(worktree, w.branch)
         tail = _Tail()
         t0 = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                argv, cwd=run_dir, env=gitcli.clean_env({"NERVE_TASK_ID": task_id}),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-            )
-        except OSError as exc:
-            raise UsageError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-        out = Capture(proc.stdout, 64 * 1024, _tee(stdout, tail))
-        err = Capture(proc.stderr, 64 * 1024, _tee(stderr, tail))
-        beats = _Heartbeats(repo.paths.bus_path, task_id, f"running {name}", interval, proc, on_tick, grace)
-        beats.start()
-        code = _wait_forwarding(proc)
-        beats.stop_event.set()
-        beats.join()
-        out.join(2.0), err.join(0.5)
+        code, beats = _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace,
+                                      _tee(stdout, tail), _tee(stderr, tail))
         duration = round(time.monotonic() - t0, 1)
         exit_code = code if code >= 0 else 128 - code
-        metadata: dict[str, Any] = {"command": name, "exit_code": exit_code, "duration_s": duration}
-        if code < 0:
-            metadata["signal"] = signal.Signals(-code).name if -code in signal.valid_signals() else -code
-        if beats.stopped:
-            metadata["stopped"] = beats.stopped
+        metadata = _exit_facts(name, code, exit_code, duration, beats)
         obs = ground.observe(worktree, w.branch, before)
         metadata["commits"] = obs.commits
         ground.record_commits(repo.bus, worktree, task_id, obs.commits, "worker-run")
@@ -242,6 +210,58 @@ def run_command(
     finally:
         running.close()
         repo.close()
+
+
+def _exit_facts(name: str, code: int, exit_code: int, duration: float, beats: "_Heartbeats") -> dict[str, Any]:
+    metadata: dict[str, Any] = {"command": name, "exit_code": exit_code, "duration_s": duration}
+    if code < 0:
+        metadata["signal"] = signal.Signals(-code).name if -code in signal.valid_signals() else -code
+    if beats.stopped:
+        metadata["stopped"] = beats.stopped
+    return metadata
+
+
+def _runnable(repo, task: str | None, argv: list[str], here: Path):
+    """(the task, its row, its worktree, where the command runs, the heartbeat interval), or the refusal."""
+    from ..context import resolve_task
+    from ..worker.settings import parse_duration
+    from ..worker.transitions import get as get_worker
+
+    task_id = resolve_task(repo.paths.git_dir, task)
+    w = get_worker(repo.bus, task_id)
+    if w.state not in RUNNABLE:
+        raise InvalidTransition(f"cannot run a command for {task_id}: it is {w.state} (needs {', '.join(RUNNABLE)})")
+    worktree = Path(w.worktree)
+    if not worktree.is_dir():
+        raise UsageError(f"the worktree of {task_id} is missing ({worktree}); run `git worker spawn {task_id}` to recreate it")
+    resolved_here = here.resolve()
+    run_dir = here if resolved_here == worktree.resolve() or worktree.resolve() in resolved_here.parents else worktree
+    if not _found(argv[0], run_dir):
+        raise UsageError(f"command not found: {argv[0]}")
+    interval = parse_duration(repo.config.get("nerve.heartbeatInterval"), 15.0, "nerve.heartbeatInterval")
+    if interval <= 0:
+        raise UsageError("git config nerve.heartbeatInterval must be positive")
+    return task_id, w, worktree, run_dir, interval
+
+
+def _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace, out_sink, err_sink):
+    """Start ``argv`` in its own process group, heartbeat while it runs; (its status, the heartbeats)."""
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=run_dir, env=gitcli.clean_env(ports.env_for(repo.bus.conn, task_id)),  # + NERVE_PORT
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        )
+    except OSError as exc:
+        raise UsageError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    out = Capture(proc.stdout, 64 * 1024, out_sink)
+    err = Capture(proc.stderr, 64 * 1024, err_sink)
+    beats = _Heartbeats(repo.paths.bus_path, task_id, f"running {name}", interval, proc, on_tick, grace)
+    beats.start()
+    code = _wait_forwarding(proc)
+    beats.stop_event.set()
+    beats.join()
+    out.join(2.0), err.join(0.5)
+    return code, beats
 
 
 def _wait_forwarding(proc: subprocess.Popen) -> int:

@@ -15,6 +15,7 @@ from ...locks import hold
 from ..locking import task_lock
 from ..states import State
 from ..transitions import Outcome, get, transition, unknown
+from ...worktree_prep.prepare import prepare
 from .cleanup import _cleanup
 from .guards import _refuse_branch_gone, _refuse_merged_on_remote, _refuse_unsaved
 from .repo import Repo, _archived_tip, door_scope, repair_leftovers
@@ -90,6 +91,7 @@ def retry(repo: Repo, task_id: str) -> Outcome:
     # Already ASSIGNED: an older retry that stopped before its worktree was back is finished by running it again.
     repair_leftovers(repo)
     w = get(repo.bus, task_id)
+    had_dir = True
     if w.state == State.FAILED.value:
         path = Path(w.worktree)
         had_dir, had_branch = path.exists(), refs.exists(repo.cwd, f"refs/heads/{w.branch}")
@@ -104,6 +106,8 @@ def retry(repo: Repo, task_id: str) -> Outcome:
         outcome = transition(repo.bus, task_id, State.ASSIGNED, allowed_from=[State.FAILED], already=[State.ASSIGNED],
                              verb="retry", extra_messages=[("task_retry", {})], columns={"last_heartbeat": None})
     _ensure_worktree(repo, outcome.worker)
+    # the ignored files (and a port block) again; the setup reruns only in a worktree made anew
+    prepare(repo.paths, repo.bus, task_id, Path(outcome.worker.worktree), run_setup=not had_dir)
     return outcome
 
 

@@ -17,7 +17,7 @@ from ...errors import CheckFailed, ConflictError, GitError, InvalidTransition
 from ...git import refs, worktrees
 from ...git import remote as gitremote
 from ...locks import hold
-from .. import repair
+from .. import claims, repair
 from ..locking import task_lock
 from ..states import State
 from ..transitions import Outcome, get, transition
@@ -196,8 +196,10 @@ def _push_merge(repo: Repo, w: workers.Worker, commit: str, ours: str) -> bool:
     moved), an error for any refusal (nothing was merged)."""
     settings = repo.settings
     integration = w.integration
-    push = _push_from_checkout(repo, settings.remote, commit, integration, ours)
+    claim = claims.riding_push(repo.bus, w.task_id, State.APPROVED.value, State.COMPLETED, "merge", settings.remote)
+    push = _push_from_checkout(repo, settings.remote, commit, integration, ours, also=claim.also)  # one atomic push
     if push.rejected:
+        claim.failed()  # shared mode: HeldElsewhere when it was the task's claim that lost
         return False
     if push.hook_refused:
         raise _gate_refused(push, integration, settings.remote, w.task_id)
@@ -206,11 +208,13 @@ def _push_merge(repo: Repo, w: workers.Worker, commit: str, ours: str) -> bool:
                               f"nothing was merged ({w.task_id} is still APPROVED)")
     if not push.ok:
         raise GitError(f"could not push {integration} to {settings.remote}: {push.message}")
+    claim.landed(repo.bus)
     faults.point("merge.after-push")  # the remote moved, the local branch not yet
     return True
 
 
-def _push_from_checkout(repo: Repo, remote: str, commit: str, integration: str, expect: str) -> gitremote.PushResult:
+def _push_from_checkout(repo: Repo, remote: str, commit: str, integration: str, expect: str,
+                        also: tuple = ()) -> gitremote.PushResult:
     """Push the merge from a real checkout of it (a temporary detached worktree, removed afterwards), so that
     every pre-push gate (pre-commit, lefthook, husky, the user's own) runs as for a person's push."""
     from ..settings import main_checkout
@@ -219,7 +223,7 @@ def _push_from_checkout(repo: Repo, remote: str, commit: str, integration: str, 
     with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, commit, what="push") as path:
         faults.point("merge.in-checkout")  # the temporary checkout exists, nothing pushed
         return gitremote.push(path, remote, commit, integration, expect=expect, config=config,
-                              env_extra={"NERVE_INTERNAL_PUSH": "merge"})
+                              env_extra={"NERVE_INTERNAL_PUSH": "merge"}, also=also)
 
 
 def _gate_refused(push: gitremote.PushResult, integration: str, remote: str, task_id: str) -> CheckFailed:

@@ -9,6 +9,7 @@ locks (``fetch_branches``, ``task_lock``) live in :mod:`..locking` (the package 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ... import clock
@@ -33,6 +34,9 @@ class Repo:
         self.bus = bus
         self._config: gitconfig.GitConfig | None = None
         self._settings: Settings | None = None
+        #: what installs missing hooks (spawn), set by the front end that opened the repository
+        #: (``hooks.install.install_missing``): paths -> None when installed already, else what could not be
+        self.hook_installer: Callable[[RepoPaths], list[str] | None] | None = None
 
     @property
     def cwd(self) -> Path:

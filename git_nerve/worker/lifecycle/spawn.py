@@ -18,7 +18,9 @@ from ...git import config as gitconfig
 from ...git import remote as gitremote
 from ...locks import hold
 from ...paths import discover
-from .. import ids
+from ...worktree_prep.caps import refuse_over_caps
+from ...worktree_prep.prepare import prepare, unprepared
+from .. import claims, ids
 from ..locking import add_lock, fetch_branches
 from ..states import State
 from .repo import Repo, _require_tip, door_scope, integration_ref, repair_leftovers
@@ -31,6 +33,7 @@ class SpawnResult:
     created: bool
     hooks_installed: bool = False
     warnings: list[str] = field(default_factory=list)
+    prep: object | None = None  # worktree_prep.prepare.PrepResult of a new task
 
 
 def spawn(
@@ -41,6 +44,7 @@ def spawn(
     from_ref: str | None = None,
     fetch: bool = True,
     adopt: bool = False,
+    wait: bool = False,
 ) -> SpawnResult:
     """Create branch ``<prefix><task-id>`` and its worktree, then the bus row (ASSIGNED).
 
@@ -56,7 +60,11 @@ def spawn(
     ids.validate_description(description)
     gitconfig.refuse_bare(repo.config, repo.paths.toplevel, "spawn workers")
     with hold(repo.lock_path(f"spawn-{workers.task_key(task_id)}"), what=f"the spawn lock of {task_id}"):
-        return _spawn(repo, task_id, description=description, from_ref=from_ref, fetch=fetch, adopt=adopt)
+        res = _spawn(repo, task_id, description=description, from_ref=from_ref, fetch=fetch, adopt=adopt)
+    if res.created or unprepared(repo.bus, task_id):  # outside the spawn lock: no other spawn waits for a setup
+        res.prep = prepare(repo.paths, repo.bus, task_id, Path(res.worker.worktree), wait=wait)
+        res.warnings += res.prep.warnings
+    return res
 
 
 def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, fetch: bool, adopt: bool) -> SpawnResult:
@@ -74,12 +82,14 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
     if existing is not None:
         return _spawn_existing(repo, existing, task_id, description, from_ref)
 
+    refuse_over_caps(repo.paths, repo.bus)  # [worktree] max_live / max_total_bytes, before anything is made
     settings = repo.settings
     cwd = repo.cwd
     base_ref, base_sha = _spawn_base(repo, from_ref, fetch=fetch)
     branch = f"{settings.branch_prefix}{task_id}"
     if not cli.ok(["check-ref-format", f"refs/heads/{branch}"], cwd=cwd):
         raise UsageError(f"{branch!r} is not a valid branch name (check nerve.branchPrefix)")
+    claims.before_spawn(repo.bus, task_id)  # shared mode: this machine's claim on the remote, before anything is made
     adopted, base_sha = _spawn_branch(repo, task_id, branch, unfinished, base_sha, fetch=fetch, adopt=adopt)
     path = (settings.worktree_root / task_id).absolute()
     made = _Made()
@@ -285,8 +295,9 @@ def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str |
     ``core.hooksPath``, which git resolves per worktree: then the task's own
     worktree gets them too.
     """
-    from ...hooks import install as hooks_install
-
+    install = repo.hook_installer  # passed in by the command that opened the repository (hooks are a front end)
+    if install is None:
+        return False, None
     targets = [repo.paths]
     hooks_path = repo.config.get("core.hooksPath")
     if worktree is not None and hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)) and worktree.is_dir():
@@ -294,11 +305,11 @@ def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str |
     installed_now, problems = False, []
     for paths in targets:
         try:
-            if hooks_install.installed(paths):
+            missing = install(paths)
+            if missing is None:
                 continue
-            report = hooks_install.install(paths)
             installed_now = True
-            problems += [c.message or f"{c.name}: not installed" for c in report.conflicts]
+            problems += missing
         except Exception as exc:  # a hook problem must not fail the spawn
             problems.append(str(exc))
     return installed_now, ("could not install git hooks: " + "; ".join(problems)) if problems else None

@@ -12,7 +12,7 @@ from ...bus import messages, workers
 from ...errors import ConflictError, GitError, InvalidTransition, UsageError
 from ...git import cli, refs, worktrees
 from ...git import remote as gitremote
-from .. import repair
+from .. import claims, repair
 from ..states import State
 from ..transitions import Outcome, get, transition
 from .guards import _refuse_branch_gone, _refuse_dropped, _remote_refused
@@ -161,10 +161,13 @@ def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str) -> bool:
     remote = repo.settings.remote
     if not remote:
         return False
+    claim = claims.riding_push(repo.bus, w.task_id, w.state, State.IN_REVIEW, "done", remote)  # shared mode: one atomic push
     push = gitremote.push(wt, remote, f"refs/heads/{w.branch}", w.branch, force_with_lease=True,
-                          env_extra={"NERVE_INTERNAL_PUSH": "done"})
+                          env_extra={"NERVE_INTERNAL_PUSH": "done"}, also=claim.also)
     if not push.ok:
+        claim.failed()  # HeldElsewhere when the claim lost the race
         raise _push_failed(push, w, remote)
+    claim.landed(repo.bus)
     faults.point("done.after-push")
     if not w.pushed:  # only a branch git-nerve pushed itself is ever deleted on the remote (owned.keep_on_remote)
         with repo.bus.write() as conn:

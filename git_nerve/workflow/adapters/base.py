@@ -56,8 +56,12 @@ class AgentContext:
     #: the repository's test command (nerve.toml ``[run] test_command``): adapters whose CLI
     #: runs shell commands by rule allow exactly this one besides git and `git nerve`
     test_command: str = ""
+    #: the thread round this run will be recorded as (0: unknown): names the agent's output log (runlog.py)
+    round: int = 0
     #: seconds the agent's own process(es) ran, added by adapters that start one (the runner's overhead is the rest)
     process_s: float = 0.0
+    #: the task's environment for the agent's process: NERVE_PORT, its port block (git_nerve/worktree_prep)
+    env: dict = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -81,14 +81,29 @@ def hooks(command: str) -> dict:
     return {event: entry for event in NOTES_EVENTS}
 
 
-def notes_command() -> str | None:
-    """`<git-nerve> notes --hook claude` with git-nerve's absolute path (None when it cannot be found)."""
+def notes_command(inv: Invocation | None = None) -> str | None:
+    """`<git-nerve> notes --hook claude` with git-nerve's absolute path (None when it cannot be found).
+
+    For a run (``inv``), behind the sh gate that starts no Python while nothing is pending for the task
+    (steer/notes-hook.sh: the task's notes-pending marker, the runner's stop-request file)."""
     import shlex
     import sys
 
     here = os.path.join(os.path.dirname(sys.executable), "git-nerve")
     exe = here if os.access(here, os.X_OK) else shutil.which("git-nerve")
-    return f"{shlex.quote(exe)} notes --hook claude" if exe else None
+    if not exe:
+        return None
+    command = f"{shlex.quote(exe)} notes --hook claude"
+    gate = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "steer", "notes-hook.sh")
+    if inv is None or not (inv.ctx.task_id and inv.common_dir and inv.git_dir) or not os.path.isfile(gate):
+        return command
+    from ...fs import NERVE, notes_marker
+    from ...paths import stop_request_path
+
+    marker = notes_marker(os.path.join(inv.common_dir, NERVE), inv.ctx.task_id)
+    args = (gate, os.fspath(marker), os.fspath(stop_request_path(inv.git_dir)))
+    return "/bin/sh " + " ".join(shlex.quote(a) for a in args) + " " + command
 
 
 def mcp_rules() -> list[str]:
@@ -129,7 +144,7 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     if "--settings" not in {x.split("=", 1)[0] for x in (adapter.extra_args or ())}:
         path = os.path.join(inv.tmpdir, "nerve-claude-settings.json")
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(settings(inv.workdir, inv.ctx.test_command, notes_command()), fh, indent=1)
+            json.dump(settings(inv.workdir, inv.ctx.test_command, notes_command(inv)), fh, indent=1)
         at = len(inv.argv) - len(adapter.extra_args or ())  # among the adapter's own flags, before extra_args
         if at >= 2 and inv.argv[at - 2] == "--model":
             at -= 2

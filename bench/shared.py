@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Benchmark of shared mode (issue 24). Prints figures; asserts nothing.
+
+For 4, 8 and 16 clones of one bare remote (each its own machine), side by side in one run:
+
+1. the uncontended compare-and-set of a claim (one transition pushed), over file:// and over `git daemon`
+   on 127.0.0.1 (median of --runs);
+2. every clone publishing --events bus messages, then one sync round (each clone once, in turn): the time of
+   a first sync that ingests everyone's events, and of a sync when nothing changed;
+3. the check that each clone ingested exactly the others' events (lost / duplicated printed);
+4. a sync when nothing changed, with 5,000 finished tasks' claims and 50 machines' logs on the remote.
+
+Run from the repository root with the venv's interpreter (tens of seconds):
+    .venv/bin/python bench/shared.py [--sizes 4,8,16] [--runs 5] [--events 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fixtures.repos import build  # noqa: E402
+from tests import shared_support as ss  # noqa: E402
+
+
+def _state(work: Path):
+    from git_nerve.shared import open_state
+
+    common = Path(build.git(work, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    return open_state(common)
+
+
+def _cas_ms(work: Path, runs: int, prefix: str) -> float:
+    """Median ms of one claim's compare-and-set (a new task's claim, then its start), pushed alone."""
+    state = _state(work)
+    times = []
+    with ss.bus(work) as bus:
+        for i in range(runs):
+            t0 = time.perf_counter()
+            state.claim(bus, f"{prefix}-{i}", None, "ASSIGNED", "spawn", take=True)
+            times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def _publish(work: Path, machine: str, events: int) -> None:
+    from git_nerve import clock
+    from git_nerve.bus import messages
+
+    with ss.bus(work) as bus, bus.write() as conn:
+        for i in range(events):
+            messages.publish(conn, None, "note", {"from": machine, "n": i}, clock.now())
+
+
+def _sync_round(works: list[Path]) -> list[float]:
+    times = []
+    for w in works:
+        state = _state(w)
+        with ss.bus(w) as bus:
+            t0 = time.perf_counter()
+            state.sync(bus)
+            times.append((time.perf_counter() - t0) * 1000)
+    return times
+
+
+def _counts(works: list[Path], machines: list[str]) -> tuple[int, int]:
+    """(events lost, events duplicated) over every clone's ingest."""
+    from git_nerve.bus import shared as cache
+
+    produced = {}
+    for m, w in zip(machines, works):
+        with ss.bus(w) as bus:
+            produced[m] = cache.local_count(bus.conn)
+    lost = dup = 0
+    for m, w in zip(machines, works):
+        with ss.bus(w) as bus:
+            got = cache.event_counts(bus.conn)
+        for o in machines:
+            if o != m:
+                lost += max(0, produced[o] - got.get(o, 0))
+                dup += max(0, got.get(o, 0) - produced[o])
+    return lost, dup
+
+
+def _git_floor_ms(work: Path, runs: int) -> float:
+    """Median ms of one trivial git process here (a CAS runs about six): the machine's load in one figure."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        build.git(work, "rev-parse", "HEAD")
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def one_size(root: Path, n: int, runs: int, events: int) -> None:
+    bare = ss.origin(root)
+    daemon = ss.Daemon(bare.parent)
+    daemon.start()
+    try:
+        machines = [f"m{i:02d}" for i in range(n)]
+        works = ss.team(root, str(bare), machines, init=False)
+        file_ms = _cas_ms(works[0], runs, "file")
+        build.git(works[1], "remote", "set-url", "origin", daemon.url("project.git"))
+        daemon_ms = _cas_ms(works[1], runs, "daemon")
+        build.git(works[1], "remote", "set-url", "origin", str(bare))
+        for m, w in zip(machines, works):
+            _publish(w, m, events)
+        first = _sync_round(works)  # each publishes; later ones already see the earlier ones' logs
+        full = _sync_round(works)  # everyone ingests everyone
+        idle = _sync_round(works)  # nothing changed
+        lost, dup = _counts(works, machines)
+        floor = _git_floor_ms(works[0], runs)
+        print(f"{n:>3} clones | one git process {floor:5.1f} ms | CAS file:// {file_ms:6.1f} ms  git daemon {daemon_ms:6.1f} ms | "
+              f"sync publish {statistics.median(first):6.1f} ms  ingest {statistics.median(full):6.1f} ms  "
+              f"idle {statistics.median(idle):6.1f} ms (median per clone) | lost {lost} duplicated {dup}")
+    finally:
+        daemon.stop()
+
+
+def _fast_import(bare: Path, tasks: int, machines: int) -> None:
+    """``tasks`` finished tasks' claim chains (one record each) and ``machines`` machines' logs (one batch of
+    20 events each) written straight into the bare remote by `git fast-import`."""
+    import json
+
+    out = []
+    mark = 0
+
+    def commit(ref: str, name: str, data: bytes) -> None:
+        nonlocal mark
+        mark += 1
+        out.append(b"blob\nmark :%d\ndata %d\n%s\n" % (mark, len(data), data))
+        out.append(b"commit %s\ncommitter git-nerve <git-nerve@localhost> 1700000000 +0000\ndata 6\nrecord\n"
+                   b"M 100644 :%d %s\n\n" % (ref.encode(), mark, name.encode()))
+
+    for i in range(tasks):
+        rec = {"task": f"done-{i}", "state": "COMPLETED", "previous": "APPROVED", "verb": "merge",
+               "machine": f"far{i % machines:02d}", "owner": f"far{i % machines:02d}", "seq": 6, "ts": 1.0}
+        commit(f"refs/nerve/claims/done-{i}", "record.json", json.dumps(rec).encode())
+    for m in range(machines):
+        events = b"".join(json.dumps({"id": f"far{m:02d}:m{k}", "machine": f"far{m:02d}", "ts": 1.0, "task": None,
+                                      "kind": "note", "payload": {}}).encode() + b"\n" for k in range(20))
+        commit(f"refs/nerve/log/far{m:02d}", "events.jsonl", events)
+    import subprocess
+
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=bare, input=b"".join(out), check=True)
+    subprocess.run(["git", "pack-refs", "--all"], cwd=bare, check=True)  # as a server's gc keeps them
+
+
+def scale(root: Path, tasks: int, machines: int, runs: int) -> None:
+    """The issue's scale figure: a sync when nothing changed, with ``tasks`` finished tasks and ``machines`` logs."""
+    bare = ss.origin(root)
+    (work,) = ss.team(root, str(bare), ["here"], init=False)
+    _fast_import(bare, tasks, machines)
+    state = _state(work)
+    with ss.bus(work) as bus:
+        t0 = time.perf_counter()
+        first = state.sync(bus)
+        first_ms = (time.perf_counter() - t0) * 1000
+        loose = _idle_ms(state, bus, runs)
+        build.git(work, "pack-refs", "--all")  # as `git gc` leaves them
+        packed = _idle_ms(state, bus, runs)
+    print(f"scale: {tasks} finished tasks, {machines} machines' logs | first sync {first_ms:7.1f} ms "
+          f"({first['claims']} claims, {first['ingested']} events) | sync with nothing changed: "
+          f"{loose:6.1f} ms (the clone's refs loose), {packed:6.1f} ms (packed) (medians of {runs}; goal < 500 ms)")
+
+
+def _idle_ms(state, bus, runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        state.sync(bus)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="4,8,16")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--events", type=int, default=50)
+    ap.add_argument("--scale", default="5000,50", help="TASKS,MACHINES for the idle-sync figure ('' to skip)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="nerve-bench-shared-") as tmp:
+        os.environ.update(build.hermetic_env(Path(tmp) / "home"))
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        for n in (int(s) for s in args.sizes.split(",") if s):
+            one_size(Path(tmp) / f"n{n}", n, args.runs, args.events)
+        if args.scale:
+            tasks, machines = (int(x) for x in args.scale.split(","))
+            scale(Path(tmp) / "scale", tasks, machines, args.runs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The bus as a cache of the shared state (shared mode, :mod:`git_nerve.shared`): every machine's claims and the
+events other machines published, plus what a sync last saw. Tables of their own, created on first use (a
+cache: dropped and rebuilt by ``git nerve sync --rebuild``), so a single-machine bus never has them.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS shared_claims (
+    task_id TEXT PRIMARY KEY,
+    owner   TEXT NOT NULL,      -- the machine holding the task
+    machine TEXT NOT NULL,      -- the machine that made the last transition
+    state   TEXT NOT NULL,
+    verb    TEXT NOT NULL,
+    seq     INTEGER NOT NULL,   -- transitions in the claim's chain
+    tip     TEXT NOT NULL,      -- the claim ref's commit
+    ts      REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS shared_events (
+    event_id TEXT PRIMARY KEY,  -- <machine>:<its message id>: never ingested twice
+    machine  TEXT NOT NULL,
+    ts       REAL NOT NULL,
+    task_id  TEXT,
+    kind     TEXT NOT NULL,
+    payload  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS shared_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass(frozen=True)
+class Claim:
+    task_id: str
+    owner: str
+    machine: str
+    state: str
+    verb: str
+    seq: int
+    tip: str
+    ts: float
+
+
+def ensure(conn: sqlite3.Connection) -> None:
+    """The tables, inside the caller's transaction (executescript would commit it)."""
+    for statement in _TABLES.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def clear(conn: sqlite3.Connection) -> None:
+    """Forget the whole cache (inside a write transaction): ``sync --rebuild``."""
+    for table in ("shared_claims", "shared_events", "shared_meta"):
+        conn.execute(f"DELETE FROM {table}")
+
+
+def put_claim(conn: sqlite3.Connection, c: Claim) -> None:
+    conn.execute("INSERT OR REPLACE INTO shared_claims VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                 (c.task_id, c.owner, c.machine, c.state, c.verb, c.seq, c.tip, c.ts))
+
+
+def claims(conn: sqlite3.Connection) -> list[Claim]:
+    if not _has_tables(conn):
+        return []
+    return [Claim(*r) for r in conn.execute("SELECT * FROM shared_claims ORDER BY task_id")]
+
+
+def claim(conn: sqlite3.Connection, task_id: str) -> Claim | None:
+    if not _has_tables(conn):
+        return None
+    r = conn.execute("SELECT * FROM shared_claims WHERE task_id = ?", (task_id,)).fetchone()
+    return Claim(*r) if r else None
+
+
+def add_events(conn: sqlite3.Connection, events: list[dict]) -> int:
+    """Insert events not seen before (keyed by event id); how many were new."""
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT OR IGNORE INTO shared_events VALUES (?, ?, ?, ?, ?, ?)",
+        [(e["id"], e["machine"], e["ts"], e.get("task"), e["kind"], json.dumps(e.get("payload") or {}, sort_keys=True))
+         for e in events])
+    return conn.total_changes - before
+
+
+def event_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """{machine: events of it ingested}."""
+    if not _has_tables(conn):
+        return {}
+    return dict(conn.execute("SELECT machine, COUNT(*) FROM shared_events GROUP BY machine"))
+
+
+def events(conn: sqlite3.Connection, task_id: str | None = None) -> list[tuple[str, str, float, str | None, str, dict]]:
+    if not _has_tables(conn):
+        return []
+    sql, args = "SELECT event_id, machine, ts, task_id, kind, payload FROM shared_events", ()
+    if task_id is not None:
+        sql, args = sql + " WHERE task_id = ?", (task_id,)
+    return [(*r[:5], json.loads(r[5])) for r in conn.execute(sql + " ORDER BY ts, event_id", args)]
+
+
+#: the local tables a machine publishes (stream letter: table, the query of one event's fields)
+_STREAMS = {
+    "m": "SELECT id, ts, task_id, kind, payload FROM messages WHERE id > ? ORDER BY id",
+    "r": "SELECT id, ts, thread_id, 'thread_round', json_object('round', round, 'role', role, 'metadata', "
+         "json(COALESCE(metadata, 'null')), 'content', content) FROM rounds WHERE id > ? ORDER BY id",
+    "i": "SELECT id, ts, task_id, 'note', json_object('scope', scope, 'kind', kind, 'target', target, 'text', text) "
+         "FROM inbox WHERE id > ? ORDER BY id",
+    "o": "SELECT id, ts, NULL, 'ack', json_object('consumer', consumer, 'inbox_id', inbox_id, 'kind', kind, "
+         "'text', text) FROM outbox WHERE id > ? ORDER BY id",
+}
+
+
+def local_events(conn: sqlite3.Connection, machine: str, cursor: dict[str, int]) -> tuple[list[dict], dict[str, int]]:
+    """This machine's records written after ``cursor`` ({stream: last id published}) as events (messages,
+    thread rounds, notes, acknowledgements; ids ``<machine>:<stream><id>``, never reused), and the new cursor."""
+    events, new = [], dict(cursor)
+    for stream, sql in _STREAMS.items():
+        for rid, ts, task, kind, payload in conn.execute(sql, (int(cursor.get(stream, 0)),)):
+            events.append({"id": f"{machine}:{stream}{rid}", "machine": machine, "ts": ts, "task": task, "kind": kind,
+                           "payload": json.loads(payload or "{}")})
+            new[stream] = rid
+    return events, new
+
+
+def local_count(conn: sqlite3.Connection) -> int:
+    """How many events this machine has produced (every record :func:`local_events` publishes)."""
+    return sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("messages", "rounds", "inbox", "outbox"))
+
+
+def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
+    if not _has_tables(conn):
+        return None
+    r = conn.execute("SELECT value FROM shared_meta WHERE key = ?", (key,)).fetchone()
+    return r[0] if r else None
+
+
+def set_meta(conn: sqlite3.Connection, key: str, value: str | None) -> None:
+    if value is None:
+        conn.execute("DELETE FROM shared_meta WHERE key = ?", (key,))
+    else:
+        conn.execute("INSERT OR REPLACE INTO shared_meta VALUES (?, ?)", (key, value))
+
+
+def _has_tables(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'shared_meta'").fetchone() is not None

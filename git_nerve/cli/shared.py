@@ -1,0 +1,53 @@
+"""`git nerve sync`: several machines' shared state (shared mode, `git nerve init --shared`)."""
+
+from __future__ import annotations
+
+import click
+
+from .common import CONTEXT_SETTINGS, echo, echo_json
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--rebuild", is_flag=True, help="Forget the cached view and read every machine's refs again.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def sync(rebuild: bool, as_json: bool) -> None:
+    """Publish this machine's events and fetch every machine's tasks and events (shared mode).
+
+    Events this machine wrote go to refs/nerve/log/<machine> on the remote; every claim and every other
+    machine's log are fetched into the bus as a cache (each event once). Offline: exit 4, the events wait.
+    """
+    from ..shared.status import run_sync
+
+    report = run_sync(rebuild=rebuild)
+    if as_json:
+        echo_json(report)
+        return
+    if report["backend"] == "local":
+        echo("not in shared mode (nothing to sync): `git nerve init --shared` turns it on")
+        return
+    echo(f"synced with {report['remote']} as {report['machine']}: {report['exported']} events published, "
+         f"{report['ingested']} ingested, {report['claims']} claims updated ({report['seconds']} s)")
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def takeover(task_id: str, as_json: bool) -> None:
+    """Take over a task of a machine that stopped (shared mode): once its log has not moved for the lease
+    ([shared] lease in nerve.toml, default 600 s, on this machine's clock), the task is claimed here and spawned
+    here (on its branch when the remote has it). The old machine is refused from then on. Exit 8 while the
+    lease holds."""
+    from ..worker.takeover import takeover as do_takeover
+    from .tasks import _repo, _row
+
+    with _repo() as repo:
+        before, res = do_takeover(repo, task_id)
+        if as_json:
+            echo_json({**_row(repo, task_id), "taken_from_state": before})
+            return
+        echo(f"Took over: {task_id} (was {before} elsewhere; now ASSIGNED here)")
+        echo(f"  Worktree: {res.worker.worktree}")
+
+
+COMMANDS = [sync]
+WORKER_COMMANDS = [takeover]

@@ -1,0 +1,161 @@
+"""The console's review reads: a task's changed files, one file's diff, its commits, its agent's output.
+
+Every route here is a GET behind the :class:`~.security.Guard` (token, Host) and only reads: git objects
+through :mod:`..git.diffs` (no checkout, no ref moves), the radar's last result through
+:mod:`..radar.flags`, the run logs through :mod:`..workflow.runlog`. Answers are JSON; the page escapes
+what it shows (diffs and output are agent-written text).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..bus.connection import Bus
+from ..errors import ExitCode, NerveError, UsageError
+from ..git import refs
+from ..git.diffs import Diffs
+from ..paths import RepoPaths
+from ..radar import flags as radar_flags
+from ..workflow import runlog
+from ..worker import lifecycle
+
+
+def error(exc: NerveError) -> JSONResponse:
+    """A refusal as JSON: the CLI's message, its details and exit code (``code`` and ``exit_code``)."""
+    status = 400 if exc.exit_code == ExitCode.USAGE else 409
+    return JSONResponse({"error": exc.message, "details": list(exc.details), "code": int(exc.exit_code),
+                         "exit_code": int(exc.exit_code)}, status_code=status)
+
+
+class _Task:
+    """What a review read needs of one task: its row, the open objects, the range it changed."""
+
+    def __init__(self, repo: lifecycle.Repo, task_id: str):
+        self.w = lifecycle.get(repo.bus, task_id)
+        self.diffs = Diffs(repo.paths.common_dir)
+        self.integration = self.w.integration or repo.settings.integration
+        self.integration_tip = _integration_tip(repo, self.diffs, self.integration)
+        head = self.diffs.tip(f"refs/heads/{self.w.branch}") if self.w.branch else None
+        head = head or self.diffs.tip(refs.archive_name(task_id))
+        if head is None:
+            raise UsageError(f"{task_id} has no branch tip to show (its branch is gone and no archive holds it)")
+        self.head = head
+        base = self.diffs.task_range(head, self.integration_tip)[0] if self.integration_tip else head
+        self.hide = self.integration_tip  # its commits: those the integration branch does not have
+        if base == head and self.integration_tip and self.w.state == "COMPLETED":
+            merged = self.diffs.merged_base(head, self.integration_tip)  # merged: what the merge brought
+            base = self.hide = merged or base
+        self.base = base
+
+
+#: seconds the integration branch's remote, read from git config, is reused (each read is a git process)
+REMOTE_TTL = 5.0
+_remotes: dict[str, tuple[float, str | None]] = {}
+
+
+def _integration_tip(repo: lifecycle.Repo, diffs: Diffs, integration: str) -> str | None:
+    """The tip ``lifecycle.integration_ref(fetch=False)`` names (the remote's copy when there is one), read in
+    process; the remote's name is reused for :data:`REMOTE_TTL` seconds."""
+    key = str(repo.paths.common_dir)
+    known = _remotes.get(key)
+    if known is None or time.monotonic() - known[0] > REMOTE_TTL:
+        try:
+            known = (time.monotonic(), repo.settings.remote)
+        except NerveError:
+            known = (time.monotonic(), None)
+        _remotes[key] = known
+    remote = known[1]
+    return (diffs.tip(f"refs/remotes/{remote}/{integration}") if remote else None) or diffs.tip(f"refs/heads/{integration}")
+
+
+def _open(paths: RepoPaths) -> lifecycle.Repo:
+    # no spool ingest: these reads need the rows and git objects only (the watcher ingests every look)
+    return lifecycle.Repo(paths, Bus(paths.bus_path, create=False, ingest=False))
+
+
+def files(paths: RepoPaths, task_id: str) -> dict[str, Any]:
+    with _open(paths) as repo:
+        t = _Task(repo, task_id)
+        flagged = radar_flags.for_task(repo.paths.common_dir, task_id)
+        out = []
+        for f in t.diffs.files(t.base, t.head):
+            out.append({**f.as_dict(), "flagged": flagged.get(f.path, [])})
+        return {"task_id": task_id, "base": t.base, "head": t.head, "integration": t.integration, "files": out}
+
+
+def diff(paths: RepoPaths, task_id: str, path: str, commit: str | None) -> dict[str, Any]:
+    with _open(paths) as repo:
+        t = _Task(repo, task_id)
+        if commit:
+            if not t.diffs.is_in(commit, t.head, t.hide):
+                raise UsageError(f"{commit!r} is not one of the commits of {task_id}")
+            base, head = t.diffs.commit_range(commit)
+        else:
+            base, head = t.base, t.head
+        fd = t.diffs.file(base, head, path)
+        flagged = radar_flags.for_task(repo.paths.common_dir, task_id).get(fd.path, []) if not commit else []
+        return {"task_id": task_id, "base": base, "head": head, **fd.as_dict(), "flagged": flagged}
+
+
+def commits(paths: RepoPaths, task_id: str) -> list[dict[str, Any]]:
+    with _open(paths) as repo:
+        t = _Task(repo, task_id)
+        return t.diffs.commits(t.head, t.hide)
+
+
+def output(paths: RepoPaths, task_id: str, round_: int | None, after: int | None) -> dict[str, Any]:
+    with _open(paths) as repo:
+        lifecycle.get(repo.bus, task_id)  # an unknown task: the CLI's refusal
+        return {"task_id": task_id, **runlog.read(repo.paths.common_dir, task_id, round_, after)}
+
+
+def _int(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise UsageError(f"{name!r} must be a whole number, not {value!r}") from None
+    if number < 0:
+        raise UsageError(f"{name!r} must not be negative")
+    return number
+
+
+def _required(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if not value:
+        raise UsageError(f"missing {name!r}")
+    return value
+
+
+def _route(fn: Callable[[Request], Any]):
+    async def handler(request: Request) -> Response:
+        try:
+            return JSONResponse(await run_in_threadpool(fn, request))
+        except NerveError as exc:
+            return error(exc)
+    return handler
+
+
+def routes(paths: RepoPaths) -> list[Route]:
+    """The review routes (GET only), to be listed before ``/api/task/{task_id}``."""
+    def tid(r: Request) -> str:
+        return r.path_params["task_id"]
+
+    reads: dict[str, Callable[[Request], Any]] = {
+        "files": lambda r: files(paths, tid(r)),
+        "diff": lambda r: diff(paths, tid(r), _required(r, "path"), r.query_params.get("commit") or None),
+        "commits": lambda r: commits(paths, tid(r)),
+        "output": lambda r: output(paths, tid(r), _int(r, "round"), _int(r, "after")),
+    }
+    return [Route(f"/api/task/{{task_id:path}}/{name}", _route(fn), methods=["GET"]) for name, fn in reads.items()]
+
+
+__all__ = ["commits", "diff", "error", "files", "output", "routes"]

@@ -1,0 +1,218 @@
+"""`git nerve mcp`'s quick answer to ``initialize``, given while the MCP SDK is still loading.
+
+Importing the SDK (pydantic models for every protocol version, anyio, starlette) takes most of a second;
+an agent CLI waits for the ``initialize`` answer before it goes on. So the server stands between the
+CLI and the SDK on stdin/stdout (file descriptors 0 and 1 become pipes the SDK reads and writes):
+
+* every line the CLI sends is passed on to the SDK, in order, ``initialize`` included, so the SDK's
+  session is exactly as if it had been alone;
+* an ``initialize`` whose answer is known (the SDK's own answer to the same request, recorded by an
+  earlier start of this git-nerve and this SDK in ``<git-common-dir>/nerve/mcp-initialize.json``) is
+  answered at once from that record, and the SDK's own answer to it is dropped when it comes; if the two
+  differ, the record is rewritten and one line goes to stderr;
+* any other line the SDK writes is passed on to the CLI as it is.
+
+A first start (no record yet) waits for the SDK like before, and records its answer. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+RECORD = "mcp-initialize.json"
+
+
+def _key() -> str:
+    """What the recorded answers depend on: this git-nerve's server module and the installed SDK (their files'
+    size and modification time: an upgrade changes them), without importing the SDK."""
+    from importlib.util import find_spec
+
+    parts = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "server.py")]
+    for name in ("mcp", "mcp_types"):
+        spec = find_spec(name)
+        parts.append(spec.origin if spec is not None and spec.origin else name)
+    stamps = []
+    for p in parts:
+        try:
+            st = os.stat(p)
+            stamps.append(f"{p}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            stamps.append(p)
+    from .. import __version__
+
+    return f"{__version__}|" + "|".join(stamps)
+
+
+class Front:
+    """The pumps between the CLI (the real stdin/stdout) and the SDK (pipes on fds 0 and 1)."""
+
+    def __init__(self, record: Path):
+        self.record = record
+        self.key = _key()
+        self.known = self._load()
+        self.answered: dict[str, tuple[str, dict]] = {}  # request id (JSON) -> (requested version, our result)
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.out = os.fdopen(os.dup(1), "wb", buffering=0)  # the CLI's stdout
+        self.cli_in = os.fdopen(os.dup(0), "rb", buffering=0)  # the CLI's stdin
+        sdk_in_r, self.sdk_in = os.pipe()
+        self.sdk_out, sdk_out_w = os.pipe()
+        os.dup2(sdk_in_r, 0)
+        os.dup2(sdk_out_w, 1)
+        os.close(sdk_in_r)
+        os.close(sdk_out_w)
+        self.threads = [threading.Thread(target=self._from_cli, name="mcp-front-in", daemon=True),
+                        threading.Thread(target=self._from_sdk, name="mcp-front-out", daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    def _load(self) -> dict:
+        try:
+            data = json.loads(self.record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data.get("answers", {}) if isinstance(data, dict) and data.get("key") == self.key else {}
+
+    def _write(self, line: bytes) -> None:
+        with self.lock:
+            self.out.write(line)
+
+    def _from_cli(self) -> None:
+        """CLI -> SDK, answering a known ``initialize`` on the way."""
+        try:
+            for line in _lines(self.cli_in):
+                self._maybe_answer(line)
+                _write_all(self.sdk_in, line)
+        except OSError:
+            pass
+        finally:
+            os.close(self.sdk_in)  # the SDK sees the CLI's end of input
+
+    def _maybe_answer(self, line: bytes) -> None:
+        msg = _parse(line)
+        if not msg or msg.get("method") != "initialize" or "id" not in msg:
+            return
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        version = str(params.get("protocolVersion", ""))
+        result = self.known.get(version)
+        if result is None:
+            self.answered[json.dumps(msg["id"])] = (version, None)  # the SDK answers; its answer is recorded
+            return
+        self.answered[json.dumps(msg["id"])] = (version, result)
+        self._write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}, separators=(",", ":"))
+                    .encode("utf-8") + b"\n")
+
+    def _from_sdk(self) -> None:
+        """SDK -> CLI, less the SDK's answers to the ``initialize`` already answered."""
+        for line in _lines(_Drained(self.sdk_out, self.stopping)):
+            if self._already_answered(line):
+                continue
+            try:
+                self._write(line)
+            except OSError:
+                return
+
+    def _already_answered(self, line: bytes) -> bool:
+        msg = _parse(line)
+        if not msg or "id" not in msg or "method" in msg:
+            return False
+        got = self.answered.pop(json.dumps(msg["id"]), None)
+        if got is None:
+            return False
+        version, ours = got
+        theirs = msg.get("result")
+        if isinstance(theirs, dict) and theirs != ours:
+            self.known[version] = theirs
+            self._save()
+            if ours is not None:
+                sys.stderr.write("git-nerve mcp: the recorded initialize answer was out of date; recorded anew\n")
+        return ours is not None
+
+    def _save(self) -> None:
+        from ..fs import replace_file
+
+        try:
+            replace_file(self.record, json.dumps({"key": self.key, "answers": self.known}, indent=1))
+        except OSError:
+            pass  # only a slower start next time
+
+    def close(self) -> None:
+        """After the SDK's server returned (all it wrote is in the pipe): pass the rest on, then stop.
+
+        (The SDK keeps a private duplicate of fd 1 open for good, so the pipe never reports its end.)"""
+        self.stopping.set()
+        self.threads[1].join(timeout=10)
+
+
+class _Drained:
+    """A pipe read until it is empty once ``stopping`` is set."""
+
+    def __init__(self, fd: int, stopping: threading.Event):
+        self.fd, self.stopping = fd, stopping
+
+    def read(self, n: int) -> bytes:
+        import select
+
+        while True:
+            stop = self.stopping.is_set()  # read before looking: what was written before it is in the pipe
+            ready, _, _ = select.select([self.fd], [], [], 0.05)
+            if ready:
+                return os.read(self.fd, n)
+            if stop:
+                return b""
+
+
+def _lines(stream):
+    buf = b""
+    while True:
+        chunk = stream.read(65536)
+        if not chunk:
+            break
+        buf += chunk
+        *whole, buf = buf.split(b"\n")
+        for line in whole:
+            yield line + b"\n"
+    if buf:
+        yield buf
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _parse(line: bytes) -> dict | None:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return None
+    return msg if isinstance(msg, dict) else None
+
+
+def start(common_dir: Path) -> Front | None:
+    """Stand between the CLI and the SDK (None where that cannot be done: no POSIX pipes, closed stdio)."""
+    if os.name != "posix" or os.environ.get("NERVE_MCP_NO_FRONT"):
+        return None
+    try:
+        os.fstat(0)
+        os.fstat(1)
+    except OSError:
+        return None
+    return Front(Path(common_dir) / "nerve" / RECORD)
+
+
+def serve(binding) -> None:
+    """`git nerve mcp`: the front first, then the SDK loads and serves ``binding`` (a :class:`.tools.Binding`)."""
+    front = start(binding.paths.common_dir)
+    try:
+        from . import server  # the SDK loads only now, while the front already answers
+
+        server.serve(binding)
+    finally:
+        if front is not None:
+            front.close()

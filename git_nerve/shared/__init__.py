@@ -1,0 +1,69 @@
+"""The shared state of several machines (issue 24), behind one interface so that another backend (PostgreSQL,
+issue 29) can follow without touching the commands.
+
+The commands and the lifecycle call only :func:`open_state` and the :class:`SharedState` methods:
+
+* ``claim(task, expected, new, verb)``: the compare-and-set of one transition on the shared store, made before
+  the local bus row moves; the loser raises :class:`~git_nerve.errors.HeldElsewhere` (exit 8) naming the
+  machine, an unreachable store a one-line :class:`~git_nerve.errors.GitError` (exit 4); nothing changed.
+* ``prepare_with_push`` / ``landed`` / ``lost``: the same compare-and-set carried by a push the command makes
+  anyway (done's push of the task branch), so both land or neither; a backend that is not the git remote
+  carries nothing and the command's ``claim`` runs as usual.
+* ``sync(bus, rebuild=False)``: publish this machine's events, fetch everyone's claims and events into the
+  bus's cache (:mod:`git_nerve.bus.shared`), idempotently.
+* ``freshness(bus)``: how fresh the cached view is, for `git worker status`.
+
+Backends: :mod:`.local` (one machine: the SQLite bus alone, today's behaviour) and :mod:`.gitremote` (claims
+and per-machine logs as refs on the git remote).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from ..bus.connection import Bus
+from .config import SharedConfig, load
+
+
+class SharedState(Protocol):
+    config: SharedConfig
+
+    @property
+    def active(self) -> bool: ...
+
+    def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None: ...
+
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> object | None:
+        """A claim to carry in the command's own push to ``remote`` (atomically with the branch it moves), or
+        None: nothing to carry (not this store, or already recorded); then :meth:`claim` runs as usual."""
+        ...
+
+    def landed(self, bus: Bus, pending: object) -> None: ...
+
+    def lost(self, pending: object) -> None: ...
+
+    def take(self, bus: Bus, task_id: str) -> str:
+        """Take over a task whose holder's lease ran out (this machine's judgement); the state it had."""
+        ...
+
+    def sync(self, bus: Bus, *, rebuild: bool = False) -> dict: ...
+
+    def freshness(self, bus: Bus) -> str: ...
+
+
+def open_state(common_dir: Path) -> SharedState:
+    """The shared state of the repository whose common dir is ``common_dir``, as its nerve.toml chooses."""
+    cfg = load(common_dir)
+    if cfg.backend == "git":
+        from .gitremote import GitRemoteState
+
+        return GitRemoteState(cfg)
+    from .local import LocalState
+
+    return LocalState(cfg)
+
+
+def for_bus(bus: Bus) -> SharedState:
+    """The shared state of the repository ``bus`` belongs to (``<common-dir>/nerve/bus.db``)."""
+    return open_state(bus.path.parent.parent)

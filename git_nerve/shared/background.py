@@ -1,0 +1,80 @@
+"""The sync a transition starts and never waits for (shared mode): ``python -m git_nerve.shared.background --cwd DIR``.
+
+It publishes what this machine wrote (the transition's messages, the hooks' commits and heartbeats queued since
+the last sync) and refreshes the cached view. One waits at a time behind the one running (the pending lock);
+more triggers meanwhile are covered by the one waiting. ``[shared] background = false`` turns it off (then
+only `git nerve sync` publishes).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .. import locks
+
+LOG = "shared-sync.log"
+
+
+def lock_paths(common_dir: Path) -> tuple[Path, Path]:
+    """(the sync lock every sync holds, the lock of the one background sync waiting for it)."""
+    base = Path(common_dir) / "nerve" / "locks"
+    return base / "shared-sync.lock", base / "shared-sync-pending.lock"
+
+
+def spawn(common_dir: Path, cwd: Path) -> None:
+    """Start a background sync detached (new session, output to ``<common>/nerve/shared-sync.log``), unless one
+    is already waiting to run. Never fails the command that asked for it."""
+    from ..git.cli import clean_env
+    from ..paths import create_file
+
+    if locks.is_held(lock_paths(common_dir)[1]):
+        return  # one is waiting: it will see this machine's latest records too
+    try:
+        env = clean_env()
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        out = create_file(Path(common_dir) / "nerve" / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            subprocess.Popen([sys.executable, "-m", "git_nerve.shared.background", "--cwd", os.fspath(cwd)],
+                             cwd=os.fspath(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                             start_new_session=True, close_fds=True)
+        finally:
+            os.close(out)
+    except OSError as exc:
+        print(f"git-nerve: background sync not started: {exc}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="git_nerve.shared.background")
+    parser.add_argument("--cwd", required=True)
+    args = parser.parse_args(argv)
+    from ..errors import NerveError
+    from ..paths import discover
+    from .status import run_sync
+
+    try:
+        running, pending = lock_paths(discover(args.cwd).common_dir)
+        held = locks.try_hold(pending)
+        if held is None:
+            return 0  # another background sync is waiting already
+        try:  # (try_hold's lock is held already)
+            with locks.hold(running, timeout=300, what="the sync lock"):
+                pass  # the sync under way is over: what it missed is this one's
+        finally:
+            held.__exit__(None, None, None)
+        # the pending lock is free again: a trigger from now on starts the next one
+        report = run_sync(args.cwd)
+        print(f"sync: {report.get('exported', 0)} published, {report.get('ingested', 0)} ingested")
+    except NerveError as exc:
+        print(f"sync: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

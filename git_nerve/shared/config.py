@@ -1,0 +1,103 @@
+"""Is this repository in shared mode, through which remote, and what is this machine called.
+
+``nerve.toml`` (committed, so every clone takes part once it ran `git nerve init`)::
+
+    [shared]
+    backend = "git"        # "local" (or no table): one machine, the SQLite bus alone
+    remote = "nerve"       # optional: a separate coordination remote (default: nerve.remote, else origin)
+    lease = 600            # optional: seconds a holder's log may stay still before its tasks can be taken over
+    background = true      # optional: each transition starts a sync in the background (publishes its events)
+
+A machine's name: ``git config nerve.machine``, else the host name.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import nerve_toml
+from ..errors import UsageError
+from ..git import cli
+from . import records
+
+BACKENDS = ("local", "git")
+
+
+@dataclass(frozen=True)
+class SharedConfig:
+    backend: str
+    remote: str | None
+    machine: str
+    #: where repository-wide git commands run (the main checkout, else the common dir)
+    cwd: Path
+    common_dir: Path
+    lease: float = 600.0
+    background: bool = True
+
+
+def main_checkout(common_dir: Path) -> Path | None:
+    """The main checkout of a repository whose common dir is ``common_dir`` (None when it cannot be told)."""
+    if common_dir.name == ".git":
+        return common_dir.parent
+    proc = cli.run(["config", "core.worktree"], cwd=common_dir, check=False)
+    path = proc.stdout.strip()
+    return (common_dir / path).resolve() if path else None
+
+
+def load(common_dir: Path) -> SharedConfig:
+    """The shared-mode settings of the repository at ``common_dir`` (``backend="local"`` when it has none)."""
+    common_dir = Path(common_dir)
+    main = main_checkout(common_dir)
+    cwd = main if main is not None and main.is_dir() else common_dir
+    table = _table(main) if main is not None else {}
+    backend = table.get("backend", "local")
+    if backend not in BACKENDS:
+        raise UsageError(f"nerve.toml [shared] backend = {backend!r} is not one of {', '.join(BACKENDS)}")
+    if backend == "local":
+        return SharedConfig("local", None, "", cwd, common_dir)
+    remote = table.get("remote") or _git_config(cwd, "nerve.remote") or "origin"
+    if not isinstance(remote, str):
+        raise UsageError("nerve.toml [shared] remote must be the name of a git remote")
+    lease = table.get("lease", 600)
+    if isinstance(lease, bool) or not isinstance(lease, (int, float)) or lease <= 0:
+        raise UsageError("nerve.toml [shared] lease must be a number of seconds above 0")
+    background = table.get("background", True)
+    if not isinstance(background, bool):
+        raise UsageError("nerve.toml [shared] background must be true or false")
+    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background)
+
+
+def machine(cwd) -> str:
+    """This machine's name: ``git config nerve.machine``, else the host name (made fit for a ref name)."""
+    configured = _git_config(cwd, "nerve.machine")
+    if configured:
+        if not records.valid_machine(configured):
+            raise UsageError(f"git config nerve.machine={configured!r} is not a usable machine name "
+                             "(lower-case letters, digits, '.', '_', '-'; at most 63)")
+        return configured
+    return records.machine_name(socket.gethostname())
+
+
+def _git_config(cwd, key: str) -> str | None:
+    proc = cli.run(["config", "--get", key], cwd=cwd, check=False)
+    return proc.stdout.strip() or None
+
+
+def _table(main: Path) -> dict:
+    try:
+        data = nerve_toml.read(main) or {}
+    except UsageError:
+        raw = b""
+        try:
+            raw = nerve_toml.locate(main).read_bytes()
+        except OSError:
+            pass
+        if b"[shared]" in raw:
+            raise
+        return {}  # a broken nerve.toml without [shared]: its own feature says so; this stays single-machine
+    table = data.get("shared") or {}
+    if not isinstance(table, dict):
+        raise UsageError("nerve.toml [shared] must be a table")
+    return table

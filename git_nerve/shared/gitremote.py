@@ -1,0 +1,200 @@
+"""The git remote as the shared store: one claim ref per task, moved by compare-and-set pushes.
+
+``refs/nerve/claims/<task>`` is a chain of record commits (:mod:`.records`), one per transition. A transition
+pushes a new record on top of the tip this clone last saw, with ``--force-with-lease=<ref>:<that tip>``: the
+remote takes exactly one of racing pushes. The local copy of the ref is only a mirror of the remote's value
+(the lease's expectation); it moves after the remote took the push, or by a fetch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import clock
+from ..bus import shared as cache
+from ..bus.connection import Bus
+from ..errors import GitError, HeldElsewhere, InvalidTransition, UsageError
+from ..git import refs, remote_refs
+from . import lease, records
+from .config import SharedConfig
+
+#: compare-and-set attempts when only this clone's mirror was behind the remote
+ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A claim record made and not pushed yet: push ``update`` (alone, or atomically with a branch)."""
+
+    ref: str
+    sha: str
+    tip: str | None
+    record: records.Record
+
+    @property
+    def update(self) -> tuple[str, str, str | None]:
+        return (self.ref, self.sha, self.tip)
+
+
+class GitRemoteState:
+    def __init__(self, config: SharedConfig):
+        self.config = config
+        self.cwd = config.cwd
+        self.remote = config.remote or "origin"
+        self.machine = config.machine
+
+    @property
+    def active(self) -> bool:
+        return True
+
+    # -- claims --------------------------------------------------------------------------------------------
+    def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None:
+        """Move ``task_id``'s claim from ``expected`` (None: a new task) to ``new`` on the remote, before the
+        local bus moves. ``take``: this machine becomes the holder (spawn, takeover). Idempotent: a claim
+        that already records this very transition by this machine is success."""
+        for _ in range(ATTEMPTS):
+            pending = self.prepare(task_id, expected, new, verb, take=take)
+            if pending is None:
+                return
+            res = remote_refs.cas_push(self.cwd, self.remote, [pending.update])
+            if res.ok:
+                self.landed(bus, pending)
+                return
+            if not res.stale:
+                raise self._failed(res, task_id, expected)
+            self._fetch_claim(pending.ref, task_id, expected)  # only the mirror was behind, or another machine won
+        raise GitError(f"could not move the claim of {task_id} on {self.remote}: it kept moving; nothing changed here")
+
+    def prepare(self, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> Pending | None:
+        """The record commit of this transition on top of the claim as last seen (asked of the remote when
+        that forbids it), ready to push; None when the claim already records it; HeldElsewhere when the
+        remote's claim forbids it."""
+        ref = records.CLAIMS + task_id
+        tip = refs.resolve(self.cwd, ref)
+        current = self._record(tip)
+        for fresh in (False, True):
+            if current is not None and _already(current, new, verb, self.machine):
+                return None
+            if current is not None and take and expected is None and current.owner == self.machine \
+                    and current.state == new:
+                return None  # a task this machine took over (or spawned) is spawned here: nothing to claim
+            refusal = _refusal(task_id, current, expected, take, self.machine)
+            if refusal is None:
+                break
+            if fresh:
+                raise refusal
+            tip = self._fetch_claim(ref, task_id, expected)  # the mirror may be behind: ask the remote
+            current = self._record(tip)
+        rec = records.Record(task=task_id, state=new, previous=current.state if current else expected, verb=verb,
+                             machine=self.machine, owner=self.machine if take or current is None else current.owner,
+                             seq=(current.seq + 1) if current else 1, ts=clock.now())
+        sha = remote_refs.write_record(self.cwd, {records.CLAIM_FILE: rec.encode()}, tip,
+                                       f"{verb} {task_id}: {rec.previous or '-'} -> {new} on {self.machine}")
+        return Pending(ref, sha, tip, rec)
+
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> Pending | None:
+        """:meth:`prepare`, when ``remote`` is the coordination remote (else the claim is pushed on its own)."""
+        return self.prepare(task_id, expected, new, verb) if remote == self.remote else None
+
+    def landed(self, bus: Bus, pending: Pending) -> None:
+        """The remote took ``pending``: the mirror and the cache follow."""
+        self._mirror(pending.ref, pending.sha, pending.tip)
+        with bus.write() as conn:
+            cache.ensure(conn)
+            cache.put_claim(conn, _cached(pending.record, pending.sha))
+        if self.config.background:  # publish this transition's messages (and what the hooks queued) soon
+            from .background import spawn
+
+            spawn(self.config.common_dir, self.cwd)
+
+    def lost(self, pending: Pending) -> None:
+        """A push carrying ``pending`` failed: HeldElsewhere when the claim moved on the remote (the race was
+        lost), else nothing (the push failed for its own reason, which the caller says)."""
+        rec = pending.record
+        try:
+            tip = self._fetch_claim(pending.ref, rec.task, rec.previous)
+        except GitError:
+            return
+        if tip != pending.tip:
+            current = self._record(tip)
+            if current is not None:
+                raise _held(rec.task, current)
+
+    def _record(self, sha: str | None) -> records.Record | None:
+        if sha is None:
+            return None
+        return records.decode(remote_refs.read_files(self.cwd, [sha], records.CLAIM_FILE)[0])
+
+    def _mirror(self, ref: str, new: str, old: str | None) -> None:
+        if not refs.update(self.cwd, ref, new, old, "git-nerve: claim pushed"):
+            refs.update(self.cwd, ref, new, refs.resolve(self.cwd, ref), "git-nerve: claim pushed")
+
+    def _fetch_claim(self, ref: str, task_id: str, expected: str | None) -> str | None:
+        res = remote_refs.fetch(self.cwd, self.remote, [f"+{ref}:{ref}"])
+        if not res.ok:
+            if "couldn't find remote ref" in res.output:
+                return None
+            raise self._failed(res, task_id, expected)
+        return refs.resolve(self.cwd, ref)
+
+    def _failed(self, res: remote_refs.RemoteResult, task_id: str, expected: str | None) -> GitError:
+        state = f"{task_id} is still {expected}" if expected else f"{task_id} was not created"
+        if res.unreachable:
+            return GitError(f"cannot reach {self.remote} (shared mode: every transition is agreed there): "
+                            f"{res.message}; nothing changed here ({state})")
+        return GitError(f"{self.remote} refused the claim of {task_id}: {res.message}; nothing changed here ({state})")
+
+    def take(self, bus: Bus, task_id: str) -> str:
+        """Take over ``task_id`` (it becomes ASSIGNED to this machine) once its holder's lease ran out, as
+        judged here (:mod:`.lease`); the state it had. HeldElsewhere while the lease holds or cannot be judged."""
+        c = cache.claim(bus.conn, task_id)
+        if c is None:
+            raise UsageError(f"no task {task_id!r} in the shared view (`git nerve sync` first, then `git worker status`)")
+        if c.owner == self.machine:
+            return c.state  # ours already (a rerun): the spawn that follows finishes it
+        if c.state in ("COMPLETED", "FAILED"):
+            raise InvalidTransition(f"task {task_id} is {c.state} on machine {c.owner}: nothing to take over")
+        silent, limit = lease.silent_for(bus.conn, c.owner), self.config.lease
+        if silent is None or silent < limit:
+            seen = "was never seen to move" if silent is None else f"moved {silent:.0f} s ago"
+            raise HeldElsewhere(f"task {task_id} is held by machine {c.owner}, whose log {seen} (lease: {limit:.0f} s "
+                                "of this machine's clock); nothing changed here")
+        self.claim(bus, task_id, c.state, "ASSIGNED", "takeover", take=True)
+        return c.state
+
+    # -- sync and the cached view ----------------------------------------------------------------------------
+    def sync(self, bus: Bus, *, rebuild: bool = False) -> dict:
+        from .sync import sync
+
+        return sync(self, bus, rebuild=rebuild)
+
+    def freshness(self, bus: Bus) -> str:
+        from .sync import freshness
+
+        return freshness(bus)
+
+
+def _already(rec: records.Record, new: str, verb: str, machine: str) -> bool:
+    return rec.state == new and rec.verb == verb and rec.machine == machine
+
+
+def _refusal(task_id: str, current: records.Record | None, expected: str | None, take: bool,
+             machine: str) -> HeldElsewhere | None:
+    """Why the claim as last seen forbids this transition (None: it allows it)."""
+    if current is None:
+        return None
+    if expected is not None and (current.state != expected or (current.owner != machine and not take)):
+        return _held(task_id, current)  # moved meanwhile, or held by another machine (this one is fenced off)
+    if expected is None and (not take or current.owner != machine):
+        return _held(task_id, current)
+    return None
+
+
+def _held(task_id: str, rec: records.Record) -> HeldElsewhere:
+    moved = "" if rec.machine == rec.owner else f", moved there by {rec.machine}'s {rec.verb}"
+    return HeldElsewhere(f"task {task_id} is held by machine {rec.owner} ({rec.state}{moved}); nothing changed here "
+                         "(`git nerve sync` then `git worker status` shows every machine's tasks)")
+
+
+def _cached(rec: records.Record, sha: str) -> cache.Claim:
+    return cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq, sha, rec.ts)

@@ -1,0 +1,90 @@
+"""What a claim record and a log batch hold (pure: no I/O).
+
+A claim record (``record.json`` in a commit of ``refs/nerve/claims/<task>``) says which state the task reached,
+by which verb, on which machine, and which machine holds it; ``seq`` counts the chain's transitions. A log
+batch (``events.jsonl`` in a commit of ``refs/nerve/log/<machine>``) holds that machine's new bus records, one
+JSON object a line, each with an id ``<machine>:<stream><id>`` that is never reused (so never ingested twice),
+and ``cursor.json`` the last id published of each stream.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+
+CLAIM_FILE = "record.json"
+LOG_FILE = "events.jsonl"
+CURSOR_FILE = "cursor.json"
+CLAIMS = "refs/nerve/claims/"
+LOGS = "refs/nerve/log/"
+#: where a clone keeps the logs it fetched (its own log ref stays what it wrote)
+PEERS = "refs/nerve/peers/"
+PROBES = "refs/nerve/probe/"
+_MACHINE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class Record:
+    task: str
+    state: str
+    previous: str | None
+    verb: str
+    machine: str
+    owner: str
+    seq: int
+    ts: float
+
+    def encode(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode() + b"\n"
+
+
+def decode(data: bytes | None) -> Record | None:
+    if not data:
+        return None
+    try:
+        d = json.loads(data)
+        return Record(d["task"], d["state"], d.get("previous"), d["verb"], d["machine"], d["owner"], int(d["seq"]),
+                      float(d["ts"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def machine_name(raw: str) -> str:
+    """A host name made fit for a ref name (lower case; anything else but ``.``, ``_``, ``-`` becomes ``-``)."""
+    name = re.sub(r"[^a-z0-9._-]+", "-", raw.strip().lower()).strip("-.")
+    return name[:63] or "machine"
+
+
+def valid_machine(name: str) -> bool:
+    return bool(_MACHINE.match(name)) and ".." not in name and not name.endswith((".lock", "."))
+
+
+def encode_batch(events: list[dict]) -> bytes:
+    return b"".join(json.dumps(e, sort_keys=True, ensure_ascii=False).encode() + b"\n" for e in events)
+
+
+def decode_batch(data: bytes | None) -> list[dict]:
+    out = []
+    for line in (data or b"").splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(e, dict) and {"id", "machine", "ts", "kind"} <= e.keys():
+            out.append(e)
+    return out
+
+
+def encode_cursor(cursor: dict[str, int]) -> bytes:
+    return json.dumps(cursor, sort_keys=True).encode() + b"\n"
+
+
+def decode_cursor(data: bytes | None) -> dict[str, int]:
+    """{stream: last id published} of a batch (empty when unreadable: everything is published again, and the
+    ids keep it from being ingested twice)."""
+    try:
+        d = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return {k: int(v) for k, v in d.items() if isinstance(v, int)} if isinstance(d, dict) else {}

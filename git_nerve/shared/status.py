@@ -1,0 +1,65 @@
+"""What the front ends ask of shared mode: a sync of the current repository, every machine's rows for
+`git worker status`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import clock
+from ..bus import shared as cache
+from ..bus import workers
+from ..bus.connection import Bus
+from ..paths import discover
+from . import for_bus, open_state
+
+
+def run_sync(cwd=None, *, rebuild: bool = False) -> dict:
+    """`git nerve sync` of the repository at ``cwd``: a report (see :func:`.sync.sync`)."""
+    paths = discover(cwd)
+    state = open_state(paths.common_dir)
+    bus = Bus(paths.bus_path)
+    try:
+        return state.sync(bus, rebuild=rebuild)
+    finally:
+        bus.close()
+
+
+def shared_rows(bus: Bus, rows: list[dict[str, Any]], states: tuple[str, ...] = ()) -> str | None:
+    """In shared mode: each row gets the machine holding its task, the tasks only other machines have are
+    added (from the cache of the last sync), every row says how fresh the view is; the freshness line.
+    None (rows untouched) without shared mode."""
+    state = for_bus(bus)
+    if not state.active:
+        return None
+    fresh = state.freshness(bus)
+    claims = {c.task_id: c for c in cache.claims(bus.conn)}
+    here = {r["task_id"] for r in rows}
+    for r in rows:
+        c = claims.get(r["task_id"])
+        r["machine"] = c.owner if c else state.config.machine
+    for c in claims.values():
+        if c.task_id in here or (states and c.state not in states):
+            continue
+        rows.append({"task_id": c.task_id, "state": c.state, "machine": c.owner, "branch": None, "worktree": None,
+                     "description": "", "last_transition": {"verb": c.verb, "by": c.machine, "seq": c.seq},
+                     "stale": False, "radar": [], "radar_stale": False, "elsewhere": True})
+    for r in rows:
+        r["view"] = fresh
+    return fresh
+
+
+def elsewhere(bus: Bus, task_id: str) -> dict[str, Any] | None:
+    """A task only another machine has (shared mode), as the last sync saw it: its claim and the events its
+    machines published about it; None for a task of this machine, or without shared mode."""
+    if workers.get(bus.conn, task_id) is not None:
+        return None
+    c = cache.claim(bus.conn, task_id)
+    if c is None:
+        return None
+    state = for_bus(bus)
+    if not state.active:
+        return None
+    return {"task_id": c.task_id, "state": c.state, "machine": c.owner, "view": state.freshness(bus),
+            "last_transition": {"verb": c.verb, "by": c.machine, "seq": c.seq, "at": clock.iso(c.ts)},
+            "events": [{"id": e[0], "machine": e[1], "ts": clock.iso(e[2]), "kind": e[4], "payload": e[5]}
+                       for e in cache.events(bus.conn, task_id)]}

@@ -1,0 +1,148 @@
+"""`git nerve sync` on the git remote: publish this machine's events, fetch everyone's, fill the bus's cache.
+
+1. export: the bus records written since the last batch (messages, thread rounds, notes, acknowledgements)
+   become one commit on ``refs/nerve/log/<machine>`` (its ``cursor.json`` says up to which id of each table,
+   read back from that ref, so a kill between the ref and anything else exports nothing twice);
+2. push that ref (fast-forward: only this machine writes it); offline, the batches wait in the ref;
+3. fetch ``refs/nerve/claims/*`` (mirrors) and every machine's log into ``refs/nerve/peers/*``;
+4. ingest, in one bus transaction: each other machine's new batches (events keyed by id: never twice) and
+   every claim whose tip changed. ``rebuild`` forgets the cache first and reads every chain from its start.
+
+No git runs while the bus transaction is open: every chain is read first.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .. import clock, locks
+from ..bus import shared as cache
+from ..bus.connection import Bus
+from ..errors import GitError
+from ..git import refs, remote_refs
+from . import lease, records
+
+SYNCED_AT = "synced_at"
+UNREACHABLE_SINCE = "unreachable_since"
+LAST_ERROR = "last_error"
+
+
+def export(state, bus: Bus) -> int:
+    """This machine's records since its last batch, appended to its log ref as one commit; how many."""
+    ref = records.LOGS + state.machine
+    tip = refs.resolve(state.cwd, ref)
+    cursor = records.decode_cursor(remote_refs.read_files(state.cwd, [tip], records.CURSOR_FILE)[0]) if tip else {}
+    new, after = cache.local_events(bus.conn, state.machine, cursor)
+    if not new and not lease.beat_due(bus.conn, state.machine, state.config.lease):
+        return 0
+    if not new:  # nothing happened here, but the others judge this machine's leases by its log moving
+        after["a"] = cursor.get("a", 0) + 1
+        new = [{"id": f"{state.machine}:a{after['a']}", "machine": state.machine, "ts": clock.now(), "task": None,
+                "kind": "alive", "payload": {}}]
+    sha = remote_refs.write_record(
+        state.cwd, {records.LOG_FILE: records.encode_batch(new), records.CURSOR_FILE: records.encode_cursor(after)},
+        tip, f"nerve log {state.machine}: {len(new)} events")
+    if not refs.update(state.cwd, ref, sha, tip, "git-nerve: log batch"):
+        return 0  # another export of this machine got there first: it carries the same records
+    with bus.write() as conn:
+        cache.ensure(conn)
+        lease.beaten(conn, state.machine, sha)
+    return len(new)
+
+
+def sync(state, bus: Bus, *, rebuild: bool = False) -> dict:
+    """Export, push, fetch, ingest (see the module), one sync at a time per repository; a report. An
+    unreachable remote: the cache stays, its time of first failure is kept for `status`, and a GitError says
+    so (exported batches wait for the next sync)."""
+    from .background import lock_paths
+
+    with locks.hold(lock_paths(state.config.common_dir)[0], timeout=120, what="the sync lock"):
+        return _sync(state, bus, rebuild=rebuild)
+
+
+def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
+    started = time.monotonic()
+    exported = export(state, bus)
+    own = records.LOGS + state.machine
+    mine, seen = refs.resolve(state.cwd, own), refs.resolve(state.cwd, records.PEERS + state.machine)
+    pushed = remote_refs.push_ff(state.cwd, state.remote, [f"{own}:{own}"]) if mine and mine != seen else None
+    if pushed is not None and not pushed.ok:
+        _failed(state, bus, pushed)
+    fetched = remote_refs.fetch(state.cwd, state.remote, [f"+{records.CLAIMS}*:{records.CLAIMS}*",
+                                                          f"+{records.LOGS}*:{records.PEERS}*"])
+    if not fetched.ok:
+        _failed(state, bus, fetched)
+    ingested, claims = ingest(state, bus, rebuild=rebuild)
+    return {"backend": "git", "machine": state.machine, "remote": state.remote, "exported": exported,
+            "ingested": ingested, "claims": claims, "seconds": round(time.monotonic() - started, 3)}
+
+
+def ingest(state, bus: Bus, *, rebuild: bool = False) -> tuple[int, int]:
+    """Every other machine's new events and every changed claim into the cache: (new events, claims updated)."""
+    with bus.write() as conn:
+        cache.ensure(conn)
+        if rebuild:
+            cache.clear(conn)
+        peers = _peers(state)
+        seen_logs = {m: cache.get_meta(conn, f"log:{m}") for m in peers}
+        cached = {c.task_id: c.tip for c in cache.claims(conn)}
+    batches: dict[str, tuple[str, list[dict]]] = {}
+    for machine, tip in peers.items():
+        since = seen_logs.get(machine)
+        if since == tip:
+            continue
+        if since and not refs.is_ancestor(state.cwd, since, tip):
+            since = None  # a chain that does not continue what was seen: read it whole (ids keep it exact)
+        shas = remote_refs.chain(state.cwd, tip, since)
+        events = [e for data in remote_refs.read_files(state.cwd, shas, records.LOG_FILE)
+                  for e in records.decode_batch(data) if e["machine"] == machine]
+        batches[machine] = (tip, events)
+    claim_tips = {ref[len(records.CLAIMS):]: sha for ref, sha in remote_refs.local_refs(state.cwd, records.CLAIMS).items()}
+    changed = {t: sha for t, sha in claim_tips.items() if cached.get(t) != sha}
+    recs = dict(zip(changed, remote_refs.read_files(state.cwd, list(changed.values()), records.CLAIM_FILE)))
+    new_events = 0
+    with bus.write() as conn:
+        cache.ensure(conn)
+        for machine, tip in peers.items():
+            lease.observe(conn, machine, tip)
+        for machine, (tip, events) in batches.items():
+            new_events += cache.add_events(conn, events)
+            cache.set_meta(conn, f"log:{machine}", tip)
+        for task, data in recs.items():
+            rec = records.decode(data)
+            if rec is not None:
+                cache.put_claim(conn, cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq,
+                                                  changed[task], rec.ts))
+        cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
+        cache.set_meta(conn, UNREACHABLE_SINCE, None)
+        cache.set_meta(conn, LAST_ERROR, None)
+    return new_events, len(recs)
+
+
+def _peers(state) -> dict[str, str]:
+    """{machine: its fetched log tip} for every machine but this one."""
+    found = remote_refs.local_refs(state.cwd, records.PEERS)
+    return {ref[len(records.PEERS):]: sha for ref, sha in found.items() if ref[len(records.PEERS):] != state.machine}
+
+
+def _failed(state, bus: Bus, res: remote_refs.RemoteResult) -> None:
+    with bus.write() as conn:
+        cache.ensure(conn)
+        if cache.get_meta(conn, UNREACHABLE_SINCE) is None:
+            cache.set_meta(conn, UNREACHABLE_SINCE, repr(clock.now()))
+        cache.set_meta(conn, LAST_ERROR, res.message)
+    what = "cannot reach" if res.unreachable else "sync refused by"
+    raise GitError(f"{what} {state.remote}: {res.message}; this machine's events wait in {records.LOGS}{state.machine} "
+                   "and the view stays the cached one")
+
+
+def freshness(bus: Bus, now: float | None = None) -> str:
+    """"synced 12 s ago", "remote unreachable since <when>: cached view", or "never synced"."""
+    now = clock.now() if now is None else now
+    down = cache.get_meta(bus.conn, UNREACHABLE_SINCE)
+    if down is not None:
+        return f"remote unreachable since {clock.iso(float(down))}: cached view"
+    synced = cache.get_meta(bus.conn, SYNCED_AT)
+    if synced is None:
+        return "never synced (run `git nerve sync`)"
+    return f"synced {max(0, int(now - float(synced)))} s ago"

@@ -1,0 +1,90 @@
+"""Shared mode's one call per verb: the shared store's compare-and-set of a transition (:mod:`git_nerve.shared`),
+made before the local bus row moves, so that a machine losing a race changes nothing here. Without shared mode
+(no ``[shared]`` in nerve.toml) these do nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from ..bus import workers
+from ..bus.connection import Bus
+from .states import State, can_transition
+
+
+def before_transition(bus: Bus, task_id: str, to: State, *, allowed: set[str], already: set[str], verb: str) -> None:
+    """Claim ``task_id``'s move to ``to`` on the shared store when the local transition would make it (a move
+    the local bus refuses or already made is left to :func:`..transitions.transition` to say so)."""
+    from .. import shared
+
+    state = shared.for_bus(bus)
+    if not state.active:
+        return
+    w = workers.get(bus.conn, task_id)
+    if w is None:
+        return
+    if w.state in already or w.state not in allowed or not can_transition(w.state, to):
+        return
+    state.claim(bus, task_id, w.state, to.value, verb)
+
+
+def before_spawn(bus: Bus, task_id: str) -> None:
+    """Claim a new task for this machine on the shared store (the loser of a race creates nothing)."""
+    from .. import shared
+
+    state = shared.for_bus(bus)
+    if state.active:
+        state.claim(bus, task_id, None, State.ASSIGNED.value, "spawn", take=True)
+
+
+class Riding:
+    """A claim carried by a command's own push (``also``), or nothing to carry."""
+
+    def __init__(self, state=None, pending=None):
+        self.state, self.pending = state, pending
+
+    @property
+    def also(self) -> tuple:
+        return (self.pending.update,) if self.pending is not None else ()
+
+    def failed(self) -> None:
+        """The push failed: HeldElsewhere when it was the claim that lost."""
+        if self.pending is not None:
+            self.state.lost(self.pending)
+
+    def landed(self, bus: Bus) -> None:
+        if self.pending is not None:
+            self.state.landed(bus, self.pending)
+
+
+def riding_push(bus: Bus, task_id: str, expected: str, to: State, verb: str, remote: str) -> Riding:
+    """Shared mode: the claim of ``task_id``'s move to ``to`` ready to ride the command's push to ``remote``."""
+    from .. import shared
+
+    state = shared.for_bus(bus)
+    if not state.active:
+        return Riding()
+    return Riding(state, state.prepare_with_push(task_id, expected, to.value, verb, remote))
+
+
+def refuse_elsewhere(bus: Bus, task_id: str) -> None:
+    """A task this machine does not have, but the last sync saw on another machine: HeldElsewhere naming it."""
+    from .. import shared
+    from ..bus import shared as cache
+    from ..errors import HeldElsewhere
+
+    c = cache.claim(bus.conn, task_id)
+    if c is None:
+        return
+    state = shared.for_bus(bus)
+    if state.active and c.owner != state.config.machine:
+        raise HeldElsewhere(f"task {task_id} is held by machine {c.owner} ({c.state} when this machine last synced); "
+                            "nothing changed here")
+
+
+def holders(bus: Bus, task_ids: Iterable[str]) -> dict[str, str]:
+    """{task: machine holding it} from the shared cache (empty without shared mode)."""
+    from ..bus import shared as cache
+
+    wanted = set(task_ids)
+    return {c.task_id: c.owner for c in cache.claims(bus.conn) if c.task_id in wanted}

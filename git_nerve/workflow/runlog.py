@@ -1,0 +1,202 @@
+"""What an agent CLI printed, as the runner records it: ``<common-dir>/nerve/runs/<task>/<round>-<role>.log``.
+
+The adapter's process output (stdout and stderr, as they arrive) is appended to the round's log while the
+agent runs; a reader follows it by byte offset. Beside each log, ``<round>-<role>.json`` names the
+adapter. Both are recorded as git-nerve's own (:func:`..git.destroy.record`) before they are created and
+kept after the round ends (finished rounds stay readable). While a writer has the log open it holds an
+exclusive ``flock`` on it (the kernel drops it when the writer dies): that is what "running" means.
+
+Secrets never reach the log: the values of the agent's environment variables whose names say they are
+secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``...) are replaced by ``[redacted]``, as the HTTP
+adapter redacts its key (a value split across two reads is still caught: bytes that could begin one wait for the next read).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..fs import NERVE, create_file, make_dirs, replace_file
+
+RUNS = "runs"
+REDACTED = b"[redacted]"
+#: environment variable names whose values are secrets
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
+#: shortest value redacted (shorter ones would hide ordinary words)
+MIN_SECRET = 6
+#: bytes one read returns at most
+READ_LIMIT = 256 * 1024
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_NAME = re.compile(r"^(\d+)-(.+)\.log$")
+
+
+def task_dir(common_dir: str | os.PathLike[str], task_id: str) -> Path:
+    return Path(common_dir) / NERVE / RUNS / _SAFE.sub("_", task_id)
+
+
+def log_path(common_dir: str | os.PathLike[str], task_id: str, round_: int, role: str) -> Path:
+    return task_dir(common_dir, task_id) / f"{int(round_)}-{_SAFE.sub('_', role or 'agent')}.log"
+
+
+def secrets_of(env: Mapping[str, str] | None) -> list[bytes]:
+    """The values of ``env`` that must never be written (longest first)."""
+    found = {v.encode("utf-8", "surrogateescape") for k, v in (env or {}).items()
+             if SECRET_NAME.search(k) and isinstance(v, str) and len(v) >= MIN_SECRET}
+    return sorted(found, key=len, reverse=True)
+
+
+class Tee:
+    """One round's log, appended to from the agent's two pipes (thread-safe), secrets redacted."""
+
+    def __init__(self, path: Path, fd: int, secrets: list[bytes]):
+        self.path = path
+        self._fd = fd
+        self._secrets = secrets
+        self._pending: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def sink(self, stream: str):
+        """A ``Capture`` ``on_chunk`` callback for one pipe."""
+        return lambda chunk: self.write(stream, chunk)
+
+    def _redact(self, data: bytes) -> bytes:
+        for s in self._secrets:
+            data = data.replace(s, REDACTED)
+        return data
+
+    def write(self, stream: str, chunk: bytes) -> None:
+        with self._lock:
+            if self._fd < 0:
+                return
+            data = self._redact(self._pending.get(stream, b"") + chunk)
+            cut = len(data) - self._held(data)
+            self._pending[stream] = data[cut:]
+            if cut > 0:
+                self._out(data[:cut])
+
+    def _held(self, data: bytes) -> int:
+        """How many bytes at the end of ``data`` could begin a secret (they wait for the next read)."""
+        held = 0
+        for s in self._secrets:
+            for k in range(min(len(s) - 1, len(data)), held, -1):
+                if data.endswith(s[:k]):
+                    held = k
+                    break
+        return held
+
+    def _out(self, data: bytes) -> None:
+        try:
+            os.write(self._fd, data)
+        except OSError:
+            pass  # a full disk must not end the agent: its output still reaches the round
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd < 0:
+                return
+            for stream in sorted(self._pending):
+                if self._pending[stream]:
+                    self._out(self._redact(self._pending[stream]))
+            self._pending.clear()
+            os.close(self._fd)  # drops the flock: the round is finished
+            self._fd = -1
+
+
+def open_tee(common_dir, task_id: str, round_: int, role: str, adapter: str,
+             env: Mapping[str, str] | None) -> Tee | None:
+    """Start (or, for a second call in the same round, continue) a round's log; None when it cannot be written."""
+    from ..git import destroy
+
+    path = log_path(common_dir, task_id, round_, role)
+    meta = path.with_suffix(".json")
+    try:
+        destroy.record(Path(common_dir), "runlog", os.fspath(path), task=task_id)
+        destroy.record(Path(common_dir), "runlog", os.fspath(meta), task=task_id)
+        make_dirs(path.parent)
+        replace_file(meta, json.dumps({"task": task_id, "round": int(round_), "role": role, "adapter": adapter}))
+        fd = create_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    except OSError:
+        return None
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return Tee(path, fd, secrets_of(env))
+
+
+def _running(path: Path) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops the shared lock if we got it
+    return False
+
+
+def rounds(common_dir, task_id: str) -> list[dict[str, Any]]:
+    """Every recorded round of ``task_id``, oldest first."""
+    d = task_dir(common_dir, task_id)
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        m = _NAME.match(name)
+        if not m:
+            continue
+        path = d / name
+        try:
+            meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+            size = path.stat().st_size
+        except (OSError, ValueError):
+            meta, size = {}, 0
+        out.append({"round": int(m.group(1)), "role": meta.get("role") or m.group(2),
+                    "adapter": meta.get("adapter"), "running": _running(path), "size": size, "_path": path})
+    out.sort(key=lambda r: (r["round"], r["role"]))
+    return out
+
+
+def read(common_dir, task_id: str, round_: int | None = None, after: int | None = None,
+         limit: int = READ_LIMIT) -> dict[str, Any]:
+    """One round's output from byte ``after`` (default: the last ``limit`` bytes); the newest round by default.
+
+    ``next`` is the offset to ask from next time; text never ends inside a UTF-8 character."""
+    found = rounds(common_dir, task_id)
+    pick = [r for r in found if round_ is None or r["round"] == round_]
+    listing = [{k: v for k, v in r.items() if k != "_path"} for r in found]
+    if not pick:
+        return {"rounds": listing, "round": None, "text": "", "start": 0, "next": 0}
+    chosen = max(pick, key=lambda r: (r["running"], r["round"])) if round_ is None else pick[-1]
+    with open(chosen["_path"], "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        start = max(0, size - limit) if after is None else min(max(0, int(after)), size)
+        fh.seek(start)
+        data = fh.read(min(limit, size - start))
+    data = data[:_complete(data)]
+    return {"rounds": listing, "round": chosen["round"], "role": chosen["role"], "adapter": chosen["adapter"],
+            "running": chosen["running"], "text": data.decode("utf-8", "replace"), "start": start,
+            "next": start + len(data)}
+
+
+def _complete(data: bytes) -> int:
+    """Length of ``data`` without a UTF-8 character cut at its end."""
+    for back in range(1, min(4, len(data)) + 1):
+        b = data[-back]
+        if b < 0x80:
+            return len(data)
+        if b >= 0xC0:  # a lead byte: is its sequence complete?
+            need = 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+            return len(data) if back >= need else len(data) - back
+    return len(data)
+
+
+__all__ = ["READ_LIMIT", "RUNS", "Tee", "log_path", "open_tee", "read", "rounds", "secrets_of", "task_dir"]

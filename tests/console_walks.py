@@ -1,0 +1,268 @@
+"""What a person does on the console page, step by step, in real Chromium (the walks of
+tests/test_console_browser.py): each step asserts what the person would see, and, where it acts,
+what git and the bus then hold."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from conftest import git
+from console_support import Browser, states
+from fixtures.repos.build import commit_file
+
+COMMENT = "name the constant"
+EVIL = "<img src=x onerror=\"window.__evil=1\"><b id=evil>bold</b>"
+
+
+def read_the_diff(b: Browser, shots: Path) -> None:
+    b("wait_text", selector="[data-testid=diff-path]", text="feature.txt")
+    b("wait_text", selector="#diff tr.line.add", text="return 42")
+    b("wait", selector="tr.worker[data-task=t1][data-state=IN_REVIEW]")
+    files = b("texts", selector="#files li")
+    assert len(files) == 3 and any("feature.txt" in f and "+2" in f and "−0" in f for f in files), files
+    # the line t2 also changes is flagged, naming t2; side by side shows the same
+    b("click", selector="#files li[data-path='src/app.py'] a")
+    b("wait_text", selector="#diff tr.line.flagged [data-testid=line-flag]", text="t2")
+    assert b("url").endswith("#/task/t1/diff/src/app.py")
+    assert "t2 (1 line)" in b("text", selector="#files li[data-path='src/app.py']")
+    b("click", selector="[data-testid=mode-split]")
+    b("wait_text", selector="table.diff.split tr.line.flagged", text="hey")
+    b("screenshot", path=str(shots / "diff-side-by-side.png"))
+    b("click", selector="[data-testid=mode-unified]")
+    b("click", selector="#files li[data-path='logo.bin'] a")
+    b("wait_text", selector="[data-testid=diff-summary]", text="Binary file logo.bin")
+    # the commits, each opening its own diff
+    b("click", selector="[data-testid=tab-commits]")
+    b("click", selector="#commits li:has-text('t1: greet with hey') a")
+    b("wait_text", selector="#commit-diff [data-testid=diff-path]", text="src/app.py")
+    b("wait_text", selector="#commit-diff tr.line.del", text="hello")
+    assert b("count", selector="#commit-files li") == 1
+    b("screenshot", path=str(shots / "commits.png"))
+
+
+def comment_and_request_changes(b: Browser, gn, work: Path, shots: Path) -> None:
+    b("click", selector="[data-testid=tab-diff]")
+    b("click", selector="#files li[data-path='feature.txt'] a")
+    b("click", selector="#diff tr.line[data-new='2'] td.code")
+    b("fill", selector="[data-testid=line-comment-text]", value=COMMENT)
+    b("click", selector="[data-testid=line-comment-add]")
+    b("wait_text", selector="#diff tr.comment", text=COMMENT)
+    b("wait_text", selector="[data-testid=review-comment]", text="feature.txt:2")
+    b("fill", selector="#review-text", value="close; one thing")
+    b("screenshot", path=str(shots / "diff-review.png"))
+    # the comment reaches the thread the agent reads; approve is no longer offered
+    b("click", selector="#act-request_changes")
+    b("wait_text", selector="#result", text="changes requested: t1 is WORKING (1 line comment sent)")
+    b("wait", selector="#act-approve", state="detached")
+    thread = gn("thread t1", work).out
+    assert f"feature.txt:2: {COMMENT}" in thread and "close; one thing" in thread, thread
+    assert b("count", selector="[data-testid=review-comment]") == 0 and b("value", selector="#review-text") == ""
+
+
+def the_next_round(b: Browser, gw, gn, work: Path, wt1: Path, shots: Path) -> None:
+    """The agent's next round: its output grows live, it commits, posts to the thread and asks for review again."""
+    from git_nerve.paths import discover
+    from git_nerve.workflow import runlog
+
+    common = discover(work).common_dir
+    first = runlog.open_tee(common, "t1", 1, "implementer", "scripted-agent", {})
+    first.write("stdout", b"round one's output\n")
+    first.close()
+    tee = runlog.open_tee(common, "t1", 2, "implementer", "scripted-agent", {})
+    try:
+        tee.write("stdout", b"reading the review\n")
+        b("click", selector="[data-testid=tab-output]")
+        b("wait_text", selector="#output-head", text="round 2 · role implementer · adapter scripted-agent · running")
+        b("wait_text", selector="#output", text="reading the review")
+        tee.write("stdout", b"naming the constant ANSWER\n")
+        b("wait_text", selector="#output", text="naming the constant ANSWER")
+        commit_file(wt1, "feature.txt", "ANSWER = 42\n\n\ndef feature():\n    return ANSWER\n", "t1: name the constant")
+        assert gn(["post", "--role", "implementer", "named the constant ANSWER"], wt1).code == 0
+    finally:
+        tee.close()
+    b("wait_text", selector="#output-head", text="finished")
+    assert b("text", selector="#output") == "reading the review\nnaming the constant ANSWER\n"
+    b("screenshot", path=str(shots / "output.png"))
+    b("click", selector="#rounds a[data-round='1']")  # a finished round stays readable
+    b("wait_text", selector="#output-head", text="round 1 · role implementer · adapter scripted-agent · finished")
+    b("wait_text", selector="#output", text="round one's output")
+    assert b("url").endswith("#/task/t1/output/1")
+    assert gw("done", wt1).code == 0
+    b("wait", selector="tr.worker[data-task=t1][data-state=IN_REVIEW]", timeout=20_000)
+    b("click", selector="[data-testid=tab-thread]")
+    b("wait_text", selector="#thread .round", text="named the constant ANSWER")
+    b("click", selector="[data-testid=tab-diff]")
+    b("click", selector="#files li[data-path='feature.txt'] a")
+    b("wait_text", selector="#diff tr.line.add", text="return ANSWER")
+
+
+def approve_and_merge(b: Browser, work: Path, origin: Path, shots: Path) -> str:
+    """Approve from the keyboard and merge with the check, each through its dialog; origin's main before the merge."""
+    b("eval", js="document.activeElement && document.activeElement.blur()")
+    b("press", key="a")
+    b("wait_text", selector="#confirm-title", text="Approve t1?")
+    b("click", selector="[data-testid=confirm-ok]")
+    b("wait_text", selector="#result", text="approved: t1 is APPROVED")
+    # cancelling the dialog moves nothing; confirming merges and pushes
+    before = git(origin, "rev-parse", "main")
+    b("click", selector="#act-merge")
+    b("wait_text", selector="#confirm-title", text="Merge t1 into main?")
+    assert b("eval", js="document.querySelector('[data-testid=confirm-check]').checked") is True
+    b("screenshot", path=str(shots / "confirm-merge.png"))
+    b("click", selector="[data-testid=confirm-cancel]")
+    b("wait", selector="#confirm", state="hidden")
+    time.sleep(1.0)
+    assert git(origin, "rev-parse", "main") == before and states(work)["t1"] == "APPROVED"
+    b("click", selector="#act-merge")
+    b("click", selector="[data-testid=confirm-ok]")
+    b("wait_text", selector="#result", text="merged t1 into main", timeout=60_000)
+    b("wait", selector="tr.worker[data-task=t1][data-state=COMPLETED]")
+    assert b("count", selector="#actions button") == 0
+    b("screenshot", path=str(shots / "merged.png"))
+    return before
+
+
+def filters(b: Browser, shots: Path) -> None:
+    """Finished tasks hidden, kept over a reload; only review; only conflicts."""
+    b("click", selector="#filter-done")
+    b("wait", selector="tr.worker[data-task=c1]", state="detached")
+    assert b.rows() == {"a1", "w1", "r1", "p1"}
+    b("wait_text", selector="#hidden-count", text="2 hidden by the filters")
+    assert b("reload") == 200
+    b("wait", selector="tr.worker[data-task=r1]")
+    assert b.rows() == {"a1", "w1", "r1", "p1"} and b("eval", js="document.querySelector('#filter-done').checked")
+    b("click", selector="#filter-review")
+    b("wait", selector="tr.worker[data-task=a1]", state="detached")
+    assert b.rows() == {"r1"}
+    b("click", selector="#filter-review")
+    b("click", selector="#filter-conflicts")
+    b("wait", selector="tr.worker[data-task=a1]", state="detached")
+    assert b.rows() == {"w1", "r1"}
+    b("screenshot", path=str(shots / "filters.png"))
+    b("click", selector="#filter-conflicts")
+    b("click", selector="#filter-done")
+    b("wait", selector="tr.worker[data-task=c1]")
+
+
+def retry_and_cancel(b: Browser, work: Path) -> None:
+    """Retry and cancel ask first; "cancel" in the dialog changes nothing."""
+    b.open_task("f1")
+    b("click", selector="#act-retry")
+    b("wait_text", selector="#confirm-title", text="Retry f1?")
+    b("click", selector="[data-testid=confirm-cancel]")
+    b("wait", selector="#confirm", state="hidden")
+    assert states(work)["f1"] == "FAILED"
+    b("click", selector="#act-retry")
+    b("click", selector="[data-testid=confirm-ok]")
+    b("wait_text", selector="#result", text="retried: f1 is ASSIGNED")
+    b("wait", selector="#act-cancel")  # what ASSIGNED offers, without a reload
+    assert b("count", selector="#act-retry") == 0
+    b.open_task("a1")
+    b("click", selector="#act-cancel")
+    b("fill", selector="[data-testid=confirm-reason]", value="not needed")
+    b("click", selector="[data-testid=confirm-ok]")
+    b("wait_text", selector="#result", text="cancelled: a1 is FAILED")
+    b("wait", selector="#act-retry")
+    assert states(work)["a1"] == "FAILED"
+
+
+def refusals_spawn_and_live_buttons(b: Browser, gw, work: Path) -> None:
+    # a refusal is shown as the CLI words it: merge --all with a check but no check command; a bad name
+    b("click", selector="#merge-all")
+    b("wait_text", selector="#confirm-title", text="Merge every APPROVED task?")
+    b("click", selector="[data-testid=confirm-ok]")
+    b("wait", selector="#queue-result [data-testid=error]")
+    shown = b("text", selector="#queue-result [data-testid=error]")
+    assert shown.startswith("no check command: set [run] test_command in nerve.toml")
+    assert states(work)["p1"] == "APPROVED"
+    cli = gw(["spawn", "bad name!"], work)
+    b("fill", selector="#spawn-name", value="bad name!")
+    b("click", selector="#spawn")
+    b("wait", selector="#spawn-result [data-testid=error]")
+    assert cli.code != 0 and b("text", selector="#spawn-result [data-testid=error]") in cli.err
+    # spawn from the page opens the new task; a state moved from a terminal takes its buttons away at once
+    b("fill", selector="#spawn-name", value="n1")
+    b("fill", selector="#spawn-desc", value="a new task from the page")
+    b("click", selector="#spawn")
+    b("wait_text", selector="#spawn-result", text="spawned n1")
+    b("wait_text", selector="#task-id", text="n1")
+    assert states(work)["n1"] == "ASSIGNED"
+    b.open_task("p1")
+    assert gw("request-changes p1", work).code == 0
+    b("wait", selector="#act-merge", state="detached")
+
+
+def drafts_and_history(b: Browser) -> None:
+    b("wait_text", selector="[data-testid=diff-path]", text="t1.txt")
+    b("fill", selector="#review-text", value="draft of t1")
+    b("click", selector="#diff tr.line[data-new='1'] td.code")
+    b("fill", selector="[data-testid=line-comment-text]", value="comment of t1")
+    b("click", selector="[data-testid=line-comment-add]")
+    b("click", selector="#diff tr.line[data-new='1'] td.code")
+    b("fill", selector="[data-testid=line-comment-text]", value="half typed")
+    # j: the next task, with none of t1's draft
+    b("eval", js="document.activeElement.blur()")
+    b("press", key="j")
+    b("wait_text", selector="[data-testid=diff-path]", text="t2.txt")
+    assert b("url").endswith("#/task/t2/diff")
+    assert b("value", selector="#review-text") == ""
+    assert [b("count", selector=s) for s in ("[data-testid=review-comment]", "tr.comment", "tr.comment-box")] == [0, 0, 0]
+    b("fill", selector="#review-text", value="draft of t2")
+    # back and forward land on each task's view with its own draft; so does a reload
+    b("back")
+    b("wait_text", selector="[data-testid=diff-path]", text="t1.txt")
+    assert b("url").endswith("#/task/t1/diff") and b("value", selector="#review-text") == "draft of t1"
+    b("wait_text", selector="tr.comment", text="comment of t1")
+    assert b("value", selector="[data-testid=line-comment-text]") == "half typed"
+    b("forward")
+    b("wait_text", selector="[data-testid=diff-path]", text="t2.txt")
+    assert b("value", selector="#review-text") == "draft of t2"
+    assert b("reload") == 200
+    b("wait_text", selector="[data-testid=diff-path]", text="t2.txt")
+    assert b("value", selector="#review-text") == "draft of t2" and b("count", selector="tr.comment") == 0
+
+
+def keys_and_links(b: Browser) -> None:
+    # k back to t1, d opens the diff from another view, ? the help
+    b("wait", selector="tr.worker[data-task=t1]")
+    b("eval", js="document.activeElement.blur()")
+    b("press", key="k")
+    b("wait_text", selector="#task-id", text="t1")
+    b("click", selector="[data-testid=tab-thread]")
+    assert b("url").endswith("#/task/t1/thread")
+    b("press", key="d")
+    b("wait_text", selector="[data-testid=diff-path]", text="t1.txt")
+    assert b("url").endswith("#/task/t1/diff")
+    b("press", key="?")
+    b("wait", selector="#help[open]")
+    b("press", key="Escape")
+    b("wait", selector="#help", state="hidden")
+    assert "null" not in b("text", selector="#task-head")
+    # a link in the list opens a task; what its agent wrote is shown as text, never run as HTML
+    b("click", selector="tr.worker[data-task=t3] [data-testid=task-link]")
+    b("wait_text", selector="#task-id", text="t3")
+    assert b("url").endswith("#/task/t3/diff") and b("value", selector="#review-text") == ""
+    b("wait_text", selector="#diff tr.line.add", text=EVIL)
+    b("wait_text", selector="tr.worker[data-task=t3] [data-testid=last-commit]", text=EVIL)
+    assert b("eval", js="document.querySelectorAll('img, b#evil').length + (window.__evil ? 1 : 0)") == 0
+
+
+def phone_widths(b: Browser, shots: Path) -> None:
+    """The columns stack and nothing is cut off, in every view."""
+    b("eval", js="location.hash = '#/task/t1/diff'")
+    b("wait_text", selector="[data-testid=diff-path]", text="t1.txt")
+    for width in (420, 360):
+        b("viewport", width=width, height=900)
+        for view in ("diff", "split", "thread", "output"):
+            if view == "split":
+                b("click", selector="[data-testid=mode-split]")
+            else:
+                b("click", selector=f"[data-testid=tab-{view}]")
+            b("wait", selector=f"#view-{'diff' if view == 'split' else view}")
+            assert max(b.overflow().values()) <= 0, (width, view, b.overflow())
+            if width == 420:
+                b("screenshot", path=str(shots / f"narrow-{view}.png"))
+        b("click", selector="[data-testid=tab-diff]")
+        b("click", selector="[data-testid=mode-unified]")
+    b("viewport", width=1500, height=1000)

@@ -1,0 +1,170 @@
+"""Real git servers and clones for the shared-mode tests (issue 24): a bare remote served over file://, by
+`git daemon` on 127.0.0.1, or by `git http-backend` behind a small CGI server; clones each with its own
+``nerve.machine``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fixtures.repos import build
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """`git daemon` serving every repository under ``base`` (receive-pack on) on a fixed free port."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def url(self, name: str) -> str:
+        return f"git://127.0.0.1:{self.port}/{name}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", f"--base-path={self.base}",
+             "--listen=127.0.0.1", f"--port={self.port}", str(self.base)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("git daemon did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+def origin(root: Path) -> Path:
+    """A bare repository holding a small project (``root/srv/project.git``)."""
+    seed = build.simple(root / "seed")
+    srv = root / "srv"
+    srv.mkdir()
+    bare = srv / "project.git"
+    build.git(root, "clone", "-q", "--bare", str(seed.work), str(bare))
+    return bare
+
+
+def clone(root: Path, url: str, machine: str) -> Path:
+    work = root / machine
+    build.git(root, "clone", "-q", url, str(work))
+    build.git(work, "config", "nerve.machine", machine)
+    return work
+
+
+def run(args: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``git worker ...`` / ``git nerve ...`` as a real process (races need real processes)."""
+    prog = "git-worker" if args[0] == "worker" else "git-nerve"
+    return subprocess.run([str(BIN / prog), *args[1:]], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ))
+
+
+def ok(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    proc = run(args, cwd)
+    assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+    return proc
+
+
+def team(root: Path, url: str, machines: list[str], *, init: bool = True, lease: float | None = None) -> list[Path]:
+    """Clones of ``url``, the first turning shared mode on (its nerve.toml committed and pushed), every one
+    initialised (``init=False``: the others only cloned after that, as a benchmark needs them)."""
+    works = [clone(root, url, m) for m in machines[:1]]
+    first = works[0]
+    ok(["nerve", "init", "--shared"], first)
+    if lease is not None:  # [shared] is the file's last table
+        with open(first / "nerve.toml", "a", encoding="utf-8") as f:
+            f.write(f"lease = {lease}\n")
+    build.git(first, "add", "nerve.toml")
+    build.git(first, "commit", "-q", "-m", "git-nerve: shared mode")
+    build.git(first, "push", "-q", "origin", "HEAD:main")
+    for m in machines[1:]:
+        w = clone(root, url, m)
+        if init:
+            ok(["nerve", "init"], w)
+        works.append(w)
+    return works
+
+
+def bus(work: Path):
+    from git_nerve.bus.connection import Bus
+
+    return Bus(Path(build.git(work, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "nerve" / "bus.db")
+
+
+class SmartHttp:
+    """``git http-backend`` behind a small threaded HTTP server on 127.0.0.1 (smart HTTP, pushes allowed)."""
+
+    def __init__(self, base: Path):
+        import http.server
+        import threading
+
+        self.base = base
+        backend = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_GET(self):
+                backend._cgi(self)
+
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def _cgi(self, req) -> None:
+        path, _, query = req.path.partition("?")
+        length = int(req.headers.get("Content-Length") or 0)
+        body = req.rfile.read(length) if length else b""
+        env = {**os.environ, "GIT_PROJECT_ROOT": str(self.base), "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path,
+               "QUERY_STRING": query, "REQUEST_METHOD": req.command, "REMOTE_USER": "tester", "REMOTE_ADDR": "127.0.0.1",
+               "CONTENT_TYPE": req.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(length),
+               "HTTP_CONTENT_ENCODING": req.headers.get("Content-Encoding", ""),
+               "GIT_PROTOCOL": req.headers.get("Git-Protocol", "")}
+        proc = subprocess.run(["git", "http-backend"], input=body, capture_output=True, env=env)
+        head, _, rest = proc.stdout.partition(b"\r\n\r\n")
+        if not _:
+            head, _, rest = proc.stdout.partition(b"\n\n")
+        status, headers = 200, []
+        for line in head.decode("latin-1").splitlines():
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif key:
+                headers.append((key, value.strip()))
+        req.send_response(status)
+        for key, value in headers:
+            req.send_header(key, value)
+        req.end_headers()
+        req.wfile.write(rest)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

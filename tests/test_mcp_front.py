@@ -1,0 +1,93 @@
+"""`git nerve mcp`'s front (mcptools/front.py): ``initialize`` answered from the SDK's own recorded answer while
+the SDK loads, everything else passed through in order, a stale record corrected; over real stdio, raw JSON-RPC."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BIN, cli
+
+pytest.importorskip("mcp")
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+
+
+def _worktree(main_dir: Path) -> Path:
+    assert cli(["init"], main_dir, prog="nerve").code == 0
+    assert cli(["spawn", "t1", "-d", "a task for MCP"], main_dir).code == 0
+    return Path(json.loads(cli(["status", "--json"], main_dir).out)[0]["worktree"])
+
+
+def session(wt: Path, *args: str) -> tuple[list[dict], str, int]:
+    """initialize, initialized, tools/list, a heartbeat; the answers in order, stderr, exit status."""
+    proc = subprocess.Popen([str(BIN / "git-nerve"), "mcp", *args], cwd=wt, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    answers = []
+
+    def send(msg: dict, answer: bool = True) -> None:
+        proc.stdin.write((json.dumps(msg) + "\n").encode())
+        proc.stdin.flush()
+        if answer:
+            answers.append(json.loads(proc.stdout.readline()))
+
+    send(INIT)
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"}, answer=False)
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "heartbeat", "arguments": {"status": "raw"}}})
+    proc.stdin.close()
+    rest = proc.stdout.read()
+    err = proc.stderr.read().decode()
+    code = proc.wait(timeout=60)
+    assert rest == b"", rest  # nothing more: no second answer to initialize
+    return answers, err, code
+
+
+def record_of(main_dir: Path) -> Path:
+    return main_dir / ".git" / "nerve" / "mcp-initialize.json"
+
+
+def test_the_second_start_answers_initialize_from_the_sdks_recorded_answer(repo):
+    wt = _worktree(repo.work)
+    first, err, code = session(wt)
+    assert code == 0 and err == "", err
+    assert [a["id"] for a in first] == [1, 2, 3] and "thread" in {t["name"] for t in first[1]["result"]["tools"]}
+    record = json.loads(record_of(repo.work).read_text())
+    assert record["answers"]["2025-06-18"] == first[0]["result"]  # what the SDK itself answered
+
+    second, err, code = session(wt, "--task", "t1")
+    assert code == 0 and err == "", err
+    assert second[0] == first[0] and second[1] == first[1]
+    assert second[2]["result"]["content"][0]["text"].startswith("heartbeat: t1")
+
+
+def test_a_stale_record_is_answered_once_then_corrected(repo):
+    wt = _worktree(repo.work)
+    first, _, _ = session(wt)
+    path = record_of(repo.work)
+    data = json.loads(path.read_text())
+    data["answers"]["2025-06-18"]["instructions"] = "an older text"
+    path.write_text(json.dumps(data))
+
+    answers, err, code = session(wt)
+    # the front answered (the record's text proves it), the rest of the session is the SDK's, once each
+    assert code == 0 and answers[0]["result"]["instructions"] == "an older text"
+    assert [a["id"] for a in answers] == [1, 2, 3] and "result" in answers[2]
+    assert err == "git-nerve mcp: the recorded initialize answer was out of date; recorded anew\n"
+    assert json.loads(path.read_text())["answers"]["2025-06-18"] == first[0]["result"]
+
+
+def test_a_record_of_another_sdk_or_git_nerve_is_not_used(repo):
+    wt = _worktree(repo.work)
+    first, _, _ = session(wt)
+    path = record_of(repo.work)
+    data = json.loads(path.read_text())
+    data["key"] = "0.0.1|elsewhere"
+    data["answers"]["2025-06-18"]["instructions"] = "from another version"
+    path.write_text(json.dumps(data))
+    answers, err, code = session(wt)
+    assert code == 0 and err == "" and answers[0] == first[0]

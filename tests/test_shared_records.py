@@ -1,0 +1,34 @@
+"""The pure parts of shared mode: what a record holds, machine names, redaction (no repository)."""
+
+from __future__ import annotations
+
+from git_nerve.git.remote_refs import redacted
+from git_nerve.shared import records
+
+
+def test_a_record_round_trips_and_garbage_is_no_record():
+    rec = records.Record("t", "WORKING", "ASSIGNED", "start", "one", "one", 2, 1.5)
+    assert records.decode(rec.encode()) == rec
+    for bad in (b"", b"not json", b"{}", b'{"task": "t"}', b'[1, 2]'):
+        assert records.decode(bad) is None
+
+
+def test_machine_names_are_fit_for_a_ref():
+    assert records.machine_name("Build-Box.local") == "build-box.local"
+    assert records.machine_name("my laptop (2)") == "my-laptop-2"
+    assert records.machine_name("***") == "machine"
+    assert records.valid_machine("ci-7") and not records.valid_machine("a..b") and not records.valid_machine("x.lock")
+    assert not records.valid_machine("Upper") and not records.valid_machine("-lead")
+
+
+def test_batches_keep_only_events_and_cursors_only_numbers():
+    batch = [{"id": "a:m1", "machine": "a", "ts": 1.0, "kind": "heartbeat", "task": "t", "payload": {}}]
+    assert records.decode_batch(records.encode_batch(batch) + b"garbage\n{\"id\": 1}\n") == batch
+    assert records.decode_cursor(records.encode_cursor({"m": 3, "r": 1})) == {"m": 3, "r": 1}
+    assert records.decode_cursor(b"nonsense") == {} and records.decode_cursor(b'{"m": "x"}') == {}
+
+
+def test_credentials_in_urls_are_redacted():
+    said = "fatal: unable to access 'https://bob:ghp_token@example.com/x.git/': 403"
+    assert redacted(said) == "fatal: unable to access 'https://***@example.com/x.git/': 403"
+    assert redacted("ssh://git@host/x") == "ssh://***@host/x" and redacted("no url here") == "no url here"
