@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..bus import messages
 from ..errors import GitError
-from ..git import cli, ident, refs, worktrees
+from ..git import cli, ident, objectdb, refs, worktrees
 
 #: bus messages whose payload names commits of the task's own work
 _TIP_KINDS = ("commit", "review_request", "rewrite", "merged")
@@ -117,11 +117,7 @@ def _bus_tips(repo, w) -> tuple[list[str], set[str]]:
 
 
 def _existing_commits(cwd, shas: list[str]) -> list[str]:
-    if not shas:
-        return []
-    proc = cli.run(["cat-file", "--batch-check=%(objectname) %(objecttype)"], cwd=cwd,
-                   input="".join(f"{s}\n" for s in shas), check=False)
-    found = {ln.split()[0] for ln in proc.stdout.splitlines() if ln.endswith(" commit")}
+    found = objectdb.existing_commits(cwd, shas)
     return [s for s in shas if s in found]
 
 
@@ -364,18 +360,7 @@ def _snapshot(wt: Path, parents: list[str], message: str) -> str:
     """The worktree's files (index and untracked) as a commit on ``parents`` (none: a root commit)."""
     if parents:
         return worktrees.snapshot(wt, parents[0], message, parents=parents)
-    import os
-    import threading
-
-    tmp_index = worktrees.git_dir_of(wt) / "nerve" / f"snapshot-{os.getpid()}-{threading.get_ident()}.index"
-    tmp_index.parent.mkdir(parents=True, exist_ok=True)
-    env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
-    try:
-        cli.run(["add", "-A", "--", "."], cwd=wt, env=env)
-        tree = cli.out(["write-tree"], cwd=wt, env=env)
-        return ident.commit_tree([tree, "-m", message], cwd=wt, env=env)
-    finally:
-        tmp_index.unlink(missing_ok=True)
+    return worktrees.root_snapshot(wt, message)
 
 
 __all__ = ["archive", "branch_gone", "branch_gone_error", "keep_submodule_work", "refuse_homeless_submodules", "keep_uncommitted", "known_tips",

@@ -115,7 +115,7 @@ __all__ = ["merge_commit_on", "published_merge", "reconcile", "reconcile_all", "
 def _old_integration_tips(repo, w, ref: str) -> list[str]:
     """Where the integration branch has been: its reflog here, and the bases the bus recorded for the task."""
     cwd = repo.cwd
-    tips = cli.run(["reflog", "show", "-n", "200", "--format=%H", ref, "--"], cwd=cwd, check=False).stdout.split()
+    tips = refs.reflog_shas(cwd, ref)
     for m in messages.for_task(repo.bus.conn, w.task_id, kinds=("task_assign", "review_request", "rebase_conflict")):
         if m.kind == "task_assign" and m.payload.get("base") != ref:
             continue  # spawned --from another branch: that base was never the integration branch
