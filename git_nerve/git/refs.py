@@ -48,6 +48,16 @@ def reflog_shas(cwd, ref: str, limit: int = 200) -> list[str]:
     return cli.run(["reflog", "show", "-n", str(limit), "--format=%H", ref, "--"], cwd=cwd, check=False).stdout.split()
 
 
+def rev_parse(cwd, rev: str) -> str:
+    """``git rev-parse REV`` (GitError when git cannot)."""
+    return cli.out(["rev-parse", rev], cwd=cwd)
+
+
+def check_ref_format(cwd, ref: str) -> bool:
+    """``git check-ref-format REF``: True when ``ref`` is a valid reference name."""
+    return cli.ok(["check-ref-format", ref], cwd=cwd)
+
+
 def exists(cwd, ref: str) -> bool:
     return cli.ok(["show-ref", "--verify", "--quiet", ref], cwd=cwd)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..bus import messages
 from ..errors import GitError
-from ..git import cli, ident, objectdb, refs, worktrees
+from ..git import history, ident, objectdb, refs, worktrees
 
 #: bus messages whose payload names commits of the task's own work
 _TIP_KINDS = ("commit", "review_request", "rewrite", "merged")
@@ -125,12 +125,10 @@ def _not_contained(cwd, tips: list[str], contained_in: list[str]) -> list[str]:
     """The tips no ref in ``contained_in`` reaches, reduced to the independent ones."""
     if not tips:
         return []
-    out = cli.out(["rev-list", *tips, "--not", *contained_in, "--"], cwd=cwd) if contained_in else cli.out(
-        ["rev-list", *tips, "--"], cwd=cwd)
-    reachable_only_here = set(out.split())
+    reachable_only_here = set(history.rev_list(cwd, tips, excluding=contained_in))
     loose = [t for t in tips if t in reachable_only_here]
     if len(loose) > 1:
-        loose_set = set(cli.out(["merge-base", "--independent", *loose], cwd=cwd).split())
+        loose_set = set(history.merge_base_independent(cwd, loose))
         loose = [t for t in loose if t in loose_set]
     return loose
 
@@ -251,9 +249,8 @@ def _archive(repo, w, *, force: bool) -> str | None:
 
 def _first_parent_if_snapshot(cwd, sha: str) -> str:
     """The branch tip an archive keeps: a nerve snapshot's first parent, or the commit itself."""
-    line = cli.out(["log", "-1", "--format=%P%x00%s", sha], cwd=cwd)
-    parents, _, subject = line.partition("\0")
-    return parents.split()[0] if subject.startswith("nerve snapshot") and parents.split() else sha
+    parents, subject = history.parents_and_subject(cwd, sha)
+    return parents[0] if subject.startswith("nerve snapshot") and parents else sha
 
 
 # -- submodules ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 from ... import clock, faults
 from ...bus import messages, workers
 from ...errors import ConflictError, GitError, InvalidTransition, UsageError
-from ...git import checkout, cli, refs, worktrees
+from ...git import checkout, cli, history, refs, worktrees
 from ...git import remote as gitremote
 from .. import repair
 from ..states import State
@@ -177,7 +177,7 @@ def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str) -> bool:
 def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_ref: str) -> tuple[str, list[tuple[str, str]]]:
     from ...git import objects  # pygit2 loads only when a rebase is needed
 
-    base = cli.out(["merge-base", tip, onto], cwd=wt)
+    base = history.merge_base(wt, tip, onto)
     committer = objects.identity(wt)
     rb = objects.rebase_in_memory(repo.paths.common_dir, tip, base, onto, committer)
     if rb.clean:
