@@ -150,15 +150,14 @@ def scripts(shell: str) -> str:
 def task_candidates(command: str | None, incomplete: str, cwd: str | None = None) -> list[tuple[str, str]]:
     """(task id, "STATE description") for the tasks ``command`` can act on, starting with ``incomplete``."""
     from .bus import peek
-    from .git import cli
+    from .git import location
 
-    proc = cli.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=cwd, check=False,
-                   inherit_location=True, timeout=5)
-    if proc.returncode != 0 or not proc.stdout.strip():
+    common_dir = location.common_dir(cwd, inherit_location=True, timeout=5)
+    if common_dir is None:
         return []
     states = STATES_FOR.get(command or "")
     out = []
-    for task_id, state, description in peek.tasks(Path(proc.stdout.strip()) / "nerve" / "bus.db"):
+    for task_id, state, description in peek.tasks(Path(common_dir) / "nerve" / "bus.db"):
         if task_id.startswith(incomplete) and (states is None or state in states):
             out.append((task_id, f"{state} {description}".strip()))
     return out

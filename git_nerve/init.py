@@ -78,7 +78,7 @@ def init(cwd=None) -> InitReport:
         report.warnings.append(f"could not install hooks: {exc}")
     if paths.toplevel is not None:
         from . import nerve_toml
-        from .git import cli as gitcli
+        from .git import tracked
         from .workflow import config as wf_config
 
         home = nerve_toml.main_checkout(paths.toplevel) or paths.toplevel  # one file for every worktree
@@ -87,7 +87,7 @@ def init(cwd=None) -> InitReport:
         if not target.exists():
             wf_config.write_default(home)
             report.nerve_toml_created = True
-        report.nerve_toml_tracked = gitcli.ok(["ls-files", "--error-unmatch", "--", nerve_toml.FILE], cwd=home)
+        report.nerve_toml_tracked = tracked.is_tracked(home, nerve_toml.FILE)
     return report
 
 

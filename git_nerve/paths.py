@@ -71,21 +71,9 @@ def discover(cwd: str | os.PathLike[str] | None = None, *, inherit_location: boo
             os.getcwd()
         except FileNotFoundError:
             raise UsageError("the current directory no longer exists (was its worktree removed?); cd somewhere else") from None
-    from .git import cli  # here, not at the top: find_by_files' callers (heartbeat) never start git
+    from .git import location  # here, not at the top: find_by_files' callers (heartbeat) never start git
 
-    base = ["rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"]
-    proc = cli.run([*base, "--show-toplevel"], cwd=cwd, inherit_location=inherit_location, check=False)
-    toplevel: str | None = None
-    if proc.returncode == 0:
-        git_dir, common_dir, toplevel = proc.stdout.splitlines()[:3]
-    else:
-        proc = cli.run(base, cwd=cwd, inherit_location=inherit_location, check=False)
-        if proc.returncode != 0:
-            where = os.fspath(cwd) if cwd else os.getcwd()
-            if "dubious ownership" in proc.stderr:  # git's real cause, not "not a repository"
-                raise GitError(cli.dubious_ownership_message(proc.stderr))
-            raise UsageError(f"not a git repository: {where}")
-        git_dir, common_dir = proc.stdout.splitlines()[:2]
+    git_dir, common_dir, toplevel = location.discover(cwd, inherit_location=inherit_location)
     return RepoPaths(Path(git_dir), Path(common_dir), Path(toplevel) if toplevel else None)
 
 

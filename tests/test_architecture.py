@@ -114,3 +114,69 @@ def test_the_size_rule_can_fail(tmp_path):
     (pkg / "long.py").write_text("def f():\n" + "    x = 1\n" * FUNCTION_LINES, encoding="utf-8")
     assert _rooms(tmp_path) == [f"git_nerve/big.py ({MODULE_LINES + 1} lines, no `Size: <reason>` line in its docstring)",
                                 f"git_nerve/long.py:f ({FUNCTION_LINES + 1} lines)"]
+
+
+# -- git through named operations -------------------------------------------------------------------------------
+
+#: modules outside git_nerve/git/ that may still hand git/cli.py a literal argument list, each with its reason
+#: (empty: every git command the domain runs is a named operation of a module under git_nerve/git/)
+GIT_ARGV_ALLOWED: dict[str, str] = {}
+
+#: the functions of git/cli.py that run git with the argument list they are given
+_CLI_RUNNERS = {"run", "out", "ok"}
+
+
+def _literal_git_argv_calls(root: Path) -> list[str]:
+    """Every call, outside git_nerve/git/, of git/cli.py's run/out/ok whose first argument is a list literal
+    (``cli.run(["rev-parse", ...])``, ``gitcli.ok([...])``, ``run([...])`` after ``from ..git.cli import run``),
+    as ``path:line``."""
+    import ast
+
+    found = []
+    for path in sorted((root / "git_nerve").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("git_nerve/git/"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules, functions = set(), set()  # names bound to git/cli.py, and to its runners
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                source = node.module or ""
+                if source == "git" or source.endswith(".git") or source == "git_nerve.git":
+                    modules |= {a.asname or a.name for a in node.names if a.name == "cli"}
+                if source == "git.cli" or source.endswith("git.cli"):
+                    functions |= {a.asname or a.name for a in node.names if a.name in _CLI_RUNNERS}
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname for a in node.names if a.name == "git_nerve.git.cli" and a.asname}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.List):
+                continue
+            f = node.func
+            if (isinstance(f, ast.Attribute) and f.attr in _CLI_RUNNERS and isinstance(f.value, ast.Name)
+                    and f.value.id in modules) or (isinstance(f, ast.Name) and f.id in functions):
+                if rel not in GIT_ARGV_ALLOWED:
+                    found.append(f"{rel}:{node.lineno}")
+    return found
+
+
+def test_git_is_reached_through_named_operations_only():
+    """Outside git_nerve/git/ no module builds a git argument list: it calls a named operation of git/."""
+    assert _literal_git_argv_calls(ROOT) == [], (
+        "move these git argument lists into a named function of a module under git_nerve/git/")
+
+
+def test_the_git_argv_rule_can_fail(tmp_path):
+    """A literal argument list handed to git/cli.py outside git/ is reported, however cli was imported; the same
+    call inside git/ is not."""
+    pkg = tmp_path / "git_nerve"
+    (pkg / "git").mkdir(parents=True)
+    (pkg / "worker").mkdir()
+    (pkg / "git" / "refs.py").write_text('from . import cli\ncli.run(["rev-parse", "HEAD"])\n', encoding="utf-8")
+    (pkg / "worker" / "a.py").write_text(
+        'from ..git import cli\nfrom ..git import refs\n\nhead = cli.run(["rev-parse", "HEAD"], check=False)\n'
+        'refs.verify(".", "HEAD")\n', encoding="utf-8")
+    (pkg / "worker" / "b.py").write_text(
+        'from ...git import cli as gitcli\nfrom ..git.cli import ok as git_ok\n\n'
+        'gitcli.out(\n    ["config", "--get", "x"])\ngit_ok(["check-ignore", "-q", "f"])\n', encoding="utf-8")
+    assert _literal_git_argv_calls(tmp_path) == ["git_nerve/worker/a.py:4", "git_nerve/worker/b.py:4",
+                                                 "git_nerve/worker/b.py:6"]

@@ -118,23 +118,9 @@ def _commit_info(common_dir: Path, shas: list[str]) -> dict[str, tuple[float, st
     """sha -> (committer time, subject); commits git no longer has are left out."""
     if not shas:
         return {}
-    from ..git import cli
+    from ..git import history
 
-    proc = cli.run(
-        ["--git-dir", os.fspath(common_dir), "log", "--no-walk=unsorted", "--ignore-missing",
-         "--format=%H%x00%ct%x00%s", "--stdin"],
-        cwd=common_dir, input=("\n".join(dict.fromkeys(shas)) + "\n").encode(), check=False, text=False,
-    )
-    info = {}
-    if proc.returncode == 0:
-        for line in proc.stdout.decode("utf-8", "replace").splitlines():
-            sha, _, rest = line.partition("\0")
-            ct, _, subject = rest.partition("\0")
-            try:
-                info[sha] = (float(ct), subject)
-            except ValueError:
-                continue
-    return info
+    return history.commit_times_and_subjects(common_dir, shas)
 
 
 def ingest(bus, common_dir: str | os.PathLike[str] | None = None) -> int:

@@ -5,6 +5,9 @@
 * :mod:`.objects` is the pygit2 side: in-memory merges and rebases, commits.
 * :mod:`.worktrees`, :mod:`.refs`, :mod:`.remote` wrap the git operations the
   features need, each with typed errors.
+* :mod:`.checkout`, :mod:`.history`, :mod:`.objectdb`, :mod:`.location`,
+  :mod:`.staged`, :mod:`.here` (standard library): the other named operations;
+  nothing outside this package builds a git argument list.
 
 Importing this package does not import pygit2.
 """

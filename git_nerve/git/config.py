@@ -8,6 +8,7 @@ per command, parsed once.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import cli
@@ -51,8 +52,31 @@ def read(cwd: str | os.PathLike[str]) -> GitConfig:
     return cfg
 
 
-def set_value(cwd: str | os.PathLike[str], key: str, value: str) -> None:
-    cli.run(["config", key, value], cwd=cwd)
+def _scope(scope: str | None) -> list[str]:
+    return [f"--{scope}"] if scope else []
+
+
+def set_value(cwd: str | os.PathLike[str], key: str, value: str, *, scope: str | None = None,
+              env: Mapping[str, str] | None = None) -> None:
+    """``git config [--SCOPE] KEY VALUE`` (GitError when git fails)."""
+    cli.run(["config", *_scope(scope), key, value], cwd=cwd, env=env)
+
+
+def get_value(cwd, key: str, *, scope: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """``git config [--SCOPE] --get KEY``: the value (trailing newline dropped), or None when unset."""
+    proc = cli.run(["config", *_scope(scope), "--get", key], cwd=cwd, env=env, check=False)
+    return proc.stdout.rstrip("\n") if proc.returncode == 0 else None
+
+
+def unset(cwd, key: str, *, scope: str | None = None, env: Mapping[str, str] | None = None) -> bool:
+    """``git config [--SCOPE] --unset KEY``; True when it did."""
+    return cli.run(["config", *_scope(scope), "--unset", key], cwd=cwd, env=env, check=False).returncode == 0
+
+
+def get_all_with_scope(cwd, key: str, *, env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """``git config --show-scope --get-all KEY``: (scope, value) of every setting, in the order git reads them."""
+    proc = cli.run(["config", "--show-scope", "--get-all", key], cwd=cwd, env=env, check=False)
+    return [(scope, value) for scope, _, value in (line.partition("\t") for line in proc.stdout.splitlines())]
 
 
 #: object formats pygit2 (libgit2 built without experimental SHA-256) can read

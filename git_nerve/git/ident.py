@@ -39,6 +39,12 @@ def missing_message(what: str, said: str) -> str:
             f"`git config --global user.email you@example.com` and `git config --global user.name \"Your Name\"`")
 
 
+def var(cwd, name: str) -> str | None:
+    """``git var NAME`` (``GIT_AUTHOR_IDENT``, ``GIT_COMMITTER_IDENT``): its value, or None when git has none."""
+    proc = cli.run(["var", name], cwd=cwd, check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
 def commit_tree(args: Sequence[str], *, cwd, env: Mapping[str, str] | None = None) -> str:
     """``git commit-tree ARGS`` for a bookkeeping commit of git-nerve's own: the sha.
 

@@ -32,6 +32,38 @@ def tips(cwd, prefixes: list[str]) -> dict[str, str]:
     return {name: sha for sha, _, name in (line.partition(" ") for line in out.splitlines()) if name}
 
 
+def verify(cwd, rev: str) -> str | None:
+    """``git rev-parse -q --verify REV``: the object name (any type: ``HEAD``, ``<rev>:<path>``), or None."""
+    proc = cli.run(["rev-parse", "-q", "--verify", rev], cwd=cwd, check=False)
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def set_symbolic(cwd, name: str, target: str) -> bool:
+    """``git symbolic-ref NAME TARGET``; True when it did."""
+    return cli.run(["symbolic-ref", name, target], cwd=cwd, check=False).returncode == 0
+
+
+def rev_list_count(cwd, since: str, until: str) -> int | None:
+    """``git rev-list --count SINCE..UNTIL``; None when git cannot tell."""
+    proc = cli.run(["rev-list", "--count", f"{since}..{until}"], cwd=cwd, check=False)
+    return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None
+
+
+def reflog_shas(cwd, ref: str, limit: int = 200) -> list[str]:
+    """``git reflog show -n LIMIT --format=%H REF``: where ``ref`` has been, newest first ([] when it has no reflog)."""
+    return cli.run(["reflog", "show", "-n", str(limit), "--format=%H", ref, "--"], cwd=cwd, check=False).stdout.split()
+
+
+def rev_parse(cwd, rev: str) -> str:
+    """``git rev-parse REV`` (GitError when git cannot)."""
+    return cli.out(["rev-parse", rev], cwd=cwd)
+
+
+def check_ref_format(cwd, ref: str) -> bool:
+    """``git check-ref-format REF``: True when ``ref`` is a valid reference name."""
+    return cli.ok(["check-ref-format", ref], cwd=cwd)
+
+
 def exists(cwd, ref: str) -> bool:
     return cli.ok(["show-ref", "--verify", "--quiet", ref], cwd=cwd)
 
@@ -74,6 +106,11 @@ def is_ancestor(cwd, ancestor: str, descendant: str) -> bool:
     if proc.returncode in (0, 1):
         return proc.returncode == 0
     raise GitError(f"cannot compare {ancestor[:12]} and {descendant[:12]}: {cli.message(proc.stderr)}")
+
+
+def is_ancestor_quiet(cwd, ancestor: str, descendant: str, *, inherit_location: bool = False) -> bool:
+    """``git merge-base --is-ancestor``; False when it is not or git cannot tell (no error)."""
+    return cli.ok(["merge-base", "--is-ancestor", ancestor, descendant], cwd=cwd, inherit_location=inherit_location)
 
 
 def symbolic(cwd, name: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from . import cli
@@ -30,6 +31,29 @@ def ignored_entries(checkout: Path) -> list[str] | None:
     return sorted(p for p in proc.stdout.split("\0") if p)
 
 
+def is_tracked(cwd, path: str) -> bool:
+    """``git ls-files --error-unmatch -- PATH``: True when the index tracks ``path``."""
+    return cli.ok(["ls-files", "--error-unmatch", "--", path], cwd=cwd)
+
+
+def is_ignored_no_index(cwd, path, *, env=None) -> bool:
+    """``git check-ignore -q --no-index PATH``: True when git's ignore rules match ``path``, tracked or not."""
+    return cli.ok(["check-ignore", "-q", "--no-index", os.fspath(path)], cwd=cwd, env=env)
+
+
 def is_ignored(checkout: Path, rel: str) -> bool:
     """True when git ignores ``rel`` in ``checkout`` (and does not track it)."""
     return cli.ok(["check-ignore", "-q", "--", rel], cwd=checkout)
+
+
+def files_not_ignored(toplevel: Path, only: list[str] | None = None) -> list[str]:
+    """``git ls-files --cached --others --exclude-standard``: the files git does not ignore (tracked or not),
+    relative to ``toplevel``; only those among ``only`` (literal paths) if given. Names that are not UTF-8 come
+    back with surrogate escapes."""
+    args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    if only is not None:
+        if not only:
+            return []
+        args = ["--literal-pathspecs", *args, "--", *only]
+    raw = cli.run(args, cwd=toplevel, text=False).stdout
+    return list(dict.fromkeys(p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p))

@@ -209,6 +209,19 @@ def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | 
         tmp_index.unlink(missing_ok=True)
 
 
+def root_snapshot(worktree: Path, message: str) -> str:
+    """Like :func:`snapshot`, as a commit without parents (a fresh index, nothing moved)."""
+    tmp_index = git_dir_of(worktree) / "nerve" / f"snapshot-{os.getpid()}-{threading.get_ident()}.index"
+    tmp_index.parent.mkdir(parents=True, exist_ok=True)
+    env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
+    try:
+        cli.run(["add", "-A", "--", "."], cwd=worktree, env=env)
+        tree = cli.out(["write-tree"], cwd=worktree, env=env)
+        return ident.commit_tree([tree, "-m", message], cwd=worktree, env=env)
+    finally:
+        tmp_index.unlink(missing_ok=True)
+
+
 # -- temporary checkouts (merge's push, --check) ----------------------------------------------------
 
 #: where temporary checkouts live, under the common dir; each is named ``<what>-<pid>-<n>``

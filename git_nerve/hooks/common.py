@@ -15,7 +15,6 @@ from ..bus.connection import Bus
 from ..context import WorkerContext
 from ..context import read as read_context
 from ..errors import BusBusy, BusError, NerveError
-from ..git import cli
 from ..paths import RepoPaths
 from ..text import clean
 
@@ -124,16 +123,6 @@ def worker_context(where: Where, hook: str) -> WorkerContext | None:
     except NerveError as exc:
         warn(hook, exc.message)
         return None
-
-
-def git_out(args: list[str]) -> bytes:
-    """stdout of a git command on this hook's own worktree."""
-    return cli.run(args, inherit_location=True, text=False).stdout
-
-
-def names(raw: bytes) -> list[str]:
-    """The paths of a ``-z`` listing."""
-    return [p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p]
 
 
 # -- installed packages, for the parts that need them ------------------------------------------

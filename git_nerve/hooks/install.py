@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..git import cli
+from ..git import config as gitconfig
 from ..paths import RepoPaths
 from .managers import (
     LFS_HOOK,
@@ -177,9 +177,9 @@ def _install_worktree(paths: RepoPaths, forward: str) -> InstallReport:
                 report.hooks.append(HookChange(name, action, f"{forward}/{name}"))
     except OSError as exc:
         raise _fs_error("install the hooks in", directory, exc) from exc
-    if cli.out(["config", "--local", "--get", "extensions.worktreeConfig"], cwd=cwd, env=env, check=False).strip() != "true":
-        cli.run(["config", "--local", "extensions.worktreeConfig", "true"], cwd=cwd, env=env)
-    cli.run(["config", "--worktree", "core.hooksPath", os.fspath(directory)], cwd=cwd, env=env)
+    if (gitconfig.get_value(cwd, "extensions.worktreeConfig", scope="local", env=env) or "").strip() != "true":
+        gitconfig.set_value(cwd, "extensions.worktreeConfig", "true", scope="local", env=env)
+    gitconfig.set_value(cwd, "core.hooksPath", os.fspath(directory), scope="worktree", env=env)
     # an older git-nerve wrote its shims into the work tree: take them out
     old = paths.toplevel / forward
     for name in HOOKS:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from . import kicks
-from .common import Where, git_out, guarded, names, operation_in_progress, worker_context
+from ..git import here
+from .common import Where, guarded, operation_in_progress, worker_context
 
 
 def post_commit(where: Where) -> int:
@@ -28,5 +29,4 @@ def post_commit(where: Where) -> int:
 
 
 def _commit_files() -> list[str]:
-    return names(git_out(["diff-tree", "-r", "-z", "--no-commit-id", "--name-only", "--root",
-                          "--diff-merges=first-parent", "HEAD"]))
+    return here.head_commit_files()

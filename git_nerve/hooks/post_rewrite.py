@@ -8,7 +8,8 @@ import sys
 from ..bus import workers
 from ..worker.states import State
 from . import kicks
-from .common import NEXT_AFTER_REBASE, Where, git_out, guarded, names, open_bus, operation_in_progress, worker_context
+from ..git import here
+from .common import NEXT_AFTER_REBASE, Where, guarded, open_bus, operation_in_progress, worker_context
 
 
 def parse_rewrites(text: str) -> list[list[str]]:
@@ -34,7 +35,7 @@ def post_rewrite(where: Where, source: str, stdin: str) -> int:
         sys.stderr.write(f"git-nerve: {ctx.task_id} is CONFLICTED and its rebase is finished; next: {NEXT_AFTER_REBASE}\n")
     if knowledge and pairs:
         old_tip = pairs[-1][0]
-        files = guarded(hook, "knowledge index not scheduled", lambda: names(git_out(["diff", "--name-only", "-z", old_tip, "HEAD", "--"])))
+        files = guarded(hook, "knowledge index not scheduled", lambda: here.diff_names(old_tip, "HEAD"))
         kicks.schedule_knowledge(where, files or [], hook)
     return 0
 

@@ -14,7 +14,7 @@ from ..bus import Bus
 from ..bus import prep as busprep
 from ..context import read as read_context
 from ..errors import ExitCode
-from ..git import cli
+from ..git import staged
 from ..text import clean
 
 REFUSED = int(ExitCode.CHECK_FAILED)
@@ -22,16 +22,8 @@ REFUSED = int(ExitCode.CHECK_FAILED)
 
 def staged_additions() -> tuple[list[str], list[tuple[str, str]]]:
     """(files the commit adds, (file, line) of every line it adds), from git's staged diff."""
-    base = ["-c", "core.quotePath=false", "diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames"]
-    added = [p for p in cli.run([*base, "--name-only", "-z", "--diff-filter=A"], inherit_location=True).stdout.split("\0") if p]
-    lines: list[tuple[str, str]] = []
-    current = ""
-    for line in cli.run([*base, "-U0", "--text"], inherit_location=True).stdout.splitlines():
-        if line.startswith("+++ "):
-            current = line[6:] if line.startswith("+++ b/") else line[4:]
-        elif line.startswith("+"):
-            lines.append((current, line[1:]))
-    return added, lines
+    added = staged.added_paths()
+    return added, staged.added_lines()
 
 
 def pre_commit(where) -> int:

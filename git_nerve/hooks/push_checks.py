@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ..bus import workers
-from ..git import cli
-from .common import Where, git_out, load_site_packages, warn
+from ..git import here, refs
+from .common import Where, load_site_packages, warn
 
 ZERO = frozenset({"0" * 40, "0" * 64})
 
@@ -35,11 +35,8 @@ def parse_updates(text: str) -> list[RefUpdate]:
 def is_nerve_remote(remote: str, url: str) -> bool:
     """Is this push aimed at the remote git-nerve merges into (``nerve.remote``, else ``origin``, else the only
     remote)? A push of the integration branch to another remote (a backup mirror) is none of our business."""
-    raw = cli.run(["config", "-z", "--get-regexp", r"^(nerve\.remote|remote\..+\.(url|pushurl))$"],
-                  inherit_location=True, check=False).stdout
     configured, urls = None, {}
-    for entry in (e for e in raw.split("\0") if e):
-        key, _, value = entry.partition("\n")
+    for key, value in here.config_get_regexp(r"^(nerve\.remote|remote\..+\.(url|pushurl))$"):
         if key == "nerve.remote":
             configured = value
         else:
@@ -68,8 +65,7 @@ def marked_files(worker: workers.Worker | None, updates: list[RefUpdate]):
 def integration_tip(remote: str, integration: str) -> tuple[str, str] | None:
     """(ref, sha) of the integration branch's tip: the remote's copy if we have one, else the local branch."""
     candidates = [f"refs/remotes/{remote}/{integration}", f"refs/heads/{integration}"]
-    out = git_out(["for-each-ref", "--format=%(refname) %(objectname)", *candidates]).decode()
-    found = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    found = here.ref_objects(candidates)
     for ref in candidates:
         if ref in found:
             return ref, found[ref]
@@ -86,7 +82,7 @@ def warn_if_conflicting(where: Where, remote: str, worker: workers.Worker, updat
     for u in updates:
         if u.deletes or not u.remote_ref.startswith("refs/heads/") or u.remote_ref == target or u.local_sha == onto:
             continue
-        if cli.ok(["merge-base", "--is-ancestor", onto, u.local_sha], inherit_location=True):
+        if refs.is_ancestor_quiet(None, onto, u.local_sha, inherit_location=True):
             continue  # already contains the integration tip: nothing to conflict with
         load_site_packages()
         from ..git import conflicts

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import UsageError
-from ..git import cli
+from ..git import config as gitconfig
 from ..paths import RepoPaths
 from .managers import displaced_copies, kept_hooks
 from .report import HookChange, InstallReport
@@ -86,5 +86,5 @@ def _uninstall_worktree(paths: RepoPaths, forward: str | None) -> InstallReport:
         directory.rmdir()
     except OSError:
         pass
-    cli.run(["config", "--worktree", "--unset", "core.hooksPath"], cwd=paths.toplevel, env=_git_env(paths), check=False)
+    gitconfig.unset(paths.toplevel, "core.hooksPath", scope="worktree", env=_git_env(paths))
     return report

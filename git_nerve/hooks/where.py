@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..git import cli
+from ..git import cli, location, tracked
+from ..git import config as gitconfig
 from ..paths import RepoPaths
 from .shim import HOOKS, WORKTREE_HOOKS
 
@@ -23,15 +24,12 @@ def _git_env(paths: RepoPaths) -> dict[str, str]:
 def hooks_dir(paths: RepoPaths) -> Path:
     """The directory git runs hooks from in the worktree ``paths`` describes."""
     cwd = paths.toplevel or paths.git_dir
-    out = cli.out(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=cwd, env=_git_env(paths))
-    return Path(out)
+    return Path(location.git_path(cwd, "hooks", env=_git_env(paths)))
 
 
 def hooks_path_setting(paths: RepoPaths) -> str | None:
     """``core.hooksPath`` as configured, or None."""
-    proc = cli.run(["config", "--get", "core.hooksPath"], cwd=paths.toplevel or paths.git_dir, env=_git_env(paths), check=False)
-    value = proc.stdout.rstrip("\n")
-    return value if proc.returncode == 0 and value else None
+    return gitconfig.get_value(paths.toplevel or paths.git_dir, "core.hooksPath", env=_git_env(paths)) or None
 
 
 def _notes(paths: RepoPaths, directory: Path, setting: str | None) -> list[str]:
@@ -50,18 +48,12 @@ def _notes(paths: RepoPaths, directory: Path, setting: str | None) -> list[str]:
 
 
 def _ignored(paths: RepoPaths, path: Path) -> bool:
-    return cli.ok(["check-ignore", "-q", "--no-index", os.fspath(path)], cwd=paths.toplevel, env=_git_env(paths))
+    return tracked.is_ignored_no_index(paths.toplevel, path, env=_git_env(paths))
 
 
 def _config_entries(paths: RepoPaths, key: str) -> list[tuple[str, str]]:
     """(scope, value) of every setting of ``key``, in the order git reads them."""
-    proc = cli.run(["config", "--show-scope", "--get-all", key], cwd=paths.toplevel or paths.git_dir,
-                   env=_git_env(paths), check=False)
-    found = []
-    for line in proc.stdout.splitlines():
-        scope, _, value = line.partition("\t")
-        found.append((scope, value))
-    return found
+    return gitconfig.get_all_with_scope(paths.toplevel or paths.git_dir, key, env=_git_env(paths))
 
 
 def shared_setting(paths: RepoPaths) -> tuple[str | None, str | None]:

@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from ..git import cli
+from ..git import refs
 from ..liveness import pid_alive
 from ..paths import RepoPaths, replace_file
 from . import config, trigger
@@ -100,11 +100,10 @@ def status(paths: RepoPaths) -> dict:
         out["last_full_sync"] = float(meta["synced_all"]) if "synced_all" in meta else None
         out["config_changed"] = meta.get("config") != cfg.digest
         head_then = meta.get("head") or None
-        head_now = cli.run(["rev-parse", "-q", "--verify", "HEAD"], cwd=toplevel, check=False).stdout.strip() or None
+        head_now = refs.verify(toplevel, "HEAD")
         commits = 0
         if head_then and head_now and head_then != head_now:
-            proc = cli.run(["rev-list", "--count", f"{head_then}..{head_now}"], cwd=toplevel, check=False)
-            commits = int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None
+            commits = refs.rev_list_count(toplevel, head_then, head_now)
         out["head"] = {"at_sync": head_then, "now": head_now, "commits_since": commits}
         out["stale"] = _stale(toplevel, cfg, indexed, skipped)
         if emb is not None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .. import locks
 from ..errors import NerveError
-from ..git import cli
+from ..git import refs, tracked
 from ..paths import RepoPaths
 from . import config, registry, trigger
 from .chunking import chunk_file
@@ -103,14 +103,7 @@ def list_files(toplevel: Path, only: list[str] | None = None) -> list[str]:
 
     Names that are not UTF-8 come back with surrogate escapes.
     """
-    args = ["ls-files", "-z", "--cached", "--others", "--exclude-standard"]
-    if only is not None:
-        if not only:
-            return []
-        args = ["--literal-pathspecs", *args, "--", *only]
-    raw = cli.run(args, cwd=toplevel, text=False).stdout
-    names = dict.fromkeys(p.decode("utf-8", "surrogateescape") for p in raw.split(b"\0") if p)
-    return list(names)
+    return tracked.files_not_ignored(toplevel, only)
 
 
 def plan(
@@ -236,7 +229,7 @@ def _sync(paths, toplevel, cfg, emb, full, files, progress) -> SyncReport:
         _read_and_index(index, toplevel, p, report, full, progress)
         if p.remove or p.skip or report.changed or report.removed:
             index.sweep(_live_view)
-        head = cli.run(["rev-parse", "-q", "--verify", "HEAD"], cwd=toplevel, check=False).stdout.strip()
+        head = refs.verify(toplevel, "HEAD") or ""
         now = time.time()
         with index.write() as conn:
             values = {"config": cfg.digest, "synced": now, "head": head}

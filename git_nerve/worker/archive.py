@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..bus import messages
 from ..errors import GitError
-from ..git import cli, ident, refs, worktrees
+from ..git import history, ident, objectdb, refs, worktrees
 
 #: bus messages whose payload names commits of the task's own work
 _TIP_KINDS = ("commit", "review_request", "rewrite", "merged")
@@ -117,11 +117,7 @@ def _bus_tips(repo, w) -> tuple[list[str], set[str]]:
 
 
 def _existing_commits(cwd, shas: list[str]) -> list[str]:
-    if not shas:
-        return []
-    proc = cli.run(["cat-file", "--batch-check=%(objectname) %(objecttype)"], cwd=cwd,
-                   input="".join(f"{s}\n" for s in shas), check=False)
-    found = {ln.split()[0] for ln in proc.stdout.splitlines() if ln.endswith(" commit")}
+    found = objectdb.existing_commits(cwd, shas)
     return [s for s in shas if s in found]
 
 
@@ -129,12 +125,10 @@ def _not_contained(cwd, tips: list[str], contained_in: list[str]) -> list[str]:
     """The tips no ref in ``contained_in`` reaches, reduced to the independent ones."""
     if not tips:
         return []
-    out = cli.out(["rev-list", *tips, "--not", *contained_in, "--"], cwd=cwd) if contained_in else cli.out(
-        ["rev-list", *tips, "--"], cwd=cwd)
-    reachable_only_here = set(out.split())
+    reachable_only_here = set(history.rev_list(cwd, tips, excluding=contained_in))
     loose = [t for t in tips if t in reachable_only_here]
     if len(loose) > 1:
-        loose_set = set(cli.out(["merge-base", "--independent", *loose], cwd=cwd).split())
+        loose_set = set(history.merge_base_independent(cwd, loose))
         loose = [t for t in loose if t in loose_set]
     return loose
 
@@ -255,9 +249,8 @@ def _archive(repo, w, *, force: bool) -> str | None:
 
 def _first_parent_if_snapshot(cwd, sha: str) -> str:
     """The branch tip an archive keeps: a nerve snapshot's first parent, or the commit itself."""
-    line = cli.out(["log", "-1", "--format=%P%x00%s", sha], cwd=cwd)
-    parents, _, subject = line.partition("\0")
-    return parents.split()[0] if subject.startswith("nerve snapshot") and parents.split() else sha
+    parents, subject = history.parents_and_subject(cwd, sha)
+    return parents[0] if subject.startswith("nerve snapshot") and parents else sha
 
 
 # -- submodules ------------------------------------------------------------------------------------
@@ -364,18 +357,7 @@ def _snapshot(wt: Path, parents: list[str], message: str) -> str:
     """The worktree's files (index and untracked) as a commit on ``parents`` (none: a root commit)."""
     if parents:
         return worktrees.snapshot(wt, parents[0], message, parents=parents)
-    import os
-    import threading
-
-    tmp_index = worktrees.git_dir_of(wt) / "nerve" / f"snapshot-{os.getpid()}-{threading.get_ident()}.index"
-    tmp_index.parent.mkdir(parents=True, exist_ok=True)
-    env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
-    try:
-        cli.run(["add", "-A", "--", "."], cwd=wt, env=env)
-        tree = cli.out(["write-tree"], cwd=wt, env=env)
-        return ident.commit_tree([tree, "-m", message], cwd=wt, env=env)
-    finally:
-        tmp_index.unlink(missing_ok=True)
+    return worktrees.root_snapshot(wt, message)
 
 
 __all__ = ["archive", "branch_gone", "branch_gone_error", "keep_submodule_work", "refuse_homeless_submodules", "keep_uncommitted", "known_tips",

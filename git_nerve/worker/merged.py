@@ -16,7 +16,7 @@ the integration branch from the start.
 from __future__ import annotations
 
 from ..bus import messages, workers
-from ..git import cli, refs
+from ..git import history, refs
 from ..locks import LockTimeout, hold
 from .locking import fetch_branches, task_lock
 from .states import State
@@ -27,9 +27,7 @@ def merge_commit_on(cwd, tip: str, integration_ref: str) -> str | None:
     """The merge commit on ``integration_ref``'s first-parent line that has ``tip`` as a (non-first) parent."""
     if not refs.is_ancestor(cwd, tip, integration_ref):
         return None
-    out = cli.out(["log", "--first-parent", "--merges", "--format=%H %P", f"{tip}..{integration_ref}", "--"], cwd=cwd)
-    for line in out.splitlines():
-        parts = line.split()
+    for parts in history.first_parent_merges(cwd, tip, integration_ref):
         if tip in parts[2:]:
             return parts[0]
     return None
@@ -126,7 +124,7 @@ __all__ = ["merge_commit_on", "published_merge", "reconcile", "reconcile_all", "
 def _old_integration_tips(repo, w, ref: str) -> list[str]:
     """Where the integration branch has been: its reflog here, and the bases the bus recorded for the task."""
     cwd = repo.cwd
-    tips = cli.run(["reflog", "show", "-n", "200", "--format=%H", ref, "--"], cwd=cwd, check=False).stdout.split()
+    tips = refs.reflog_shas(cwd, ref)
     for m in messages.for_task(repo.bus.conn, w.task_id, kinds=("task_assign", "review_request", "rebase_conflict")):
         if m.kind == "task_assign" and m.payload.get("base") != ref:
             continue  # spawned --from another branch: that base was never the integration branch
@@ -146,10 +144,10 @@ def dropped_commits(repo, w, tip: str, ours: str, ref: str) -> list[str]:
     olds = _old_integration_tips(repo, w, ref)
     if not olds:
         return []
-    gone = set(cli.out(["rev-list", *olds, "--not", ours, "--"], cwd=cwd).split())
+    gone = set(history.rev_list(cwd, olds, excluding=[ours]))
     if not gone:
         return []
-    brought = cli.out(["rev-list", "--reverse", tip, "--not", ours, "--"], cwd=cwd).split()
+    brought = history.rev_list(cwd, [tip], excluding=[ours], reverse=True)
     return [c for c in brought if c in gone]
 
 

@@ -39,7 +39,7 @@ rerun knows an interrupted one was ours and how to finish or undo it:
   before it stopped on a conflict, it is aborted and ``done`` starts again.
 
 Git's own leftovers are found and removed in :mod:`.leftovers`; this module keeps the markers.
-Standard library only (and the git binary through :mod:`..git.cli`).
+Standard library only (and the git binary through the standard-library modules of :mod:`..git`).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 
 from ..fs import replace_file
-from ..git import cli, destroy, worktrees
+from ..git import checkout, destroy, objectdb, refs, worktrees
 from .leftovers import clean_git_leftovers, kept_lock_line, say, stale_git_locks
 
 
@@ -155,10 +155,10 @@ def undo_partial_reset(wt: Path, git_dir: Path, name: str = "done-reset") -> str
     if m is None:
         return None
     old, new = m.get("from"), m.get("to")
-    head = cli.run(["rev-parse", "-q", "--verify", "HEAD"], cwd=wt, check=False).stdout.strip()
+    head = refs.verify(wt, "HEAD")
     line = None
     if old and new and head == old:
-        changed = [p for p in cli.run(["diff", "--name-only", "-z", "--no-renames", old, new], cwd=wt).stdout.split("\0") if p]
+        changed = objectdb.diff_name_only(wt, old, new)
         restored = []
         for rel in changed:
             path = wt / rel
@@ -169,16 +169,16 @@ def undo_partial_reset(wt: Path, git_dir: Path, name: str = "done-reset") -> str
             if now is None or now == at_old or now != at_new:
                 if now is None and at_old is not None and at_new is None:
                     restored.append(rel)  # the killed reset deleted it
-                    cli.run(["checkout", old, "--", rel], cwd=wt)
+                    checkout.checkout_paths(wt, old, [rel])
                 continue
             restored.append(rel)
             if at_old is None:
                 path.unlink()
             else:
-                cli.run(["checkout", old, "--", rel], cwd=wt)
+                checkout.checkout_paths(wt, old, [rel])
         # the index was never written (its lock died with git), but make it HEAD's for the paths touched
         if restored:
-            cli.run(["reset", "-q", old, "--", *restored], cwd=wt, check=False)
+            checkout.reset_paths(wt, old, restored)
             what = "reset" if name == "done-reset" else "fast-forward"
             line = f"undid the interrupted {what} of {wt} ({len(restored)} file(s) put back)"
     clear_marker(git_dir, name)
@@ -186,8 +186,7 @@ def undo_partial_reset(wt: Path, git_dir: Path, name: str = "done-reset") -> str
 
 
 def _blob_at(wt: Path, rev: str, rel: str) -> str | None:
-    proc = cli.run(["rev-parse", "-q", "--verify", f"{rev}:{rel}"], cwd=wt, check=False)
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    return refs.verify(wt, f"{rev}:{rel}")
 
 
 def _cut_off(wt: Path, path: Path, blob: str | None) -> bool:
@@ -199,14 +198,14 @@ def _cut_off(wt: Path, path: Path, blob: str | None) -> bool:
         have = path.read_bytes()
     except OSError:
         return False
-    full = cli.run(["cat-file", "blob", blob], cwd=wt, text=False, check=False).stdout or b""
+    full = objectdb.cat_blob(wt, blob)
     return len(have) < len(full) and full.startswith(have)
 
 
 def _blob_of_file(wt: Path, path: Path) -> str | None:
     if not path.is_file() or path.is_symlink():
         return None
-    return cli.out(["hash-object", "--no-filters", "--", os.fspath(path)], cwd=wt)
+    return objectdb.hash_object_no_filters(wt, path)
 
 
 def abort_killed_rebase(wt: Path, git_dir: Path, branch: str) -> str | None:
@@ -226,14 +225,13 @@ def abort_killed_rebase(wt: Path, git_dir: Path, branch: str) -> str | None:
     if worktrees.conflicted_files(wt) and (git_dir / "rebase-merge" / "message").is_file():
         clear_marker(git_dir, "done-rebase")
         return None
-    proc = cli.run(["rebase", "--abort"], cwd=wt, check=False)
-    if proc.returncode != 0:
+    if not checkout.rebase_abort(wt):
         # killed before git wrote its state: drop the state, go back to the branch as it was
-        cli.run(["rebase", "--quit"], cwd=wt, check=False)
+        checkout.rebase_quit(wt)
         tip = m.get("tip")
-        cli.run(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], cwd=wt, check=False)
+        refs.set_symbolic(wt, "HEAD", f"refs/heads/{branch}")
         if tip:
-            cli.run(["reset", "-q", "--hard", f"refs/heads/{branch}"], cwd=wt, check=False)
+            checkout.reset_hard(wt, f"refs/heads/{branch}")
     clear_marker(git_dir, "done-rebase")
     return f"undid the rebase in {wt} that an interrupted `git worker done` had started (killed before it had stopped on a conflict)"
 

@@ -5,7 +5,7 @@ in its checkout (undone by the next merge when killed half-way), and the sync up
 from __future__ import annotations
 
 from ...errors import GitError
-from ...git import cli, refs, worktrees
+from ...git import checkout, cli, refs, worktrees
 from .. import repair
 from .repo import Repo
 
@@ -24,7 +24,7 @@ def _advance_local(repo: Repo, integration: str, old: str, new: str, target_wt: 
         if refs.stale_lock(lock):
             raise GitError(f"cannot move {integration}: {cli.stale_lock_message(str(lock))}")
     proc = _fast_forward(target_wt, old, new)
-    if proc.returncode != 0:
+    if not proc.ok:
         if refs.resolve(target_wt.path, "HEAD") != old:
             return False
         said = cli.message(proc.stderr)
@@ -42,8 +42,8 @@ def _fast_forward(target_wt: worktrees.WorktreeInfo, old: str, new: str):
     (files written, HEAD not moved) is undone by the next merge (:func:`_undo_killed_fast_forward`)."""
     git_dir = worktrees.git_dir_of(target_wt.path)
     repair.set_marker(git_dir, FF_MARKER, {"from": old, "to": new})
-    proc = cli.run(["merge", "--ff-only", "--quiet", new], cwd=target_wt.path, check=False)
-    if proc.returncode == 0:
+    proc = checkout.merge_ff_only(target_wt.path, new)
+    if proc.ok:
         repair.clear_marker(git_dir, FF_MARKER)
     # a failure keeps the marker: git may have written some files before it gave up (a full disk), and the
     # next merge puts back exactly those (only files holding NEW's content, or the start of it)
@@ -66,7 +66,7 @@ def _sync_local_integration(repo: Repo, integration: str, merged: str, target_wt
         return f"local {integration} has commits that are not on the remote; it was left as it is"
     if target_wt is not None:
         proc = _fast_forward(target_wt, local, merged)
-        if proc.returncode != 0:
+        if not proc.ok:
             said = cli.message(proc.stderr)
             return f"could not fast-forward {integration} in {target_wt.path}: {said}{cli.disk_full_hint(said, target_wt.path)}"
         return None

@@ -16,7 +16,7 @@ from ... import clock
 from ...bus import messages, workers
 from ...bus.connection import Bus
 from ...errors import GitError
-from ...git import cli, destroy, refs
+from ...git import destroy, refs
 from ...git import config as gitconfig
 from ...paths import RepoPaths, discover
 from .. import repair
@@ -136,6 +136,6 @@ def _archived_tip(repo: Repo, task_id: str) -> str:
     """The branch tip kept in the archive (a snapshot's parent, when uncommitted work was archived)."""
     ref = refs.archive_name(task_id)
     sha = _require_tip(repo.cwd, ref, "archive")
-    if cli.out(["log", "-1", "--format=%s", sha], cwd=repo.cwd).startswith("nerve snapshot"):
-        return cli.out(["rev-parse", f"{sha}^1"], cwd=repo.cwd)
+    if refs.commit_subject(repo.cwd, sha).startswith("nerve snapshot"):
+        return refs.rev_parse(repo.cwd, f"{sha}^1")
     return sha

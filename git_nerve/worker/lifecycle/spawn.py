@@ -13,7 +13,7 @@ from ...bus import messages, workers
 from ...context import WorkerContext
 from ...context import write as write_ctx
 from ...errors import GitError, InvalidTransition, UsageError
-from ...git import cli, destroy, refs, worktrees
+from ...git import destroy, refs, worktrees
 from ...git import config as gitconfig
 from ...git import remote as gitremote
 from ...locks import hold
@@ -87,7 +87,7 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
     cwd = repo.cwd
     base_ref, base_sha = _spawn_base(repo, from_ref, fetch=fetch)
     branch = f"{settings.branch_prefix}{task_id}"
-    if not cli.ok(["check-ref-format", f"refs/heads/{branch}"], cwd=cwd):
+    if not refs.check_ref_format(cwd, f"refs/heads/{branch}"):
         raise UsageError(f"{branch!r} is not a valid branch name (check nerve.branchPrefix)")
     claims.before_spawn(repo.bus, task_id)  # shared mode: this machine's claim on the remote, before anything is made
     adopted, base_sha = _spawn_branch(repo, task_id, branch, unfinished, base_sha, fetch=fetch, adopt=adopt)

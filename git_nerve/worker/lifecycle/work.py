@@ -10,7 +10,7 @@ from pathlib import Path
 from ... import clock, faults
 from ...bus import messages, workers
 from ...errors import ConflictError, GitError, InvalidTransition, UsageError
-from ...git import cli, refs, worktrees
+from ...git import checkout, cli, history, refs, worktrees
 from ...git import remote as gitremote
 from .. import claims, repair
 from ..states import State
@@ -180,7 +180,7 @@ def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str) -> bool:
 def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_ref: str) -> tuple[str, list[tuple[str, str]]]:
     from ...git import objects  # pygit2 loads only when a rebase is needed
 
-    base = cli.out(["merge-base", tip, onto], cwd=wt)
+    base = history.merge_base(wt, tip, onto)
     committer = objects.identity(wt)
     rb = objects.rebase_in_memory(repo.paths.common_dir, tip, base, onto, committer)
     if rb.clean:
@@ -189,11 +189,11 @@ def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_r
             raise ConflictError(f"{w.branch} moved while it was being rebased; run `git worker done` again")
         git_dir = worktrees.git_dir_of(wt)
         repair.set_marker(git_dir, "done-reset", {"from": tip, "to": rb.tip})
-        cli.run(["reset", "--quiet", "--keep", rb.tip], cwd=wt)
+        checkout.reset_keep(wt, rb.tip)
         repair.clear_marker(git_dir, "done-reset")
         faults.point("done.after-reset")
         if refs.resolve(wt, "ORIG_HEAD") != tip:  # a commit slipped in between: put it back
-            cli.run(["reset", "--quiet", "--keep", "ORIG_HEAD"], cwd=wt, check=False)
+            checkout.reset_keep(wt, "ORIG_HEAD", check=False)
             raise ConflictError(f"{w.branch} moved while it was being rebased; run `git worker done` again")
         # libgit2 runs no hooks: record what post-rewrite would have
         _publish(repo.bus, w.task_id, "rewrite", {"source": "rebase", "pairs": [list(p) for p in rb.rewritten], "by": "done"})
@@ -201,13 +201,13 @@ def _rebase(repo: Repo, w: workers.Worker, wt: Path, tip: str, onto: str, onto_r
     # A conflict: hand over to git's own rebase so the agent gets git's normal state.
     git_dir = worktrees.git_dir_of(wt)
     repair.set_marker(git_dir, "done-rebase", {"tip": tip, "onto": onto})
-    proc = cli.run(["rebase", onto], cwd=wt, check=False, env=cli.clean_env({"GIT_EDITOR": "true"}))
-    if proc.returncode != 0 and worktrees.operation_in_progress(git_dir) is None:
+    proc = checkout.rebase(wt, onto)
+    if not proc.ok and worktrees.operation_in_progress(git_dir) is None:
         repair.clear_marker(git_dir, "done-rebase")
         raise GitError(f"git rebase onto {w.integration} failed: {cli.last_line(proc.stderr)}")
-    if proc.returncode == 0 or worktrees.conflicted_files(wt):
+    if proc.ok or worktrees.conflicted_files(wt):
         repair.clear_marker(git_dir, "done-rebase")  # finished, or stopped on a conflict: the agent's now
-    if proc.returncode == 0:  # git resolved what libgit2 could not (e.g. renames): carry on
+    if proc.ok:  # git resolved what libgit2 could not (e.g. renames): carry on
         new_tip = _require_tip(wt, "HEAD", "branch")
         return new_tip, []
     files = worktrees.conflicted_files(wt) or rb.conflicts

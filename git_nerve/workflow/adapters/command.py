@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...git import cli as gitcli
+from ...git import location
 from .. import runlog
 from .base import DEFAULT_TIMEOUT, AgentContext
 from .process import (  # noqa: F401 - re-exported: adapters, wrap.py and benches import them from here
@@ -177,11 +178,10 @@ def _git_dirs(workdir: str) -> tuple[str, str]:
     """The worktree's own git dir and the repository's common dir (absolute); empty outside a repository."""
     if not os.path.isdir(workdir):
         return "", ""  # run_process says the working directory is missing
-    proc = gitcli.run(["rev-parse", "--absolute-git-dir", "--git-common-dir"], cwd=workdir, check=False)
-    lines = proc.stdout.splitlines() if proc.returncode == 0 else []
-    if len(lines) < 2:
+    dirs = location.absolute_git_dir_and_common_dir(workdir)
+    if dirs is None:
         return "", ""
-    return lines[0], os.path.normpath(os.path.join(workdir, lines[1]))
+    return dirs[0], os.path.normpath(os.path.join(workdir, dirs[1]))
 
 
 def options(own: Sequence[tuple[str, str | None]], extra: Sequence[str] | None) -> list[str]:

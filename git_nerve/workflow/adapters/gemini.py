@@ -40,7 +40,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 
-from ...git import cli as gitcli
+from ...git import ident, location
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
 #: The Gemini CLI version the real-CLI suite runs (tests/test_real_agents.py).
@@ -138,8 +138,8 @@ def git_identity_env(workdir: str, env: Mapping[str, str]) -> dict[str, str]:
     for who in ("AUTHOR", "COMMITTER"):
         if env.get(f"GIT_{who}_NAME") and env.get(f"GIT_{who}_EMAIL"):
             continue
-        proc = gitcli.run(["var", f"GIT_{who}_IDENT"], cwd=workdir, check=False)
-        m = re.match(r"(.*) <(.*)> \d+ [-+]\d{4}$", proc.stdout.strip()) if proc.returncode == 0 else None
+        said = ident.var(workdir, f"GIT_{who}_IDENT")
+        m = re.match(r"(.*) <(.*)> \d+ [-+]\d{4}$", said) if said is not None else None
         if m:
             found.setdefault(f"GIT_{who}_NAME", m.group(1))
             found.setdefault(f"GIT_{who}_EMAIL", m.group(2))
@@ -194,8 +194,7 @@ def git_config_env(workdir: str, tmpdir: str, env: Mapping[str, str]) -> dict[st
     """``GIT_CONFIG_PARAMETERS`` that outranks what Gemini's shell sets through ``GIT_CONFIG_COUNT``: the
     repository's hooks directory (for an emptied core.hooksPath) and a working diff (for an emptied diff.external)."""
     entries: list[str] = []
-    proc = gitcli.run(["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=workdir, check=False)
-    hooks = proc.stdout.strip() if proc.returncode == 0 else ""
+    hooks = location.git_path(workdir, "hooks", check=False).strip()
     if hooks:
         entries.append(_quote_param("core.hooksPath", hooks))
     helper = os.path.join(tmpdir, "nerve-git-diff")
