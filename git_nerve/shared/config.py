@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .. import nerve_toml
 from ..errors import UsageError
-from ..git import cli
+from ..git import config as gitconfig
 from . import records
 
 BACKENDS = ("local", "git")
@@ -41,8 +41,7 @@ def main_checkout(common_dir: Path) -> Path | None:
     """The main checkout of a repository whose common dir is ``common_dir`` (None when it cannot be told)."""
     if common_dir.name == ".git":
         return common_dir.parent
-    proc = cli.run(["config", "core.worktree"], cwd=common_dir, check=False)
-    path = proc.stdout.strip()
+    path = (gitconfig.get_value(common_dir, "core.worktree") or "").strip()
     return (common_dir / path).resolve() if path else None
 
 
@@ -81,8 +80,7 @@ def machine(cwd) -> str:
 
 
 def _git_config(cwd, key: str) -> str | None:
-    proc = cli.run(["config", "--get", key], cwd=cwd, check=False)
-    return proc.stdout.strip() or None
+    return (gitconfig.get_value(cwd, key) or "").strip() or None
 
 
 def _table(main: Path) -> dict:
