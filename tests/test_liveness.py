@@ -29,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "git_nerve"
 PROC_ALLOWED = {
     "fs.py": "filesystem_type reads /proc/mounts to name a network filesystem (informational)",
     "steer/notes_hook.py": "names the agent process a note was delivered to; falls back to ps",
-    "workflow/adapters/command.py": "finds and stops an agent's own helper processes (process control, not files)",
+    "workflow/adapters/process.py": "finds and stops an agent's own helper processes (process control, not files)",
     "knowledge/status.py": "tells a zombie sync process from a live one in a status line",
 }
 
