@@ -286,7 +286,9 @@ def orphan_problems(work: Path, *, prefix: str = "feat/") -> list[str]:
         rel = path.relative_to(common)
         if rel.parts[:2] == ("nerve", "locks"):
             if path.is_file() and lock_held(path):
-                problems.append(f"lock {rel} is still held")
+                _quiet(work.parent)  # background work a command started (the radar's recompute) ends by itself
+                if lock_held(path):
+                    problems.append(f"lock {rel} is still held")
             continue
         if path.name.endswith(".lock") and path.is_file():
             problems.append(f"git lock file left behind: {rel}")
