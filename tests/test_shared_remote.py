@@ -221,6 +221,27 @@ def test_a_partition_fails_transitions_fast_and_queues_events(tmp_path, daemon):
     ss.ok(["worker", "start", "--task", "t"], one)  # back online: transitions go through again
 
 
+def test_an_alive_beat_moves_the_log_but_is_not_an_event(tmp_path, daemon):
+    """A sync with nothing new moves the log with an ``alive`` beat when this machine never beat (the background
+    sync of its first transition, started once the claim landed, winning the race against that transition's
+    bus write: what failed under load) or a third of the lease passed: the others see the log move (the lease
+    holds) but ingest exactly the machine's records, no more."""
+    one, two = ss.team(tmp_path, daemon.url("project.git"), ["one", "two"], lease=0.6)
+    ss.ok(["nerve", "sync"], one)  # nothing written here yet: a beat, as that background sync publishes
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["nerve", "sync"], one)
+    time.sleep(0.5)  # a third of the lease (0.2 s) passed: the next sync with nothing new beats
+    ss.ok(["nerve", "sync"], one)  # (or a background sync just before it did)
+    bare = daemon.base / "project.git"
+    lines = [json.loads(ln) for sha in build.git(bare, "rev-list", "refs/nerve/log/one").split()
+             for ln in build.git(bare, "cat-file", "blob", f"{sha}:events.jsonl").splitlines()]
+    assert any(e["kind"] == "alive" for e in lines) and _produced(one) > 0
+    ss.ok(["nerve", "sync"], two)
+    assert _ingested(two) == {"one": _produced(one)}  # the beat is not one of one's records
+    rebuilt = json.loads(ss.ok(["nerve", "sync", "--rebuild", "--json"], two).stdout)
+    assert rebuilt["ingested"] == _produced(one) and _ingested(two) == {"one": _produced(one)}
+
+
 def test_without_shared_mode_nothing_reaches_the_remote(tmp_path):
     bare = ss.origin(tmp_path)
     work = ss.clone(tmp_path, str(bare), "solo")

@@ -4,7 +4,8 @@ A claim record (``record.json`` in a commit of ``refs/nerve/claims/<task>``) say
 by which verb, on which machine, and which machine holds it; ``seq`` counts the chain's transitions. A log
 batch (``events.jsonl`` in a commit of ``refs/nerve/log/<machine>``) holds that machine's new bus records, one
 JSON object a line, each with an id ``<machine>:<stream><id>`` that is never reused (so never ingested twice),
-and ``cursor.json`` the last id published of each stream.
+and ``cursor.json`` the last id published of each stream. A batch of a machine with nothing new holds one
+``alive`` beat (stream ``a``): it only moves the log for the leases and is no bus record, so never an event.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ LOGS = "refs/nerve/log/"
 #: where a clone keeps the logs it fetched (its own log ref stays what it wrote)
 PEERS = "refs/nerve/peers/"
 PROBES = "refs/nerve/probe/"
+#: the kind of a log line that only moves the log (lease beat): never ingested as an event
+ALIVE, ALIVE_STREAM = "alive", "a"
 _MACHINE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 
@@ -74,6 +77,12 @@ def decode_batch(data: bytes | None) -> list[dict]:
         if isinstance(e, dict) and {"id", "machine", "ts", "kind"} <= e.keys():
             out.append(e)
     return out
+
+
+def is_record(event: dict) -> bool:
+    """Is this batch line one of the machine's bus records (an event to ingest), not an ``alive`` beat? Told by
+    its id's stream (a message may well have a kind of that name)."""
+    return not str(event.get("id", "")).partition(":")[2].startswith(ALIVE_STREAM)
 
 
 def encode_cursor(cursor: dict[str, int]) -> bytes:

@@ -6,7 +6,8 @@
 2. push that ref (fast-forward: only this machine writes it); offline, the batches wait in the ref;
 3. fetch ``refs/nerve/claims/*`` (mirrors) and every machine's log into ``refs/nerve/peers/*``;
 4. ingest, in one bus transaction: each other machine's new batches (events keyed by id: never twice) and
-   every claim whose tip changed. ``rebuild`` forgets the cache first and reads every chain from its start.
+   every claim whose tip changed (an ``alive`` beat only moves the lease: never an event). ``rebuild``
+   forgets the cache first and reads every chain from its start.
 
 No git runs while the bus transaction is open: every chain is read first.
 """
@@ -36,9 +37,10 @@ def export(state, bus: Bus) -> int:
     if not new and not lease.beat_due(bus.conn, state.machine, state.config.lease):
         return 0
     if not new:  # nothing happened here, but the others judge this machine's leases by its log moving
-        after["a"] = cursor.get("a", 0) + 1
-        new = [{"id": f"{state.machine}:a{after['a']}", "machine": state.machine, "ts": clock.now(), "task": None,
-                "kind": "alive", "payload": {}}]
+        beat = records.ALIVE_STREAM
+        after[beat] = cursor.get(beat, 0) + 1
+        new = [{"id": f"{state.machine}:{beat}{after[beat]}", "machine": state.machine, "ts": clock.now(), "task": None,
+                "kind": records.ALIVE, "payload": {}}]
     sha = remote_refs.write_record(
         state.cwd, {records.LOG_FILE: records.encode_batch(new), records.CURSOR_FILE: records.encode_cursor(after)},
         tip, f"nerve log {state.machine}: {len(new)} events")
@@ -95,7 +97,7 @@ def ingest(state, bus: Bus, *, rebuild: bool = False) -> tuple[int, int]:
             since = None  # a chain that does not continue what was seen: read it whole (ids keep it exact)
         shas = remote_refs.chain(state.cwd, tip, since)
         events = [e for data in remote_refs.read_files(state.cwd, shas, records.LOG_FILE)
-                  for e in records.decode_batch(data) if e["machine"] == machine]
+                  for e in records.decode_batch(data) if e["machine"] == machine and records.is_record(e)]
         batches[machine] = (tip, events)
     claim_tips = {ref[len(records.CLAIMS):]: sha for ref, sha in remote_refs.local_refs(state.cwd, records.CLAIMS).items()}
     changed = {t: sha for t, sha in claim_tips.items() if cached.get(t) != sha}
