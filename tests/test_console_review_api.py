@@ -117,6 +117,28 @@ def test_the_commits_are_listed_each_with_its_own_diff(review):
     assert status == 400 and "not one of the commits of t1" in d["error"]
 
 
+def test_a_commits_file_list_is_that_commit_against_its_parent(review, gw, repo):
+    """Even a file the task's whole change no longer has (added by one commit, removed by the next) is listed, with
+    the counts `git show --numstat` gives."""
+    c, wt = review
+    commit_file(wt, "scratch.txt", "a\nb\n", "scratch")
+    git(wt, "rm", "-q", "scratch.txt")
+    git(wt, "commit", "-q", "-m", "drop scratch")
+    status, commits = _get(c, "/api/task/t1/commits")
+    added = next(x["sha"] for x in commits if x["subject"] == "scratch")
+    status, d = _get(c, f"/api/task/t1/files?commit={added}")
+    assert status == 200, d
+    assert [(f["path"], f["status"], f["added"], f["deleted"]) for f in d["files"]] == [("scratch.txt", "A", 2, 0)]
+    assert d["head"] == added and d["base"] == git(wt, "rev-parse", f"{added}^")
+    whole = {f["path"] for f in _get(c, "/api/task/t1/files")[1]["files"]}
+    assert "scratch.txt" not in whole
+    status, fd = _get(c, f"/api/task/t1/diff?path=scratch.txt&commit={added}")
+    assert status == 200 and [ln["text"] for h in fd["hunks"] for ln in h["lines"]] == ["a", "b"]
+    main = git(wt, "rev-parse", "main")
+    status, d = _get(c, f"/api/task/t1/files?commit={main}")
+    assert status == 400 and "not one of the commits of t1" in d["error"]
+
+
 def test_lines_two_tasks_both_edit_are_flagged_naming_the_other_task(repo, gw):
     for t in ("a1", "b2"):
         assert gw(f"spawn {t}", repo.work).code == 0

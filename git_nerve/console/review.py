@@ -79,25 +79,32 @@ def _open(paths: RepoPaths) -> lifecycle.Repo:
     return lifecycle.Repo(paths, Bus(paths.bus_path, create=False, ingest=False))
 
 
-def files(paths: RepoPaths, task_id: str) -> dict[str, Any]:
+def files(paths: RepoPaths, task_id: str, commit: str | None = None) -> dict[str, Any]:
+    """The files the task changed against the integration branch (with the radar's flagged lines), or, with
+    ``commit``, the files that one of its commits changed against its parent."""
     with _open(paths) as repo:
         t = _Task(repo, task_id)
-        flagged = radar_flags.for_task(repo.paths.common_dir, task_id)
+        base, head = _range(t, task_id, commit)
+        flagged = radar_flags.for_task(repo.paths.common_dir, task_id) if not commit else {}
         out = []
-        for f in t.diffs.files(t.base, t.head):
+        for f in t.diffs.files(base, head):
             out.append({**f.as_dict(), "flagged": flagged.get(f.path, [])})
-        return {"task_id": task_id, "base": t.base, "head": t.head, "integration": t.integration, "files": out}
+        return {"task_id": task_id, "base": base, "head": head, "integration": t.integration, "files": out}
+
+
+def _range(t: _Task, task_id: str, commit: str | None) -> tuple[str | None, str]:
+    """(base, head) of the task's whole change, or of one of its commits (refused when it is not one of them)."""
+    if not commit:
+        return t.base, t.head
+    if not t.diffs.is_in(commit, t.head, t.hide):
+        raise UsageError(f"{commit!r} is not one of the commits of {task_id}")
+    return t.diffs.commit_range(commit)
 
 
 def diff(paths: RepoPaths, task_id: str, path: str, commit: str | None) -> dict[str, Any]:
     with _open(paths) as repo:
         t = _Task(repo, task_id)
-        if commit:
-            if not t.diffs.is_in(commit, t.head, t.hide):
-                raise UsageError(f"{commit!r} is not one of the commits of {task_id}")
-            base, head = t.diffs.commit_range(commit)
-        else:
-            base, head = t.base, t.head
+        base, head = _range(t, task_id, commit)
         fd = t.diffs.file(base, head, path)
         flagged = radar_flags.for_task(repo.paths.common_dir, task_id).get(fd.path, []) if not commit else []
         return {"task_id": task_id, "base": base, "head": head, **fd.as_dict(), "flagged": flagged}
@@ -150,7 +157,7 @@ def routes(paths: RepoPaths) -> list[Route]:
         return r.path_params["task_id"]
 
     reads: dict[str, Callable[[Request], Any]] = {
-        "files": lambda r: files(paths, tid(r)),
+        "files": lambda r: files(paths, tid(r), r.query_params.get("commit") or None),
         "diff": lambda r: diff(paths, tid(r), _required(r, "path"), r.query_params.get("commit") or None),
         "commits": lambda r: commits(paths, tid(r)),
         "output": lambda r: output(paths, tid(r), _int(r, "round"), _int(r, "after")),

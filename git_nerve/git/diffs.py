@@ -22,7 +22,8 @@ from typing import Any
 
 import pygit2
 
-from ..errors import GitError, UsageError
+from ..errors import UsageError
+from .objects import open_repo
 
 #: a side larger than this is not diffed line by line (summarised, like a binary file)
 MAX_BYTES = 1024 * 1024
@@ -71,10 +72,7 @@ class Diffs:
     """One open repository (the common git dir) for the reads of one request."""
 
     def __init__(self, path: str | os.PathLike[str]):
-        try:
-            self.repo = pygit2.Repository(os.fspath(path))
-        except (pygit2.GitError, KeyError) as exc:
-            raise GitError(f"cannot open repository at {path}: {exc}") from exc
+        self.repo = open_repo(path)
 
     # -- ranges ------------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from ..errors import GitError
+from .objects import open_repo
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,7 @@ class Repo:
     """One open repository for many comparisons (opening it is the expensive part)."""
 
     def __init__(self, path: str | os.PathLike[str]):
-        try:
-            self.repo = pygit2.Repository(os.fspath(path))
-        except (pygit2.GitError, KeyError) as exc:
-            raise GitError(f"cannot open repository at {path}: {exc}") from exc
+        self.repo = open_repo(path)
         self._changed: dict[tuple[str, str], frozenset[str]] = {}
 
     def tip(self, ref: str) -> str | None:
