@@ -13,6 +13,7 @@ from conftest import git
 from fixtures.repos import worker as wk
 from fixtures.repos.build import commit_file, write
 from fixtures.repos.worker import fsck_after  # noqa: F401  (autouse: `git fsck` after every test)
+from waiting import wait_until
 
 
 def wt_of(work: Path, task_id: str) -> Path:
@@ -343,3 +344,34 @@ def test_negated_patterns_and_the_setup_at_retry(repo, gw):
         time.sleep(0.2)
     assert runs.read_text() == "ran\nran\n"  # a worktree made anew is set up again
     assert (wt / "config" / "a.json").is_file()
+
+
+def test_two_spawns_at_once_never_both_pass_max_live(repo, gw, tmp_path):
+    """A spawn held in the middle of its `git worktree add` (its bus row not written yet) and a second spawn with
+    `max_live = 1`: the second waits for the first's worktree to exist, then refuses; one worktree, never two."""
+    import shlex
+    import subprocess
+
+    work = repo.work
+    toml(work, "max_live = 1\n")
+    held, release = tmp_path / "held", tmp_path / "release"
+    write(work, ".gitattributes", "*.py filter=hold\n")
+    git(work, "add", ".gitattributes")
+    git(work, "commit", "-q", "-m", "attributes")
+    script = f"touch {shlex.quote(str(held))}; while [ ! -e {shlex.quote(str(release))} ]; do sleep 0.05; done; cat"
+    git(work, "config", "filter.hold.smudge", f"sh -c {shlex.quote(script)}")
+    first = subprocess.Popen(["git", "worker", "spawn", "t1", "--no-fetch"], cwd=work, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+    try:
+        wait_until(held.exists, 60, what="the first spawn held in its checkout")
+        second = subprocess.Popen(["git", "worker", "spawn", "t2", "--no-fetch"], cwd=work, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=dict(os.environ))
+        time.sleep(1.0)  # deliberately: time for the second spawn to count (before the fix it passed the cap here)
+    finally:
+        release.touch()
+    assert first.wait(60) == 0, first.stderr.read()
+    code = second.wait(60)
+    err = second.stderr.read()
+    assert code == 2 and "max_live = 1" in err, (code, err)
+    assert wk.row(work, "t2") is None and not wt_of(work, "t2").exists()
+    assert wk.row(work, "t1") is not None and wt_of(work, "t1").is_dir()

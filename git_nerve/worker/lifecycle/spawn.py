@@ -82,7 +82,27 @@ def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, 
     if existing is not None:
         return _spawn_existing(repo, existing, task_id, description, from_ref)
 
-    refuse_over_caps(repo.paths, repo.bus)  # [worktree] max_live / max_total_bytes, before anything is made
+    with caps_held(repo):  # with caps set, spawns count and make their worktrees one at a time
+        return _spawn_new(repo, task_id, description=description, from_ref=from_ref, fetch=fetch, adopt=adopt,
+                          unfinished=unfinished)
+
+
+def caps_held(repo: Repo):
+    """The caps lock, held from the count of live worktrees until the new one exists, when nerve.toml sets a cap
+    (two spawns at once never both pass ``max_live``); nothing otherwise."""
+    import contextlib
+
+    cfg = refuse_over_caps(repo.paths, repo.bus)  # a bad [worktree] table is refused before anything is made
+    if cfg.max_live is None and cfg.max_total_bytes is None:
+        return contextlib.nullcontext()
+    return hold(repo.lock_path("worktree-caps"), what="the worktree caps lock")
+
+
+def _spawn_new(repo: Repo, task_id: str, *, description: str, from_ref: str | None, fetch: bool, adopt: bool,
+               unfinished) -> SpawnResult:
+    from .. import owned
+
+    refuse_over_caps(repo.paths, repo.bus)  # [worktree] max_live / max_total_bytes, counted under the caps lock
     settings = repo.settings
     cwd = repo.cwd
     base_ref, base_sha = _spawn_base(repo, from_ref, fetch=fetch)
