@@ -9,6 +9,8 @@ exclusive ``flock`` on it (the kernel drops it when the writer dies): that is wh
 Secrets never reach the log: the values of the agent's environment variables whose names say they are
 secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``...) are replaced by ``[redacted]``, as the HTTP
 adapter redacts its key (a value split across two reads is still caught: bytes that could begin one wait for the next read).
+Each pipe is written in whole lines (an unfinished line waits for its end, up to ``LINE_HOLD`` bytes), so a line
+on stdout and one on stderr never cut into each other.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from ..fs import NERVE, create_file, make_dirs, replace_file
 RUNS = "runs"
 REDACTED = b"[redacted]"
 #: environment variable names whose values are secrets
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!OR)", re.I)
+#: a pipe's unfinished line is held back (so two pipes' lines never cut into each other) up to this size
+LINE_HOLD = 64 * 1024
 #: shortest value redacted (shorter ones would hide ordinary words)
 MIN_SECRET = 6
 #: bytes one read returns at most
@@ -75,7 +79,10 @@ class Tee:
             if self._fd < 0:
                 return
             data = self._redact(self._pending.get(stream, b"") + chunk)
-            cut = len(data) - self._held(data)
+            if len(data) <= LINE_HOLD:  # whole lines only: stdout and stderr lines never cut into each other
+                cut = data.rfind(b"\n") + 1
+            else:
+                cut = len(data) - self._held(data)
             self._pending[stream] = data[cut:]
             if cut > 0:
                 self._out(data[:cut])
