@@ -13,6 +13,22 @@ class Message(namedtuple("Message", "id ts task_id kind payload")):
     __slots__ = ()
 
 
+def fold_heartbeats(msgs):
+    """``msgs`` with each run of heartbeats folded into its count: yields a :class:`Message` or an int (how many
+    heartbeats came there), as `git worker show` and the console show a task's history."""
+    beats = 0
+    for m in msgs:
+        if m.kind == "heartbeat":
+            beats += 1
+            continue
+        if beats:
+            yield beats
+            beats = 0
+        yield m
+    if beats:
+        yield beats
+
+
 def publish(conn: sqlite3.Connection, task_id: str | None, kind: str, payload: dict[str, object] | None, ts: float) -> int:
     """Append one message; call inside the same write transaction as the change it records."""
     cur = conn.execute(

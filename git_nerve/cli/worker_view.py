@@ -76,6 +76,7 @@ _COLORS = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIE
 def show_task(repo, task_id: str, as_json: bool) -> None:
     """A task's state, its whole message history and what was told about it."""
     from .. import clock
+    from ..bus import messages
     from ..steer import tell as steer_tell
     from ..worker import lifecycle
     from ..worker.status import row
@@ -94,17 +95,11 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
         echo(f"  {w.description}")
     for line in prep_lines(repo, w):
         echo(line)
-    pending_hb = 0
-    for m in msgs:
-        if m.kind == "heartbeat":
-            pending_hb += 1
-            continue
-        if pending_hb:
-            echo(f"{'':20}  ({pending_hb} heartbeat{'s' if pending_hb > 1 else ''})")
-            pending_hb = 0
-        echo(f"{clock.iso(m.ts)}  {m.kind:<16} {_summary(m.kind, m.payload)}")
-    if pending_hb:
-        echo(f"{'':20}  ({pending_hb} heartbeat{'s' if pending_hb > 1 else ''})")
+    for m in messages.fold_heartbeats(msgs):
+        if isinstance(m, int):
+            echo(f"{'':20}  ({m} heartbeat{'s' if m > 1 else ''})")
+        else:
+            echo(f"{clock.iso(m.ts)}  {m.kind:<16} {_summary(m.kind, m.payload)}")
     if told:
         echo("Told (git nerve tell):")
         for e in told:

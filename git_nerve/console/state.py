@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import clock
-from ..bus import watch, workers
+from ..bus import messages, watch, workers
 from ..errors import NerveError
 from ..radar import scan
 from ..radar.cache import INTEGRATION
@@ -105,19 +105,10 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
 
 
 def _history(msgs) -> list[dict[str, Any]]:
-    """The message log with heartbeats folded into counts (as `git worker show` prints it)."""
-    out: list[dict[str, Any]] = []
-    beats = 0
-    for m in msgs:
-        if m.kind == "heartbeat":
-            beats += 1
-            continue
-        if beats:
-            out.append({"kind": "heartbeats", "count": beats})
-            beats = 0
-        out.append({"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload})
-    if beats:
-        out.append({"kind": "heartbeats", "count": beats})
+    """The message log with heartbeats folded into counts (as `git worker show` prints it), the newest."""
+    out = [{"kind": "heartbeats", "count": m} if isinstance(m, int) else
+           {"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload}
+           for m in messages.fold_heartbeats(msgs)]
     return out[-HISTORY:]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import pygit2
 
 from ..errors import UsageError
-from .objects import open_repo
+from .objects import open_repo, ref_tip
 
 #: a side larger than this is not diffed line by line (summarised, like a binary file)
 MAX_BYTES = 1024 * 1024
@@ -78,11 +78,7 @@ class Diffs:
 
     def tip(self, ref: str) -> str | None:
         """The commit a full ref name points at, or None."""
-        try:
-            found = self.repo.references.get(ref)
-            return str(found.peel(pygit2.Commit).id) if found is not None else None
-        except (pygit2.GitError, KeyError, ValueError):
-            return None
+        return ref_tip(self.repo, ref)
 
     def task_range(self, head: str, integration: str) -> tuple[str, str]:
         """(merge base of ``head`` and ``integration``, ``head``); the base is ``head`` itself when unrelated."""

@@ -24,6 +24,15 @@ def open_repo(path: str | os.PathLike[str]) -> pygit2.Repository:
         raise GitError(f"cannot open repository at {path}: {exc}") from exc
 
 
+def ref_tip(repo: pygit2.Repository, ref: str) -> str | None:
+    """The commit a full ref name points at (peeled), read in process; None when there is none."""
+    try:
+        found = repo.references.get(ref)
+        return str(found.peel(pygit2.Commit).id) if found is not None else None
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+
+
 _IDENT = re.compile(r"^(?P<name>.*) <(?P<email>[^>]*)> (?P<time>-?\d+) (?P<offset>[+-]\d{4})$")
 
 

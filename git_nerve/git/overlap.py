@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pygit2
 
-from .objects import open_repo
+from .objects import open_repo, ref_tip
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,7 @@ class Repo:
 
     def tip(self, ref: str) -> str | None:
         """The commit ``ref`` (a full ref name) points at, read in process (no git child per worker)."""
-        try:
-            found = self.repo.references.get(ref)
-            return str(found.peel(pygit2.Commit).id) if found is not None else None
-        except (pygit2.GitError, KeyError, ValueError):
-            return None
+        return ref_tip(self.repo, ref)
 
     def tree_of(self, commit: str) -> str:
         return str(self.repo[commit].peel(pygit2.Tree).id)
