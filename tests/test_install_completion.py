@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import BIN
+from realtools import apt_tool
 
 GIT_BASH_COMPLETION = Path("/usr/share/bash-completion/completions/git")
 
@@ -107,24 +107,24 @@ def test_git_worker_tab_under_real_bash_through_gits_completion(tasks, sh):
     assert out.splitlines() == ["[--delete-branch]"]
 
 
-@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed on this machine")
 def test_zsh_script_loads_and_registers(tmp_path, sh):
+    zsh = str(apt_tool("zsh", "zsh"))  # the real zsh, from Debian's packages when the machine has none
     script = sh(["git", "nerve", "completion", "zsh"], tmp_path).out
     (tmp_path / "comp.zsh").write_text(script)
-    proc = subprocess.run(["zsh", "-f", "-c", f"autoload -U compinit && compinit -u -D && source {tmp_path}/comp.zsh "
+    proc = subprocess.run([zsh, "-f", "-c", f"autoload -U compinit && compinit -u -D && source {tmp_path}/comp.zsh "
                            "&& print -r -- $_comps[git-worker] $_comps[git-nerve] && whence -w _git-worker"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[:2] == ["_git-worker", "_git-nerve"]
 
 
-@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed on this machine")
 def test_fish_completes_commands_and_task_ids(tasks, sh):
+    fish = str(apt_tool("fish", "fish"))  # the real fish, from Debian's packages when the machine has none
     script = sh(["git", "nerve", "completion", "fish"], tasks.work).out
     comp = tasks.work.parent / "comp.fish"
     comp.write_text(script)
     env = {**os.environ, "XDG_CONFIG_HOME": str(tasks.work.parent / "fishcfg")}
-    proc = subprocess.run(["fish", "--no-config", "-c", f"source {comp}; complete -C 'git-worker sp'; "
+    proc = subprocess.run([fish, "--no-config", "-c", f"source {comp}; complete -C 'git-worker sp'; "
                            "complete -C 'git-worker approve '"],
                           cwd=tasks.work, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
