@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -215,6 +214,8 @@ def _copy_index(real: Path, copy: Path) -> None:
     the same size). A copy with a new mtime would make such an entry look settled and `add -A` would keep
     the old content. The mtime is read before the copy: if the index is replaced meanwhile, the copy is given
     an older mtime than its content's, which only makes more entries racy (hashed again), never fewer."""
+    import shutil  # here: it imports bz2 and lzma, which a reader never needs
+
     st = os.stat(real)
     shutil.copyfile(real, copy)
     os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
