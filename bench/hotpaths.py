@@ -10,11 +10,13 @@ In a worker's worktree of a fresh repository, runs interleaved (one of each per 
 3. ``git nerve mcp``: start the real server over stdio, send ``initialize``, time to its answer, against
    ``python -c pass`` (the SDK's answer recorded by a first start, as after any earlier run in the repository);
    the first start (no record yet) once, for scale
+4. the readers an orchestrator polls: ``git worker status --json`` and ``git worker conflicts --json`` (three
+   tasks, each with a commit its hook spooled), against ``python -c pass``
 
 Medians of wall time and of the child's CPU time (user + sys: less sensitive to a busy machine; none for the
 MCP server, ended once it answered) with their ratios to the floor. Goals: notes hook <= 10 ms, heartbeat <= 3 x python -c pass, initialize <= 300 ms.
 
-    .venv/bin/python bench/hotpaths.py [--runs 20]
+    .venv/bin/python bench/hotpaths.py [--runs 20] [--only status,conflicts]
 """
 
 from __future__ import annotations
@@ -81,11 +83,17 @@ def setup(root: Path, env: dict) -> tuple[Path, Path, str]:
     subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True, env=env)
     subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "init"], cwd=work, check=True, env=env)
     subprocess.run([str(BIN / "git-nerve"), "init"], cwd=work, check=True, env=env, capture_output=True)
-    subprocess.run([str(BIN / "git-worker"), "spawn", "t1", "-d", "bench"], cwd=work, check=True, env=env,
-                   capture_output=True)
+    for task in ("t1", "t2", "t3"):
+        subprocess.run([str(BIN / "git-worker"), "spawn", task, "-d", "bench"], cwd=work, check=True, env=env,
+                       capture_output=True)
     shown = subprocess.run([str(BIN / "git-worker"), "show", "t1", "--json"], cwd=work, env=env, check=True,
                            capture_output=True, text=True).stdout
     wt = Path(json.loads(shown)["worker"]["worktree"])
+    for task in ("t1", "t2", "t3"):  # a commit each, through the hooks (spooled, ingested by the first reader)
+        tree = wt.parent / task
+        (tree / f"{task}.txt").write_text(task)
+        subprocess.run(["git", "add", "."], cwd=tree, check=True, env=env)
+        subprocess.run(["git", "commit", "-q", "-m", task], cwd=tree, check=True, env=env, capture_output=True)
     return work, wt, gate_command(wt)
 
 
@@ -110,6 +118,7 @@ def gate_command(wt: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--only", default="", help="comma-separated words: only the cases naming one (the floors always)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="nerve-bench-hot-") as tmp:
         root = Path(tmp)
@@ -120,6 +129,7 @@ def main() -> None:
         (root / "home").mkdir()
         work, wt, gate = setup(root, env)
         first_mcp = mcp_initialize(wt, env, finish=True)  # records the SDK's answer (and warms the bytecode)
+        run([str(BIN / "git-worker"), "status", "--json"], work, env)  # warms its bytecode
         cases = {
             "sh -c :": lambda: run(["/bin/sh", "-c", ":"], wt, env),
             "python -c pass": lambda: run([sys.executable, "-c", "pass"], wt, env),
@@ -128,7 +138,12 @@ def main() -> None:
                 [str(BIN / "git-nerve"), "notes", "--hook", "claude"], wt, env, PAYLOAD),
             "git worker heartbeat": lambda: run([str(BIN / "git-worker"), "heartbeat"], wt, env),
             "git nerve mcp: initialize answered": lambda: mcp_initialize(wt, env),
+            "git worker status --json": lambda: run([str(BIN / "git-worker"), "status", "--json"], work, env),
+            "git worker conflicts --json": lambda: run([str(BIN / "git-worker"), "conflicts", "--json"], work, env),
         }
+        words = [w for w in args.only.split(",") if w]
+        cases = {name: fn for name, fn in cases.items()
+                 if name in ("sh -c :", "python -c pass") or not words or any(w in name for w in words)}
         got: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
         for _ in range(args.runs):
             for name, fn in cases.items():

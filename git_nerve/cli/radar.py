@@ -38,12 +38,14 @@ def conflicts(refresh: bool, as_json: bool) -> None:
     background; without --refresh the last result is shown with its age.
     """
     from .. import clock
-    from ..radar import notify, scan
+    from ..radar import scan
     from ..worker.lifecycle import open_repo
 
     with open_repo(ingest=False) as repo:  # the pairs come from git and radar.json, not from the spooled commits
         result = scan.cached(repo.paths.common_dir)
         if refresh or result.at is None:
+            from ..radar import notify  # only a recompute tells anyone
+
             result = scan.recompute(repo)
             notify.tell(repo, result.new_conflicts, result.integration)
         from ..bus import workers

@@ -7,10 +7,10 @@ from __future__ import annotations
 from .common import echo, echo_json, warn
 
 
-def _repo(create: bool = True):
+def _repo(create: bool = True, bare: str = "run git-nerve"):
     from ..worker.lifecycle import open_repo
 
-    repo = open_repo(create=create)
+    repo = open_repo(create=create, bare=bare)
     repo.hook_installer = _install_missing_hooks  # spawn installs missing hooks through the front end's installer
     return repo
 

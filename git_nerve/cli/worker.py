@@ -89,8 +89,7 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
 
     ids.validate(task_id)  # before the bus is created: bad input leaves nothing behind
     ids.validate_description(description)
-    lifecycle.refuse_bare()  # before the bus is created
-    with _repo() as repo:
+    with _repo(bare="spawn workers") as repo:  # a bare repository is refused before the bus is created
         res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch, adopt=adopt,
                               wait=wait)
         for w in res.warnings:

@@ -26,10 +26,8 @@ sits beside the removal it guards, so a reviewer reads every way git-nerve can d
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import stat
 import time
 from pathlib import Path
@@ -95,6 +93,8 @@ def _key(kind: str, name: str) -> str:
 
 
 def _record_path(common: Path, kind: str, name: str) -> Path:
+    import hashlib  # here: a reader that imports this module (through the lifecycle) never calls it
+
     digest = hashlib.sha256(f"{kind}\0{_key(kind, name)}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
     return Path(common).joinpath(*OWNED_DIR) / f"{kind}-{digest}.json"
 
@@ -218,6 +218,8 @@ def _prove_admin(admin: Path, sc: Scope) -> str:
 
 
 def _rmtree(real: str) -> None:
+    import shutil  # here: it imports bz2 and lzma, which a reader never needs
+
     shutil.rmtree(real, ignore_errors=True)
 
 

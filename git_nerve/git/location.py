@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from ..errors import GitError, UsageError
 from . import cli
@@ -49,3 +50,18 @@ def common_dir(cwd, *, inherit_location: bool = False, timeout: float | None = N
     proc = cli.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=cwd, check=False,
                    inherit_location=inherit_location, timeout=timeout)
     return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def linked_git_dir(worktree) -> Path:
+    """The git dir of a worktree ``git worktree add`` made, from its ``.git`` file (``gitdir: <path>``, resolved
+    as git does) without a git process; anything else (a main worktree's ``.git`` directory) asks git."""
+    worktree = Path(worktree)
+    try:
+        text = (worktree / ".git").read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    if text.startswith("gitdir: "):
+        found = (worktree / text[len("gitdir: "):].strip()).resolve()  # an absolute path stays itself
+        if (found / "commondir").is_file() and (found / "HEAD").is_file():
+            return found
+    return Path(cli.out(["rev-parse", "--path-format=absolute", "--git-dir"], cwd=worktree))

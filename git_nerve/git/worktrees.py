@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -196,10 +195,10 @@ def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | 
         # Start from a copy of the worktree's own index when there is one: its stat data lets
         # `add -A` hash only what changed (a fresh index rehashes every file). The tree that
         # results is the work tree's either way.
-        real_index = tmp_index.parent.parent / "index"
         try:
-            shutil.copyfile(real_index, tmp_index)
+            _copy_index(tmp_index.parent.parent / "index", tmp_index)
         except OSError:
+            tmp_index.unlink(missing_ok=True)
             cli.run(["read-tree", parent], cwd=worktree, env=env)
         cli.run(["add", "-A", "--", "."], cwd=worktree, env=env)
         tree = cli.out(["write-tree"], cwd=worktree, env=env)
@@ -207,6 +206,19 @@ def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | 
         return ident.commit_tree([tree, *parent_args, "-m", message], cwd=worktree, env=env)
     finally:
         tmp_index.unlink(missing_ok=True)
+
+
+def _copy_index(real: Path, copy: Path) -> None:
+    """``real`` copied with its mtime. Git trusts an entry whose stat data matches the file unless the entry
+    is *racy*: not older than the index file itself (a file changed in the second the index was written, with
+    the same size). A copy with a new mtime would make such an entry look settled and `add -A` would keep
+    the old content. The mtime is read before the copy: if the index is replaced meanwhile, the copy is given
+    an older mtime than its content's, which only makes more entries racy (hashed again), never fewer."""
+    import shutil  # here: it imports bz2 and lzma, which a reader never needs
+
+    st = os.stat(real)
+    shutil.copyfile(real, copy)
+    os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def root_snapshot(worktree: Path, message: str) -> str:

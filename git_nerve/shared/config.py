@@ -13,14 +13,12 @@ A machine's name: ``git config nerve.machine``, else the host name.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import nerve_toml
 from ..errors import UsageError
 from ..git import config as gitconfig
-from . import records
 
 BACKENDS = ("local", "git")
 
@@ -70,6 +68,10 @@ def load(common_dir: Path) -> SharedConfig:
 
 def machine(cwd) -> str:
     """This machine's name: ``git config nerve.machine``, else the host name (made fit for a ref name)."""
+    import socket  # here: only shared mode names the machine (`status` of a one-machine repository never does)
+
+    from . import records
+
     configured = _git_config(cwd, "nerve.machine")
     if configured:
         if not records.valid_machine(configured):

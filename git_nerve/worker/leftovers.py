@@ -36,18 +36,36 @@ def kept_lock_line(path: Path | str) -> str:
 
 
 def _candidate_locks(common: Path) -> list[tuple[Path, str | None]]:
-    """(lock file, the git dir whose worktree it belongs to; None: shared by the whole repository)."""
-    main = os.path.realpath(common)
-    found: list[tuple[Path, str | None]] = [(common / n, main) for n in WORKTREE_LOCKS]
-    found += [(common / n, None) for n in SHARED_LOCKS]
-    admin_root = common / "worktrees"
-    if admin_root.is_dir():
-        for admin in admin_root.iterdir():
-            found += [(admin / n, os.path.realpath(admin)) for n in WORKTREE_LOCKS]
-    refs_dir = common / "refs"
-    if refs_dir.is_dir():
-        found += [(p, None) for p in refs_dir.rglob("*.lock")]
-    return [(p, scope) for p, scope in found if p.is_file() and not p.is_symlink()]
+    """(lock file, the git dir whose worktree it belongs to; None: shared by the whole repository).
+    Every command looks (spawn, start, done, ...): a real path is made only for a lock file that is there."""
+    found = _worktree_locks(os.fspath(common))
+    found += [(path, None) for n in SHARED_LOCKS if _is_file(path := common / n)]
+    for admin in _admin_dirs(common):
+        found += _worktree_locks(admin)
+    for top, _dirs, files in os.walk(common / "refs"):  # symlinked directories are not followed
+        found += [(path, None) for f in files if f.endswith(".lock") and _is_file(path := Path(top) / f)]
+    return found
+
+
+def _worktree_locks(git_dir: str) -> list[tuple[Path, str | None]]:
+    try:
+        here = set(os.listdir(git_dir))  # one listing instead of a stat per lock name
+    except OSError:
+        return []
+    return [(path, os.path.realpath(git_dir)) for n in WORKTREE_LOCKS
+            if n.split("/", 1)[0] in here and _is_file(path := Path(git_dir) / n)]
+
+
+def _admin_dirs(common: Path) -> list[str]:
+    try:
+        with os.scandir(common / "worktrees") as entries:
+            return [e.path for e in entries]
+    except OSError:
+        return []
+
+
+def _is_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
 
 
 def _ident(path: Path) -> tuple[int, int, int] | None:

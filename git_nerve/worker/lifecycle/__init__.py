@@ -26,27 +26,65 @@ its modules, lowest first:
 * :mod:`.cleanup`: the one cleanup of a task (merge and ``cancel --cleanup``).
 * :mod:`.merge`: ``merge``, ``unfinished_cleanups``.
 * :mod:`.cancel`: ``cancel``, ``retry``, ``show``.
+
+Only :mod:`.repo` is imported with the package: a reader (``status``, ``conflicts``, the radar) opens the
+repository and nothing else, and importing every verb cost it more than starting Python. The other names are
+imported on first use (module ``__getattr__``); ``lifecycle.spawn``, ``.merge`` and ``.cancel`` stay the
+functions even once their modules (of the same names) are imported.
 """
 
 from __future__ import annotations
 
-from ..locking import fetch_branches, task_lock
-from ..transitions import get
-from .cancel import CancelResult, cancel, retry, show
-from .check import check_combination, parse_check
-from .merge import MERGE_ATTEMPTS, MergeResult, merge, unfinished_cleanups
-from .advance import FF_MARKER
+import importlib
+import sys
+import types
+
 from .repo import Repo, door_scope, integration_ref, open_repo, refuse_bare, repair_leftovers
-from .review import approve, request_changes
-from .spawn import SpawnResult, spawn
-from .work import REBASE_STEPS, DoneResult, done, fail, heartbeat, start
-from .worktree import follow_moved_worktree
 
 __all__ = [
     "Repo", "open_repo", "spawn", "start", "done", "fail", "approve", "request_changes", "merge", "cancel",
     "retry", "show", "heartbeat", "SpawnResult", "DoneResult", "MergeResult", "CancelResult",
 ]
 
-#: the other names modules, tests and benchmarks import from here (kept importable as before the split)
-_ALSO = (fetch_branches, task_lock, get, check_combination, parse_check, MERGE_ATTEMPTS, unfinished_cleanups,
-         FF_MARKER, door_scope, integration_ref, refuse_bare, repair_leftovers, REBASE_STEPS, follow_moved_worktree)
+#: every other name modules, tests and benchmarks import from here, and the module (relative to this package)
+#: that defines it, imported on first use
+_LAZY = {
+    "fetch_branches": "..locking", "task_lock": "..locking", "get": "..transitions",
+    "CancelResult": ".cancel", "cancel": ".cancel", "retry": ".cancel", "show": ".cancel",
+    "check_combination": ".check", "parse_check": ".check",
+    "MERGE_ATTEMPTS": ".merge", "MergeResult": ".merge", "merge": ".merge", "unfinished_cleanups": ".merge",
+    "FF_MARKER": ".advance",
+    "approve": ".review", "request_changes": ".review",
+    "SpawnResult": ".spawn", "spawn": ".spawn",
+    "REBASE_STEPS": ".work", "DoneResult": ".work", "done": ".work", "fail": ".work", "heartbeat": ".work",
+    "start": ".work",
+    "follow_moved_worktree": ".worktree",
+}
+#: the verbs named like the module that defines them
+_VERB_MODULES = frozenset(name for name, where in _LAZY.items() if where == f".{name}")
+
+
+def __getattr__(name: str):
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+class _Package(types.ModuleType):
+    """Importing a submodule sets the package's attribute of its name: for ``spawn``, ``merge`` and ``cancel``
+    the package keeps the verb there instead (as when every verb was imported with the package)."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _VERB_MODULES and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

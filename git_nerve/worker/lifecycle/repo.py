@@ -80,12 +80,14 @@ def refuse_bare(cwd: str | os.PathLike[str] | None = None) -> None:
         gitconfig.refuse_bare(gitconfig.read(paths.common_dir), None, "spawn workers")
 
 
-def open_repo(cwd: str | os.PathLike[str] | None = None, *, create: bool = True, ingest: bool = True) -> Repo:
+def open_repo(cwd: str | os.PathLike[str] | None = None, *, create: bool = True, ingest: bool = True,
+              bare: str = "run git-nerve") -> Repo:
     """``ingest=False``: for a reader whose answer does not depend on the commits the hooks spooled (the
-    radar's pairs): it does not wait for the bus's write lock to record them."""
+    radar's pairs): it does not wait for the bus's write lock to record them. ``bare``: what a bare repository
+    refuses to do (the message; ``spawn workers`` for spawn)."""
     paths = discover(cwd)
     if paths.toplevel is None:  # a bare repository is a remote: refused before anything is read or made there
-        gitconfig.refuse_bare(gitconfig.read(paths.common_dir), None, "run git-nerve")
+        gitconfig.refuse_bare(gitconfig.read(paths.common_dir), None, bare)
     return Repo(paths, Bus(paths.bus_path, create=create, ingest=ingest))
 
 

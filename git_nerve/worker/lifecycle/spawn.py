@@ -13,7 +13,7 @@ from ...bus import messages, workers
 from ...context import WorkerContext
 from ...context import write as write_ctx
 from ...errors import GitError, InvalidTransition, UsageError
-from ...git import destroy, refs, worktrees
+from ...git import destroy, location, refs, worktrees
 from ...git import config as gitconfig
 from ...git import remote as gitremote
 from ...locks import hold
@@ -167,7 +167,11 @@ def _spawn_base(repo: Repo, from_ref: str | None, *, fetch: bool) -> tuple[str, 
         if base_sha is None:
             raise UsageError(f"--from {from_ref!r} does not name a commit")
     else:
-        if refs.resolve(cwd, "HEAD") is None and not refs.exists(cwd, f"refs/heads/{settings.integration}"):
+        local = f"refs/heads/{settings.integration}"
+        tip = None if settings.remote else refs.resolve(cwd, local)
+        if tip is not None:  # no remote: one rev-parse answers what the three below would ask
+            return local, tip
+        if refs.resolve(cwd, "HEAD") is None and not refs.exists(cwd, local):
             raise GitError("the repository has no commits yet; make a first commit before spawning workers")
         base_ref = integration_ref(repo, settings.integration, fetch=fetch)
         base_sha = _require_tip(cwd, base_ref, "integration branch")
@@ -230,7 +234,7 @@ def _record_spawn(repo: Repo, task_id: str, branch: str, path: Path, base_ref: s
     the other spawn's row) when a concurrent spawn of the same task won (then nothing of ours is taken back)."""
     ts = clock.now()
     write_ctx(
-        worktrees.git_dir_of(path),
+        location.linked_git_dir(path),
         WorkerContext(task_id=task_id, branch=branch, worktree=str(path), created_at=clock.iso(ts) or "", description=description),
     )
     faults.point("spawn.after-ctx")
