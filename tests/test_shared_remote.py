@@ -452,6 +452,10 @@ def test_a_machine_back_after_a_takeover_is_fenced_off(tmp_path):
     assert build.git(one, "show", "refs/nerve/archive/dirty:dirty.txt") == "one's uncommitted edit"
     assert build.git(one, "show", "refs/nerve/archive/dirty:new.txt") == "one's untracked file"
     assert (wt / "dirty.txt").read_text() == "one's uncommitted edit\n"  # nothing removed: the worktree as it was
+    pushed = subprocess.run(["git", "push", "origin", "feat/pushy"], cwd=Path(_local_row(one, "pushy").worktree),
+                            capture_output=True, text=True)  # its agent's own push: the pre-push hook refuses it
+    assert pushed.returncode != 0 and "push refused: task pushy was taken over by machine two" in pushed.stderr
+    assert build.git(bare, "branch", "--list", "feat/pushy") == ""
     for verb in (["worker", "cancel", "dirty"], ["worker", "retry", "dirty"], ["worker", "start", "--task", "dirty"]):
         proc = ss.run(verb, one)
         assert proc.returncode == 8 and "held by machine two" in proc.stderr, (verb, proc.stderr)

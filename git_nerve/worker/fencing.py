@@ -18,7 +18,8 @@ each such task with a live row here (ASSIGNED, WORKING, CONFLICTED, IN_REVIEW, A
 
 From then on every verb of the task here is refused with exit 8 naming the holder (:func:`refuse_fenced`,
 called by ``transitions.get`` and before every transition), and so are done's and merge's pushes, which carry
-the claim.
+the claim; the pre-push hook refuses a plain push from the task's worktree (``hooks/pre_push.py``, from the
+cache).
 """
 
 from __future__ import annotations
