@@ -462,7 +462,16 @@ def test_a_machine_back_after_a_takeover_is_fenced_off(tmp_path):
     assert [r["owner"] for r in _chain(bare, "dirty")][-1] == "two" and _chain(bare, "dirty")[-1]["state"] == "ASSIGNED"
     rows = {r["task_id"]: r for r in json.loads(ss.ok(["worker", "status", "--json"], one).stdout)}
     assert (rows["dirty"]["state"], rows["dirty"]["machine"], rows["dirty"]["fenced"]) == ("ASSIGNED", "two", "FAILED")
+    line = next(ln for ln in ss.ok(["worker", "status"], one).stdout.splitlines() if ln.startswith("dirty "))
+    assert line.split()[1:3] == ["ASSIGNED", "two"] and line.endswith("(fenced off here: FAILED)")
     ss.ok(["worker", "start", "--task", "dirty"], two)  # the new holder goes on
+    ss.ok(["nerve", "sync"], one)
+    time.sleep(2.5)  # two goes silent in turn: one may not take the task back onto its fenced row (not yet)
+    before = _chain(bare, "dirty")
+    proc = ss.run(["worker", "takeover", "dirty"], one)
+    assert proc.returncode == 3 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "this machine has an earlier row of dirty (FAILED" in proc.stderr and "nothing changed here" in proc.stderr
+    assert _chain(bare, "dirty") == before  # the claim stays two's, for another machine to take
 
 
 def test_automatic_takeover_races_have_one_winner_and_spare_working_tasks(tmp_path):

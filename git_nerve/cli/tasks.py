@@ -144,7 +144,7 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float) -
         desc = clean_line(((w.description if w else "").splitlines() or [""])[0])[:40]
         shown = style(f"{r['state']:<11}", fg=colors.get(r["state"]))
         echo(f"{r['task_id']:<24} {shown} {r['machine']:<16} {(r['branch'] or '-'):<28} {hb:<10} {desc}"
-             + (" STALE" if r["stale"] else ""))
+             + (" STALE" if r["stale"] else "") + (f" (fenced off here: {r['fenced']})" if r.get("fenced") else ""))
 
 
 def show_elsewhere(bus, task_id: str, as_json: bool) -> bool:

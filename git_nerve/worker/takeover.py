@@ -8,7 +8,8 @@ the setting names (:func:`auto_takeover`)."""
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from ..bus import workers
+from ..errors import InvalidTransition, UsageError
 from ..git import remote as gitremote
 from .lifecycle import Repo, SpawnResult, spawn
 
@@ -25,11 +26,24 @@ def takeover(repo: Repo, task_id: str) -> tuple[str, SpawnResult]:
 
 
 def _take(repo: Repo, state, task_id: str) -> tuple[str, SpawnResult]:
+    _refuse_earlier_row(repo, task_id)  # before the claim moves: a refusal leaves it to the other machines
     before = state.take(repo.bus, task_id)
     remote = repo.settings.remote
     branch = f"{repo.settings.branch_prefix}{task_id}"
     on_remote = bool(remote) and gitremote.has_branch(repo.cwd, remote, branch)
     return before, spawn(repo, task_id, description=f"taken over ({before})", adopt=on_remote)
+
+
+def _refuse_earlier_row(repo: Repo, task_id: str) -> None:
+    """InvalidTransition when this machine still has a row of ``task_id`` from before (it held the task and was
+    fenced off, worker/fencing.py): spawning it again here would meet that row, and its local branch may lack what
+    the later holder pushed. Taking a task back onto the machine fenced off from it is not there yet."""
+    w = workers.get(repo.bus.conn, task_id)
+    if w is not None and w.state != "COMPLETED":
+        raise InvalidTransition(
+            f"this machine has an earlier row of {task_id} ({w.state}: it held the task and was fenced off); its work "
+            f"here is under refs/nerve/archive/{task_id}. Taking a task back onto a machine fenced off from it is not "
+            "supported yet: take it over from another machine; nothing changed here")
 
 
 def auto_takeover(repo: Repo, *, say=None) -> list[dict]:
@@ -47,6 +61,8 @@ def auto_takeover(repo: Repo, *, say=None) -> list[dict]:
         return []
     taken = []
     for task_id in state.takeable(repo.bus):
+        if workers.get(repo.bus.conn, task_id) is not None:
+            continue  # fenced off from it earlier (see _refuse_earlier_row): left to the other machines
         c = cache.claim(repo.bus.conn, task_id)
         try:
             before, _res = _take(repo, state, task_id)
