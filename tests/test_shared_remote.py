@@ -436,8 +436,14 @@ def test_a_machine_back_after_a_takeover_is_fenced_off(tmp_path):
     assert "fenced: task pushy was taken over by machine two" in proc.stderr
     assert build.git(bare, "branch", "--list", "feat/pushy") == ""  # its branch never landed
     assert _local_row(one, "pushy").state == "FAILED" and _local_row(one, "dirty").state == "WORKING"
-    # its sync learns the rest from the claim chain
-    proc = ss.ok(["nerve", "sync"], one)
+    # a sync learns the rest from the claim chain (the background one only fills the cache); the agent's next
+    # heartbeat fences the task off and is refused
+    from git_nerve.shared.status import run_sync
+
+    run_sync(one)
+    assert _local_row(one, "dirty").state == "WORKING"
+    proc = ss.run(["worker", "heartbeat", "--task", "dirty"], one)
+    assert proc.returncode == 8 and "task dirty is held by machine two (ASSIGNED)" in proc.stderr.splitlines()[-1]
     assert "fenced: task dirty was taken over by machine two" in proc.stderr
     for task in ("pushy", "dirty"):
         row = _local_row(one, task)

@@ -2,8 +2,9 @@
 
 It learns it from the claim chain, as the bus's cache last saw it (:func:`git_nerve.bus.shared.held_elsewhere`):
 after a `git nerve sync`, after a compare-and-set of its own that the remote refused (the claim is fetched
-then), and at the start of every `git worker` command (``cli/tasks._repo``; the background sync only fills the
-cache: it runs below this floor, so the next command fences). For
+then), at the start of every `git worker` command (``cli/tasks._repo``) and at each `git worker heartbeat` of
+the task (its fast path: one query of the cache; the background sync only fills the cache, it runs below this
+floor, so the next command or heartbeat fences). For
 each such task with a live row here (ASSIGNED, WORKING, CONFLICTED, IN_REVIEW, APPROVED), in this order:
 
 1. its running agent is asked to stop, through the steer path every stop takes (a ``stop`` in the task's inbox
