@@ -79,18 +79,22 @@ def claim(conn: sqlite3.Connection, task_id: str) -> Claim | None:
 MACHINE = "machine"
 
 
-def held_elsewhere(conn: sqlite3.Connection, machine: str | None = None) -> list[tuple[str, str, str, str]]:
+def held_elsewhere(conn: sqlite3.Connection, machine: str | None = None, *,
+                   task_id: str | None = None) -> list[tuple[str, str, str, str]]:
     """(task, its local state, the machine holding it, the claim's state) of every task this machine has a row of
     while its claim, as last seen, is held by another machine (``machine``: this one, else the name the last
-    sync or claim wrote): the tasks to fence off (:mod:`git_nerve.worker.fencing`)."""
+    sync or claim wrote): the tasks to fence off (:mod:`git_nerve.worker.fencing`). ``task_id``: that task only
+    (any spelling of its id; the heartbeat's one lookup)."""
     if not _has_tables(conn):
         return []
     machine = machine if machine is not None else get_meta(conn, MACHINE)
     if not machine:
         return []
-    return [tuple(r) for r in conn.execute(
-        "SELECT w.task_id, w.state, c.owner, c.state FROM workers w JOIN shared_claims c ON c.task_id = w.task_id "
-        "WHERE c.owner != ? ORDER BY w.task_id", (machine,))]
+    sql = ("SELECT w.task_id, w.state, c.owner, c.state FROM workers w JOIN shared_claims c ON c.task_id = w.task_id "
+           "WHERE c.owner != ?")
+    if task_id is not None:
+        return [tuple(r) for r in conn.execute(sql + " AND w.task_key = ?", (machine, task_id.casefold()))]
+    return [tuple(r) for r in conn.execute(sql + " ORDER BY w.task_id", (machine,))]
 
 
 def add_events(conn: sqlite3.Connection, events: list[dict]) -> int:

@@ -88,8 +88,8 @@ def conflict_block_reason(path: str, commit: str, *, at_tip: bool, integration: 
 def _taken_over(where: Where, task_id: str) -> str | None:
     """The machine holding ``task_id`` when the shared cache says another machine took it over from this one."""
     with open_bus(where.common_dir, ingest=False) as bus:
-        return next((holder for task, _state, holder, _claimed in shared_cache.held_elsewhere(bus.conn)
-                     if task.casefold() == task_id.casefold()), None)
+        return next((holder for _task, _state, holder, _claimed in shared_cache.held_elsewhere(bus.conn, task_id=task_id)),
+                    None)
 
 
 def _push_heartbeat(where: Where, task_id: str) -> workers.Worker | None:

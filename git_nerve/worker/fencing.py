@@ -131,16 +131,14 @@ def _fence(site, bus: Bus, task_id: str, holder: str) -> Fenced | None:
 def refuse_fenced(bus: Bus, task_id: str) -> None:
     """HeldElsewhere (exit 8) naming the holder when this machine has a row of ``task_id`` but the claim, as last
     seen, is another machine's (after fencing it, when that had not happened yet). Nothing without shared mode."""
-    row = next((r for r in cache.held_elsewhere(bus.conn) if r[0].casefold() == task_id.casefold()), None)
-    if row is None:
+    if not cache.held_elsewhere(bus.conn, task_id=task_id):
         return
     from .. import shared
 
     state = shared.for_bus(bus)
     if not state.active:
         return
-    row = next((r for r in cache.held_elsewhere(bus.conn, state.config.machine)
-                if r[0].casefold() == task_id.casefold()), None)
+    row = next(iter(cache.held_elsewhere(bus.conn, state.config.machine, task_id=task_id)), None)
     if row is None:
         return
     if row[1] in LIVE:

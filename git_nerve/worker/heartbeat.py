@@ -47,7 +47,7 @@ def _refuse_taken_over(bus: Bus, task_id: str) -> None:
     the agent beating for it learns at once."""
     from ..bus import shared as cache
 
-    if any(row[0].casefold() == task_id.casefold() for row in cache.held_elsewhere(bus.conn)):
+    if cache.held_elsewhere(bus.conn, task_id=task_id):
         from .fencing import refuse_fenced  # only then: the fence needs git (the archive)
 
         refuse_fenced(bus, task_id)
