@@ -84,7 +84,8 @@ def ok(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
-def team(root: Path, url: str, machines: list[str], *, init: bool = True, lease: float | None = None) -> list[Path]:
+def team(root: Path, url: str, machines: list[str], *, init: bool = True, lease: float | None = None,
+         shared: str = "") -> list[Path]:
     """Clones of ``url``, the first turning shared mode on (its nerve.toml committed and pushed), every one
     initialised (``init=False``: the others only cloned after that, as a benchmark needs them)."""
     works = [clone(root, url, m) for m in machines[:1]]
@@ -93,6 +94,9 @@ def team(root: Path, url: str, machines: list[str], *, init: bool = True, lease:
     if lease is not None:  # [shared] is the file's last table
         with open(first / "nerve.toml", "a", encoding="utf-8") as f:
             f.write(f"lease = {lease}\n")
+    if shared:  # more lines of [shared] (``takeover = "idle"``)
+        with open(first / "nerve.toml", "a", encoding="utf-8") as f:
+            f.write(shared)
     build.git(first, "add", "nerve.toml")
     build.git(first, "commit", "-q", "-m", "git-nerve: shared mode")
     build.git(first, "push", "-q", "origin", "HEAD:main")

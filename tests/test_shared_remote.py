@@ -327,7 +327,7 @@ def test_takeover_after_the_lease_and_the_old_holder_is_fenced(tmp_path):
     assert proc.returncode == 8 and "held by machine two" in proc.stderr
     proc = ss.run(["worker", "request-changes", "t"], one)  # the old holder comes back: fenced off
     assert proc.returncode == 8 and "task t is held by machine two" in proc.stderr
-    assert _local_row(one, "t").state == "IN_REVIEW" and _chain(bare, "t")[-1]["owner"] == "two"
+    assert _local_row(one, "t").state == "FAILED" and _chain(bare, "t")[-1]["owner"] == "two"  # fenced off here
     ss.ok(["worker", "start", "--task", "t"], two)
 
 
@@ -401,3 +401,143 @@ def test_credentials_in_the_remote_url_reach_neither_the_bus_nor_the_output(tmp_
     with ss.bus(one) as b:
         dump = "\n".join(b.conn.iterdump())
     assert "s3cr3t" not in dump and "remote unreachable since" in ss.ok(["worker", "status"], one).stdout
+
+
+def _stops(work: Path, task: str) -> list[str]:
+    from git_nerve.bus import steer
+
+    with ss.bus(work) as b:
+        return [m.text for m in steer.about_task(b.conn, task, all_since=None) if m.kind == "stop"]
+
+
+def test_a_machine_back_after_a_takeover_is_fenced_off(tmp_path):
+    """`one` holds two tasks, goes silent past its lease, `two` takes both over. `one` comes back: through a
+    refused `done` (its claim lost on the remote) and through `git nerve sync`, each task's run is asked to stop,
+    its unpushed commits and uncommitted files are on one's archive ref, its row is FAILED here, and every verb
+    of it is refused with exit 8 naming two."""
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"], lease=2)
+    for task in ("pushy", "dirty"):
+        ss.ok(["worker", "spawn", task], one)
+        ss.ok(["worker", "start", "--task", task], one)
+        build.commit_file(Path(_local_row(one, task).worktree), f"{task}.txt", "one's unpushed work\n")
+    wt = Path(_local_row(one, "dirty").worktree)
+    (wt / "dirty.txt").write_text("one's uncommitted edit\n")
+    (wt / "new.txt").write_text("one's untracked file\n")
+    unpushed = {t: build.git(one, "rev-parse", f"feat/{t}") for t in ("pushy", "dirty")}
+    ss.ok(["nerve", "sync"], one)  # then `one` goes silent
+    ss.ok(["nerve", "sync"], two)
+    time.sleep(2.5)
+    for task in ("pushy", "dirty"):
+        ss.ok(["worker", "takeover", task], two)
+    # one is back: its `done` of pushy loses the claim on the remote, learns the holder, fences pushy off
+    proc = ss.run(["worker", "done", "--task", "pushy"], one)
+    assert proc.returncode == 8 and "task pushy is held by machine two" in proc.stderr.splitlines()[-1]
+    assert "fenced: task pushy was taken over by machine two" in proc.stderr
+    assert build.git(bare, "branch", "--list", "feat/pushy") == ""  # its branch never landed
+    assert _local_row(one, "pushy").state == "FAILED" and _local_row(one, "dirty").state == "WORKING"
+    # a sync learns the rest from the claim chain (the background one only fills the cache); the agent's next
+    # heartbeat fences the task off and is refused
+    from git_nerve.shared.status import run_sync
+
+    run_sync(one)
+    assert _local_row(one, "dirty").state == "WORKING"
+    proc = ss.run(["worker", "heartbeat", "--task", "dirty"], one)
+    assert proc.returncode == 8 and "task dirty is held by machine two (ASSIGNED)" in proc.stderr.splitlines()[-1]
+    assert "fenced: task dirty was taken over by machine two" in proc.stderr
+    for task in ("pushy", "dirty"):
+        row = _local_row(one, task)
+        assert row.state == "FAILED"
+        archive = f"refs/nerve/archive/{task}"
+        build.git(one, "merge-base", "--is-ancestor", unpushed[task], archive)  # its commits are kept
+        assert _stops(one, task) == ["stop: taken over by machine two"]  # its run was asked to stop
+        proc = ss.run(["worker", "done", "--task", task], one)
+        assert proc.returncode == 8 and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert f"task {task} is held by machine two (ASSIGNED)" in proc.stderr
+        assert build.git(bare, "branch", "--list", f"feat/{task}") == ""
+    assert build.git(one, "show", "refs/nerve/archive/dirty:dirty.txt") == "one's uncommitted edit"
+    assert build.git(one, "show", "refs/nerve/archive/dirty:new.txt") == "one's untracked file"
+    assert (wt / "dirty.txt").read_text() == "one's uncommitted edit\n"  # nothing removed: the worktree as it was
+    pushed = subprocess.run(["git", "push", "origin", "feat/pushy"], cwd=Path(_local_row(one, "pushy").worktree),
+                            capture_output=True, text=True)  # its agent's own push: the pre-push hook refuses it
+    assert pushed.returncode != 0 and "push refused: task pushy was taken over by machine two" in pushed.stderr
+    assert build.git(bare, "branch", "--list", "feat/pushy") == ""
+    for verb in (["worker", "cancel", "dirty"], ["worker", "retry", "dirty"], ["worker", "start", "--task", "dirty"]):
+        proc = ss.run(verb, one)
+        assert proc.returncode == 8 and "held by machine two" in proc.stderr, (verb, proc.stderr)
+    assert [r["owner"] for r in _chain(bare, "dirty")][-1] == "two" and _chain(bare, "dirty")[-1]["state"] == "ASSIGNED"
+    rows = {r["task_id"]: r for r in json.loads(ss.ok(["worker", "status", "--json"], one).stdout)}
+    assert (rows["dirty"]["state"], rows["dirty"]["machine"], rows["dirty"]["fenced"]) == ("ASSIGNED", "two", "FAILED")
+    line = next(ln for ln in ss.ok(["worker", "status"], one).stdout.splitlines() if ln.startswith("dirty "))
+    assert line.split()[1:3] == ["ASSIGNED", "two"] and line.endswith("(fenced off here: FAILED)")
+    ss.ok(["worker", "start", "--task", "dirty"], two)  # the new holder goes on
+    ss.ok(["nerve", "sync"], one)
+    time.sleep(2.5)  # two goes silent in turn: one may not take the task back onto its fenced row (not yet)
+    before = _chain(bare, "dirty")
+    proc = ss.run(["worker", "takeover", "dirty"], one)
+    assert proc.returncode == 3 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "this machine has an earlier row of dirty (FAILED" in proc.stderr and "nothing changed here" in proc.stderr
+    assert _chain(bare, "dirty") == before  # the claim stays two's, for another machine to take
+
+
+def test_automatic_takeover_races_have_one_winner_and_spare_working_tasks(tmp_path):
+    """``[shared] takeover = "idle"``: once `one`'s lease ran out, `two` and `three` syncing at the same moment
+    each try to take its idle tasks; every task ends with exactly one new holder (its claim chain: one record
+    more, never taken back), the task it is spawned on that machine only, and a WORKING task stays one's."""
+    bare = ss.origin(tmp_path)
+    one, two, three = ss.team(tmp_path, str(bare), ["one", "two", "three"], lease=2, shared='takeover = "idle"\n')
+    idle = ["a", "b", "c"]
+    for task in [*idle, "w"]:
+        ss.ok(["worker", "spawn", task], one)
+    ss.ok(["worker", "start", "--task", "w"], one)
+    ss.ok(["nerve", "sync"], one)  # then `one` goes silent
+    for w in (two, three):
+        assert json.loads(ss.ok(["nerve", "sync", "--json"], w).stdout)["taken_over"] == []  # the lease holds
+    time.sleep(2.5)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reports = [json.loads(p.stdout) for p in pool.map(lambda w: ss.ok(["nerve", "sync", "--json"], w), [two, three])]
+    taken = {m: [t["task"] for t in r["taken_over"]] for m, r in zip(["two", "three"], reports)}
+    assert sorted(taken["two"] + taken["three"]) == idle, taken  # each task once
+    for task in idle:
+        winner = "two" if task in taken["two"] else "three"
+        chain = _chain(bare, task)
+        assert [(r["owner"], r["verb"]) for r in chain] == [("one", "spawn"), (winner, "takeover")]
+        assert _local_row(two if winner == "two" else three, task).state == "ASSIGNED"
+        assert _local_row(three if winner == "two" else two, task) is None
+    assert [r["owner"] for r in _chain(bare, "w")] == ["one", "one"]  # WORKING: nobody's to take under "idle"
+    for w in (two, three):  # and nothing more on the next syncs
+        assert json.loads(ss.ok(["nerve", "sync", "--json"], w).stdout)["taken_over"] == []
+    report = json.loads(ss.ok(["nerve", "sync", "--json"], one).stdout)  # one comes back: fenced off
+    assert sorted(report["fenced"]) == idle and _local_row(one, "w").state == "WORKING"
+
+
+def test_a_takeover_setting_that_is_not_known_is_refused(tmp_path):
+    bare = ss.origin(tmp_path)
+    (one,) = ss.team(tmp_path, str(bare), ["one"], shared='takeover = "always"\n')
+    proc = ss.run(["nerve", "sync"], one)
+    assert proc.returncode != 0 and len(proc.stderr.splitlines()) == 1
+    assert "takeover = 'always' is not one of manual, idle, auto" in proc.stderr
+
+
+def test_review_verbs_of_another_machines_task_say_where_to_run_them(tmp_path):
+    """approve, request-changes and merge of a task another machine holds are refused here with one line naming
+    the machine and the command to run there (a review moves the holder's row and its agent's thread, a merge
+    its worktree and branch); the claim does not move."""
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"])
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    build.commit_file(Path(_local_row(one, "t").worktree), "t.txt", "work\n")
+    ss.ok(["worker", "done", "--task", "t"], one)
+    ss.ok(["nerve", "sync"], two)
+    for args, command in ((["worker", "approve", "t", "--comment", "fine"], "approve"),
+                          (["worker", "request-changes", "t", "--comment", "more"], "request-changes"),
+                          (["worker", "merge", "t"], "merge")):
+        proc = ss.run(args, two)
+        assert proc.returncode == 8 and len(proc.stderr.splitlines()) == 1, (args, proc.stderr)
+        assert (f"task t is held by machine one (IN_REVIEW when this machine last synced): run `git worker {command} t` "
+                "on machine one") in proc.stderr
+    assert [r["state"] for r in _chain(bare, "t")] == ["ASSIGNED", "WORKING", "IN_REVIEW"]
+    assert _local_row(two, "t") is None
+    ss.ok(["worker", "approve", "t"], one)  # where it is run on the holder, it goes through
+    assert _chain(bare, "t")[-1]["state"] == "APPROVED"

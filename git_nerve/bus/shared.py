@@ -75,6 +75,28 @@ def claim(conn: sqlite3.Connection, task_id: str) -> Claim | None:
     return Claim(*r) if r else None
 
 
+#: the meta key naming this machine (written by every sync and claim): what :func:`held_elsewhere` compares with
+MACHINE = "machine"
+
+
+def held_elsewhere(conn: sqlite3.Connection, machine: str | None = None, *,
+                   task_id: str | None = None) -> list[tuple[str, str, str, str]]:
+    """(task, its local state, the machine holding it, the claim's state) of every task this machine has a row of
+    while its claim, as last seen, is held by another machine (``machine``: this one, else the name the last
+    sync or claim wrote): the tasks to fence off (:mod:`git_nerve.worker.fencing`). ``task_id``: that task only
+    (any spelling of its id; the heartbeat's one lookup)."""
+    if not _has_tables(conn):
+        return []
+    machine = machine if machine is not None else get_meta(conn, MACHINE)
+    if not machine:
+        return []
+    sql = ("SELECT w.task_id, w.state, c.owner, c.state FROM workers w JOIN shared_claims c ON c.task_id = w.task_id "
+           "WHERE c.owner != ?")
+    if task_id is not None:
+        return [tuple(r) for r in conn.execute(sql + " AND w.task_key = ?", (machine, task_id.casefold()))]
+    return [tuple(r) for r in conn.execute(sql + " ORDER BY w.task_id", (machine,))]
+
+
 def add_events(conn: sqlite3.Connection, events: list[dict]) -> int:
     """Insert events not seen before (keyed by event id); how many were new."""
     before = conn.total_changes

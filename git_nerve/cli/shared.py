@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import CONTEXT_SETTINGS, echo, echo_json
+from .common import CONTEXT_SETTINGS, echo, echo_json, warn
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -19,12 +19,22 @@ def sync(rebuild: bool, as_json: bool) -> None:
     from ..shared.status import run_sync
 
     report = run_sync(rebuild=rebuild)
+    if report["backend"] != "local":  # tasks of this machine another one took over are fenced off on opening
+        from ..worker.takeover import auto_takeover
+        from .tasks import _repo_fenced
+
+        repo, fenced = _repo_fenced()
+        with repo:
+            report["fenced"] = [f.task_id for f in fenced]
+            report["taken_over"] = auto_takeover(repo, say=warn)  # [shared] takeover = "idle" / "auto"
     if as_json:
         echo_json(report)
         return
     if report["backend"] == "local":
         echo("not in shared mode (nothing to sync): `git nerve init --shared` turns it on")
         return
+    for t in report.get("taken_over", []):
+        echo(f"took over {t['task']} from machine {t['from']} (its lease ran out; it was {t['state']}; now ASSIGNED here)")
     echo(f"synced with {report['remote']} as {report['machine']}: {report['exported']} events published, "
          f"{report['ingested']} ingested, {report['claims']} claims updated ({report['seconds']} s)")
 

@@ -8,11 +8,29 @@ from .common import echo, echo_json, warn
 
 
 def _repo(create: bool = True, bare: str = "run git-nerve"):
+    return _repo_fenced(create, bare)[0]
+
+
+def _repo_fenced(create: bool = True, bare: str = "run git-nerve") -> tuple:
+    """(the repository, the tasks of it fenced off on opening it: see :func:`fence`)."""
     from ..worker.lifecycle import open_repo
 
     repo = open_repo(create=create, bare=bare)
     repo.hook_installer = _install_missing_hooks  # spawn installs missing hooks through the front end's installer
-    return repo
+    return repo, fence(repo)
+
+
+def fence(repo) -> list:
+    """Shared mode: a task of this machine that another machine took over (as the last sync or refused claim
+    showed) is fenced off before the command goes on (worker/fencing.py); one line each on stderr."""
+    from ..errors import NerveError
+    from ..worker.fencing import fence_returned
+
+    try:
+        return fence_returned(repo.bus, repo, say=warn)
+    except NerveError as exc:
+        warn(f"could not fence off the tasks taken over elsewhere: {exc.message}")
+        return []
 
 
 def _install_missing_hooks(paths):
@@ -126,7 +144,7 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float) -
         desc = clean_line(((w.description if w else "").splitlines() or [""])[0])[:40]
         shown = style(f"{r['state']:<11}", fg=colors.get(r["state"]))
         echo(f"{r['task_id']:<24} {shown} {r['machine']:<16} {(r['branch'] or '-'):<28} {hb:<10} {desc}"
-             + (" STALE" if r["stale"] else ""))
+             + (" STALE" if r["stale"] else "") + (f" (fenced off here: {r['fenced']})" if r.get("fenced") else ""))
 
 
 def show_elsewhere(bus, task_id: str, as_json: bool) -> bool:

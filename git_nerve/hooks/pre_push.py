@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..bus import shared as shared_cache
 from ..bus import workers
 from ..errors import ExitCode
 from ..text import clean
@@ -33,6 +34,11 @@ def pre_push(where: Where, remote: str, stdin: str, url: str = "") -> int:
     worker = guarded(hook, "push not checked against the bus", _push_heartbeat, where, ctx.task_id)
     reasons: list[str] = []
 
+    taken = guarded(hook, "push not checked against the shared claims", _taken_over, where, ctx.task_id)
+    if taken is not None:  # shared mode: this machine was fenced off the task (worker/fencing.py)
+        reasons.append(f"task {ctx.task_id} was taken over by machine {taken}: this machine is fenced off (its work "
+                       f"here is under refs/nerve/archive/{ctx.task_id}); push it under a name of your own if it should "
+                       "reach the new holder")
     op = operation_in_progress(where.git_dir)
     if op in ("rebase", "merge"):
         reasons.append(f"a {op} is in progress in this worktree; finish it (git {op} --continue) or abort it (git {op} --abort)")
@@ -77,6 +83,13 @@ def conflict_block_reason(path: str, commit: str, *, at_tip: bool, integration: 
             f"them all), so a fixing commit on top does not help; rewrite {c} (`git rebase -i {c}~1`, edit or squash "
             f"it), or make the task one commit: `git reset --soft $(git merge-base HEAD {integration or 'main'})`, "
             "fix the file if it still holds the block, `git commit`")
+
+
+def _taken_over(where: Where, task_id: str) -> str | None:
+    """The machine holding ``task_id`` when the shared cache says another machine took it over from this one."""
+    with open_bus(where.common_dir, ingest=False) as bus:
+        return next((holder for _task, _state, holder, _claimed in shared_cache.held_elsewhere(bus.conn, task_id=task_id)),
+                    None)
 
 
 def _push_heartbeat(where: Where, task_id: str) -> workers.Worker | None:

@@ -11,6 +11,7 @@ The commands and the lifecycle call only :func:`open_state` and the :class:`Shar
   carries nothing and the command's ``claim`` runs as usual.
 * ``sync(bus, rebuild=False)``: publish this machine's events, fetch everyone's claims and events into the
   bus's cache (:mod:`git_nerve.bus.shared`), idempotently.
+* ``learn(bus, task)``: after a refused claim, the store's word on the task into the cache (fencing reads it).
 * ``freshness(bus)``: how fresh the cached view is, for `git worker status`.
 
 Backends: :mod:`.local` (one machine: the SQLite bus alone, today's behaviour) and :mod:`.gitremote` (claims
@@ -43,8 +44,16 @@ class SharedState(Protocol):
 
     def lost(self, pending: object) -> None: ...
 
+    def learn(self, bus: Bus, task_id: str) -> object | None:
+        """After a refused claim: the store's current word on ``task_id`` into the bus's cache (fencing reads it)."""
+        ...
+
     def take(self, bus: Bus, task_id: str) -> str:
         """Take over a task whose holder's lease ran out (this machine's judgement); the state it had."""
+        ...
+
+    def takeable(self, bus: Bus) -> list[str]:
+        """The tasks a sync takes over by itself (``[shared] takeover``); [] under "manual"."""
         ...
 
     def sync(self, bus: Bus, *, rebuild: bool = False) -> dict: ...

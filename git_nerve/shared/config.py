@@ -7,6 +7,7 @@
     remote = "nerve"       # optional: a separate coordination remote (default: nerve.remote, else origin)
     lease = 600            # optional: seconds a holder's log may stay still before its tasks can be taken over
     background = true      # optional: each transition starts a sync in the background (publishes its events)
+    takeover = "manual"    # optional: "idle" / "auto": `git nerve sync` takes over tasks whose holder's lease ran out
 
 A machine's name: ``git config nerve.machine``, else the host name.
 """
@@ -21,6 +22,9 @@ from ..errors import UsageError
 from ..git import config as gitconfig
 
 BACKENDS = ("local", "git")
+#: ``[shared] takeover``: manual (only `git worker takeover`), idle (a sync takes over the tasks nobody works on:
+#: ASSIGNED, IN_REVIEW, APPROVED), auto (a sync takes over every live task, WORKING and CONFLICTED too)
+TAKEOVER = ("manual", "idle", "auto")
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,7 @@ class SharedConfig:
     common_dir: Path
     lease: float = 600.0
     background: bool = True
+    takeover: str = "manual"
 
 
 def main_checkout(common_dir: Path) -> Path | None:
@@ -63,7 +68,10 @@ def load(common_dir: Path) -> SharedConfig:
     background = table.get("background", True)
     if not isinstance(background, bool):
         raise UsageError("nerve.toml [shared] background must be true or false")
-    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background)
+    takeover = table.get("takeover", "manual")
+    if takeover not in TAKEOVER:
+        raise UsageError(f"nerve.toml [shared] takeover = {takeover!r} is not one of {', '.join(TAKEOVER)}")
+    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background, takeover)
 
 
 def machine(cwd) -> str:

@@ -20,6 +20,9 @@ from .config import SharedConfig
 
 #: compare-and-set attempts when only this clone's mirror was behind the remote
 ATTEMPTS = 3
+#: the claim states each ``[shared] takeover`` setting lets a sync take over (never COMPLETED or FAILED)
+AUTO_STATES = {"idle": ("ASSIGNED", "IN_REVIEW", "APPROVED"),
+               "auto": ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")}
 
 
 @dataclass(frozen=True)
@@ -48,12 +51,14 @@ class GitRemoteState:
         return True
 
     # -- claims --------------------------------------------------------------------------------------------
-    def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None:
+    def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,
+              holder: str | None = None) -> None:
         """Move ``task_id``'s claim from ``expected`` (None: a new task) to ``new`` on the remote, before the
-        local bus moves. ``take``: this machine becomes the holder (spawn, takeover). Idempotent: a claim
-        that already records this very transition by this machine is success."""
+        local bus moves. ``take``: this machine becomes the holder (spawn, takeover); ``holder``: the machine
+        a takeover takes it from (another taker that got there first wins, even in the same state). Idempotent:
+        a claim that already records this very transition by this machine is success."""
         for _ in range(ATTEMPTS):
-            pending = self.prepare(task_id, expected, new, verb, take=take)
+            pending = self.prepare(task_id, expected, new, verb, take=take, holder=holder)
             if pending is None:
                 return
             res = remote_refs.cas_push(self.cwd, self.remote, [pending.update])
@@ -65,7 +70,8 @@ class GitRemoteState:
             self._fetch_claim(pending.ref, task_id, expected)  # only the mirror was behind, or another machine won
         raise GitError(f"could not move the claim of {task_id} on {self.remote}: it kept moving; nothing changed here")
 
-    def prepare(self, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> Pending | None:
+    def prepare(self, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,
+                holder: str | None = None) -> Pending | None:
         """The record commit of this transition on top of the claim as last seen (asked of the remote when
         that forbids it), ready to push; None when the claim already records it; HeldElsewhere when the
         remote's claim forbids it."""
@@ -78,7 +84,7 @@ class GitRemoteState:
             if current is not None and take and expected is None and current.owner == self.machine \
                     and current.state == new:
                 return None  # a task this machine took over (or spawned) is spawned here: nothing to claim
-            refusal = _refusal(task_id, current, expected, take, self.machine)
+            refusal = _refusal(task_id, current, expected, take, self.machine, holder)
             if refusal is None:
                 break
             if fresh:
@@ -102,6 +108,7 @@ class GitRemoteState:
         with bus.write() as conn:
             cache.ensure(conn)
             cache.put_claim(conn, _cached(pending.record, pending.sha))
+            cache.set_meta(conn, cache.MACHINE, self.machine)
         if self.config.background:  # publish this transition's messages (and what the hooks queued) soon
             from .background import spawn
 
@@ -119,6 +126,18 @@ class GitRemoteState:
             current = self._record(tip)
             if current is not None:
                 raise _held(rec.task, current)
+
+    def learn(self, bus: Bus, task_id: str) -> records.Record | None:
+        """The claim of ``task_id`` as this clone's mirror now holds it (a refused compare-and-set fetched it)
+        into the cache, so that what follows (fencing a task taken over) sees the remote's word; the record."""
+        tip = refs.resolve(self.cwd, records.CLAIMS + task_id)
+        rec = self._record(tip)
+        if rec is not None and tip is not None:
+            with bus.write() as conn:
+                cache.ensure(conn)
+                cache.put_claim(conn, _cached(rec, tip))
+                cache.set_meta(conn, cache.MACHINE, self.machine)
+        return rec
 
     def _record(self, sha: str | None) -> records.Record | None:
         if sha is None:
@@ -159,8 +178,27 @@ class GitRemoteState:
             seen = "was never seen to move" if silent is None else f"moved {silent:.0f} s ago"
             raise HeldElsewhere(f"task {task_id} is held by machine {c.owner}, whose log {seen} (lease: {limit:.0f} s "
                                 "of this machine's clock); nothing changed here")
-        self.claim(bus, task_id, c.state, "ASSIGNED", "takeover", take=True)
+        self.claim(bus, task_id, c.state, "ASSIGNED", "takeover", take=True, holder=c.owner)
         return c.state
+
+    def takeable(self, bus: Bus) -> list[str]:
+        """The tasks ``[shared] takeover`` lets a sync take over (see :mod:`.config`): another machine's, in a state
+        the setting names, whose holder's log has not moved for the lease on this machine's clock. Oldest
+        transition first. None under ``takeover = "manual"``."""
+        states = AUTO_STATES.get(self.config.takeover, ())
+        if not states:
+            return []
+        silent: dict[str, float | None] = {}
+        due = []
+        for c in sorted(cache.claims(bus.conn), key=lambda c: (c.ts, c.task_id)):
+            if c.owner == self.machine or c.state not in states:
+                continue
+            if c.owner not in silent:
+                silent[c.owner] = lease.silent_for(bus.conn, c.owner)
+            quiet = silent[c.owner]
+            if quiet is not None and quiet >= self.config.lease:
+                due.append(c.task_id)
+        return due
 
     # -- sync and the cached view ----------------------------------------------------------------------------
     def sync(self, bus: Bus, *, rebuild: bool = False) -> dict:
@@ -179,10 +217,12 @@ def _already(rec: records.Record, new: str, verb: str, machine: str) -> bool:
 
 
 def _refusal(task_id: str, current: records.Record | None, expected: str | None, take: bool,
-             machine: str) -> HeldElsewhere | None:
+             machine: str, holder: str | None = None) -> HeldElsewhere | None:
     """Why the claim as last seen forbids this transition (None: it allows it)."""
     if current is None:
         return None
+    if holder is not None and current.owner != holder:
+        return _held(task_id, current)  # a takeover from ``holder``: another taker got there first
     if expected is not None and (current.state != expected or (current.owner != machine and not take)):
         return _held(task_id, current)  # moved meanwhile, or held by another machine (this one is fenced off)
     if expected is None and (not take or current.owner != machine):

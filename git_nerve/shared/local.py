@@ -26,6 +26,12 @@ class LocalState:
     def lost(self, pending: object) -> None:
         return None
 
+    def learn(self, bus: Bus, task_id: str) -> None:
+        return None
+
+    def takeable(self, bus: Bus) -> list[str]:
+        return []
+
     def take(self, bus: Bus, task_id: str) -> str:
         from ..errors import UsageError
 

@@ -37,6 +37,8 @@ def shared_rows(bus: Bus, rows: list[dict[str, Any]], states: tuple[str, ...] = 
     for r in rows:
         c = claims.get(r["task_id"])
         r["machine"] = c.owner if c else state.config.machine
+        if c is not None and c.owner != state.config.machine:  # taken over: the holder's word, this row fenced off
+            r.update(state=c.state, elsewhere=True, fenced=r["state"])
     for c in claims.values():
         if c.task_id in here or (states and c.state not in states):
             continue

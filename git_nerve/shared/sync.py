@@ -116,6 +116,7 @@ def ingest(state, bus: Bus, *, rebuild: bool = False) -> tuple[int, int]:
                 cache.put_claim(conn, cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq,
                                                   changed[task], rec.ts))
         cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
+        cache.set_meta(conn, cache.MACHINE, state.machine)
         cache.set_meta(conn, UNREACHABLE_SINCE, None)
         cache.set_meta(conn, LAST_ERROR, None)
     return new_events, len(recs)

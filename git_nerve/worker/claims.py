@@ -5,10 +5,12 @@ made before the local bus row moves, so that a machine losing a race changes not
 
 from __future__ import annotations
 
+import sys
 from typing import Iterable
 
 from ..bus import workers
 from ..bus.connection import Bus
+from ..errors import HeldElsewhere, NerveError
 from .states import State, can_transition
 
 
@@ -16,6 +18,7 @@ def before_transition(bus: Bus, task_id: str, to: State, *, allowed: set[str], a
     """Claim ``task_id``'s move to ``to`` on the shared store when the local transition would make it (a move
     the local bus refuses or already made is left to :func:`..transitions.transition` to say so)."""
     from .. import shared
+    from .fencing import refuse_fenced
 
     state = shared.for_bus(bus)
     if not state.active:
@@ -23,9 +26,24 @@ def before_transition(bus: Bus, task_id: str, to: State, *, allowed: set[str], a
     w = workers.get(bus.conn, task_id)
     if w is None:
         return
+    refuse_fenced(bus, task_id)  # taken over by another machine, as last seen: exit 8 naming it
     if w.state in already or w.state not in allowed or not can_transition(w.state, to):
         return
-    state.claim(bus, task_id, w.state, to.value, verb)
+    try:
+        state.claim(bus, task_id, w.state, to.value, verb)
+    except HeldElsewhere:
+        _fence_after_refusal(bus, task_id)
+        raise
+
+
+def _fence_after_refusal(bus: Bus, task_id: str) -> None:
+    """A refused claim may mean the task was taken over: fence it off here (never hiding the refusal itself)."""
+    from .fencing import after_refusal
+
+    try:
+        after_refusal(bus, task_id)
+    except NerveError as exc:
+        print(f"git-nerve: could not fence off {task_id}: {exc.message}", file=sys.stderr)
 
 
 def before_spawn(bus: Bus, task_id: str) -> None:
@@ -47,10 +65,16 @@ class Riding:
     def also(self) -> tuple:
         return (self.pending.update,) if self.pending is not None else ()
 
-    def failed(self) -> None:
-        """The push failed: HeldElsewhere when it was the claim that lost."""
+    def failed(self, bus: Bus | None = None) -> None:
+        """The push failed: HeldElsewhere when it was the claim that lost (after fencing the task off here
+        when another machine took it over; ``bus``: where to)."""
         if self.pending is not None:
-            self.state.lost(self.pending)
+            try:
+                self.state.lost(self.pending)
+            except HeldElsewhere:
+                if bus is not None:
+                    _fence_after_refusal(bus, self.pending.record.task)
+                raise
 
     def landed(self, bus: Bus) -> None:
         if self.pending is not None:
@@ -64,22 +88,33 @@ def riding_push(bus: Bus, task_id: str, expected: str, to: State, verb: str, rem
     state = shared.for_bus(bus)
     if not state.active:
         return Riding()
-    return Riding(state, state.prepare_with_push(task_id, expected, to.value, verb, remote))
+    try:
+        return Riding(state, state.prepare_with_push(task_id, expected, to.value, verb, remote))
+    except HeldElsewhere:
+        _fence_after_refusal(bus, task_id)
+        raise
 
 
-def refuse_elsewhere(bus: Bus, task_id: str) -> None:
-    """A task this machine does not have, but the last sync saw on another machine: HeldElsewhere naming it."""
+#: the verbs that, on a task another machine holds, are run on that machine (the command to name there)
+RUN_THERE = {"approve": "approve", "request changes for": "request-changes", "merge": "merge"}
+
+
+def refuse_elsewhere(bus: Bus, task_id: str, verb: str | None = None) -> None:
+    """A task this machine does not have, but the last sync saw on another machine: HeldElsewhere naming it.
+    For a review verb or a merge (``verb``) the line says to run it on that machine: a review moves the
+    holder's row and its agent's thread, a merge its worktree and branch, which only the holder has."""
     from .. import shared
     from ..bus import shared as cache
-    from ..errors import HeldElsewhere
 
     c = cache.claim(bus.conn, task_id)
     if c is None:
         return
     state = shared.for_bus(bus)
     if state.active and c.owner != state.config.machine:
-        raise HeldElsewhere(f"task {task_id} is held by machine {c.owner} ({c.state} when this machine last synced); "
-                            "nothing changed here")
+        there = (f": run `git worker {RUN_THERE[verb]} {task_id}` on machine {c.owner} (it holds the task's row, "
+                 "worktree and thread)" if verb in RUN_THERE else "")
+        raise HeldElsewhere(f"task {task_id} is held by machine {c.owner} ({c.state} when this machine last synced)"
+                            f"{there}; nothing changed here")
 
 
 def holders(bus: Bus, task_ids: Iterable[str]) -> dict[str, str]:

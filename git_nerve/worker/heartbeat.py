@@ -41,6 +41,18 @@ def record(
     return ts
 
 
+def _refuse_taken_over(bus: Bus, task_id: str) -> None:
+    """Shared mode: a task another machine took over (as this machine's cache last saw it, one query) is fenced
+    off here, its run asked to stop (worker/fencing.py), and the heartbeat refused with exit 8 naming the holder:
+    the agent beating for it learns at once."""
+    from ..bus import shared as cache
+
+    if cache.held_elsewhere(bus.conn, task_id=task_id):
+        from .fencing import refuse_fenced  # only then: the fence needs git (the archive)
+
+        refuse_fenced(bus, task_id)
+
+
 USAGE = "usage: git worker heartbeat [--task TASK] [--status TEXT] [--progress 0..1] [--json]"
 
 
@@ -79,6 +91,7 @@ def main(argv: list[str]) -> int:
         task_id = resolve_task(paths.git_dir, opts["task"])
         bus = Bus(paths.bus_path, create=False)
         try:
+            _refuse_taken_over(bus, task_id)
             ts = record(bus, task_id, status=opts["status"], progress=opts["progress"])
         finally:
             bus.close()

@@ -17,6 +17,7 @@ from ..bus import messages, rounds, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
 from .claims import before_transition, refuse_elsewhere
+from .fencing import refuse_fenced
 from .states import State, can_transition
 
 
@@ -32,11 +33,14 @@ def unknown(task_id: str) -> UsageError:
     return UsageError(f"unknown task {task_id!r} (see `git worker status`)")
 
 
-def get(bus: Bus, task_id: str) -> workers.Worker:
+def get(bus: Bus, task_id: str, verb: str | None = None) -> workers.Worker:
+    """The task's row; UsageError when there is none, HeldElsewhere (shared mode) when another machine holds it
+    (``verb``: what the caller was about to do, for the line saying where to run it)."""
     w = workers.get(bus.conn, task_id)
     if w is None:
-        refuse_elsewhere(bus, task_id)  # shared mode: another machine's task is named as such
+        refuse_elsewhere(bus, task_id, verb)  # shared mode: another machine's task is named as such
         raise unknown(task_id)
+    refuse_fenced(bus, w.task_id)  # shared mode: taken over by another machine (fenced off here first)
     return w
 
 
@@ -64,6 +68,8 @@ def transition(
     done_before = {State(s).value for s in already}
     before_transition(bus, task_id, to, allowed=allowed, already=done_before, verb=verb)  # shared mode: the remote first
     ts = clock.now()
+    if workers.get(bus.conn, task_id) is None:
+        refuse_elsewhere(bus, task_id, verb)  # shared mode: another machine's task is named as such
     with bus.write() as conn:
         w = workers.get(conn, task_id)
         if w is None:

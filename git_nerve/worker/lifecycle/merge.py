@@ -70,7 +70,7 @@ def merge(
     """
     check_argv = _parse_check(check)
     repair_leftovers(repo)
-    w = follow_moved_worktree(repo, get(repo.bus, task_id))
+    w = follow_moved_worktree(repo, get(repo.bus, task_id, "merge"))
     if w.state == State.COMPLETED.value:
         res = MergeResult(None, already=True, into=w.integration)
         _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
@@ -199,7 +199,7 @@ def _push_merge(repo: Repo, w: workers.Worker, commit: str, ours: str) -> bool:
     claim = claims.riding_push(repo.bus, w.task_id, State.APPROVED.value, State.COMPLETED, "merge", settings.remote)
     push = _push_from_checkout(repo, settings.remote, commit, integration, ours, also=claim.also)  # one atomic push
     if push.rejected:
-        claim.failed()  # shared mode: HeldElsewhere when it was the task's claim that lost
+        claim.failed(repo.bus)  # shared mode: HeldElsewhere when it was the task's claim that lost
         return False
     if push.hook_refused:
         raise _gate_refused(push, integration, settings.remote, w.task_id)

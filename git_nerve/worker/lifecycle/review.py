@@ -31,7 +31,8 @@ def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by:
     WORKING a new comment is added to the thread all the same (never dropped), the same comment again is an
     idempotent rerun. `git worker request-changes` and the console both call this: the same rules."""
     comment = _blank_to_none(comment)
-    with hold(task_lock(repo, get(repo.bus, task_id)), what=f"the lock of {task_id} (a merge of it is publishing)"):
+    with hold(task_lock(repo, get(repo.bus, task_id, "request changes for")),
+              what=f"the lock of {task_id} (a merge of it is publishing)"):
         _refuse_merged_on_remote(repo, task_id, "request changes for")
         return transition(
             repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
