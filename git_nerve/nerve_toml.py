@@ -21,11 +21,6 @@ from typing import Any
 
 from .errors import UsageError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 FILE = "nerve.toml"
 
 
@@ -82,6 +77,10 @@ def read(toplevel: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if sys.version_info >= (3, 11):  # here, not at the top: a command whose repository has no nerve.toml never parses one
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

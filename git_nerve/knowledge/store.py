@@ -18,23 +18,27 @@ and rebuilt by the next sync (per-worktree indexes of older versions, in
 ``<git-dir>/nerve/knowledge.db``, are no longer read). Connections run in autocommit mode; writes go
 through :meth:`Index.write` (``BEGIN IMMEDIATE``), WAL lets queries read
 while a sync writes.
+
+Size: every SQL statement of both knowledge databases lives here (the one module allowed sqlite3 outside
+bus/), so it is as long as their reading, writing and reclaiming together.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..bus.connection import make_private_dir
 from ..errors import DatabaseError
-from ..paths import ensure_local_filesystem
-from .chunking import Chunk
+from ..paths import ensure_local_filesystem, make_dirs
 from .terms import index_text
+
+if TYPE_CHECKING:
+    from .chunking import Chunk
 
 INDEX_FILE = "knowledge.db"
 CACHE_FILE = "embeddings.db"
@@ -69,6 +73,8 @@ CREATE TABLE IF NOT EXISTS embeddings(model TEXT NOT NULL, hash TEXT NOT NULL, d
 
 def text_hash(text: str) -> str:
     """The key of a chunk in the embedding cache."""
+    import hashlib  # here: a query needs no hashing (start-up)
+
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -99,7 +105,10 @@ class ChunkRow:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    make_private_dir(path.parent)
+    try:  # mkdir -p honouring the umask, as the bus makes its own (whose package a query does not load)
+        make_dirs(path.parent)
+    except OSError as exc:
+        raise DatabaseError(f"cannot create {path.parent}: {exc.strerror or exc}") from exc
     ensure_local_filesystem(path.parent)
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -393,6 +402,8 @@ def open_index(paths, *, create: bool = True) -> Index:
 
 def blob_id(data: bytes) -> str:
     """Git's blob id of ``data`` (SHA-1 of ``blob <size>\\0`` + the bytes): the key of a file's content."""
+    import hashlib
+
     return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
 
 
