@@ -24,7 +24,7 @@ def shop(tmp_path):
 
 
 def process(args: list[str], cwd: Path, **env: str) -> tuple[int, str, str]:
-    proc = subprocess.run([str(GIT_NERVE), *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+    proc = subprocess.run([str(GIT_NERVE), *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, **env})
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -47,7 +47,7 @@ def test_a_plain_query_loads_no_click(shop):
             "sys.argv = ['git-nerve', 'knowledge', 'query', 'invoice', 'total']\n"
             "try:\n    nerve_main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
             "print('click loaded' if 'click' in sys.modules else 'no click', file=sys.stderr)\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=shop, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=shop, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("src/billing/invoice.py:") and proc.stderr.strip().endswith("no click")
 

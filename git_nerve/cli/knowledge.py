@@ -17,7 +17,6 @@ from .common import (
     NerveGroup,
     echo,
     echo_json,
-    style,
     warn,
 )
 

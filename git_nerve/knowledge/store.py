@@ -31,7 +31,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import DatabaseError
 from ..paths import ensure_local_filesystem, make_dirs
@@ -45,6 +45,8 @@ CACHE_FILE = "embeddings.db"
 #: Bump when the schema, the chunking or the indexed text changes: older stores are rebuilt.
 INDEX_VERSION = 3
 BUSY_TIMEOUT_S = 30.0
+#: SQLite page cache per connection, KiB (its default, 2 MiB, makes a first sync of thousands of files thrash)
+CACHE_KIB = 65536
 #: bm25() weights of the FTS columns: path, title (heading path / qualified name), symbol (the definition's
 #: own name, split into words), doc (docstring or comment above it), body.
 WEIGHTS = (2.0, 4.0, 4.0, 1.0, 1.0)
@@ -76,6 +78,22 @@ def text_hash(text: str) -> str:
     import hashlib  # here: a query needs no hashing (start-up)
 
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Prepared(NamedTuple):
+    """A file's chunks as the store writes them (:func:`prepare`; pure, so a process pool can make them)."""
+
+    fts_path: str
+    #: (start_line, end_line, title, text, hash, FTS title, FTS symbol, FTS doc, FTS body) per chunk
+    chunks: list[tuple]
+
+
+def prepare(path: str, chunks: Sequence[Chunk]) -> Prepared:
+    """The rows of ``chunks``: the stored text with its hash, and the words FTS5 indexes (:func:`index_text`)."""
+    return Prepared(index_text(path), [
+        (c.start_line, c.end_line, c.title, c.text, text_hash(c.text), index_text(c.title), index_text(c.symbol), c.doc,
+         index_text(c.text)) for c in chunks
+    ])
 
 
 @dataclass(frozen=True)
@@ -114,6 +132,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # a cap, grown only as pages are read: bulk writes keep their b-trees in memory
     except sqlite3.Error as exc:
         raise DatabaseError(f"cannot open {path} ({exc}); it is only a cache: delete it and sync again") from exc
     return conn
@@ -199,27 +218,24 @@ class Index:
         return self.conn.execute("SELECT 1 FROM docs WHERE path = ? AND blob = ?", (path, blob)).fetchone() is not None
 
     def put_file(self, conn: sqlite3.Connection, path: str, blob: str, size: int, mtime_ns: int,
-                 chunks: Sequence[Chunk] | Callable[[], Sequence[Chunk]]) -> int | None:
+                 chunks: Prepared | Sequence[Chunk] | Callable[[], Prepared | Sequence[Chunk]]) -> int | None:
         """Point the view's ``path`` at the document (path, ``blob``), stored from ``chunks`` unless the store
-        holds it already (``chunks`` may be a function, called only then: another worktree's sweep may
-        have reclaimed the document since :meth:`has_doc`). The number of chunks written, None if none were."""
+        holds it already (``chunks`` may be :func:`prepare`'s rows, or a function, called only then: another
+        worktree's sweep may have reclaimed the document since :meth:`has_doc`). The number of chunks
+        written, None if none were. Inside the caller's write transaction (the chunk ids are numbered here)."""
         row = conn.execute("SELECT id FROM docs WHERE path = ? AND blob = ?", (path, blob)).fetchone()
         written = None
         if row is None:
             if callable(chunks):
                 chunks = chunks()
-            written = len(chunks)
-            doc = conn.execute("INSERT INTO docs(path, blob, chunks) VALUES (?, ?, ?)", (path, blob, len(chunks))).lastrowid
-            fts_path = index_text(path)
-            for c in chunks:
-                cur = conn.execute(
-                    "INSERT INTO chunks(doc, start_line, end_line, title, text, hash) VALUES (?, ?, ?, ?, ?, ?)",
-                    (doc, c.start_line, c.end_line, c.title, c.text, text_hash(c.text)),
-                )
-                conn.execute(
-                    "INSERT INTO chunks_fts(rowid, path, title, symbol, doc, body) VALUES (?, ?, ?, ?, ?, ?)",
-                    (cur.lastrowid, fts_path, index_text(c.title), index_text(c.symbol), c.doc, index_text(c.text)),
-                )
+            rows = chunks if isinstance(chunks, Prepared) else prepare(path, chunks)
+            written = len(rows.chunks)
+            doc = conn.execute("INSERT INTO docs(path, blob, chunks) VALUES (?, ?, ?)", (path, blob, written)).lastrowid
+            first = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
+            conn.executemany("INSERT INTO chunks(id, doc, start_line, end_line, title, text, hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             [(first + i, doc, *c[:5]) for i, c in enumerate(rows.chunks)])
+            conn.executemany("INSERT INTO chunks_fts(rowid, path, title, symbol, doc, body) VALUES (?, ?, ?, ?, ?, ?)",
+                             [(first + i, rows.fts_path, *c[5:]) for i, c in enumerate(rows.chunks)])
         else:
             doc = row[0]
         conn.execute("DELETE FROM skipped WHERE view = ? AND path = ?", (self.view, path))
