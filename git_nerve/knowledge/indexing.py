@@ -11,6 +11,7 @@ threads), so a program calling a sync needs the usual ``if __name__ == "__main__
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -44,10 +45,16 @@ def digest(data: bytes) -> str:
 
 
 def read_and_index(index: Index, toplevel: Path, read: list, report, full: bool, progress=None) -> None:
-    """Read, chunk and write ``read`` ((path, size, mtime_ns, indexed row) each; a sync's plan) a batch at a time. With many files to chunk, a pool of processes
-    chunks the next batch while this one writes the last (the store is written by this process alone)."""
+    """Read, chunk and write ``read`` ((path, size, mtime_ns, indexed row) each: a sync's plan) a batch at a
+    time, into ``report``'s counts. With many files, a pool of processes chunks the next batch while this one
+    writes the last (the store is written by this process alone), and FTS5 merges less eagerly meanwhile."""
     total = len(read)
     batches = [read[start:start + BATCH] for start in range(0, total, BATCH)]
+    with index.bulk() if total >= POOL_MIN else contextlib.nullcontext():
+        _batches(index, toplevel, batches, total, report, full, progress)
+
+
+def _batches(index: Index, toplevel: Path, batches: list, total: int, report, full: bool, progress) -> None:
     pool = None
     try:
         pending = None

@@ -45,6 +45,8 @@ CACHE_FILE = "embeddings.db"
 #: Bump when the schema, the chunking or the indexed text changes: older stores are rebuilt.
 INDEX_VERSION = 3
 BUSY_TIMEOUT_S = 30.0
+#: FTS5's automerge while a sync writes many files (its default: 4)
+BULK_AUTOMERGE = 16
 #: SQLite page cache per connection, KiB (its default, 2 MiB, makes a first sync of thousands of files thrash)
 CACHE_KIB = 65536
 #: bm25() weights of the FTS columns: path, title (heading path / qualified name), symbol (the definition's
@@ -194,6 +196,16 @@ class Index:
     def write(self):
         """A ``BEGIN IMMEDIATE`` transaction for the ``with`` block."""
         return _transaction(self.conn)
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Many files written (a first sync): FTS5 merges its segments less eagerly meanwhile (measured on
+        Django: a tenth less CPU, queries as fast), then goes back to its default."""
+        self.conn.execute(f"INSERT INTO chunks_fts(chunks_fts, rank) VALUES('automerge', {BULK_AUTOMERGE})")
+        try:
+            yield
+        finally:
+            self.conn.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('automerge', 4)")
 
     # -- meta ------------------------------------------------------------------------------------
     def meta(self) -> dict[str, str]:
