@@ -45,7 +45,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import bytecode_cache, timed
-from fixtures.repos import build
+from fixtures.repos import (
+    build,
+    sdists,  # here, before HOME is swapped below: its download cache is the user's
+)
 from fixtures.repos import knowledge as kfix
 
 #: queries for --source stdlib (real code); the generated repository gets queries from its own vocabulary
@@ -128,8 +131,6 @@ def main() -> None:
         import sysconfig
 
         if args.source == "django":
-            from fixtures.repos import sdists
-
             source = sdists.sdist_tree("Django", "5.1.4")
         else:
             source = Path(sysconfig.get_paths()["stdlib"] if args.source == "stdlib" else args.source)
