@@ -66,3 +66,13 @@ def test_no_index_no_hint(tmp_path, gw, gn):
     assert gn("post --role coder hi", worktree).code == 0
     out = gn("thread", worktree).out
     assert not LOOK.search(out) and json.loads(gn("thread --json", worktree).out).get("hints") is None
+
+
+def test_a_damaged_index_costs_the_hint_not_the_thread(shop_task, gn):
+    from pathlib import Path
+
+    work, worktree = shop_task
+    assert gn("post --role coder hi", worktree).code == 0
+    (Path(work) / ".git" / "nerve" / "knowledge.db").write_bytes(b"not a database" * 100)
+    res = gn("thread", worktree)
+    assert res.code == 0 and res.out.startswith("[#1 coder]") and not LOOK.search(res.out), res

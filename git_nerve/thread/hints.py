@@ -6,8 +6,8 @@ index's own: this module calls :func:`git_nerve.knowledge.query.search` (the one
 thread into knowledge, named in pyproject.toml's independence contract), so the first file named is the one
 `git nerve knowledge query "<description>"` and the MCP ``knowledge_query`` tool rank first.
 
-No index, an index never synced, a description with no words: no hints, never an error (the thread is
-the point of the command; the hints are a courtesy).
+No index, an index never synced or unreadable, a description with no words: no hints, never an error
+(the thread is the point of the command; the hints are a courtesy).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def where_to_look(text: str, worktree: str | os.PathLike[str] | None, fallback: 
 
     try:
         result = kquery.search(paths, text, CHUNKS)
-    except NerveError:
+    except Exception:  # noqa: BLE001 - a busy or damaged index costs the hint, never the thread
         return ()
     hints: dict[str, Hint] = {}
     for h in result.hits:
