@@ -239,9 +239,11 @@ def _embeddings(toplevel: Path) -> EmbeddingsConfig | None:
 
 
 def open_paths(repo: str | None) -> RepoPaths:
-    """The worktree to search: ``--repo PATH`` (any directory inside it) or the current one."""
-    from ..paths import discover
+    """The worktree to search: ``--repo PATH`` (any directory inside it) or the current one (found from git's
+    files when nothing is unusual, as a heartbeat finds it: no git process at start-up)."""
+    from ..paths import discover, find_by_files
 
     if repo is not None and not Path(repo).is_dir():
         raise UsageError(f"--repo: no such directory: {repo}")
-    return discover(repo, inherit_location=repo is None)
+    found = find_by_files() if repo is None else None
+    return found if found is not None else discover(repo, inherit_location=repo is None)
