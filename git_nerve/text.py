@@ -53,14 +53,14 @@ def clean_line(text: object) -> str:
 
 def clean_styled(text: str) -> str:
     """Like :func:`clean`, but the exact colour sequences our own ``style()`` emits (click.style:
-    SGR 0, 1, 22, 30-39, 49, 90-97) survive; nothing that moves the cursor, conceals text or
+    SGR 0, 1, 2, 22, 30-39, 49, 90-97) survive; nothing that moves the cursor, conceals text or
     talks to the terminal. Used only when colour is on (a terminal without NO_COLOR)."""
     if "\x1b" not in text:
         return clean(text)
     import re
 
     out, last = [], 0
-    for m in re.finditer(r"\x1b\[(?:0|1|22|39|49|3[0-7]|9[0-7])m", text):
+    for m in re.finditer(r"\x1b\[(?:0|1|2|22|39|49|3[0-7]|9[0-7])m", text):
         out.append(clean(text[last:m.start()]))
         out.append(m.group(0))
         last = m.end()

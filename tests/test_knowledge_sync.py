@@ -319,3 +319,21 @@ def test_an_index_of_another_format_is_rebuilt_and_a_corrupt_one_is_reported(sho
     db.write_bytes(b"this is not a database" * 100)
     res = gn("knowledge query slugify", shop)
     assert res.code == 5 and res.err == f"error: cannot open {db} (file is not a database); it is only a cache: delete it and sync again\n"
+
+
+def test_a_sync_spread_over_processes_indexes_what_one_process_does(tmp_path, monkeypatch):
+    one = kfix.project(tmp_path / "one").work
+    ksync.sync(discover(one))
+    from git_nerve.knowledge import indexing
+
+    monkeypatch.setattr(indexing, "POOL_MIN", 1)  # chunk in a pool of processes however few files there are
+    monkeypatch.setattr(indexing, "POOL_BATCH_MIN", 1)
+    started = []
+    real = indexing._pool
+    monkeypatch.setattr(indexing, "_pool", lambda: started.append(real()) or started[-1])
+    many = kfix.project(tmp_path / "many").work
+    report = ksync.sync(discover(many))
+    if (os.cpu_count() or 1) > 1:
+        assert started and started[0] is not None  # the pool really ran
+    assert report.files == 11 and chunks_of(many) == chunks_of(one)
+    assert top(many, "add up the line items of an invoice with sales tax") == top(one, "add up the line items of an invoice with sales tax")

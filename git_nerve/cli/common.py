@@ -11,16 +11,11 @@ import click
 
 from ..errors import ExitCode, NerveError
 from ..text import clean, clean_styled, json_safe
+from .plain import color_enabled
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def color_enabled(stream=None) -> bool:
-    """Colour only on a terminal, and never when NO_COLOR is set to a non-empty value (no-color.org)."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    stream = stream or sys.stdout
-    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def style(text: str, **kw: Any) -> str:

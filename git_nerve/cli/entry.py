@@ -2,7 +2,9 @@
 
 ``git worker heartbeat`` is called every few seconds by agents and wrappers;
 it takes a standard-library-only path (no click, no pygit2) unless help is
-asked for.
+asked for. ``git nerve knowledge query`` (an agent's "where is X") takes a
+click-free path too when its arguments are plain; anything else, and any
+error, goes the click way, which reports it as documented.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def nerve_main() -> None:
         sys.exit(notes_main(argv[1:]))
     if argv[:1] == ["mcp"] and _serve_mcp(argv[1:]):
         sys.exit(0)
+    if argv[:2] == ["knowledge", "query"] and _query(argv[2:]):
+        sys.exit(0)
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
     from .nerve import nerve
@@ -65,6 +69,68 @@ def _serve_mcp(args: list[str]) -> bool:
     from ..mcptools import front
 
     front.serve(binding)
+    return True
+
+
+def _query_args(args: list[str]) -> tuple[list[str], int, bool, str | None, bool] | None:
+    """(words, limit, --json, --repo, -g) of plain `knowledge query` arguments; None for anything else
+    (help, a completion request, an option click would refuse or spell differently: click's path says it)."""
+    words: list[str] = []
+    limit, as_json, repo, everywhere = 10, False, None, False
+    it = iter(args)
+    for a in it:
+        if a in ("--limit", "-n"):
+            value = next(it, None)
+            if value is None or not (value.isascii() and value.isdigit()):
+                return None
+            limit = int(value)
+        elif a == "--repo":
+            repo = next(it, None)
+            if repo is None:
+                return None
+        elif a == "--json":
+            as_json = True
+        elif a in ("-g", "--global"):
+            everywhere = True
+        elif a.startswith("-"):
+            return None
+        else:
+            words.append(a)
+    if not words or (repo is not None and everywhere) or "_GIT_NERVE_COMPLETE" in os.environ:
+        return None
+    return words, limit, as_json, repo, everywhere
+
+
+def _query(args: list[str]) -> bool:
+    """`git nerve knowledge query` without click (the same search, the same printing); False, having printed
+    nothing, for anything to report or that is not plain."""
+    parsed = _query_args(args)
+    if parsed is None:
+        return False
+    words, limit, as_json, repo, everywhere = parsed
+    from ..knowledge import query as kquery
+
+    try:
+        if everywhere:
+            result = kquery.search_everywhere(" ".join(words), limit)
+        else:
+            result = kquery.search(kquery.open_paths(repo), " ".join(words), limit)
+    except KeyboardInterrupt:
+        from ..errors import ExitCode
+
+        sys.stderr.write("interrupted\n")
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except Exception:  # noqa: BLE001 - reported by click's path, which searches again (a query changes nothing)
+        return False
+    from .knowledge_print import print_query
+
+    try:
+        print_query(result, everywhere=everywhere, as_json=as_json)
+    except BrokenPipeError:  # piped into `head`: not an error (as common.run_mapped)
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
     return True
 
 

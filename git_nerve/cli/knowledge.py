@@ -17,7 +17,6 @@ from .common import (
     NerveGroup,
     echo,
     echo_json,
-    style,
     warn,
 )
 
@@ -126,6 +125,7 @@ def query_command(text: tuple[str, ...], limit: int, as_json: bool, repo: str | 
     you get a warning and the full-text ranking.
     """
     from ..knowledge import query as kquery
+    from .knowledge_print import print_query
 
     if repo is not None and everywhere:
         raise UsageError("--repo and -g cannot be used together")
@@ -134,19 +134,7 @@ def query_command(text: tuple[str, ...], limit: int, as_json: bool, repo: str | 
         result = kquery.search_everywhere(words, limit)
     else:
         result = kquery.search(kquery.open_paths(repo), words, limit)
-    for line in result.warnings:
-        warn(line)
-    if as_json:
-        echo_json(result.as_dict())
-        return
-    if not result.hits:
-        echo("no results")
-    for hit in result.hits:
-        where = f"{hit.repo}/{hit.path}" if everywhere else hit.path
-        echo(f"{style(where, fg='cyan')}:{hit.start_line}-{hit.end_line}  {hit.score:.4g}")
-        if hit.snippet:
-            echo(f"    {hit.snippet}")
-    echo(style(f"(ranked by {result.ranking_description})", dim=True))
+    print_query(result, everywhere=everywhere, as_json=as_json)
 
 
 @knowledge.command("status", context_settings=CONTEXT_SETTINGS)

@@ -27,6 +27,10 @@ def thread(thread_id: str | None, before: str | None, budget: str, as_json: bool
     back until the budget is reached; a line `... K messages omitted (use
     --before M to load) ...` marks what was left out. With --before N: the
     rounds before N going back, ending with a hint when older rounds remain.
+
+    Where the repository has a knowledge index, the default view ends with
+    `... where to look: PATH:START-END, ... ...`: the files `git nerve
+    knowledge query` ranks first for the task's description.
     """
     from ..thread import service
 
@@ -42,6 +46,8 @@ def thread(thread_id: str | None, before: str | None, budget: str, as_json: bool
     else:
         where = f"before round {before}" if before is not None else "yet"
         echo(f"thread {view.thread!r} has no rounds {where}", err=True)
+        if view.hints:
+            echo(view.render())
 
 
 @click.command("post", context_settings=CONTEXT_SETTINGS)

@@ -16,12 +16,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from .. import nerve_toml
 from ..errors import NerveError, UsageError
 from ..paths import RepoPaths
-from . import config, prior, registry, terms
+from . import prior, terms
 from .ranking import nearest, rrf
 from .store import cache_path, index_path, open_index
+
+if TYPE_CHECKING:
+    from .config import EmbeddingsConfig
 
 #: How many candidates each ranking contributes before fusion.
 CANDIDATES = 100
@@ -78,14 +83,14 @@ class QueryResult:
         }
 
 
-Embedder = Callable[[config.EmbeddingsConfig, str], list[float]]
+Embedder = Callable[["EmbeddingsConfig", str], list[float]]
 
 
 def embedder() -> Embedder:
     """Embeds a query once per endpoint and model (a failure is remembered too)."""
     memo: dict[tuple, object] = {}
 
-    def embed(cfg: config.EmbeddingsConfig, text: str) -> list[float]:
+    def embed(cfg: EmbeddingsConfig, text: str) -> list[float]:
         from .embeddings import (  # urllib: loaded only when embeddings are used
             EmbeddingClient,
             EmbeddingError,
@@ -123,6 +128,8 @@ def search(paths: RepoPaths, text: str, limit: int = 10, *, mode: str = "auto") 
 
 def search_everywhere(text: str, limit: int = 10) -> QueryResult:
     """Search every worktree this user has indexed."""
+    from . import registry
+
     match = _check(text, limit)
     entries = registry.entries()
     if not entries:
@@ -168,7 +175,7 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
     ipath = index_path(paths.common_dir)
     if not ipath.is_file():
         raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
-    emb = config.load_embeddings(toplevel)
+    emb = _embeddings(toplevel)
     warnings: list[str] = []
     ranking = FULL_TEXT
     with open_index(paths, create=False) as index:
@@ -221,10 +228,22 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
     return hits, ranking, warnings
 
 
+def _embeddings(toplevel: Path) -> EmbeddingsConfig | None:
+    """nerve.toml's ``[knowledge.embeddings]``; without a nerve.toml, None without loading the reader (start-up)."""
+    main = nerve_toml.main_checkout(toplevel)
+    if not any(nerve_toml.path_in(top).is_file() for top in (toplevel, main) if top is not None):
+        return None
+    from . import config
+
+    return config.load_embeddings(toplevel)
+
+
 def open_paths(repo: str | None) -> RepoPaths:
-    """The worktree to search: ``--repo PATH`` (any directory inside it) or the current one."""
-    from ..paths import discover
+    """The worktree to search: ``--repo PATH`` (any directory inside it) or the current one (found from git's
+    files when nothing is unusual, as a heartbeat finds it: no git process at start-up)."""
+    from ..paths import discover, find_by_files
 
     if repo is not None and not Path(repo).is_dir():
         raise UsageError(f"--repo: no such directory: {repo}")
-    return discover(repo, inherit_location=repo is None)
+    found = find_by_files() if repo is None else None
+    return found if found is not None else discover(repo, inherit_location=repo is None)

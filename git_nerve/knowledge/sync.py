@@ -15,6 +15,9 @@ warning in the report, never a failed sync.
 
 Every sync of a worktree holds ``<git-dir>/nerve/knowledge.lock``; see
 :mod:`.trigger` for how background syncs share it.
+
+What the plan says to read is read, chunked and written by :mod:`.indexing` (a process pool chunks
+when there are many files).
 """
 
 from __future__ import annotations
@@ -32,19 +35,15 @@ from ..errors import NerveError
 from ..git import refs, tracked
 from ..paths import RepoPaths
 from . import config, registry, trigger
-from .chunking import chunk_file
+from .indexing import SKIP_BINARY, digest, read_and_index, read_file  # noqa: F401  (read_file, digest: re-exported)
 from .ranking import pack
-from .store import EmbeddingCache, FileRow, Index, SkipRow, blob_id, cache_path, open_index
+from .store import EmbeddingCache, FileRow, Index, SkipRow, cache_path, open_index
 
-BINARY_SNIFF = 8000
-#: Files read, then written in one transaction.
-BATCH = 256
 #: A background sync given more files than this walks the whole tree instead.
 MAX_LISTED = 2000
 #: How long a manual sync waits for a running one.
 LOCK_WAIT = 600.0
 
-SKIP_BINARY = "binary"
 SKIP_LARGE = "too large"
 SKIP_SPECIAL = "not a regular file"
 SKIP_NAME = "name not UTF-8"
@@ -156,17 +155,6 @@ def plan(
     return p
 
 
-def read_file(path: Path) -> bytes | None:
-    """The file's bytes, None when it is binary."""
-    data = path.read_bytes()
-    return None if b"\0" in data[:BINARY_SNIFF] else data
-
-
-def digest(data: bytes) -> str:
-    """The key of a file's content in the store: its git blob id."""
-    return blob_id(data)
-
-
 def sync(
     paths: RepoPaths, *, full: bool = False, files: list[str] | None = None, progress: Progress | None = None,
     on_wait: Callable[[], None] | None = None, lock: bool = True,
@@ -226,7 +214,7 @@ def _sync(paths, toplevel, cfg, emb, full, files, progress) -> SyncReport:
                 index.skip_file(conn, path, reason, size, mtime_ns)
         if full:
             index.sweep(_live_view)  # what only this worktree held is chunked afresh
-        _read_and_index(index, toplevel, p, report, full, progress)
+        read_and_index(index, toplevel, p.read, report, full, progress)
         if p.remove or p.skip or report.changed or report.removed:
             index.sweep(_live_view)
         head = refs.verify(toplevel, "HEAD") or ""
@@ -247,56 +235,6 @@ def _sync(paths, toplevel, cfg, emb, full, files, progress) -> SyncReport:
         report.warnings.append(f"could not record this worktree in the registry used by -g: {getattr(exc, 'message', exc)}")
     report.seconds = time.perf_counter() - started
     return report
-
-
-def _read_and_index(index: Index, toplevel: Path, p: Plan, report: SyncReport, full: bool, progress: Progress | None) -> None:
-    total = len(p.read)
-    for start in range(0, total, BATCH):
-        work = []
-        for path, size, mtime_ns, row in p.read[start:start + BATCH]:
-            try:
-                data = read_file(toplevel / path)
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                work.append(("gone", path, row, None, size, mtime_ns))
-                continue
-            except PermissionError:
-                work.append(("skip", path, row, "unreadable", size, mtime_ns))
-                continue
-            if data is None:
-                work.append(("skip", path, row, SKIP_BINARY, size, mtime_ns))
-                continue
-            h = digest(data)
-            if row is not None and row.hash == h and not full:
-                work.append(("touch", path, row, None, size, mtime_ns))
-            elif index.has_doc(path, h):  # another worktree (or an earlier commit) holds this content: no chunking
-                work.append(("put", path, row, (h, lambda path=path, data=data: chunk_file(path, data.decode("utf-8", "replace"))),
-                             size, mtime_ns))
-            else:
-                chunks = chunk_file(path, data.decode("utf-8", "replace"))
-                work.append(("put", path, row, (h, chunks), size, mtime_ns))
-        with index.write() as conn:
-            for action, path, row, extra, size, mtime_ns in work:
-                if action == "gone":
-                    index.remove_file(conn, path)
-                    report.removed += row is not None
-                elif action == "skip":
-                    index.skip_file(conn, path, extra, size, mtime_ns)
-                    report.skipped[extra] = report.skipped.get(extra, 0) + 1
-                    report.removed += row is not None
-                elif action == "touch":
-                    index.touch_file(conn, path, size, mtime_ns)
-                    report.unchanged += 1
-                else:
-                    h, chunks = extra
-                    report.chunks_written += index.put_file(conn, path, h, size, mtime_ns, chunks) or 0
-                    if row is None:
-                        report.added += 1
-                    elif row.hash == h:
-                        report.unchanged += 1
-                    else:
-                        report.changed += 1
-        if progress:
-            progress("reading", min(start + BATCH, total), total)
 
 
 def _live_view(view: str) -> bool:

@@ -84,11 +84,13 @@ def thread(b: Binding, budget: int | None = None, before: int | None = None) -> 
 
     task = b.task()
     with _bus(b) as bus:
-        view = service.view(bus, task, before=before, budget=DEFAULT_BUDGET if budget is None else budget)
+        view = service.view(bus, task, before=before, budget=DEFAULT_BUDGET if budget is None else budget,
+                            hints=True, here=b.paths)
     if view.rounds or view.omitted:
         return view.render()
     where = f"before round {before}" if before is not None else "yet"
-    return f"thread {task!r} has no rounds {where}"
+    empty = f"thread {task!r} has no rounds {where}"
+    return f"{empty}\n\n{view.render()}" if view.hints else empty
 
 
 def post(b: Binding, role: str, content: str, metadata: dict[str, Any] | None = None) -> str:

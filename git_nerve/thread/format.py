@@ -16,11 +16,13 @@ each gap becomes one line ``... K messages omitted (use --before M to load) ...`
 (the wording is fixed, also for K = 1, so agents can match it). A gap between
 shown rounds sits where the rounds are missing; a gap older than every shown
 round (the ``--before`` mode) comes last, where the next page is looked for.
+The default page may end with one more line, ``... where to look: PATH:START-END, ...
+(git nerve knowledge query on the task's description) ...`` (see :mod:`.hints`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,8 @@ import yaml
 
 from .. import clock
 from ..text import clean, clean_line
+from .hints import Hint
+from .hints import render as render_hints
 from .select import Gap
 
 RESERVED = frozenset({"type", "role", "content"})
@@ -107,8 +111,8 @@ def hint(gap: Gap) -> str:
     return f"... {gap.count} messages omitted (use --before {gap.before} to load) ..."
 
 
-def render(rounds: Iterable[ShownRound], omitted: Iterable[Gap]) -> str:
-    """The whole view: rounds in order, each gap's hint in place; no trailing newline."""
+def render(rounds: Iterable[ShownRound], omitted: Iterable[Gap], where: Sequence[Hint] = ()) -> str:
+    """The whole view: rounds in order, each gap's hint in place, the where-to-look line last; no trailing newline."""
     shown = sorted(rounds, key=lambda r: r.round)
     gaps = sorted(omitted, key=lambda g: g.first)
     blocks: list[str] = []
@@ -122,4 +126,5 @@ def render(rounds: Iterable[ShownRound], omitted: Iterable[Gap]) -> str:
             blocks.append(hint(inner.pop(0)))
         blocks.append(render_round(r))
     blocks += [hint(g) for g in inner]
-    return "\n\n".join(blocks + trailing)
+    look = [render_hints(tuple(where))] if where else []
+    return "\n\n".join(blocks + trailing + look)

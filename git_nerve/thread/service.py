@@ -31,8 +31,9 @@ from .. import clock, context
 from ..bus import Bus, open_bus, rounds, workers
 from ..bus.driver import Connection
 from ..errors import UsageError
-from ..paths import discover
+from ..paths import RepoPaths, discover
 from .format import RESERVED, ShownRound, render
+from .hints import Hint, where_to_look
 from .select import DEFAULT_BUDGET, Gap, select_before, select_default
 
 _AFTER_ALL = 2**63 - 1  # a `before` past any round id (SQLite's largest integer)
@@ -45,16 +46,22 @@ class ThreadView:
     thread: str
     rounds: tuple[ShownRound, ...]
     omitted: tuple[Gap, ...]
+    #: where to look in the code (:mod:`.hints`): only on the default page, only with a knowledge index
+    hints: tuple[Hint, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "thread": self.thread,
             "rounds": [r.as_dict() for r in self.rounds],
             "omitted": [g.as_dict() for g in self.omitted],
         }
+        if self.hints:
+            data["hints"] = [h.as_dict() for h in self.hints]
+        return data
 
     def render(self) -> str:
-        return render(self.rounds, self.omitted)
+        """The rounds and gaps (the seed's format), then the hint line when there is one."""
+        return render(self.rounds, self.omitted, self.hints)
 
 
 # -- reading -----------------------------------------------------------------
@@ -70,12 +77,18 @@ def _known(conn: Connection, thread_id: str) -> bool:
     return workers.get(conn, thread_id) is not None or rounds.last_round(conn, thread_id) > 0
 
 
-def view(bus: Bus, thread_id: str, *, before: int | None = None, budget: int = DEFAULT_BUDGET) -> ThreadView:
+def view(
+    bus: Bus, thread_id: str, *, before: int | None = None, budget: int = DEFAULT_BUDGET, hints: bool = False,
+    here: RepoPaths | None = None,
+) -> ThreadView:
     """The rounds of ``thread_id`` within ``budget`` characters.
 
     Default: round 1 plus the newest rounds; ``before=N``: the rounds before
     round N, newest first until the budget is met. Unknown thread, a budget
-    below 1 or ``before`` below 1 -> :class:`UsageError`.
+    below 1 or ``before`` below 1 -> :class:`UsageError`. With ``hints``, the
+    default page also carries where to look (:mod:`.hints`): what the knowledge
+    index of the task's worktree (else of ``here``) ranks first for the task's
+    description (else round 1's content).
     """
     check_budget(budget)
     if before is not None:
@@ -93,7 +106,16 @@ def view(bus: Bus, thread_id: str, *, before: int | None = None, budget: int = D
         pairs.close()  # release the index cursor the walk left open
     loaded = rounds.load(conn, thread_id, list(chosen.rounds))
     shown = tuple(ShownRound(r.round, r.role, r.ts, r.metadata, r.content) for r in loaded)
-    return ThreadView(thread_id, shown, chosen.omitted)
+    look = _hints(conn, thread_id, shown, here) if hints and before is None else ()
+    return ThreadView(thread_id, shown, chosen.omitted, look)
+
+
+def _hints(conn: Connection, thread_id: str, shown: tuple[ShownRound, ...], here: RepoPaths | None) -> tuple[Hint, ...]:
+    w = workers.get(conn, thread_id)
+    text = w.description if w is not None else ""
+    if not (text or "").strip():
+        text = next((r.content for r in shown if r.round == 1), "")
+    return where_to_look(text, w.worktree if w is not None else None, here)
 
 
 def check_budget(budget: Any) -> int:
@@ -257,8 +279,8 @@ def parse_metadata(pairs: tuple[str, ...] | list[str] = (), meta_json: str | Non
 
 # -- from a working directory --------------------------------------------------
 
-def open_thread(thread_id: str | None, cwd: str | os.PathLike[str] | None = None, *, how_to_name: str) -> tuple[Bus, str]:
-    """The bus of the repository at ``cwd`` and the thread to act on.
+def open_thread(thread_id: str | None, cwd: str | os.PathLike[str] | None = None, *, how_to_name: str) -> tuple[Bus, str, RepoPaths]:
+    """The bus of the repository at ``cwd``, the thread to act on, and the repository's paths.
 
     ``thread_id`` defaults to the task of the worktree ``cwd`` is in (its
     ``.worker-ctx.json``); outside one, ``how_to_name`` says what to pass.
@@ -272,7 +294,7 @@ def open_thread(thread_id: str | None, cwd: str | os.PathLike[str] | None = None
         thread_id = ctx.task_id
     if not paths.bus_path.exists():
         raise UsageError(f"unknown thread {thread_id!r}: this repository has no tasks yet")
-    return open_bus(paths.common_dir, create=False), thread_id
+    return open_bus(paths.common_dir, create=False), thread_id, paths
 
 
 def show(
@@ -286,9 +308,9 @@ def show(
     check_budget(budget)
     if before is not None:
         check_before(before)
-    bus, thread_id = open_thread(thread_id, cwd, how_to_name="pass THREAD_ID (a task id)")
+    bus, thread_id, paths = open_thread(thread_id, cwd, how_to_name="pass THREAD_ID (a task id)")
     with bus:
-        return view(bus, thread_id, before=before, budget=budget)
+        return view(bus, thread_id, before=before, budget=budget, hints=True, here=paths)
 
 
 def post_here(
@@ -302,6 +324,6 @@ def post_here(
     """`git nerve post`: append a round to ``task`` (default: this worktree's); returns (task, round id)."""
     check_role(role)
     check_metadata(metadata)
-    bus, task = open_thread(task, cwd, how_to_name="pass --task TASK")
+    bus, task, _ = open_thread(task, cwd, how_to_name="pass --task TASK")
     with bus:
         return task, post(bus, task, role=role, content=content, metadata=metadata)
