@@ -3,16 +3,20 @@
 ``nerve.toml`` (committed, so every clone takes part once it ran `git nerve init`)::
 
     [shared]
-    backend = "git"        # "local" (or no table): one machine, the SQLite bus alone
+    backend = "git"        # "local" (or no table): one machine, the SQLite bus alone; "postgres": PostgreSQL
     remote = "nerve"       # optional: a separate coordination remote (default: nerve.remote, else origin)
+    schema = "nerve_x_1a2b3c"  # postgres: this repository's namespace in the database (several share one)
     lease = 600            # optional: seconds a holder's log may stay still before its tasks can be taken over
     background = true      # optional: each transition starts a sync in the background (publishes its events)
 
-A machine's name: ``git config nerve.machine``, else the host name.
+A machine's name: ``git config nerve.machine``, else the host name. The PostgreSQL backend's connection is
+each machine's own (``git config nerve.database`` or ``NERVE_DATABASE_URL``: never in a committed file), read
+when it connects (:mod:`.postgres`).
 """
 
 from __future__ import annotations
 
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +26,10 @@ from ..errors import UsageError
 from ..git import config as gitconfig
 from . import records
 
-BACKENDS = ("local", "git")
+BACKENDS = ("local", "git", "postgres")
+#: the PostgreSQL backend's namespace when nerve.toml names none
+DEFAULT_SCHEMA = "nerve"
+_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,8 @@ class SharedConfig:
     common_dir: Path
     lease: float = 600.0
     background: bool = True
+    #: the PostgreSQL backend: this repository's schema in the database
+    schema: str | None = None
 
 
 def main_checkout(common_dir: Path) -> Path | None:
@@ -65,7 +74,17 @@ def load(common_dir: Path) -> SharedConfig:
     background = table.get("background", True)
     if not isinstance(background, bool):
         raise UsageError("nerve.toml [shared] background must be true or false")
-    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background)
+    schema = None
+    if backend == "postgres":
+        schema = table.get("schema", DEFAULT_SCHEMA)
+        if not isinstance(schema, str) or not valid_schema(schema):
+            raise UsageError("nerve.toml [shared] schema must be a PostgreSQL schema name (lower-case letters, digits, "
+                             "'_'; at most 63; not starting with a digit)")
+    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background, schema)
+
+
+def valid_schema(name: str) -> bool:
+    return bool(_SCHEMA.match(name)) and not name.startswith("pg_")
 
 
 def machine(cwd) -> str:
