@@ -282,3 +282,42 @@ def test_takeover_by_the_databases_clock_and_the_old_holder_is_fenced(tmp_path, 
     assert proc.returncode == 8 and "task t is held by machine two" in proc.stderr
     assert _local_row(one, "t").state == "ASSIGNED"
     ss.ok(["worker", "start", "--task", "t"], two)
+
+
+def test_racing_takeovers_of_a_silent_machines_tasks_have_one_winner_each(tmp_path, db):
+    """Three machines take over the tasks of a fourth that went silent, all at once, task by task: the
+    compare-and-set on the row's version gives each task to exactly one of them."""
+    import threading
+
+    from git_nerve.errors import HeldElsewhere
+
+    machines = ["gone", "r1", "r2", "r3"]
+    works = team(tmp_path, db, machines, lease=1, background=False)
+    schema = _schema(works[0])
+    states = [_state(w) for w in works]
+    tasks = [f"orphan-{i}" for i in range(20)]
+    with ss.bus(works[0]) as bus:
+        for task in tasks:
+            states[0].claim(bus, task, None, "ASSIGNED", "spawn", take=True)
+    time.sleep(1.5)  # "gone" is silent past its lease, by the database's clock
+    barrier = threading.Barrier(3)
+
+    def run(i: int) -> list[str]:
+        won = []
+        with ss.bus(works[i]) as bus:
+            for task in tasks:
+                barrier.wait()
+                try:
+                    states[i].take(bus, task)
+                except HeldElsewhere as exc:
+                    assert f"task {task} is held by machine r" in exc.message
+                    continue
+                won.append(task)
+        return won
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = list(pool.map(run, [1, 2, 3]))
+    assert sorted(t for r in results for t in r) == sorted(tasks), results
+    owners = dict(_query(db, f"SELECT task_id, owner FROM {schema}.claims"))
+    assert owners == {t: machines[i] for i, r in zip([1, 2, 3], results) for t in r}
+    assert _query(db, f"SELECT count(*) FROM {schema}.transitions WHERE verb = 'takeover'") == [(len(tasks),)]
