@@ -273,14 +273,17 @@ def test_a_newer_schema_is_refused_with_one_line(tmp_path, db):
 def test_takeover_by_the_databases_clock_and_the_old_holder_is_fenced(tmp_path, db):
     one, two = team(tmp_path, db, ["one", "two"], lease=2, background=False)
     ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    build.commit_file(Path(_local_row(one, "t").worktree), "t.txt", "one's work\n")
     proc = ss.run(["worker", "takeover", "t"], two)
     assert proc.returncode == 8 and "held by machine one, which was seen 0 s ago (lease: 2 s" in proc.stderr
     time.sleep(2.5)
     ss.ok(["worker", "takeover", "t"], two)
     assert _local_row(two, "t").state == "ASSIGNED"
-    proc = ss.run(["worker", "start", "--task", "t"], one)  # the old holder comes back: fenced off
-    assert proc.returncode == 8 and "task t is held by machine two" in proc.stderr
-    assert _local_row(one, "t").state == "ASSIGNED"
+    proc = ss.run(["worker", "done", "--task", "t"], one)  # the old holder comes back: fenced off, before its push
+    assert proc.returncode == 8 and "task t is held by machine two" in proc.stderr, proc
+    assert _local_row(one, "t").state == "WORKING"
+    assert build.git(tmp_path / "srv" / "project.git", "branch", "--list", "feat/t") == ""  # nothing pushed
     ss.ok(["worker", "start", "--task", "t"], two)
 
 

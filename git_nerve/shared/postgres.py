@@ -134,7 +134,16 @@ class PostgresState:
             spawn(self.config.common_dir, self.cwd)
 
     def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> None:
-        return None  # nothing rides a git push: the command's claim is a transaction of its own
+        """Nothing rides a git push (the command's claim is a transaction of its own, after the push); but a
+        push for a task this machine no longer holds is refused before it is made: HeldElsewhere."""
+        unchanged = f"nothing changed here ({task_id} is still {expected}; nothing pushed)"
+        with self.session(unchanged) as conn:
+            current = _current(conn, task_id)
+        if current is not None and not already(current, new, verb, self.machine):
+            refused = refusal(task_id, current, expected, False, self.machine)
+            if refused is not None:
+                raise refused
+        return None
 
     def landed(self, bus: Bus, pending: object) -> None:
         return None
