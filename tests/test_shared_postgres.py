@@ -208,9 +208,16 @@ def test_two_machines_through_spawn_start_done_with_every_event_once(tmp_path, d
             assert sum(cache.event_counts(b.conn).values()) == produced
     again = json.loads(ss.ok(["nerve", "sync", "--json"], one).stdout)
     assert (again["backend"], again["exported"], again["ingested"]) == ("postgres", 0, 0)
+    ss.ok(["worker", "approve", "t"], one)
+    ss.ok(["worker", "merge", "t"], one)
+    assert "t.txt" in build.git(tmp_path / "srv" / "project.git", "ls-tree", "--name-only", "main")
+    assert [v for (v,) in _query(db, f"SELECT verb FROM {schema}.transitions WHERE task_id = 't' ORDER BY version")][-2:] \
+        == ["approve", "merge"]
+    for w in (one, two):
+        ss.ok(["nerve", "sync"], w)
     views = [sorted((r["task_id"], r["state"], r["machine"]) for r in json.loads(
         ss.ok(["worker", "status", "--json"], w).stdout)) for w in (one, two)]
-    assert views[0] == views[1] == [("t", "IN_REVIEW", "one"), ("u", "ASSIGNED", "two")]
+    assert views[0] == views[1] == [("t", "COMPLETED", "one"), ("u", "ASSIGNED", "two")]
     assert "view: synced" in ss.ok(["worker", "status"], two).stdout
 
 
@@ -259,6 +266,25 @@ def test_an_unreachable_database_fails_transitions_fast_and_events_wait(tmp_path
     with ss.bus(two) as b:
         rounds = [e[5]["content"] for e in cache.events(b.conn, "t") if e[4] == "thread_round"]
     assert rounds == ["written while cut off"]  # delivered once it was back, once
+
+
+def test_the_database_restarted_mid_run(tmp_path, db, pg_server):
+    one, two = team(tmp_path, db, ["one", "two"])
+    ss.ok(["worker", "spawn", "t"], one)
+    pg_server.stop()
+    try:
+        proc = ss.run(["worker", "start", "--task", "t"], one)
+        assert proc.returncode == 5 and "nothing changed here (t is still ASSIGNED)" in proc.stderr
+        assert _local_row(one, "t").state == "ASSIGNED"
+    finally:
+        pg_server.start()
+    ss.ok(["worker", "start", "--task", "t"], one)
+    ss.ok(["worker", "spawn", "u"], two)
+    for w in (one, two, one):
+        ss.ok(["nerve", "sync"], w)
+    views = [sorted((r["task_id"], r["state"], r["machine"]) for r in json.loads(
+        ss.ok(["worker", "status", "--json"], w).stdout)) for w in (one, two)]
+    assert views[0] == views[1] == [("t", "WORKING", "one"), ("u", "ASSIGNED", "two")]
 
 
 def test_a_newer_schema_is_refused_with_one_line(tmp_path, db):
