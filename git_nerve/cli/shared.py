@@ -13,8 +13,9 @@ from .common import CONTEXT_SETTINGS, echo, echo_json
 def sync(rebuild: bool, as_json: bool) -> None:
     """Publish this machine's events and fetch every machine's tasks and events (shared mode).
 
-    Events this machine wrote go to refs/nerve/log/<machine> on the remote; every claim and every other
-    machine's log are fetched into the bus as a cache (each event once). Offline: exit 4, the events wait.
+    Events this machine wrote go to refs/nerve/log/<machine> on the remote (on PostgreSQL: its events
+    table); every claim and every other machine's events are read into the bus as a cache (each event once).
+    Offline: exit 4 (PostgreSQL: 5), the events wait.
     """
     from ..shared.status import run_sync
 
@@ -34,9 +35,9 @@ def sync(rebuild: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def takeover(task_id: str, as_json: bool) -> None:
     """Take over a task of a machine that stopped (shared mode): once its log has not moved for the lease
-    ([shared] lease in nerve.toml, default 600 s, on this machine's clock), the task is claimed here and spawned
-    here (on its branch when the remote has it). The old machine is refused from then on. Exit 8 while the
-    lease holds."""
+    ([shared] lease in nerve.toml, default 600 s, on this machine's clock; on PostgreSQL: once the machine was
+    not seen for the lease by the database's clock), the task is claimed here and spawned here (on its branch
+    when the remote has it). The old machine is refused from then on. Exit 8 while the lease holds."""
     from ..worker.takeover import takeover as do_takeover
     from .tasks import _repo, _row
 
