@@ -330,3 +330,59 @@ def test_racing_takeovers_of_a_silent_machines_tasks_have_one_winner_each(tmp_pa
     owners = dict(_query(db, f"SELECT task_id, owner FROM {schema}.claims"))
     assert owners == {t: machines[i] for i, r in zip([1, 2, 3], results) for t in r}
     assert _query(db, f"SELECT count(*) FROM {schema}.transitions WHERE verb = 'takeover'") == [(len(tasks),)]
+
+
+_RACER = """
+import json, random, sys
+from pathlib import Path
+from git_nerve.bus.connection import Bus
+from git_nerve.errors import HeldElsewhere
+from git_nerve.shared import open_state
+common, seed, tasks = Path(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+state = open_state(common)
+object.__setattr__(state.config, "background", False)
+bus = Bus(common / "nerve" / "bus.db")
+won, lost = [], []
+for task in random.Random(seed).sample(tasks, 24):
+    try:
+        state.claim(bus, task, None, "ASSIGNED", "spawn", take=True)
+        won.append(task)
+    except HeldElsewhere as exc:
+        lost.append([task, exc.message])
+print(json.dumps({"won": won, "lost": lost}))
+"""
+
+
+@pytest.mark.slow
+def test_64_processes_on_8_machines_race_for_64_tasks(tmp_path, db):
+    """64 processes, 8 on each of 8 machines, each claiming 24 of the same 64 tasks in its own order: each task
+    goes to exactly one machine (a machine's own processes agree: the claim is the machine's), every other
+    machine is told which holds it, and no task's history ever names a second owner."""
+    import subprocess
+    import sys
+
+    machines = [f"p{i}" for i in range(8)]
+    works = team(tmp_path, db, machines, background=False)
+    schema = _schema(works[0])
+    tasks = [f"crowd-{i}" for i in range(64)]
+    commons = [build.git(w, "rev-parse", "--path-format=absolute", "--git-common-dir") for w in works]
+    procs = [(machines[i % 8], subprocess.Popen([sys.executable, "-c", _RACER, commons[i % 8], str(i), json.dumps(tasks)],
+                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+             for i in range(64)]
+    results = []
+    for machine, p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        results.append((machine, json.loads(out)))
+    owners = dict(_query(db, f"SELECT task_id, owner FROM {schema}.claims"))
+    winners: dict[str, set[str]] = {}
+    for machine, r in results:
+        for task in r["won"]:
+            winners.setdefault(task, set()).add(machine)  # a machine's own processes agree with each other
+        for task, message in r["lost"]:
+            assert f"task {task} is held by machine {owners[task]}" in message and owners[task] != machine
+    assert winners == {t: {owners[t]} for t in owners}  # exactly one machine won each task tried
+    assert set(owners) <= set(tasks) and len(owners) >= 60
+    doubled = _query(db, f"SELECT task_id FROM {schema}.transitions GROUP BY 1 "
+                         "HAVING count(*) <> 1 OR count(DISTINCT owner) <> 1")
+    assert doubled == []  # one spawn each, by one machine: nothing doubled

@@ -210,8 +210,8 @@ class PostgresState:
             cache.ensure(conn)
             if rebuild:
                 cache.clear(conn)
-            cached = {c.task_id: c.seq for c in cache.claims(conn)}
-            changed = [_record(r) for r in claims if cached.get(r[0]) != r[6]]
+            cached = {c.task_id: c.tip for c in cache.claims(conn)}  # (a claim the git remote cached: replaced)
+            changed = [_record(r) for r in claims if cached.get(r[0]) != _tip(r[6])]
             for rec in changed:
                 cache.put_claim(conn, _cached(rec))
             ingested = cache.add_events(conn, [{"id": e[0], "machine": e[1], "ts": e[3], "task": e[4], "kind": e[5],
@@ -302,5 +302,10 @@ def _seen_map(value: str | None) -> dict[str, int]:
     return {k: int(v) for k, v in d.items() if isinstance(v, int)} if isinstance(d, dict) else {}
 
 
+def _tip(version: int) -> str:
+    """What stands for the claim ref's commit in the cache: the row's version."""
+    return f"pg:{version}"
+
+
 def _cached(rec: records.Record) -> cache.Claim:
-    return cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq, f"pg:{rec.seq}", rec.ts)
+    return cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq, _tip(rec.seq), rec.ts)
