@@ -386,3 +386,39 @@ def test_64_processes_on_8_machines_race_for_64_tasks(tmp_path, db):
     doubled = _query(db, f"SELECT task_id FROM {schema}.transitions GROUP BY 1 "
                          "HAVING count(*) <> 1 OR count(DISTINCT owner) <> 1")
     assert doubled == []  # one spawn each, by one machine: nothing doubled
+
+
+def test_sync_watch_brings_another_machines_change_within_a_moment(tmp_path, db):
+    """`git nerve sync --watch` waits on LISTEN/NOTIFY: a transition or published events of another machine
+    reach this machine's view within a moment, with no sync run by hand (and no background syncs)."""
+    import subprocess
+
+    from git_nerve.bus import shared as cache
+
+    one, two = team(tmp_path, db, ["one", "two"], background=False)
+    watcher = subprocess.Popen([str(ss.BIN / "git-nerve"), "sync", "--watch"], cwd=two, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert "synced with" in watcher.stdout.readline()  # the first sync: listening from then on
+
+        def seen(check, within: float = 5.0) -> float:
+            started = time.monotonic()
+            while time.monotonic() - started < within:
+                with ss.bus(two) as b:
+                    if check(b.conn):
+                        return time.monotonic() - started
+                time.sleep(0.05)
+            raise AssertionError("not seen")
+
+        ss.ok(["worker", "spawn", "t"], one)
+        assert seen(lambda c: (cache.claim(c, "t") or None) is not None) < 3
+        ss.ok(["nerve", "post", "--task", "t", "--role", "tester", "rung through NOTIFY"], one)
+        ss.ok(["nerve", "sync"], one)  # publishes the round: the database rings two's watcher
+        assert seen(lambda c: any(e[4] == "thread_round" for e in cache.events(c, "t"))) < 3
+        assert watcher.poll() is None
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=10)
+    solo = build.simple(tmp_path / "solo").work  # one machine: nothing to wait for
+    proc = ss.run(["nerve", "sync", "--watch"], solo)
+    assert proc.returncode == 2 and "this repository is not on it" in proc.stderr, proc

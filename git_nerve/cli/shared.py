@@ -9,19 +9,33 @@ from .common import CONTEXT_SETTINGS, echo, echo_json
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--rebuild", is_flag=True, help="Forget the cached view and read every machine's refs again.")
+@click.option("--watch", is_flag=True,
+              help="PostgreSQL: keep the view fresh, syncing within a moment of any other machine's change "
+                   "(LISTEN/NOTIFY; no polling while nothing changes) until interrupted.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def sync(rebuild: bool, as_json: bool) -> None:
+def sync(rebuild: bool, watch: bool, as_json: bool) -> None:
     """Publish this machine's events and fetch every machine's tasks and events (shared mode).
 
     Events this machine wrote go to refs/nerve/log/<machine> on the remote (on PostgreSQL: its events
     table); every claim and every other machine's events are read into the bus as a cache (each event once).
     Offline: exit 4 (PostgreSQL: 5), the events wait.
     """
-    from ..shared.status import run_sync
+    from ..shared.status import run_sync, run_watch
 
-    report = run_sync(rebuild=rebuild)
+    if watch:
+        if rebuild:
+            raise click.UsageError("--watch and --rebuild go separately")
+        run_watch(lambda report: _print(report, as_json))
+        return
+    _print(run_sync(rebuild=rebuild), as_json)
+
+
+def _print(report: dict, as_json: bool) -> None:
     if as_json:
         echo_json(report)
+        return
+    if "error" in report:
+        echo(f"sync: {report['error']} (trying again)")
         return
     if report["backend"] == "local":
         echo("not in shared mode (nothing to sync): `git nerve init --shared` turns it on")

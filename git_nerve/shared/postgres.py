@@ -229,6 +229,30 @@ class PostgresState:
 
         return freshness(bus, store="database")
 
+    def watch(self, bus: Bus, report, *, retry: float = 5.0) -> None:
+        """`git nerve sync --watch`: sync now, then again within a moment of any other machine's commit of a
+        transition or of events (LISTEN/NOTIFY), ``report`` called with each sync's report (or ``{"error":
+        ...}``). Nothing is polled while nothing changes: the wait only wakes every third of the lease to note
+        this machine seen (its leases hold). A lost database is tried again every ``retry`` seconds."""
+        from psycopg import sql
+
+        while True:
+            try:
+                with self.session("the view stays the cached one") as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.schema)))
+                    report(self.sync(bus))
+                    while True:
+                        rang = list(conn.notifies(timeout=self.config.lease / 3, stop_after=1))
+                        if not rang:
+                            _seen(conn, self.machine)
+                            continue
+                        rang += list(conn.notifies(timeout=0.05))  # a burst is one sync
+                        if any(_rung_by(n.payload) != self.machine for n in rang):
+                            report(self.sync(bus))
+            except DatabaseError as exc:
+                report({"error": exc.message})
+            time.sleep(retry)  # only while the database is lost
+
 
 # -- the statements ---------------------------------------------------------------------------------------------
 def _seen(conn, machine: str) -> None:
@@ -270,7 +294,14 @@ def _move(conn, task_id: str, current: records.Record | None, expected: str | No
     conn.execute("INSERT INTO transitions (task_id, version, previous, state, verb, machine, owner) "
                  "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                  (rec.task, rec.seq, rec.previous, rec.state, rec.verb, rec.machine, rec.owner))
+    _notify(conn, {"machine": machine, "task": task_id, "state": new})
     return rec
+
+
+def _notify(conn, payload: dict) -> None:
+    """The doorbell of :meth:`PostgresState.watch` (inside the caller's transaction: rung at its commit; the
+    tables stay the log, the payload only says who rang)."""
+    conn.execute("SELECT pg_notify(current_schema(), %s)", (json.dumps(payload, sort_keys=True),))
 
 
 def _export(conn, bus: Bus, machine: str) -> int:
@@ -291,7 +322,16 @@ def _export(conn, bus: Bus, machine: str) -> int:
                   json.dumps(e.get("payload") or {}, sort_keys=True)) for i, e in enumerate(new, 1)])
         conn.execute("UPDATE machines SET cursor = %s::jsonb, published = %s WHERE machine = %s",
                      (json.dumps(after, sort_keys=True), published + len(new), machine))
+        _notify(conn, {"machine": machine, "events": len(new)})
     return len(new)
+
+
+def _rung_by(payload: str) -> str | None:
+    try:
+        d = json.loads(payload)
+    except ValueError:
+        return None
+    return d.get("machine") if isinstance(d, dict) else None
 
 
 def _seen_map(value: str | None) -> dict[str, int]:
