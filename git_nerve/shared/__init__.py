@@ -5,7 +5,8 @@ The commands and the lifecycle call only :func:`open_state` and the :class:`Shar
 
 * ``claim(task, expected, new, verb)``: the compare-and-set of one transition on the shared store, made before
   the local bus row moves; the loser raises :class:`~git_nerve.errors.HeldElsewhere` (exit 8) naming the
-  machine, an unreachable store a one-line :class:`~git_nerve.errors.GitError` (exit 4); nothing changed.
+  machine, an unreachable store one line (:class:`~git_nerve.errors.GitError`, exit 4, for the git remote;
+  :class:`~git_nerve.errors.DatabaseError`, exit 5, for PostgreSQL); nothing changed.
 * ``prepare_with_push`` / ``landed`` / ``lost``: the same compare-and-set carried by a push the command makes
   anyway (done's push of the task branch), so both land or neither; a backend that is not the git remote
   carries nothing and the command's ``claim`` runs as usual.
@@ -14,8 +15,9 @@ The commands and the lifecycle call only :func:`open_state` and the :class:`Shar
 * ``learn(bus, task)``: after a refused claim, the store's word on the task into the cache (fencing reads it).
 * ``freshness(bus)``: how fresh the cached view is, for `git worker status`.
 
-Backends: :mod:`.local` (one machine: the SQLite bus alone, today's behaviour) and :mod:`.gitremote` (claims
-and per-machine logs as refs on the git remote).
+Backends: :mod:`.local` (one machine: the SQLite bus alone, today's behaviour), :mod:`.gitremote` (claims
+and per-machine logs as refs on the git remote) and :mod:`.postgres` (claims, events and leases in tables of a
+PostgreSQL database, issue 29).
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ def open_state(common_dir: Path) -> SharedState:
         from .gitremote import GitRemoteState
 
         return GitRemoteState(cfg)
+    if cfg.backend == "postgres":
+        from .postgres import PostgresState
+
+        return PostgresState(cfg)
     from .local import LocalState
 
     return LocalState(cfg)

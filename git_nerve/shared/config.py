@@ -3,17 +3,21 @@
 ``nerve.toml`` (committed, so every clone takes part once it ran `git nerve init`)::
 
     [shared]
-    backend = "git"        # "local" (or no table): one machine, the SQLite bus alone
+    backend = "git"        # "local" (or no table): one machine, the SQLite bus alone; "postgres": PostgreSQL
     remote = "nerve"       # optional: a separate coordination remote (default: nerve.remote, else origin)
+    schema = "nerve_x_1a2b3c"  # postgres: this repository's namespace in the database (several share one)
     lease = 600            # optional: seconds a holder's log may stay still before its tasks can be taken over
     background = true      # optional: each transition starts a sync in the background (publishes its events)
     takeover = "manual"    # optional: "idle" / "auto": `git nerve sync` takes over tasks whose holder's lease ran out
 
-A machine's name: ``git config nerve.machine``, else the host name.
+A machine's name: ``git config nerve.machine``, else the host name. The PostgreSQL backend's connection is
+each machine's own (``git config nerve.database`` or ``NERVE_DATABASE_URL``: never in a committed file), read
+when it connects (:mod:`.postgres`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +25,13 @@ from .. import nerve_toml
 from ..errors import UsageError
 from ..git import config as gitconfig
 
-BACKENDS = ("local", "git")
+BACKENDS = ("local", "git", "postgres")
 #: ``[shared] takeover``: manual (only `git worker takeover`), idle (a sync takes over the tasks nobody works on:
 #: ASSIGNED, IN_REVIEW, APPROVED), auto (a sync takes over every live task, WORKING and CONFLICTED too)
 TAKEOVER = ("manual", "idle", "auto")
+#: the PostgreSQL backend's namespace when nerve.toml names none
+DEFAULT_SCHEMA = "nerve"
+_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,8 @@ class SharedConfig:
     lease: float = 600.0
     background: bool = True
     takeover: str = "manual"
+    #: the PostgreSQL backend: this repository's schema in the database
+    schema: str | None = None
 
 
 def main_checkout(common_dir: Path) -> Path | None:
@@ -71,7 +80,17 @@ def load(common_dir: Path) -> SharedConfig:
     takeover = table.get("takeover", "manual")
     if takeover not in TAKEOVER:
         raise UsageError(f"nerve.toml [shared] takeover = {takeover!r} is not one of {', '.join(TAKEOVER)}")
-    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background, takeover)
+    schema = None
+    if backend == "postgres":
+        schema = table.get("schema", DEFAULT_SCHEMA)
+        if not isinstance(schema, str) or not valid_schema(schema):
+            raise UsageError("nerve.toml [shared] schema must be a PostgreSQL schema name (lower-case letters, digits, "
+                             "'_'; at most 63; not starting with a digit)")
+    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background, takeover, schema)
+
+
+def valid_schema(name: str) -> bool:
+    return bool(_SCHEMA.match(name)) and not name.startswith("pg_")
 
 
 def machine(cwd) -> str:

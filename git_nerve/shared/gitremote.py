@@ -16,13 +16,15 @@ from ..bus.connection import Bus
 from ..errors import GitError, HeldElsewhere, InvalidTransition, UsageError
 from ..git import refs, remote_refs
 from . import lease, records
+from .judge import AUTO_STATES
+from .judge import already as _already
+from .judge import held as _held
+from .judge import refusal as _refusal
+from .judge import taken_here
 from .config import SharedConfig
 
 #: compare-and-set attempts when only this clone's mirror was behind the remote
 ATTEMPTS = 3
-#: the claim states each ``[shared] takeover`` setting lets a sync take over (never COMPLETED or FAILED)
-AUTO_STATES = {"idle": ("ASSIGNED", "IN_REVIEW", "APPROVED"),
-               "auto": ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")}
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,7 @@ class GitRemoteState:
         for fresh in (False, True):
             if current is not None and _already(current, new, verb, self.machine):
                 return None
-            if current is not None and take and expected is None and current.owner == self.machine \
-                    and current.state == new:
+            if taken_here(current, expected, new, take, self.machine):
                 return None  # a task this machine took over (or spawned) is spawned here: nothing to claim
             refusal = _refusal(task_id, current, expected, take, self.machine, holder)
             if refusal is None:
@@ -210,30 +211,6 @@ class GitRemoteState:
         from .sync import freshness
 
         return freshness(bus)
-
-
-def _already(rec: records.Record, new: str, verb: str, machine: str) -> bool:
-    return rec.state == new and rec.verb == verb and rec.machine == machine
-
-
-def _refusal(task_id: str, current: records.Record | None, expected: str | None, take: bool,
-             machine: str, holder: str | None = None) -> HeldElsewhere | None:
-    """Why the claim as last seen forbids this transition (None: it allows it)."""
-    if current is None:
-        return None
-    if holder is not None and current.owner != holder:
-        return _held(task_id, current)  # a takeover from ``holder``: another taker got there first
-    if expected is not None and (current.state != expected or (current.owner != machine and not take)):
-        return _held(task_id, current)  # moved meanwhile, or held by another machine (this one is fenced off)
-    if expected is None and (not take or current.owner != machine):
-        return _held(task_id, current)
-    return None
-
-
-def _held(task_id: str, rec: records.Record) -> HeldElsewhere:
-    moved = "" if rec.machine == rec.owner else f", moved there by {rec.machine}'s {rec.verb}"
-    return HeldElsewhere(f"task {task_id} is held by machine {rec.owner} ({rec.state}{moved}); nothing changed here "
-                         "(`git nerve sync` then `git worker status` shows every machine's tasks)")
 
 
 def _cached(rec: records.Record, sha: str) -> cache.Claim:

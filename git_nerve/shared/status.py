@@ -24,6 +24,23 @@ def run_sync(cwd=None, *, rebuild: bool = False) -> dict:
         bus.close()
 
 
+def run_watch(report, cwd=None) -> None:
+    """`git nerve sync --watch` of the repository at ``cwd`` (PostgreSQL only: LISTEN/NOTIFY); never returns."""
+    from ..errors import UsageError
+
+    paths = discover(cwd)
+    state = open_state(paths.common_dir)
+    watch = getattr(state, "watch", None)
+    if watch is None:
+        raise UsageError("sync --watch waits for other machines' changes through PostgreSQL (LISTEN/NOTIFY): this "
+                         "repository is not on it; on the git remote run `git nerve sync` when you need a fresh view")
+    bus = Bus(paths.bus_path)
+    try:
+        watch(bus, report)
+    finally:
+        bus.close()
+
+
 def shared_rows(bus: Bus, rows: list[dict[str, Any]], states: tuple[str, ...] = ()) -> str | None:
     """In shared mode: each row gets the machine holding its task, the tasks only other machines have are
     added (from the cache of the last sync), every row says how fresh the view is; the freshness line.

@@ -139,12 +139,12 @@ def _failed(state, bus: Bus, res: remote_refs.RemoteResult) -> None:
                    "and the view stays the cached one")
 
 
-def freshness(bus: Bus, now: float | None = None) -> str:
-    """"synced 12 s ago", "remote unreachable since <when>: cached view", or "never synced"."""
+def freshness(bus: Bus, now: float | None = None, *, store: str = "remote") -> str:
+    """"synced 12 s ago", "<store> unreachable since <when>: cached view", or "never synced"."""
     now = clock.now() if now is None else now
     down = cache.get_meta(bus.conn, UNREACHABLE_SINCE)
     if down is not None:
-        return f"remote unreachable since {clock.iso(float(down))}: cached view"
+        return f"{store} unreachable since {clock.iso(float(down))}: cached view"
     synced = cache.get_meta(bus.conn, SYNCED_AT)
     if synced is None:
         return "never synced (run `git nerve sync`)"

@@ -1,0 +1,43 @@
+"""Whether a claim as the shared store holds it allows a transition (pure: no I/O), the same for every backend:
+a transition moves a claim held by this machine from the state it expects; a new task (``expected`` None) is
+created only where no claim exists; ``take`` (spawn, takeover) makes this machine the holder."""
+
+from __future__ import annotations
+
+from ..errors import HeldElsewhere
+from .records import Record
+
+#: the claim states each ``[shared] takeover`` setting lets a sync take over (never COMPLETED or FAILED)
+AUTO_STATES = {"idle": ("ASSIGNED", "IN_REVIEW", "APPROVED"),
+               "auto": ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")}
+
+
+def already(rec: Record, new: str, verb: str, machine: str) -> bool:
+    """Does the claim record this very transition by this machine already (a rerun: success)?"""
+    return rec.state == new and rec.verb == verb and rec.machine == machine
+
+
+def taken_here(rec: Record | None, expected: str | None, new: str, take: bool, machine: str) -> bool:
+    """A task this machine took over (or spawned) is spawned here: nothing to claim."""
+    return rec is not None and take and expected is None and rec.owner == machine and rec.state == new
+
+
+def refusal(task_id: str, current: Record | None, expected: str | None, take: bool, machine: str,
+            holder: str | None = None) -> HeldElsewhere | None:
+    """Why the claim as last seen forbids this transition (None: it allows it). ``holder``: a takeover judged
+    the task held by that machine; another holder now means another taker got there first."""
+    if current is None:
+        return None
+    if holder is not None and current.owner != holder:
+        return held(task_id, current)
+    if expected is not None and (current.state != expected or (current.owner != machine and not take)):
+        return held(task_id, current)  # moved meanwhile, or held by another machine (this one is fenced off)
+    if expected is None and (not take or current.owner != machine):
+        return held(task_id, current)
+    return None
+
+
+def held(task_id: str, rec: Record) -> HeldElsewhere:
+    moved = "" if rec.machine == rec.owner else f", moved there by {rec.machine}'s {rec.verb}"
+    return HeldElsewhere(f"task {task_id} is held by machine {rec.owner} ({rec.state}{moved}); nothing changed here "
+                         "(`git nerve sync` then `git worker status` shows every machine's tasks)")

@@ -1,0 +1,379 @@
+"""PostgreSQL as the shared store (issue 29): claims, every machine's events and leases in tables of a database.
+
+Turned on by ``[shared] backend = "postgres"`` in nerve.toml (``git nerve init --shared postgres``), which also
+names this repository's ``schema``: several repositories share one database, each in its own namespace. Each
+machine gives its connection itself, never in a committed file: ``NERVE_DATABASE_URL``, else ``git config
+nerve.database`` (a URL or a libpq keyword string); a password comes from where libpq looks (``~/.pgpass``,
+``PGPASSWORD``, ...). The driver is psycopg 3 (``pip install 'git-nerve[postgres]'``), imported only here.
+
+* The schema is created and migrated by git-nerve (``nerve_schema.version``, under an advisory lock); a schema
+  newer than this code knows is refused with one line (exit 5).
+* A transition is one transaction: the claim row is read, judged as every backend judges it (:mod:`.judge`),
+  and moved by compare-and-set on its ``version`` (``UPDATE ... WHERE version = <seen>``; a new task by
+  ``INSERT ... ON CONFLICT DO NOTHING``); of racing machines exactly one moves it, the others re-read it and
+  raise HeldElsewhere naming the holder. Each transition is also a row of ``transitions`` (the history).
+* Leases use the database's clock: every transaction of a machine sets its ``machines.seen_at = now()``; a
+  takeover is allowed once the holder was not seen for ``[shared] lease`` seconds of ``now()``, judged inside
+  the takeover's own transaction.
+* ``sync``: this machine's new bus records (:func:`git_nerve.bus.shared.local_events`, after the cursor the
+  database keeps for it) become rows of ``events`` (numbered per machine, ``mseq``) in one transaction with
+  the cursor's move, so nothing is published twice; everyone's claims and the other machines' events newer
+  than the ``mseq`` seen of each are read into the bus's cache (:mod:`git_nerve.bus.shared`), each event once.
+* The database not reachable: the connection fails within ``CONNECT_TIMEOUT`` seconds, one line (exit 5),
+  nothing changed; this machine's events wait in its bus and go out with the next sync that reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+from .. import clock, locks
+from ..bus import shared as cache
+from ..bus.connection import Bus
+from ..errors import DatabaseError, HeldElsewhere, InvalidTransition, UsageError
+from . import postgres_schema, records
+from .config import SharedConfig, _git_config
+from .judge import AUTO_STATES, already, refusal, taken_here
+
+#: compare-and-set attempts when the row moved between the read and the update
+ATTEMPTS = 3
+ENV_URL = "NERVE_DATABASE_URL"
+SEEN = "pg:seen"  # the cache's meta key: {machine: the last mseq of its events ingested}
+
+_CLAIM_COLUMNS = "task_id, state, previous, verb, machine, owner, version, extract(epoch FROM at)::float8"
+
+
+class PostgresState:
+    def __init__(self, config: SharedConfig):
+        self.config = config
+        self.cwd = config.cwd
+        self.machine = config.machine
+        self.schema = config.schema or "nerve"
+
+    @property
+    def active(self) -> bool:
+        return True
+
+    # -- the connection ----------------------------------------------------------------------------------------
+    def url(self) -> str:
+        url = (os.environ.get(ENV_URL) or "").strip() or _git_config(self.cwd, "nerve.database")
+        if not url:
+            raise UsageError(f"this repository's shared state is in PostgreSQL (nerve.toml): give this machine its "
+                             f"connection with `git config nerve.database <url>` or {ENV_URL}")
+        return url
+
+    @contextmanager
+    def session(self, unchanged: str) -> Iterator:
+        """A connection (autocommit: each :meth:`conn.transaction` is one), its schema ready; every driver error
+        becomes one line saying ``unchanged``. The caller's own NerveErrors pass through."""
+        try:
+            import psycopg
+        except ImportError:
+            raise UsageError("this repository's shared state is in PostgreSQL: its driver is missing here "
+                             "(pip install 'git-nerve[postgres]')") from None
+        url = self.url()
+        where = postgres_schema.where(url)
+        try:
+            conn = psycopg.connect(url, **postgres_schema.connect_options(url))
+        except psycopg.Error as exc:
+            raise DatabaseError(f"cannot reach the database {where}: {postgres_schema.first_line(exc)}; {unchanged}") from None
+        try:
+            conn.execute("SET statement_timeout = '30s'")
+            conn.execute("SET lock_timeout = '10s'")
+            postgres_schema.ensure(conn, self.schema)
+            yield conn
+        except psycopg.Error as exc:
+            raise DatabaseError(f"the database {where} failed: {postgres_schema.first_line(exc)}; {unchanged}") from None
+        finally:
+            conn.close()
+
+    def prepare_schema(self) -> str:
+        """Connect, create or migrate the schema (``init --shared postgres``); where the database is."""
+        with self.session("shared mode was not turned on"):
+            return postgres_schema.where(self.url())
+
+    # -- claims ------------------------------------------------------------------------------------------------
+    def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,
+              holder: str | None = None) -> None:
+        """Move ``task_id``'s claim from ``expected`` (None: a new task) to ``new`` in one transaction, before
+        the local bus moves. Idempotent: a claim that already records this transition by this machine is success.
+        ``holder``: a takeover expects the task still held by that machine."""
+        self._claim(bus, task_id, expected, new, verb, take=take, holder=holder)
+
+    def _claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool,
+               lease: bool = False, holder: str | None = None) -> None:
+        unchanged = f"nothing changed here ({task_id} is still {expected})" if expected else \
+            f"nothing changed here ({task_id} was not created)"
+        with self.session(unchanged) as conn:
+            for _ in range(ATTEMPTS):
+                with conn.transaction():
+                    _seen(conn, self.machine)
+                    current = _current(conn, task_id)
+                    if current is not None and (already(current, new, verb, self.machine)
+                                                or taken_here(current, expected, new, take, self.machine)):
+                        rec = current
+                    else:
+                        refused = refusal(task_id, current, expected, take, self.machine, holder)
+                        if refused is not None:
+                            raise refused
+                        if lease and current is not None:
+                            self._lease_ran_out(conn, task_id, current)
+                        rec = _move(conn, task_id, current, expected, new, verb, self.machine, take)
+                if rec is not None:
+                    break
+            else:
+                raise DatabaseError(f"could not move the claim of {task_id}: it kept moving; {unchanged}")
+        with bus.write() as c:
+            cache.ensure(c)
+            cache.put_claim(c, _cached(rec))
+            cache.set_meta(c, cache.MACHINE, self.machine)
+        if self.config.background:  # publish this transition's messages (and what the hooks queued) soon
+            from .background import spawn
+
+            spawn(self.config.common_dir, self.cwd)
+
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> None:
+        """Nothing rides a git push (the command's claim is a transaction of its own, after the push); but a
+        push for a task this machine no longer holds is refused before it is made: HeldElsewhere."""
+        unchanged = f"nothing changed here ({task_id} is still {expected}; nothing pushed)"
+        with self.session(unchanged) as conn:
+            current = _current(conn, task_id)
+        if current is not None and not already(current, new, verb, self.machine):
+            refused = refusal(task_id, current, expected, False, self.machine)
+            if refused is not None:
+                raise refused
+        return None
+
+    def landed(self, bus: Bus, pending: object) -> None:
+        return None
+
+    def lost(self, pending: object) -> None:
+        return None
+
+    def take(self, bus: Bus, task_id: str) -> str:
+        """Take over ``task_id`` (ASSIGNED to this machine) once its holder was not seen for the lease by the
+        database's clock, judged in the takeover's own transaction; the state it had."""
+        with self.session("nothing changed here") as conn:
+            current = _current(conn, task_id)
+        if current is None:
+            raise UsageError(f"no task {task_id!r} in the shared state")
+        if current.owner == self.machine:
+            return current.state  # ours already (a rerun): the spawn that follows finishes it
+        if current.state in ("COMPLETED", "FAILED"):
+            raise InvalidTransition(f"task {task_id} is {current.state} on machine {current.owner}: nothing to take over")
+        self._claim(bus, task_id, current.state, "ASSIGNED", "takeover", take=True, lease=True, holder=current.owner)
+        return current.state
+
+    def learn(self, bus: Bus, task_id: str) -> records.Record | None:
+        """The claim of ``task_id`` as the database holds it now, into the cache (fencing reads it); the record."""
+        with self.session("nothing changed here") as conn:
+            rec = _current(conn, task_id)
+        if rec is not None:
+            with bus.write() as c:
+                cache.ensure(c)
+                cache.put_claim(c, _cached(rec))
+                cache.set_meta(c, cache.MACHINE, self.machine)
+        return rec
+
+    def takeable(self, bus: Bus) -> list[str]:
+        """The tasks ``[shared] takeover`` lets a sync take over: another machine's, in a state the setting names,
+        whose holder was not seen for the lease by the database's clock; oldest transition first."""
+        states = AUTO_STATES.get(self.config.takeover, ())
+        if not states:
+            return []
+        with self.session("nothing changed here") as conn:
+            rows = conn.execute(
+                "SELECT c.task_id FROM claims c LEFT JOIN machines m ON m.machine = c.owner WHERE c.owner <> %s "
+                "AND c.state = ANY(%s) AND m.seen_at IS NOT NULL AND now() - m.seen_at >= make_interval(secs => %s) "
+                "ORDER BY c.at, c.task_id", (self.machine, list(states), float(self.config.lease))).fetchall()
+        return [r[0] for r in rows]
+
+    def _lease_ran_out(self, conn, task_id: str, current: records.Record) -> None:
+        row = conn.execute("SELECT extract(epoch FROM now() - seen_at)::float8 FROM machines WHERE machine = %s",
+                           (current.owner,)).fetchone()
+        silent, limit = (row[0] if row else None), self.config.lease
+        if silent is None or silent < limit:
+            seen = "was never seen" if silent is None else f"was seen {silent:.0f} s ago"
+            raise HeldElsewhere(f"task {task_id} is held by machine {current.owner}, which {seen} (lease: {limit:.0f} s "
+                                "of the database's clock); nothing changed here")
+
+    # -- sync and the cached view --------------------------------------------------------------------------------
+    def sync(self, bus: Bus, *, rebuild: bool = False) -> dict:
+        """Publish this machine's new events, read every claim and the other machines' new events into the
+        cache, one sync at a time per repository; a report. Unreachable: the cache stays, the time of the first
+        failure is kept for `status`, a DatabaseError says so (the events wait in the bus)."""
+        from .background import lock_paths
+
+        with locks.hold(lock_paths(self.config.common_dir)[0], timeout=120, what="the sync lock"):
+            return self._sync(bus, rebuild=rebuild)
+
+    def _sync(self, bus: Bus, *, rebuild: bool) -> dict:
+        from .sync import LAST_ERROR, SYNCED_AT, UNREACHABLE_SINCE
+
+        started = time.monotonic()
+        seen = {} if rebuild else _seen_map(cache.get_meta(bus.conn, SEEN))
+        try:
+            with self.session("this machine's events wait in its bus; the view stays the cached one") as conn:
+                exported = _export(conn, bus, self.machine)
+                claims = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims").fetchall()
+                events = conn.execute(
+                    "SELECT event_id, machine, mseq, ts, task_id, kind, payload FROM events WHERE machine <> %s "
+                    "AND mseq > COALESCE((%s::jsonb ->> machine)::bigint, 0) ORDER BY machine, mseq",
+                    (self.machine, json.dumps(seen))).fetchall()
+        except DatabaseError as exc:
+            with bus.write() as conn:
+                cache.ensure(conn)
+                if cache.get_meta(conn, UNREACHABLE_SINCE) is None:
+                    cache.set_meta(conn, UNREACHABLE_SINCE, repr(clock.now()))
+                cache.set_meta(conn, LAST_ERROR, exc.message)
+            raise
+        for _, machine, mseq, *_rest in events:
+            seen[machine] = max(seen.get(machine, 0), mseq)
+        with bus.write() as conn:
+            cache.ensure(conn)
+            if rebuild:
+                cache.clear(conn)
+            cached = {c.task_id: c.tip for c in cache.claims(conn)}  # (a claim the git remote cached: replaced)
+            changed = [_record(r) for r in claims if cached.get(r[0]) != _tip(r[6])]
+            for rec in changed:
+                cache.put_claim(conn, _cached(rec))
+            ingested = cache.add_events(conn, [{"id": e[0], "machine": e[1], "ts": e[3], "task": e[4], "kind": e[5],
+                                                "payload": e[6]} for e in events])
+            cache.set_meta(conn, SEEN, json.dumps(seen, sort_keys=True))
+            cache.set_meta(conn, cache.MACHINE, self.machine)
+            cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
+            cache.set_meta(conn, UNREACHABLE_SINCE, None)
+            cache.set_meta(conn, LAST_ERROR, None)
+        return {"backend": "postgres", "machine": self.machine, "remote": f"{postgres_schema.where(self.url())} ({self.schema})",
+                "exported": exported, "ingested": ingested, "claims": len(changed),
+                "seconds": round(time.monotonic() - started, 3)}
+
+    def freshness(self, bus: Bus) -> str:
+        from .sync import freshness
+
+        return freshness(bus, store="database")
+
+    def watch(self, bus: Bus, report, *, retry: float = 5.0) -> None:
+        """`git nerve sync --watch`: sync now, then again within a moment of any other machine's commit of a
+        transition or of events (LISTEN/NOTIFY), ``report`` called with each sync's report (or ``{"error":
+        ...}``). Nothing is polled while nothing changes: the wait only wakes every third of the lease to note
+        this machine seen (its leases hold). A lost database is tried again every ``retry`` seconds."""
+        from psycopg import sql
+
+        while True:
+            try:
+                with self.session("the view stays the cached one") as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.schema)))
+                    report(self.sync(bus))
+                    while True:
+                        rang = list(conn.notifies(timeout=self.config.lease / 3, stop_after=1))
+                        if not rang:
+                            _seen(conn, self.machine)
+                            continue
+                        rang += list(conn.notifies(timeout=0.05))  # a burst is one sync
+                        if any(_rung_by(n.payload) != self.machine for n in rang):
+                            report(self.sync(bus))
+            except DatabaseError as exc:
+                report({"error": exc.message})
+            time.sleep(retry)  # only while the database is lost
+
+
+# -- the statements ---------------------------------------------------------------------------------------------
+def _seen(conn, machine: str) -> None:
+    """This machine is there (its leases hold), by the database's clock."""
+    conn.execute("INSERT INTO machines (machine) VALUES (%s) ON CONFLICT (machine) DO UPDATE SET seen_at = now()",
+                 (machine,))
+
+
+def _current(conn, task_id: str) -> records.Record | None:
+    row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE task_id = %s", (task_id,)).fetchone()
+    return _record(row) if row else None
+
+
+def _record(row) -> records.Record:
+    task_id, state, previous, verb, machine, owner, version, at = row
+    return records.Record(task=task_id, state=state, previous=previous, verb=verb, machine=machine, owner=owner,
+                          seq=int(version), ts=float(at))
+
+
+def _move(conn, task_id: str, current: records.Record | None, expected: str | None, new: str, verb: str,
+          machine: str, take: bool) -> records.Record | None:
+    """The compare-and-set (inside the caller's transaction): the new record, or None when the row moved
+    since ``current`` was read (read it again)."""
+    previous = current.state if current else expected
+    owner = machine if take or current is None else current.owner
+    if current is None:
+        row = conn.execute(
+            f"INSERT INTO claims (task_id, owner, machine, state, previous, verb, version) VALUES (%s, %s, %s, %s, %s, "
+            f"%s, 1) ON CONFLICT (task_id) DO NOTHING RETURNING {_CLAIM_COLUMNS}",
+            (task_id, owner, machine, new, previous, verb)).fetchone()
+    else:
+        row = conn.execute(
+            f"UPDATE claims SET owner = %s, machine = %s, state = %s, previous = %s, verb = %s, version = version + 1, "
+            f"at = now() WHERE task_id = %s AND version = %s RETURNING {_CLAIM_COLUMNS}",
+            (owner, machine, new, previous, verb, task_id, current.seq)).fetchone()
+    if row is None:
+        return None
+    rec = _record(row)
+    conn.execute("INSERT INTO transitions (task_id, version, previous, state, verb, machine, owner) "
+                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                 (rec.task, rec.seq, rec.previous, rec.state, rec.verb, rec.machine, rec.owner))
+    _notify(conn, {"machine": machine, "task": task_id, "state": new})
+    return rec
+
+
+def _notify(conn, payload: dict) -> None:
+    """The doorbell of :meth:`PostgresState.watch` (inside the caller's transaction: rung at its commit; the
+    tables stay the log, the payload only says who rang)."""
+    conn.execute("SELECT pg_notify(current_schema(), %s)", (json.dumps(payload, sort_keys=True),))
+
+
+def _export(conn, bus: Bus, machine: str) -> int:
+    """This machine's bus records after the cursor the database keeps for it, as events, in one transaction
+    with the cursor's move (the machine's row is locked meanwhile); how many."""
+    with conn.transaction():
+        cursor, published = conn.execute(
+            "INSERT INTO machines (machine) VALUES (%s) ON CONFLICT (machine) DO UPDATE SET seen_at = now() "
+            "RETURNING cursor, published", (machine,)).fetchone()
+        new, after = cache.local_events(bus.conn, machine, {k: int(v) for k, v in (cursor or {}).items()})
+        if not new:
+            return 0
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO events (event_id, machine, mseq, ts, task_id, kind, payload) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING",
+                [(e["id"], machine, published + i, e["ts"], e.get("task"), e["kind"],
+                  json.dumps(e.get("payload") or {}, sort_keys=True)) for i, e in enumerate(new, 1)])
+        conn.execute("UPDATE machines SET cursor = %s::jsonb, published = %s WHERE machine = %s",
+                     (json.dumps(after, sort_keys=True), published + len(new), machine))
+        _notify(conn, {"machine": machine, "events": len(new)})
+    return len(new)
+
+
+def _rung_by(payload: str) -> str | None:
+    try:
+        d = json.loads(payload)
+    except ValueError:
+        return None
+    return d.get("machine") if isinstance(d, dict) else None
+
+
+def _seen_map(value: str | None) -> dict[str, int]:
+    try:
+        d = json.loads(value) if value else {}
+    except ValueError:
+        return {}
+    return {k: int(v) for k, v in d.items() if isinstance(v, int)} if isinstance(d, dict) else {}
+
+
+def _tip(version: int) -> str:
+    """What stands for the claim ref's commit in the cache: the row's version."""
+    return f"pg:{version}"
+
+
+def _cached(rec: records.Record) -> cache.Claim:
+    return cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq, _tip(rec.seq), rec.ts)
