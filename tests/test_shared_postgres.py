@@ -288,8 +288,11 @@ def test_takeover_by_the_databases_clock_and_the_old_holder_is_fenced(tmp_path, 
     assert _local_row(two, "t").state == "ASSIGNED"
     proc = ss.run(["worker", "done", "--task", "t"], one)  # the old holder comes back: fenced off, before its push
     assert proc.returncode == 8 and "task t is held by machine two" in proc.stderr, proc
-    assert _local_row(one, "t").state == "WORKING"
+    # fenced here (worker/fencing.py, as on the git remote): FAILED, its commit kept on its own archive ref
+    assert _local_row(one, "t").state == "FAILED"
+    assert "one's work" in build.git(one, "show", "refs/nerve/archive/t:t.txt")
     assert build.git(tmp_path / "srv" / "project.git", "branch", "--list", "feat/t") == ""  # nothing pushed
+    assert ss.run(["worker", "start", "--task", "t"], one).returncode == 8
     ss.ok(["worker", "start", "--task", "t"], two)
 
 

@@ -32,3 +32,19 @@ def test_credentials_in_urls_are_redacted():
     said = "fatal: unable to access 'https://bob:ghp_token@example.com/x.git/': 403"
     assert redacted(said) == "fatal: unable to access 'https://***@example.com/x.git/': 403"
     assert redacted("ssh://git@host/x") == "ssh://***@host/x" and redacted("no url here") == "no url here"
+
+
+def test_a_spawn_never_moves_back_a_claim_its_machine_holds_in_another_state():
+    """Found by the 64-process race: a spawn's claim (new task, this machine takes it) over a claim this machine
+    already holds as WORKING moved it back to ASSIGNED; on both backends (the same judge)."""
+    from git_nerve.shared import judge
+
+    working = records.Record("t", "WORKING", "ASSIGNED", "start", "one", "one", 2, 1.5)
+    refused = judge.refusal("t", working, None, True, "one")
+    assert refused is not None and "held by machine one (WORKING" in refused.message
+    assigned = records.Record("t", "ASSIGNED", None, "takeover", "one", "one", 3, 2.0)
+    assert judge.taken_here(assigned, None, "ASSIGNED", True, "one")  # the spawn after a takeover goes on
+    # a takeover expects the holder it judged: another taker got there first
+    taken = records.Record("t", "ASSIGNED", "WORKING", "takeover", "three", "three", 4, 3.0)
+    assert judge.refusal("t", taken, "ASSIGNED", True, "two", holder="one") is not None
+    assert judge.refusal("t", assigned, "ASSIGNED", True, "two", holder="one") is None

@@ -32,7 +32,10 @@ def refusal(task_id: str, current: Record | None, expected: str | None, take: bo
         return held(task_id, current)
     if expected is not None and (current.state != expected or (current.owner != machine and not take)):
         return held(task_id, current)  # moved meanwhile, or held by another machine (this one is fenced off)
-    if expected is None and (not take or current.owner != machine):
+    if expected is None:
+        # a new task where a claim exists: only a rerun of this machine's own spawn (or the spawn after its
+        # takeover), which :func:`taken_here` lets through first; a claim this machine holds in another state
+        # is never moved back to ASSIGNED by a spawn
         return held(task_id, current)
     return None
 
