@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from collections import namedtuple
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS shared_claims (
@@ -41,16 +41,10 @@ CREATE TABLE IF NOT EXISTS shared_posts (
 THREAD_POST = "thread_post"
 
 
-@dataclass(frozen=True)
-class Claim:
-    task_id: str
-    owner: str
-    machine: str
-    state: str
-    verb: str
-    seq: int
-    tip: str
-    ts: float
+class Claim(namedtuple("Claim", "task_id owner machine state verb seq tip ts")):
+    """One task's claim as last seen (a named tuple: the pre-push hook reads the cache and avoids dataclasses)."""
+
+    __slots__ = ()
 
 
 def ensure(conn: sqlite3.Connection) -> None:
@@ -158,6 +152,30 @@ def foreign_rounds(conn: sqlite3.Connection, task_id: str, machine: str) -> dict
             meta = p.get("metadata")
             out[number] = (ts, p.get("role"), meta if isinstance(meta, dict) else {}, str(p.get("content") or ""))
     return out
+
+
+def remote_sides(conn: sqlite3.Connection, machine: str, kind: str,
+                 states: tuple[str, ...]) -> dict[str, tuple[str, str, dict]]:
+    """{task: (its holder, event id, payload)}: the last ``kind`` event (the radar's published footprint) of each
+    task another machine holds in one of ``states``, published by that holder."""
+    if not _has_tables(conn):
+        return {}
+    out: dict[str, tuple[str, str, dict]] = {}
+    for event_id, owner, task, payload in conn.execute(
+            "SELECT e.event_id, c.owner, e.task_id, e.payload FROM shared_events e JOIN shared_claims c "
+            f"ON c.task_id = e.task_id AND c.owner = e.machine WHERE e.kind = ? AND c.owner != ? AND c.state IN "
+            f"({','.join('?' * len(states))}) ORDER BY e.ts, e.event_id", (kind, machine, *states)):
+        out[task] = (owner, event_id, json.loads(payload))
+    return out
+
+
+def radar_stamp(conn: sqlite3.Connection, kind: str) -> str | None:
+    """A value that changes when an event of ``kind`` or a claim arrives (None without the cache)."""
+    if not _has_tables(conn):
+        return None
+    events = conn.execute("SELECT COUNT(*), MAX(ts) FROM shared_events WHERE kind = ?", (kind,)).fetchone()
+    claims = conn.execute("SELECT COUNT(*), MAX(ts), SUM(seq) FROM shared_claims").fetchone()
+    return json.dumps([*events, *claims])
 
 
 def deliver_posts(conn: sqlite3.Connection, machine: str) -> int:
