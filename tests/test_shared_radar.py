@@ -107,3 +107,32 @@ def test_a_task_of_another_machine_on_other_lines_or_finished_is_not_flagged(tmp
     ss.ok(["nerve", "sync"], one)
     ss.ok(["nerve", "sync"], two)
     assert _pairs(two) == []  # a finished task collides with nothing
+
+
+def test_footprints_agree_with_the_in_memory_merge(tmp_path):
+    """What another machine's radar concludes from two footprints (no commits) is what merging the two commits
+    concludes: the same lines, adjacent lines, an insertion at the same place conflict; lines far apart merge."""
+    from git_nerve.git import overlap
+
+    repo = build.simple(tmp_path / "r").work
+    text = "".join(f"line {i}\n" for i in range(1, 21))
+    base = build.commit_file(repo, "f.txt", text)
+    cases = {
+        "same line": (text.replace("line 5\n", "five\n"), text.replace("line 5\n", "FIVE\n")),
+        "adjacent lines": (text.replace("line 5\n", "five\n"), text.replace("line 6\n", "six\n")),
+        "same insertion point": (text.replace("line 9\n", "line 9\nnew a\n"), text.replace("line 9\n", "line 9\nnew b\n")),
+        "far apart": (text.replace("line 2\n", "two\n"), text.replace("line 18\n", "eighteen\n")),
+        "other files": (None, None),
+    }
+    for name, (mine, theirs) in cases.items():
+        tips = []
+        for i, new in enumerate((mine, theirs)):
+            build.git(repo, "checkout", "-q", "-B", f"side{i}", base)
+            tips.append(build.commit_file(repo, "f.txt" if new else f"other{i}.txt", new or "x\n"))
+        ov = overlap.Repo(repo)
+        exact = ov.compare(*(overlap.Side(t, ov.tree_of(t)) for t in tips))
+        a, b = (overlap.footprint(ov, t, ov.tree_of(t), base) for t in tips)
+        guessed = overlap.compare_footprints(a, b)
+        assert (guessed.kind, guessed.files) == (exact.kind, exact.files), name
+        if exact.kind == "conflict":
+            assert set(guessed.conflicts) == set(exact.conflicts), name
