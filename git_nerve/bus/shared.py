@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from collections import namedtuple
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS shared_claims (
@@ -29,19 +29,22 @@ CREATE TABLE IF NOT EXISTS shared_events (
     payload  TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS shared_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shared_posts (
+    event_id TEXT PRIMARY KEY,  -- another machine's post to a task held here, appended to its thread once
+    task_id  TEXT NOT NULL,
+    round    INTEGER NOT NULL   -- the round it became
+);
 """
 
+#: the kind of the message a post to a task held by another machine leaves in this machine's log (its holder
+#: appends it to the task's thread when it ingests it: :func:`deliver_posts`)
+THREAD_POST = "thread_post"
 
-@dataclass(frozen=True)
-class Claim:
-    task_id: str
-    owner: str
-    machine: str
-    state: str
-    verb: str
-    seq: int
-    tip: str
-    ts: float
+
+class Claim(namedtuple("Claim", "task_id owner machine state verb seq tip ts")):
+    """One task's claim as last seen (a named tuple: the pre-push hook reads the cache and avoids dataclasses)."""
+
+    __slots__ = ()
 
 
 def ensure(conn: sqlite3.Connection) -> None:
@@ -52,7 +55,8 @@ def ensure(conn: sqlite3.Connection) -> None:
 
 
 def clear(conn: sqlite3.Connection) -> None:
-    """Forget the whole cache (inside a write transaction): ``sync --rebuild``."""
+    """Forget the whole cache (inside a write transaction): ``sync --rebuild``. The record of the posts appended
+    here (``shared_posts``) is no cache: it stays, so a rebuild never appends a post twice."""
     for table in ("shared_claims", "shared_events", "shared_meta"):
         conn.execute(f"DELETE FROM {table}")
 
@@ -133,6 +137,67 @@ _STREAMS = {
     "o": "SELECT id, ts, NULL, 'ack', json_object('consumer', consumer, 'inbox_id', inbox_id, 'kind', kind, "
          "'text', text) FROM outbox WHERE id > ? ORDER BY id",
 }
+
+
+def foreign_rounds(conn: sqlite3.Connection, task_id: str, machine: str) -> dict[int, tuple]:
+    """{round: (ts, role, metadata, content)} of ``task_id``'s thread as ``machine`` (its holder) published it."""
+    if not _has_tables(conn):
+        return {}
+    out: dict[int, tuple] = {}
+    for ts, payload in conn.execute("SELECT ts, payload FROM shared_events WHERE task_id = ? AND machine = ? AND "
+                                    "kind = 'thread_round' ORDER BY ts, event_id", (task_id, machine)):
+        p = json.loads(payload)
+        number = p.get("round")
+        if isinstance(number, int) and not isinstance(number, bool) and number >= 1:
+            meta = p.get("metadata")
+            out[number] = (ts, p.get("role"), meta if isinstance(meta, dict) else {}, str(p.get("content") or ""))
+    return out
+
+
+def remote_sides(conn: sqlite3.Connection, machine: str, kind: str,
+                 states: tuple[str, ...]) -> dict[str, tuple[str, str, dict]]:
+    """{task: (its holder, event id, payload)}: the last ``kind`` event (the radar's published footprint) of each
+    task another machine holds in one of ``states``, published by that holder."""
+    if not _has_tables(conn):
+        return {}
+    out: dict[str, tuple[str, str, dict]] = {}
+    for event_id, owner, task, payload in conn.execute(
+            "SELECT e.event_id, c.owner, e.task_id, e.payload FROM shared_events e JOIN shared_claims c "
+            f"ON c.task_id = e.task_id AND c.owner = e.machine WHERE e.kind = ? AND c.owner != ? AND c.state IN "
+            f"({','.join('?' * len(states))}) ORDER BY e.ts, e.event_id", (kind, machine, *states)):
+        out[task] = (owner, event_id, json.loads(payload))
+    return out
+
+
+def radar_stamp(conn: sqlite3.Connection, kind: str) -> str | None:
+    """A value that changes when an event of ``kind`` or a claim arrives (None without the cache)."""
+    if not _has_tables(conn):
+        return None
+    events = conn.execute("SELECT COUNT(*), MAX(ts) FROM shared_events WHERE kind = ?", (kind,)).fetchone()
+    claims = conn.execute("SELECT COUNT(*), MAX(ts), SUM(seq) FROM shared_claims").fetchone()
+    return json.dumps([*events, *claims])
+
+
+def deliver_posts(conn: sqlite3.Connection, machine: str) -> int:
+    """Append to the thread of each task this machine holds (its row here, its claim ours) the posts other
+    machines made to it that were ingested and not appended yet, oldest first (inside the ingest's write
+    transaction): the holder writes every round of its tasks, so a thread has one order. Each post once
+    (``shared_posts``); its metadata gains ``from_machine``. How many were appended."""
+    from . import rounds
+
+    rows = conn.execute(
+        "SELECT e.event_id, e.machine, e.ts, e.task_id, e.payload FROM shared_events e "
+        "JOIN workers w ON w.task_id = e.task_id JOIN shared_claims c ON c.task_id = e.task_id AND c.owner = ? "
+        "WHERE e.kind = ? AND e.machine != ? AND e.event_id NOT IN (SELECT event_id FROM shared_posts) "
+        "ORDER BY e.ts, e.event_id", (machine, THREAD_POST, machine)).fetchall()
+    for event_id, sender, ts, task, payload in rows:
+        p = json.loads(payload)
+        meta = p.get("metadata") if isinstance(p.get("metadata"), dict) else {}
+        meta = {**meta, "from_machine": meta.get("from_machine", sender)}
+        number = rounds.append(conn, task, role=str(p.get("role") or "unknown"), content=str(p.get("content") or ""),
+                               metadata=meta, ts=float(ts))
+        conn.execute("INSERT INTO shared_posts VALUES (?, ?, ?)", (event_id, task, number))
+    return len(rows)
 
 
 def local_events(conn: sqlite3.Connection, machine: str, cursor: dict[str, int]) -> tuple[list[dict], dict[str, int]]:

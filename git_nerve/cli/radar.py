@@ -38,19 +38,20 @@ def conflicts(refresh: bool, as_json: bool) -> None:
     background; without --refresh the last result is shown with its age.
     """
     from .. import clock
-    from ..radar import scan
+    from ..radar import remote, scan
     from ..worker.lifecycle import open_repo
 
     with open_repo(ingest=False) as repo:  # the pairs come from git and radar.json, not from the spooled commits
         result = scan.cached(repo.paths.common_dir)
-        if refresh or result.at is None:
+        if refresh or result.at is None or remote.stale(repo.paths.common_dir, repo.bus.conn):
             from ..radar import notify  # only a recompute tells anyone
 
             result = scan.recompute(repo)
             notify.tell(repo, result.new_conflicts, result.integration)
         from ..bus import workers
 
-        result = scan.among(result, {w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE)})
+        live = {w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE)}
+        result = scan.among(result, live | _live_elsewhere(repo.bus.conn))
         if as_json:
             echo_json(result.as_dict())
             return
@@ -58,8 +59,18 @@ def conflicts(refresh: bool, as_json: bool) -> None:
             echo("no overlaps between live workers")
         for p in sorted(result.pairs, key=lambda p: (p.kind != "conflict", p.a, p.b)):
             kind = style("CONFLICT", fg="red", bold=True) if p.kind == "conflict" else style("overlap ", fg="yellow")
-            echo(f"{kind}  {_label(p.a, result.integration)} <-> {_label(p.b, result.integration)}: {_where(p)}")
+            theirs = _label(p.b, result.integration) + (f" (machine {p.machine})" if p.machine else "")
+            echo(f"{kind}  {_label(p.a, result.integration)} <-> {theirs}: {_where(p)}")
         echo(f"computed {clock.ago(result.at)} ago" if result.at else "")
+
+
+def _live_elsewhere(conn) -> set[str]:
+    """Shared mode: the live tasks other machines hold, as the last sync saw them."""
+    from ..bus import shared
+    from ..radar.remote import LIVE_CLAIMS, machine_here
+
+    here = machine_here(conn)
+    return {c.task_id for c in shared.claims(conn) if c.owner != here and c.state in LIVE_CLAIMS} if here else set()
 
 
 def marks(common_dir) -> dict[str, list[str]]:
@@ -79,6 +90,8 @@ def marks_at(common_dir) -> tuple[dict[str, list[str]], float | None]:
             if me == INTEGRATION:
                 continue
             name = result.integration or "integration" if other == INTEGRATION else other
+            if p.machine is not None:  # another machine's task (b), or ours as seen from it (a: "this machine")
+                name += f" (machine {p.machine})" if other == p.b else " (this machine)"
             out.setdefault(me, []).append(f"{p.kind}: {name}")
     return out, result.at
 

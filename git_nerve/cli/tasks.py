@@ -145,6 +145,8 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float) -
         shown = style(f"{r['state']:<11}", fg=colors.get(r["state"]))
         echo(f"{r['task_id']:<24} {shown} {r['machine']:<16} {(r['branch'] or '-'):<28} {hb:<10} {desc}"
              + (" STALE" if r["stale"] else "") + (f" (fenced off here: {r['fenced']})" if r.get("fenced") else ""))
+        for mark in r.get("radar") or []:
+            echo(style(f"{'':<24} ! {mark}", fg="red" if mark.startswith("conflict") else "yellow"))
 
 
 def show_elsewhere(bus, task_id: str, as_json: bool) -> bool:

@@ -65,6 +65,10 @@ def post(content: str | None, task: str | None, role: str, meta: tuple[str, ...]
 
     The content is CONTENT, or standard input when CONTENT is `-` or absent
     and standard input is not a terminal.
+
+    In shared mode, a post to a task another machine holds goes into this
+    machine's log; the holder appends it to the thread at its next sync
+    (`--json`: round null, the holding machine, pending true).
     """
     from ..thread import service
 
@@ -74,7 +78,14 @@ def post(content: str | None, task: str | None, role: str, meta: tuple[str, ...]
         content = _read_stdin()
     elif content is None:
         raise UsageError("no content: pass CONTENT, or `-` to read it from standard input")
-    thread_id, number = service.post_here(task, role=role, content=content, metadata=metadata)
+    thread_id, number, machine = service.post_here(task, role=role, content=content, metadata=metadata)
+    if machine is not None:  # a task another machine holds: its holder numbers the round
+        if as_json:
+            echo_json({"thread": thread_id, "round": None, "machine": machine, "pending": True})
+        else:
+            echo(f"posted to the thread of {thread_id}, held by machine {machine}: it becomes a round there when "
+                 f"{machine} syncs (`git nerve thread {thread_id}` shows it after that sync and the next one here)")
+        return
     if as_json:
         echo_json({"thread": thread_id, "round": number})
     else:

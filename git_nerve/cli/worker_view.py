@@ -31,6 +31,8 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
     for r in rows:
         r.update(prep_fields(repo, everyone[r["task_id"]]))
     fresh = shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
+    if fresh is not None:
+        _radar_elsewhere(repo, rows, radar)
     if as_json:
         echo_json(rows)
         return
@@ -55,6 +57,21 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
         old_marks = " (stale: computed before its last commit; git worker conflicts --refresh)" if r["radar_stale"] else ""
         for mark in r["radar"]:
             echo(style(f"{'':<24} ! {mark}{old_marks}", fg="red" if mark.startswith("conflict") else "yellow"))
+
+
+def _radar_elsewhere(repo, rows: list[dict], radar: dict[str, list[str]]) -> None:
+    """Shared mode: other machines' tasks carry the radar's marks against this machine's, and a sync that
+    brought new footprints asks for a recompute in the background (the marks shown are the last ones)."""
+    from ..radar import background, remote
+
+    for r in rows:
+        if r.get("elsewhere") and not r.get("fenced"):
+            r["radar"] = radar.get(r["task_id"], [])
+    try:
+        if remote.stale(repo.paths.common_dir, repo.bus.conn):
+            background.request(repo.paths.common_dir, repo.cwd, None)
+    except OSError:
+        pass
 
 
 def _record_remote_merges(repo) -> None:

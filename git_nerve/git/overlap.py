@@ -91,6 +91,64 @@ class Repo:
         return conflict_ranges(getattr(merged, "contents", merged))  # a MergeFileResult since pygit2 1.15, else str
 
 
+#: hunks kept of one file in a footprint (more are folded into one span from the first to the last)
+MAX_HUNKS = 64
+#: a span covering the whole file (a binary file, a file added or deleted)
+WHOLE = [0, 2**31 - 1]
+
+
+def footprint(repo: Repo, commit: str, tree: str, against: str | None) -> dict:
+    """What a line of work changed, for a machine that cannot see its commits (shared mode, issue 24):
+    ``{"base": the merge base of commit and against, "files": {path: {"blob": the base's blob or None,
+    "spans": [[start, end], ...] half-open in the base's lines, "lines": [[first, last], ...] in tree's}}}``.
+    An insertion is an empty span where it goes; a binary, added or deleted file spans the whole file."""
+    base = None
+    if against:
+        found = repo.repo.merge_base(pygit2.Oid(hex=commit), pygit2.Oid(hex=against))
+        base = str(found) if found is not None else None
+    base_tree = repo.repo[base].peel(pygit2.Tree) if base else None
+    new = repo.repo[tree].peel(pygit2.Tree)
+    diff = (base_tree.diff_to_tree(new, context_lines=0) if base_tree is not None
+            else new.diff_to_tree(swap=True, context_lines=0))
+    files: dict[str, dict] = {}
+    for patch in diff:
+        d = patch.delta
+        whole = d.is_binary or d.status in (pygit2.GIT_DELTA_ADDED, pygit2.GIT_DELTA_DELETED)
+        spans, lines = [], []
+        for h in ([] if whole else patch.hunks):
+            start = h.old_start - 1 if h.old_lines else h.old_start
+            spans.append([start, start + h.old_lines])
+            lines.append([max(1, h.new_start), max(1, h.new_start + h.new_lines - 1)])
+        if whole or not spans:
+            spans, lines = [list(WHOLE)], [[1, 1]]
+        elif len(spans) > MAX_HUNKS:
+            spans, lines = [[spans[0][0], spans[-1][1]]], [[lines[0][0], lines[-1][1]]]
+        old = d.old_file
+        blob = str(old.id) if base_tree is not None and d.status != pygit2.GIT_DELTA_ADDED else None
+        for path in {old.path, d.new_file.path}:
+            files[path] = {"blob": blob, "spans": spans, "lines": lines}
+    return {"base": base, "files": files}
+
+
+def compare_footprints(mine: dict, theirs: dict) -> Overlap:
+    """:meth:`Repo.compare` from two footprints: the files both changed; a conflict where their spans in the
+    same base version of a file meet or touch (as git's merge, adjacent changes conflict), with ``mine``'s line
+    ranges; files whose bases differ are an overlap (their lines cannot be compared)."""
+    both = sorted(set(mine["files"]) & set(theirs["files"]))
+    if not both:
+        return Overlap("clean")
+    conflicts: dict[str, list[tuple[int, int]]] = {}
+    for path in both:
+        a, b = mine["files"][path], theirs["files"][path]
+        if a["blob"] != b["blob"]:
+            continue
+        hit = [tuple(lines) for (s1, e1), lines in zip(a["spans"], a["lines"])
+               if any(s1 <= e2 and s2 <= e1 for s2, e2 in b["spans"])]
+        if hit:
+            conflicts[path] = [] if a["spans"] == [WHOLE] else hit
+    return Overlap("conflict", both, conflicts) if conflicts else Overlap("overlap", both)
+
+
 def conflict_ranges(merged: str) -> list[tuple[int, int]]:
     """The ``<<<<<<<`` .. ``=======`` sections of ``merged`` as (first, last) line numbers of side a's file."""
     ranges: list[tuple[int, int]] = []
@@ -119,4 +177,4 @@ def conflict_ranges(merged: str) -> list[tuple[int, int]]:
     return ranges
 
 
-__all__ = ["Overlap", "Repo", "Side", "conflict_ranges"]
+__all__ = ["Overlap", "Repo", "Side", "compare_footprints", "conflict_ranges", "footprint"]

@@ -44,7 +44,11 @@ def radar(where: Where, task_id: str) -> None:
 
     if where.toplevel is None:
         return
+    from ..bus import shared
+
     with open_bus(where.common_dir, ingest=False) as bus:  # the runner ingests: the request is not held up
         others = [w for w in workers.all_workers(bus.conn, states=RADAR_STATES) if w.task_id != task_id]
-    if others:  # alone, there is nothing to collide with but the integration branch: `git worker conflicts`
+        # shared mode: the recompute also publishes this task's footprint for the other machines' radars
+        elsewhere = not others and shared.get_meta(bus.conn, shared.MACHINE) is not None
+    if others or elsewhere:  # alone, there is nothing to collide with but the integration branch: `git worker conflicts`
         background.request(where.common_dir, where.toplevel, [task_id])  # coalesced: one runner at a time

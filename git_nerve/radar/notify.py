@@ -17,6 +17,8 @@ from .scan import Pair
 def describe(pair: Pair, me: str, integration: str | None) -> str:
     other = pair.b if pair.a == me else pair.a
     who = f"the integration branch ({integration or 'integration'})" if other == INTEGRATION else f"task {other}"
+    if pair.machine is not None and other == pair.b:
+        who += f" (on machine {pair.machine})"
     parts = []
     for f in pair.files:
         lines = pair.conflicts.get(f)
@@ -31,8 +33,8 @@ def tell(repo, pairs: list[Pair], integration: str | None) -> int:
     told = 0
     for pair in pairs:
         for me in (pair.a, pair.b):
-            if me == INTEGRATION:
-                continue
+            if me == INTEGRATION or (me == pair.b and pair.machine is not None):
+                continue  # another machine's task: its holder's radar tells it
             text = describe(pair, me, integration)
             other = pair.b if pair.a == me else pair.a
             meta = {"radar": "conflict", "with": other, "files": pair.files}

@@ -34,9 +34,14 @@ class Pair:
     kind: str
     files: list[str]
     conflicts: dict[str, list[list[int]]]
+    #: shared mode: the machine holding ``b`` when it is another machine's task (:mod:`.remote`); ``a`` is ours
+    machine: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "kind": self.kind, "files": self.files, "conflicts": self.conflicts}
+        out = {"a": self.a, "b": self.b, "kind": self.kind, "files": self.files, "conflicts": self.conflicts}
+        if self.machine is not None:
+            out["machine"] = self.machine
+        return out
 
 
 @dataclass
@@ -156,13 +161,40 @@ def recompute(repo, *, changed: Iterable[str] | None = None, worktrees_too: bool
                 was = (old or {}).get("kind")
                 if result.kind == "conflict" and (was != "conflict" or old.get("files") != pairs[k]["files"]):
                     scan.new_conflicts.append(_pair(first, second, pairs[k]))
+        elsewhere = _across_machines(repo, ov, sides, data, scan)
         now = time.time()
-        save = {"sides": sides, "pairs": pairs, "at": now, "integration": integration}
+        save = {"sides": sides, "pairs": pairs, "at": now, "integration": integration, **elsewhere}
         cache.save(common, save)
     scan.at = now
     scan.pairs = [_pair(*k.split("|"), v) for k, v in sorted(pairs.items()) if v["kind"] != "clean"]
+    scan.pairs += _remote_pairs(elsewhere)
     scan.duration_s = round(time.monotonic() - started, 3)
     return scan
+
+
+def _across_machines(repo, ov, sides: dict[str, dict], data: dict, scan: Scan) -> dict[str, Any]:
+    """Shared mode (:mod:`.remote`): publish this machine's moved tips, compare its tasks with other machines';
+    what the cache keeps of it ({} without shared mode)."""
+    from . import remote
+
+    stamp = remote.stamp(repo.bus.conn)
+    if stamp is None:
+        return {}
+    tip = sides.get(cache.INTEGRATION, {}).get("commit")
+    mine = {t: s for t, s in sides.items() if t != cache.INTEGRATION}
+    pairs, new = remote.compare(repo, ov, mine, tip, data.get("remote_pairs") or {})
+    scan.new_conflicts += [_remote_pair(v) for v in new]
+    published = remote.publish(repo, ov, mine, tip, data.get("published") or {})
+    return {"remote_pairs": pairs, "published": published, "remote_stamp": stamp}
+
+
+def _remote_pairs(data: dict) -> list[Pair]:
+    return [_remote_pair(v) for _, v in sorted((data.get("remote_pairs") or {}).items()) if v.get("kind") != "clean"]
+
+
+def _remote_pair(v: dict) -> Pair:
+    """A pair of this machine's task ``a`` and another machine's task ``b`` (:mod:`.remote`)."""
+    return Pair(v["a"], v["b"], v["kind"], list(v.get("files", [])), dict(v.get("conflicts", {})), v.get("machine"))
 
 
 def _pair(a: str, b: str, v: dict) -> Pair:
@@ -174,6 +206,7 @@ def cached(common_dir) -> Scan:
     data = cache.load(common_dir)
     scan = Scan(at=data.get("at"), integration=data.get("integration"))
     scan.pairs = [_pair(*k.split("|"), v) for k, v in sorted(data["pairs"].items()) if v.get("kind") != "clean"]
+    scan.pairs += _remote_pairs(data)
     return scan
 
 

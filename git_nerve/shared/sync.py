@@ -6,7 +6,8 @@
 2. push that ref (fast-forward: only this machine writes it); offline, the batches wait in the ref;
 3. fetch ``refs/nerve/claims/*`` (mirrors) and every machine's log into ``refs/nerve/peers/*``;
 4. ingest, in one bus transaction: each other machine's new batches (events keyed by id: never twice) and
-   every claim whose tip changed (an ``alive`` beat only moves the lease: never an event). ``rebuild``
+   every claim whose tip changed (an ``alive`` beat only moves the lease: never an event), and the posts other
+   machines made to a task held here appended to its thread (:func:`~git_nerve.bus.shared.deliver_posts`). ``rebuild``
    forgets the cache first and reads every chain from its start.
 
 No git runs while the bus transaction is open: every chain is read first.
@@ -115,6 +116,7 @@ def ingest(state, bus: Bus, *, rebuild: bool = False) -> tuple[int, int]:
             if rec is not None:
                 cache.put_claim(conn, cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq,
                                                   changed[task], rec.ts))
+        cache.deliver_posts(conn, state.machine)  # other machines' posts to tasks held here join their threads
         cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
         cache.set_meta(conn, cache.MACHINE, state.machine)
         cache.set_meta(conn, UNREACHABLE_SINCE, None)

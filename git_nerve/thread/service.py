@@ -29,6 +29,9 @@ import yaml
 
 from .. import clock, context
 from ..bus import Bus, open_bus, rounds, workers
+from ..bus import messages
+from ..bus import shared as shared_cache
+from .elsewhere import elsewhere, held_view
 from ..bus.driver import Connection
 from ..errors import UsageError
 from ..paths import RepoPaths, discover
@@ -95,7 +98,13 @@ def view(
         check_before(before)
     conn = bus.conn
     if not _known(conn, thread_id):
-        raise _unknown(conn, thread_id)
+        held = elsewhere(conn, thread_id)
+        if held is None:
+            raise _unknown(conn, thread_id)
+        shown, omitted = held_view(conn, thread_id, held, before, budget)
+        look = where_to_look(next((r.content for r in shown if r.round == 1), ""), None, here) \
+            if hints and before is None else ()
+        return ThreadView(thread_id, shown, omitted, look)
     pairs = rounds.sizes_backwards(conn, thread_id, before if before is not None else _AFTER_ALL)
     try:
         if before is None:
@@ -208,12 +217,41 @@ def post(
     ts: float | None = None,
 ) -> int:
     """Append a round to a known thread in its own transaction; returns the new round id."""
-    check_role(role)
-    check_metadata(metadata)
+    number, _ = post_anywhere(bus, thread_id, role=role, content=content, metadata=metadata, ts=ts,
+                                    elsewhere_too=False)
+    assert number is not None
+    return number
+
+
+def post_anywhere(
+    bus: Bus,
+    thread_id: str,
+    *,
+    role: str,
+    content: str,
+    metadata: dict[str, Any] | None = None,
+    ts: float | None = None,
+    elsewhere_too: bool = True,
+) -> tuple[int | None, str | None]:
+    """:func:`post`, and for a task only another machine holds (shared mode; ``elsewhere_too``) a post in this
+    machine's log instead: a ``thread_post`` message its holder appends to the thread when it ingests it
+    (:func:`git_nerve.bus.shared.deliver_posts`), so the holder numbers every round. (round id, None) or
+    (None, the holding machine)."""
+    role = check_role(role)
+    meta = check_metadata(metadata)
     with bus.write() as conn:
-        if not _known(conn, thread_id):
+        if _known(conn, thread_id):
+            return append(conn, thread_id, role=role, content=content, metadata=metadata, ts=ts), None
+        held = elsewhere(conn, thread_id) if elsewhere_too else None
+        if held is None:
             raise _unknown(conn, thread_id)
-        return append(conn, thread_id, role=role, content=content, metadata=metadata, ts=ts)
+        if not isinstance(content, str):
+            raise UsageError("round content must be text")
+        if not content.strip() and not meta:
+            raise UsageError("nothing to post: the content is empty and there is no metadata")
+        payload = {"role": role, "content": content, "metadata": meta or None, "holder": held}
+        messages.publish(conn, thread_id, shared_cache.THREAD_POST, payload, clock.now() if ts is None else ts)
+        return None, held
 
 
 # -- `--meta KEY=VALUE` and `--meta-json` --------------------------------------
@@ -320,10 +358,21 @@ def post_here(
     role: str,
     content: str,
     metadata: dict[str, Any] | None = None,
-) -> tuple[str, int]:
-    """`git nerve post`: append a round to ``task`` (default: this worktree's); returns (task, round id)."""
+) -> tuple[str, int | None, str | None]:
+    """`git nerve post`: append a round to ``task`` (default: this worktree's); returns (task, round id, None),
+    or (task, None, machine) for a task ``machine`` holds (the post waits in this machine's log; a sync in the
+    background is started to carry it, as a transition starts one)."""
     check_role(role)
     check_metadata(metadata)
-    bus, task, _ = open_thread(task, cwd, how_to_name="pass --task TASK")
+    bus, task, paths = open_thread(task, cwd, how_to_name="pass --task TASK")
     with bus:
-        return task, post(bus, task, role=role, content=content, metadata=metadata)
+        number, machine = post_anywhere(bus, task, role=role, content=content, metadata=metadata)
+    if machine is not None:
+        from ..shared import open_state
+
+        state = open_state(paths.common_dir)
+        if state.active and state.config.background:
+            from ..shared.background import spawn
+
+            spawn(paths.common_dir, state.config.cwd)
+    return task, number, machine
