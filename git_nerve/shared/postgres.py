@@ -243,6 +243,7 @@ class PostgresState:
                 cache.put_claim(conn, _cached(rec))
             ingested = cache.add_events(conn, [{"id": e[0], "machine": e[1], "ts": e[3], "task": e[4], "kind": e[5],
                                                 "payload": e[6]} for e in events])
+            cache.deliver_posts(conn, self.machine)  # other machines' posts to tasks held here join their threads
             cache.set_meta(conn, SEEN, json.dumps(seen, sort_keys=True))
             cache.set_meta(conn, cache.MACHINE, self.machine)
             cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
