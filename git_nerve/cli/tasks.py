@@ -33,10 +33,14 @@ def fence(repo) -> list:
         return []
 
 
-def _install_missing_hooks(paths):
-    from ..hooks.install import install_missing  # imported only when a spawn needs it
+def _install_missing_hooks(paths, config=None):
+    from ..hooks.status import installed  # the check alone: the installer's parts only when something is missing
 
-    return install_missing(paths)
+    if installed(paths, config):
+        return None
+    from ..hooks.install import install_missing
+
+    return install_missing(paths, config)
 
 
 def radar_after(repo, tasks: list[str] | None) -> None:

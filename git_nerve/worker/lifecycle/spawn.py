@@ -326,10 +326,13 @@ def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str |
     hooks_path = repo.config.get("core.hooksPath")
     if worktree is not None and hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)) and worktree.is_dir():
         targets.append(discover(worktree, inherit_location=False))
+    # the "already installed?" check of this worktree answered from the configuration this spawn read (no git),
+    # when git, run there, finds the same repository the hooks check would (no location variables set)
+    own = repo.config if not any(os.environ.get(v) for v in ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR")) else None
     installed_now, problems = False, []
     for paths in targets:
         try:
-            missing = install(paths)
+            missing = install(paths, own) if paths is repo.paths and own is not None else install(paths)
             if missing is None:
                 continue
             installed_now = True
