@@ -75,3 +75,58 @@ def test_a_reference_name_is_plainly_valid_only_where_git_says_it_is_valid(tmp_p
         if plainly_valid(name):
             assert subprocess.run(["git", "check-ref-format", name], cwd=tmp_path / "r").returncode == 0, name
     assert plainly_valid("refs/heads/feat/t1") and plainly_valid("refs/heads/my-prefix.x/task_2")
+
+
+def _worker(work: Path, *args: str, env: dict | None = None) -> tuple[int, str, str]:
+    proc = subprocess.run(["git", "worker", *args], cwd=work, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_a_plain_spawn_starts_without_click(repo):
+    code, _out, err = _worker(repo.work, "spawn", "t1", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    assert code == 0, err
+    imported = [ln.rsplit("|", 1)[1].strip() for ln in err.splitlines() if ln.startswith("import time:")]
+    assert "git_nerve.worktree_prep.prepare" in imported  # it did spawn
+    assert not [m for m in imported if m == "click" or m.startswith("click.")]
+
+
+def test_the_click_free_spawn_prints_and_exits_as_the_click_command_does(repo):
+    """Each case twice: plain arguments (the click-free path), then the same with --no-fetch repeated, which
+    only click reads (its path): the same exit code, the same bytes."""
+    work = repo.work
+    assert _worker(work, "spawn", "warm")[0] == 0  # the hooks installed: the first spawn says so
+    assert _worker(work, "spawn", "same", "-d", "first")[0] == 0
+    cases = [
+        (["spawn", "{t}", "-d", "first task"], True),  # created (output differs only by the task's name)
+        (["spawn", "same", "--description=first"], False),  # exists: the same input again
+        (["spawn", "same", "-d", "another"], False),  # exists with another description: exit 2
+        (["spawn", "bad id"], False),  # invalid id: exit 2, nothing made
+        (["spawn", "{t}", "--from", "no-such-ref"], True),  # exit 2, nothing made
+        (["spawn", "{t}", "--json"], True),
+        (["spawn", "same", "--adopt", "--wait"], False),
+    ]
+    for args, per_path in cases:
+        seen = []
+        for path, extra in (("fast", []), ("click", ["--no-fetch"])):
+            argv = [a.replace("{t}", f"c-{path}") for a in args] + ["--no-fetch", *extra]
+            code, out, err = _worker(work, *argv)
+            if per_path:
+                out, err = out.replace("c-click", "c-fast"), err.replace("c-click", "c-fast")
+            seen.append((code, _without_times(out), err))
+        assert seen[0] == seen[1], args
+    assert _worker(work, "spawn", "--no-fetch")[0] == 2  # no task id: click's usage error
+
+
+def _without_times(out: str) -> str:
+    """--json's timestamps and ports differ between two spawns made one after the other."""
+    import json
+
+    try:
+        data = json.loads(out)
+    except ValueError:
+        import re
+
+        return re.sub(r"Port: +\d+", "Port: N", out)  # each new task has a port block of its own
+    return json.dumps({k: v for k, v in data.items() if not k.endswith(("_at", "heartbeat", "activity", "port", "age"))},
+                      sort_keys=True)
