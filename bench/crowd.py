@@ -118,37 +118,54 @@ def git_processes(argv: list[str], work: Path, env) -> int:
     return sum(1 for ln in lines if "trace: built-in: git " in ln or "trace: exec: git-" in ln)
 
 
+def cpu_run(argv, cwd, env) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and its children, user + system): the CPU figure hardly moves
+    with the load other people put on the machine, the wall time does."""
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    took = run(argv, cwd, env)[0]
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
 def bench_one(work: Path, env, runs: int, before: Path | None = None) -> list[str]:
     """One spawn against one `git worktree add -b`, and against the floor of a Python command that does it;
     ``before``: the source tree of another git-nerve (``git archive`` of an older commit), timed alongside."""
     floor_py = ("import subprocess, sys; import git_nerve.cli.entry; "
                 "subprocess.run(['git', 'worktree', 'add', '-q', '-b', sys.argv[1], sys.argv[2], 'main'], check=True)")
-    plain, ours, floor, bare, old = [], [], [], [], []
+    t: dict[str, list[tuple[float, float]]] = {k: [] for k in ("add", "spawn", "floor", "pass", "before")}
     old_env = {**env, "PYTHONPATH": str(before)} if before else None  # ahead of the editable install's finder
     for r in range(runs):  # alternate: drift on the shared machine hits all sides alike
         if old_env:
-            old.append(run(["git", "worker", "spawn", f"before-{r}", "--no-fetch"], work, old_env)[0])
-        plain.append(run(["git", "worktree", "add", "-q", "-b", f"one-{r}", str(work.parent / "plain" / f"one-{r}"), "main"],
-                         work, env)[0])
-        ours.append(run(["git", "worker", "spawn", f"one-{r}", "--no-fetch"], work, env)[0])
-        floor.append(run([sys.executable, "-c", floor_py, f"floor-{r}", str(work.parent / "plain" / f"floor-{r}")],
-                         work, env)[0])
-        bare.append(run([sys.executable, "-c", "pass"], work, env)[0])
-    add, us, fl, py = (statistics.median(x) for x in (plain, ours, floor, bare))
+            t["before"].append(cpu_run(["git", "worker", "spawn", f"before-{r}", "--no-fetch"], work, old_env))
+        t["add"].append(cpu_run(["git", "worktree", "add", "-q", "-b", f"one-{r}", str(work.parent / "plain" / f"one-{r}"),
+                                 "main"], work, env))
+        t["spawn"].append(cpu_run(["git", "worker", "spawn", f"one-{r}", "--no-fetch"], work, env))
+        t["floor"].append(cpu_run([sys.executable, "-c", floor_py, f"floor-{r}", str(work.parent / "plain" / f"floor-{r}")],
+                                  work, env))
+        t["pass"].append(cpu_run([sys.executable, "-c", "pass"], work, env))
+    wall = {k: statistics.median(x[0] for x in v) for k, v in t.items() if v}
+    cpu = {k: statistics.median(x[1] for x in v) for k, v in t.items() if v}
     n_ours = git_processes(["git", "worker", "spawn", "one-counted", "--no-fetch"], work, env)
     n_add = git_processes(["git", "worktree", "add", "-q", "-b", "one-counted-plain",
                            str(work.parent / "plain" / "one-counted"), "main"], work, env)
-    lines = [f"one spawn {us * 1000:6.1f} ms  vs  git worktree add -b {add * 1000:6.1f} ms   ratio {us / add:5.2f}x  "
-             f"(goal <= 1.3)   [median of {runs}]"]
+
+    def fig(k: str) -> str:
+        return f"{wall[k] * 1000:6.1f} ms (cpu {cpu[k] * 1000:6.1f})"
+
+    lines = [f"[median of {runs}, alternating; cpu: user+sys of the process tree, steadier on a busy machine]",
+             f"one spawn {fig('spawn')}  vs  git worktree add -b {fig('add')}   ratio {wall['spawn'] / wall['add']:5.2f}x "
+             f"(cpu {cpu['spawn'] / cpu['add']:5.2f}x)  (goal <= 1.3)"]
     if old_env:
         n_old = git_processes(["git", "worker", "spawn", "before-counted", "--no-fetch"], work, old_env)
-        was = statistics.median(old)
-        lines.append(f"  before ({before}): spawn {was * 1000:6.1f} ms   ratio {was / add:5.2f}x, {n_old} git processes")
+        lines.append(f"  before ({before}): spawn {fig('before')}   ratio {wall['before'] / wall['add']:5.2f}x "
+                     f"(cpu {cpu['before'] / cpu['add']:5.2f}x), {n_old} git processes")
     return lines + [
-            f"  floor: python -c 'import git_nerve.cli.entry' + the same add {fl * 1000:6.1f} ms (spawn {us / fl:4.2f}x of it, "
-            f"{(us - fl) * 1000:+5.1f} ms); python -c pass {py * 1000:5.1f} ms",
-            f"  git processes: spawn {n_ours} (`git worker` itself and worktree add's own children included), "
-            f"git worktree add -b {n_add}"]
+        f"  floor: python -c 'import git_nerve.cli.entry' + the same add {fig('floor')}: spawn "
+        f"{wall['spawn'] / wall['floor']:4.2f}x of it (cpu {cpu['spawn'] / cpu['floor']:4.2f}x); python -c pass {fig('pass')}",
+        f"  git processes: spawn {n_ours} (`git worker` itself and worktree add's own children included), "
+        f"git worktree add -b {n_add}"]
 
 
 def bench_beside_spawns(work: Path, env) -> list[str]:
