@@ -24,7 +24,6 @@ from .. import claims, ids
 from ..locking import add_lock, fetch_branches
 from ..states import State
 from .repo import Repo, _require_tip, door_scope, integration_ref, repair_leftovers
-from .worktree import _ensure_worktree
 
 
 @dataclass
@@ -144,6 +143,8 @@ def _spawn_existing(repo: Repo, existing: workers.Worker, task_id: str, descript
     file, hooks); anything else is refused."""
     if existing.task_id != task_id:
         raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
+    from .worktree import _ensure_worktree  # here: a new task's spawn does not need it (start-up)
+
     _refuse_respawn(repo, existing, description, from_ref)
     _ensure_worktree(repo, existing)  # verifies the worktree and repairs its context file
     # a spawn killed after its bus row never reached the hooks: finish that too
