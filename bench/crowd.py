@@ -4,15 +4,20 @@ asserts nothing.
 
 1. 16 `git worker spawn` at once against 16 `git worktree add -b` at once          (goal: <= 2x)
 2. one spawn against one `git worktree add -b` (median of alternating runs)         (goal: <= 1.3x)
+   (``--only one``: that alone, with more runs, the floor a Python command cannot go below (starting Python,
+   importing the CLI's entry module, then the same `git worktree add -b`), and the git processes each
+   starts, counted with GIT_TRACE)
 3. `start` and `heartbeat` while 8 spawns run (seconds; floor: the same alone)     (goal: <= 0.2 s)
 4. N workers (processes: spawn, start, 3 commits through the hooks, done) with `status --json` polled
    meanwhile: spawn, done and status --json p99                                    (goal at 24: 2 s, 2 s, 0.5 s)
 5. radar latency: two tasks commit the same line while the others commit         (goal: <= 1 s)
 
-On a generated 3,000-file repository, or with ``--real click`` on click 8.1.8's sdist (downloaded with pip
-into $GIT_NERVE_TOOL_CACHE, else ~/.cache/git-nerve-tools, once).
+On a generated 3,000-file repository, or with ``--real click`` / ``--real django`` on click 8.1.8's or
+Django 5.1.4's sdist (downloaded with pip into $GIT_NERVE_TOOL_CACHE, else ~/.cache/git-nerve-tools, once:
+fixtures/repos/sdists.py).
 
-    .venv/bin/python bench/crowd.py [--files 3000] [--workers 8,24] [--real click] [--runs 3]
+    .venv/bin/python bench/crowd.py [--files 3000] [--workers 8,24] [--real click|django] [--runs 3]
+    .venv/bin/python bench/crowd.py --real django --only one --runs 9
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -35,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from bench.common import bytecode_cache  # noqa: E402
 from fixtures.repos import build  # noqa: E402
 
-REAL = {"click": "click==8.1.8"}
+REAL = {"click": ("click", "8.1.8"), "django": ("Django", "5.1.4")}
 
 
 def run(argv, cwd, env, check=True) -> tuple[float, subprocess.CompletedProcess]:
@@ -68,31 +72,17 @@ def p99(xs: list[float]) -> float:
     return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))] if xs else float("nan")
 
 
-def tool_cache() -> Path:
-    explicit = os.environ.get("GIT_NERVE_TOOL_CACHE")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "git-nerve-tools"
-
-
 def real_repo(name: str, root: Path, env) -> Path:
-    """The sdist's files as one commit (downloaded once into the tool cache with pip)."""
-    spec = REAL[name]
-    cache = tool_cache() / "sdists"
-    cache.mkdir(parents=True, exist_ok=True)
-    found = sorted(cache.glob(f"{spec.split('==')[0]}-{spec.split('==')[1]}.tar.gz"))
-    if not found:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-                        "-d", str(cache), spec], check=True)
-        found = sorted(cache.glob(f"{spec.split('==')[0]}-*.tar.gz"))
+    """The sdist's files as one commit (downloaded once into the tool cache with pip: fixtures/repos/sdists.py)."""
+    import shutil
+
+    from fixtures.repos.sdists import sdist_tree
+
     work = root / name
-    with tarfile.open(found[0]) as tar:
-        tar.extractall(root / "x", filter="data")
-    (root / "x").joinpath(found[0].name[: -len(".tar.gz")]).rename(work)
+    shutil.copytree(sdist_tree(*REAL[name]), work)
     build.git(work, "init", "-q", "-b", "main", env=env)
-    build.git(work, "add", "-A", env=env)
-    build.git(work, "commit", "-q", "-m", f"{spec} sdist", env=env)
+    build.git(work, "add", "-A", "-f", env=env)  # the whole sdist
+    build.git(work, "commit", "-q", "-m", f"{'=='.join(REAL[name])} sdist", env=env)
     return work
 
 
@@ -117,6 +107,65 @@ def bench_spawns(work: Path, env, n: int, runs: int) -> list[str]:
     fl, us = statistics.median(plain), statistics.median(ours)
     out.append(f"one spawn             {us:6.2f} s  vs one worktree add       {fl:6.2f} s   ratio {us / fl:5.2f}x  (goal <= 1.3)")
     return out
+
+
+def git_processes(argv: list[str], work: Path, env) -> int:
+    """How many git processes ``argv`` starts (``git worker spawn`` itself included), from GIT_TRACE."""
+    trace = work.parent / "git-trace.txt"
+    trace.unlink(missing_ok=True)
+    run(argv, work, {**env, "GIT_TRACE": str(trace)})
+    lines = trace.read_text().splitlines()
+    return sum(1 for ln in lines if "trace: built-in: git " in ln or "trace: exec: git-" in ln)
+
+
+def cpu_run(argv, cwd, env) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process and its children, user + system): the CPU figure hardly moves
+    with the load other people put on the machine, the wall time does."""
+    import resource
+
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    took = run(argv, cwd, env)[0]
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def bench_one(work: Path, env, runs: int, before: Path | None = None) -> list[str]:
+    """One spawn against one `git worktree add -b`, and against the floor of a Python command that does it;
+    ``before``: the source tree of another git-nerve (``git archive`` of an older commit), timed alongside."""
+    floor_py = ("import subprocess, sys; import git_nerve.cli.entry; "
+                "subprocess.run(['git', 'worktree', 'add', '-q', '-b', sys.argv[1], sys.argv[2], 'main'], check=True)")
+    t: dict[str, list[tuple[float, float]]] = {k: [] for k in ("add", "spawn", "floor", "pass", "before")}
+    old_env = {**env, "PYTHONPATH": str(before)} if before else None  # ahead of the editable install's finder
+    for r in range(runs):  # alternate: drift on the shared machine hits all sides alike
+        if old_env:
+            t["before"].append(cpu_run(["git", "worker", "spawn", f"before-{r}", "--no-fetch"], work, old_env))
+        t["add"].append(cpu_run(["git", "worktree", "add", "-q", "-b", f"one-{r}", str(work.parent / "plain" / f"one-{r}"),
+                                 "main"], work, env))
+        t["spawn"].append(cpu_run(["git", "worker", "spawn", f"one-{r}", "--no-fetch"], work, env))
+        t["floor"].append(cpu_run([sys.executable, "-c", floor_py, f"floor-{r}", str(work.parent / "plain" / f"floor-{r}")],
+                                  work, env))
+        t["pass"].append(cpu_run([sys.executable, "-c", "pass"], work, env))
+    wall = {k: statistics.median(x[0] for x in v) for k, v in t.items() if v}
+    cpu = {k: statistics.median(x[1] for x in v) for k, v in t.items() if v}
+    n_ours = git_processes(["git", "worker", "spawn", "one-counted", "--no-fetch"], work, env)
+    n_add = git_processes(["git", "worktree", "add", "-q", "-b", "one-counted-plain",
+                           str(work.parent / "plain" / "one-counted"), "main"], work, env)
+
+    def fig(k: str) -> str:
+        return f"{wall[k] * 1000:6.1f} ms (cpu {cpu[k] * 1000:6.1f})"
+
+    lines = [f"[median of {runs}, alternating; cpu: user+sys of the process tree, steadier on a busy machine]",
+             f"one spawn {fig('spawn')}  vs  git worktree add -b {fig('add')}   ratio {wall['spawn'] / wall['add']:5.2f}x "
+             f"(cpu {cpu['spawn'] / cpu['add']:5.2f}x)  (goal <= 1.3)"]
+    if old_env:
+        n_old = git_processes(["git", "worker", "spawn", "before-counted", "--no-fetch"], work, old_env)
+        lines.append(f"  before ({before}): spawn {fig('before')}   ratio {wall['before'] / wall['add']:5.2f}x "
+                     f"(cpu {cpu['before'] / cpu['add']:5.2f}x), {n_old} git processes")
+    return lines + [
+        f"  floor: python -c 'import git_nerve.cli.entry' + the same add {fig('floor')}: spawn "
+        f"{wall['spawn'] / wall['floor']:4.2f}x of it (cpu {cpu['spawn'] / cpu['floor']:4.2f}x); python -c pass {fig('pass')}",
+        f"  git processes: spawn {n_ours} (`git worker` itself and worktree add's own children included), "
+        f"git worktree add -b {n_add}"]
 
 
 def bench_beside_spawns(work: Path, env) -> list[str]:
@@ -268,7 +317,8 @@ def main() -> None:
     ap.add_argument("--workers", default="8,24", help="comma-separated crowd sizes (64 takes minutes on 2 cores)")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--real", choices=sorted(REAL), help="a real codebase from its PyPI sdist instead")
-    ap.add_argument("--only", default="spawn,beside,load,radar")
+    ap.add_argument("--before", type=Path, help="`--only one`: also time the git-nerve whose source tree this is")
+    ap.add_argument("--only", default="spawn,beside,load,radar", help="comma-separated; `one`: one spawn alone")
     args = ap.parse_args()
     # ignore_cleanup_errors: a radar runner may still be writing its last result as the directory goes
     with tempfile.TemporaryDirectory(prefix="nerve-crowd-", ignore_cleanup_errors=True) as tmp:
@@ -282,6 +332,8 @@ def main() -> None:
         run(["git", "worker", "spawn", "warmup", "--no-fetch"], work, env)  # the bus, the hooks
         only = set(args.only.split(","))
         lines = []
+        if "one" in only:
+            lines += bench_one(work, env, max(args.runs, 5), args.before)
         if "spawn" in only:
             lines += bench_spawns(work, env, 16, args.runs)
         if "beside" in only:

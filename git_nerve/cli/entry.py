@@ -19,6 +19,8 @@ def worker_main() -> None:
         from ..worker.heartbeat import main as heartbeat_main
 
         sys.exit(heartbeat_main(argv[1:]))
+    if argv[:1] == ["spawn"] and _spawn(argv[1:]):
+        sys.exit(0)
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
     from .worker import worker
@@ -46,6 +48,36 @@ def nerve_main() -> None:
     if not _before_click(nerve, "git-nerve") and argv[:1] != ["hook-run"]:
         _enable_liveness()
     nerve(prog_name="git nerve", complete_var="_GIT_NERVE_COMPLETE")
+
+
+def _spawn(args: list[str]) -> bool:
+    """`git worker spawn` with plain arguments, without click (spawn's start-up: issue 27): the same body
+    (:mod:`.spawning`), and any error reported by click's own handler (common.run_mapped, imported only then), so
+    both ways print and exit alike. False, having done nothing, for anything else (help, a completion request,
+    arguments click must read)."""
+    from ..completion import COMPLETE_VARS
+    from .spawning import plain_args
+
+    kw = plain_args(args)
+    if kw is None or COMPLETE_VARS["git-worker"] in os.environ:
+        return False
+    _before_click(None, "git-worker")  # the man pages, as click's path does first
+    _enable_liveness()
+    from .spawning import run_spawn
+
+    try:
+        run_spawn(**kw)
+    except BaseException as exc:  # noqa: BLE001 - handed to the one handler every command's errors meet
+        if isinstance(exc, SystemExit):
+            raise
+        from .common import run_mapped
+
+        def again():
+            raise exc
+
+        run_mapped(again)
+        raise
+    return True
 
 
 def _serve_mcp(args: list[str]) -> bool:

@@ -3,7 +3,8 @@ copied files, NERVE_PORT, the setup's state and log, disk_bytes."""
 
 from __future__ import annotations
 
-from .common import echo, warn
+from .plain import line as echo  # click-free: spawn's fast path prints through these
+from .plain import warning as warn
 
 
 def _ttl(repo) -> float:

@@ -1,42 +1,12 @@
 """What `git worker` commands share with the features' commands that extend them (`merge --all` in
 cli/steer.py): opening the repository, a task's row, and how a merge is printed. A module of its own so
-cli/worker.py (which registers those commands) and cli/steer.py do not import each other."""
+cli/worker.py (which registers those commands) and cli/steer.py do not import each other. Opening the repository
+lives in :mod:`.opening` (click-free: spawn's fast path uses it), re-exported here."""
 
 from __future__ import annotations
 
 from .common import echo, echo_json, warn
-
-
-def _repo(create: bool = True, bare: str = "run git-nerve"):
-    return _repo_fenced(create, bare)[0]
-
-
-def _repo_fenced(create: bool = True, bare: str = "run git-nerve") -> tuple:
-    """(the repository, the tasks of it fenced off on opening it: see :func:`fence`)."""
-    from ..worker.lifecycle import open_repo
-
-    repo = open_repo(create=create, bare=bare)
-    repo.hook_installer = _install_missing_hooks  # spawn installs missing hooks through the front end's installer
-    return repo, fence(repo)
-
-
-def fence(repo) -> list:
-    """Shared mode: a task of this machine that another machine took over (as the last sync or refused claim
-    showed) is fenced off before the command goes on (worker/fencing.py); one line each on stderr."""
-    from ..errors import NerveError
-    from ..worker.fencing import fence_returned
-
-    try:
-        return fence_returned(repo.bus, repo, say=warn)
-    except NerveError as exc:
-        warn(f"could not fence off the tasks taken over elsewhere: {exc.message}")
-        return []
-
-
-def _install_missing_hooks(paths):
-    from ..hooks.install import install_missing  # imported only when a spawn needs it
-
-    return install_missing(paths)
+from .opening import _install_missing_hooks, _repo, _repo_fenced, fence  # noqa: F401  (re-exported)
 
 
 def radar_after(repo, tasks: list[str] | None) -> None:

@@ -20,7 +20,7 @@ from .common import (
     style,
     warn,
 )
-from .prep import prep_fields, print_prep, refuse_failed_setup, warn_setup
+from .prep import warn_setup
 from .tasks import (_repo, _row, print_cleanup, radar_after, run_merge)
 
 EXIT_CODES = """\b
@@ -85,28 +85,9 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
     log: <git-common-dir>/nerve/setup/TASK_ID.log). Beyond [worktree] max_live or max_total_bytes the
     spawn is refused (exit 2), naming what to clean up.
     """
-    from ..worker import ids, lifecycle
+    from .spawning import run_spawn
 
-    ids.validate(task_id)  # before the bus is created: bad input leaves nothing behind
-    ids.validate_description(description)
-    with _repo(bare="spawn workers") as repo:  # a bare repository is refused before the bus is created
-        res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch, adopt=adopt,
-                              wait=wait)
-        for w in res.warnings:
-            warn(w)
-        if as_json:
-            echo_json({**_row(repo, task_id), **prep_fields(repo, res.worker, measure=False)})
-            return
-        w = res.worker
-        echo(f"{'Created' if res.created else 'Exists'} worker: {w.task_id}")
-        echo(f"  Branch:   {w.branch}" + ("  (adopted: git-nerve never deletes it)" if w.adopted else ""))
-        echo(f"  Worktree: {w.worktree}")
-        echo(f"  Base:     {w.base}")
-        echo(f"  State:    {w.state}")
-        if res.hooks_installed:
-            echo("  Hooks:    installed (post-commit, post-rewrite, pre-push)")
-        print_prep(res.prep)
-    refuse_failed_setup(res.prep)
+    run_spawn(task_id, description, from_ref, no_fetch, adopt, wait, as_json)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)

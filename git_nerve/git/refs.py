@@ -59,9 +59,23 @@ def rev_parse(cwd, rev: str) -> str:
     return cli.out(["rev-parse", rev], cwd=cwd)
 
 
+#: characters a reference name's components may be made of for :func:`plainly_valid` (git allows more: those
+#: names are left to git)
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def plainly_valid(ref: str) -> bool:
+    """True only for names git's rules (git-check-ref-format(1)) plainly accept: two or more components of
+    letters, digits, ``_``, ``-`` and ``.``, none empty, none starting with ``.`` or ``-``, none ending in
+    ``.lock`` or ``.``, no ``..``. False says nothing (git decides)."""
+    parts = ref.split("/")
+    return len(parts) >= 2 and ".." not in ref and all(
+        p and _PLAIN.issuperset(p) and p[0] not in ".-" and not p.endswith((".", ".lock")) for p in parts)
+
+
 def check_ref_format(cwd, ref: str) -> bool:
-    """``git check-ref-format REF``: True when ``ref`` is a valid reference name."""
-    return cli.ok(["check-ref-format", ref], cwd=cwd)
+    """``git check-ref-format REF``: True when ``ref`` is a valid reference name (plain names without git)."""
+    return plainly_valid(ref) or cli.ok(["check-ref-format", ref], cwd=cwd)
 
 
 def exists(cwd, ref: str) -> bool:

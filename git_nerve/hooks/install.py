@@ -111,10 +111,11 @@ def install(paths: RepoPaths) -> InstallReport:
     return report
 
 
-def install_missing(paths: RepoPaths) -> list[str] | None:
+def install_missing(paths: RepoPaths, config=None) -> list[str] | None:
     """The installer the commands hand to ``worker.lifecycle`` (``Repo.hook_installer``): None when the hooks
-    are installed already, else install them and return what could not be (empty: all installed)."""
-    if installed(paths):
+    are installed already, else install them and return what could not be (empty: all installed). ``config``:
+    the worktree's ``git config --list`` when the caller has it (the check then asks git less: where.py)."""
+    if installed(paths, config):
         return None
     report = install(paths)
     return [c.message or f"{c.name}: not installed" for c in report.conflicts]

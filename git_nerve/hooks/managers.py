@@ -88,8 +88,11 @@ git lfs {name} "$@"
 """
 
 
-def lfs_configured(paths: RepoPaths) -> bool:
-    """True when git-lfs is set up for this repository (``git lfs install`` writes filter.lfs.process)."""
+def lfs_configured(paths: RepoPaths, config=None) -> bool:
+    """True when git-lfs is set up for this repository (``git lfs install`` writes filter.lfs.process).
+    ``config``: the worktree's ``git config --list`` (where.py), when the caller has it."""
+    if config is not None:
+        return any(config.get_all("filter.lfs.process"))
     return any(value for _, value in _config_entries(paths, "filter.lfs.process"))
 
 

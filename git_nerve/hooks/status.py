@@ -68,17 +68,18 @@ def _shim_state(path: Path, current: bytes) -> tuple[str, str | None]:
     return ("installed" if same and os.access(path, os.X_OK) else "outdated"), python
 
 
-def status(paths: RepoPaths) -> Status:
-    """What runs when git runs each of our hooks, told as it is (a displaced shim is not "chained")."""
-    forward = forward_dir(paths)
-    directory = hooks_dir(paths)
+def status(paths: RepoPaths, config=None) -> Status:
+    """What runs when git runs each of our hooks, told as it is (a displaced shim is not "chained").
+    ``config``: the worktree's configuration, when the caller has it (where.py: fewer git processes)."""
+    forward = forward_dir(paths, config)
+    directory = hooks_dir(paths, config)
     current = _template_body(render())
     hooks = []
     notes = []
     if forward is not None and directory != _worktree_hooks_dir(paths):
         notes.append(f"this worker's worktree runs the hooks in {forward} (inside the work tree); "
                      "`git nerve hooks install` moves git-nerve's to its git dir")
-    lfs = lfs_configured(paths) and forward is None
+    lfs = lfs_configured(paths, config) and forward is None
     for name in HOOKS:
         path = directory / name
         kept = kept_hooks(directory, name)
@@ -109,12 +110,12 @@ def status(paths: RepoPaths) -> Status:
             h.state = "outdated"
             h.message = (h.message + "; " if h.message else "") + "git-lfs is set up but its hook is not chained"
         hooks.append(h)
-    return Status(directory, hooks_path_setting(paths), hooks, notes)
+    return Status(directory, hooks_path_setting(paths, config), hooks, notes)
 
 
-def installed(paths: RepoPaths) -> bool:
+def installed(paths: RepoPaths, config=None) -> bool:
     """True when every hook is our current shim and can start its interpreter."""
     try:
-        return status(paths).installed
+        return status(paths, config).installed
     except (NerveError, OSError):
         return False

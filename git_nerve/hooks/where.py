@@ -1,6 +1,12 @@
 """Where the hooks go: the directory git runs hooks from (``git rev-parse --git-path hooks``),
 ``core.hooksPath`` as set and where, a worker's worktree under a relative one (``forward_dir``: its hooks in
 its git dir), and whether the directory is this repository's (``not_this_repositorys``, ``shared_outside``).
+
+``config``: the worktree's configuration as ``git config --list`` gave it (``git -c`` and GIT_CONFIG_* included),
+read from the same worktree, which a caller holding it passes (spawn's "already installed?" check). With no
+core.hooksPath in it at all the answers need no git: the directory is ``<common dir>/hooks`` as git resolves
+it (symlinks followed, as ``--path-format=absolute`` does); any core.hooksPath, even an empty one, is left to
+git, which alone knows how it reads it.
 """
 
 from __future__ import annotations
@@ -21,14 +27,23 @@ def _git_env(paths: RepoPaths) -> dict[str, str]:
     return cli.clean_env(extra)
 
 
-def hooks_dir(paths: RepoPaths) -> Path:
+def _unset(config: gitconfig.GitConfig | None, key: str) -> bool:
+    """True when ``config`` (given) has no setting of ``key`` at all."""
+    return config is not None and not config.get_all(key)
+
+
+def hooks_dir(paths: RepoPaths, config: gitconfig.GitConfig | None = None) -> Path:
     """The directory git runs hooks from in the worktree ``paths`` describes."""
+    if _unset(config, "core.hooksPath"):  # what `git rev-parse --path-format=absolute --git-path hooks` says then
+        return Path(os.path.realpath(paths.common_dir / "hooks"))
     cwd = paths.toplevel or paths.git_dir
     return Path(location.git_path(cwd, "hooks", env=_git_env(paths)))
 
 
-def hooks_path_setting(paths: RepoPaths) -> str | None:
+def hooks_path_setting(paths: RepoPaths, config: gitconfig.GitConfig | None = None) -> str | None:
     """``core.hooksPath`` as configured, or None."""
+    if config is not None:  # `git config --get`: the last value
+        return config.get("core.hooksPath") or None
     return gitconfig.get_value(paths.toplevel or paths.git_dir, "core.hooksPath", env=_git_env(paths)) or None
 
 
@@ -76,7 +91,7 @@ def _is_worker_worktree(paths: RepoPaths) -> bool:
     return linked and ctx_path(paths.git_dir).is_file()
 
 
-def forward_dir(paths: RepoPaths) -> str | None:
+def forward_dir(paths: RepoPaths, config: gitconfig.GitConfig | None = None) -> str | None:
     """The relative core.hooksPath (husky's ``.husky/_``) a worker's worktree forwards to, or None.
 
     Such a directory is inside the work tree: our hooks there would be files
@@ -84,7 +99,7 @@ def forward_dir(paths: RepoPaths) -> str | None:
     in its git dir instead (``<git-dir>/nerve/hooks``, set with ``git config
     --worktree core.hooksPath``) and runs the manager's hook from there first.
     """
-    if not _is_worker_worktree(paths):
+    if not _is_worker_worktree(paths) or _unset(config, "core.hooksPath"):
         return None
     value, _ = shared_setting(paths)
     if value and not os.path.isabs(os.path.expanduser(value)):

@@ -29,7 +29,7 @@ import sys
 from dataclasses import dataclass
 
 from .. import clock
-from ..bus import messages, shared as cache, steer, workers
+from ..bus import messages, shared as cache, workers
 from ..bus.connection import Bus
 from ..errors import GitError, HeldElsewhere
 from ..fs import notes_marker, set_marker
@@ -104,6 +104,8 @@ def _fence(site, bus: Bus, task_id: str, holder: str) -> Fenced | None:
     w = workers.get(bus.conn, task_id)
     if w is None or w.state not in LIVE:
         return None
+    from ..bus import steer  # here: only a fence needs it, and every `git worker` command imports this module
+
     why = f"taken over by machine {holder}"
     ts = clock.now()
     with bus.write() as conn:  # 1. the stop, as `git nerve tell --task T stop` queues it

@@ -11,7 +11,6 @@ written over.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,8 @@ from ..git import tracked as gittracked
 def clone_tree(src: Path, dst: Path) -> str:
     """Copy directory ``src`` to the new path ``dst``: "cow" when a clone was asked of the filesystem, "copy"
     otherwise (a failing clone falls back to the copy, after removing nothing but what it made)."""
+    import shutil  # here: a spawn without clone_dirs never needs it (start-up)
+
     if sys.platform.startswith("linux") and shutil.which("cp"):
         if subprocess.run(["cp", "--reflink=auto", "-a", "--", os.fspath(src), os.fspath(dst)],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0:
@@ -37,6 +38,8 @@ def clone_tree(src: Path, dst: Path) -> str:
 
 
 def plain_copy(src: Path, dst: Path) -> None:
+    import shutil
+
     shutil.copytree(src, dst, symlinks=True)
 
 

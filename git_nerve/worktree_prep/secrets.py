@@ -10,8 +10,6 @@ Standard library only (the hook path imports it).
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import re
 from pathlib import Path
@@ -45,6 +43,9 @@ def env_values(text: str) -> list[str]:
 
 
 def digest(salt: bytes, value: str) -> str:
+    import hashlib  # here: a spawn that copies no .env file never needs them (start-up)
+    import hmac
+
     return hmac.new(salt, value.encode("utf-8"), hashlib.sha256).hexdigest()
 
 

@@ -35,8 +35,9 @@ class Repo:
         self._config: gitconfig.GitConfig | None = None
         self._settings: Settings | None = None
         #: what installs missing hooks (spawn), set by the front end that opened the repository
-        #: (``hooks.install.install_missing``): paths -> None when installed already, else what could not be
-        self.hook_installer: Callable[[RepoPaths], list[str] | None] | None = None
+        #: (``hooks.install.install_missing``): (paths[, that worktree's GitConfig]) -> None when installed already,
+        #: else what could not be
+        self.hook_installer: Callable[..., list[str] | None] | None = None
 
     @property
     def cwd(self) -> Path:

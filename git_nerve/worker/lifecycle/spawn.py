@@ -24,7 +24,6 @@ from .. import claims, ids
 from ..locking import add_lock, fetch_branches
 from ..states import State
 from .repo import Repo, _require_tip, door_scope, integration_ref, repair_leftovers
-from .worktree import _ensure_worktree
 
 
 @dataclass
@@ -144,6 +143,8 @@ def _spawn_existing(repo: Repo, existing: workers.Worker, task_id: str, descript
     file, hooks); anything else is refused."""
     if existing.task_id != task_id:
         raise UsageError(f"task id {task_id!r} collides with existing task {existing.task_id!r} (ids are case-insensitive)")
+    from .worktree import _ensure_worktree  # here: a new task's spawn does not need it (start-up)
+
     _refuse_respawn(repo, existing, description, from_ref)
     _ensure_worktree(repo, existing)  # verifies the worktree and repairs its context file
     # a spawn killed after its bus row never reached the hooks: finish that too
@@ -326,10 +327,13 @@ def _ensure_hooks(repo: Repo, worktree: Path | None = None) -> tuple[bool, str |
     hooks_path = repo.config.get("core.hooksPath")
     if worktree is not None and hooks_path and not os.path.isabs(os.path.expanduser(hooks_path)) and worktree.is_dir():
         targets.append(discover(worktree, inherit_location=False))
+    # the "already installed?" check of this worktree answered from the configuration this spawn read (no git),
+    # when git, run there, finds the same repository the hooks check would (no location variables set)
+    own = repo.config if not any(os.environ.get(v) for v in ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR")) else None
     installed_now, problems = False, []
     for paths in targets:
         try:
-            missing = install(paths)
+            missing = install(paths, own) if paths is repo.paths and own is not None else install(paths)
             if missing is None:
                 continue
             installed_now = True

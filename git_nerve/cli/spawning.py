@@ -1,0 +1,69 @@
+"""What `git worker spawn` does and prints, without click: called by its click command (cli/worker.py) and by
+the click-free path entry.py takes for plain arguments (a spawn then pays neither click's import nor the
+commands' registration). Errors are raised: the caller reports them (common.run_mapped, the one place)."""
+
+from __future__ import annotations
+
+from .opening import _repo
+from .plain import json_out as echo_json
+from .plain import line as echo
+from .plain import warning as warn
+from .prep import prep_fields, print_prep, refuse_failed_setup
+
+
+def run_spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, adopt: bool, wait: bool,
+              as_json: bool) -> None:
+    from ..worker import ids, lifecycle
+
+    ids.validate(task_id)  # before the bus is created: bad input leaves nothing behind
+    ids.validate_description(description)
+    with _repo(bare="spawn workers") as repo:  # a bare repository is refused before the bus is created
+        res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch, adopt=adopt,
+                              wait=wait)
+        for w in res.warnings:
+            warn(w)
+        if as_json:
+            from .tasks import _row
+
+            echo_json({**_row(repo, task_id), **prep_fields(repo, res.worker, measure=False)})
+            return
+        w = res.worker
+        echo(f"{'Created' if res.created else 'Exists'} worker: {w.task_id}")
+        echo(f"  Branch:   {w.branch}" + ("  (adopted: git-nerve never deletes it)" if w.adopted else ""))
+        echo(f"  Worktree: {w.worktree}")
+        echo(f"  Base:     {w.base}")
+        echo(f"  State:    {w.state}")
+        if res.hooks_installed:
+            echo("  Hooks:    installed (post-commit, post-rewrite, pre-push)")
+        print_prep(res.prep)
+    refuse_failed_setup(res.prep)
+
+
+def plain_args(args: list[str]) -> dict | None:
+    """The keyword arguments of :func:`run_spawn` from plain `spawn` arguments (one task id; --no-fetch, --adopt,
+    --wait, --json; -d/--description and --from with a value, each at most once); None for anything else (help,
+    an unknown option, a value that looks like an option): click's path reads those, the documented way."""
+    kw: dict = {"task_id": None, "description": None, "from_ref": None, "no_fetch": False, "adopt": False,
+                "wait": False, "as_json": False}
+    flags = {"--no-fetch": "no_fetch", "--adopt": "adopt", "--wait": "wait", "--json": "as_json"}
+    valued = {"-d": "description", "--description": "description", "--from": "from_ref"}
+    it = iter(args)
+    for a in it:
+        name, eq, inline = a.partition("=") if a.startswith("--") else (a, "", "")
+        if a in flags:
+            if kw[flags[a]]:
+                return None
+            kw[flags[a]] = True
+        elif name in valued:
+            value = inline if eq else next(it, None)
+            if value is None or (not eq and value.startswith("-")) or kw[valued[name]] is not None:
+                return None
+            kw[valued[name]] = value
+        elif a.startswith("-") or kw["task_id"] is not None:
+            return None
+        else:
+            kw["task_id"] = a
+    if kw["task_id"] is None:
+        return None
+    kw["description"] = kw["description"] or ""
+    return kw
