@@ -68,6 +68,15 @@ def claims(conn: sqlite3.Connection) -> list[Claim]:
     return [Claim(*r) for r in conn.execute("SELECT * FROM shared_claims ORDER BY task_id")]
 
 
+def claims_in(conn: sqlite3.Connection, states: tuple[str, ...]) -> list[Claim]:
+    """The claims in one of ``states`` (the finished ones a sync archives)."""
+    if not _has_tables(conn) or not states:
+        return []
+    marks = ", ".join("?" * len(states))
+    return [Claim(*r) for r in conn.execute(f"SELECT * FROM shared_claims WHERE state IN ({marks}) ORDER BY task_id",
+                                            states)]
+
+
 def claim(conn: sqlite3.Connection, task_id: str) -> Claim | None:
     if not _has_tables(conn):
         return None

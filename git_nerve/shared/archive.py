@@ -1,0 +1,140 @@
+"""Finished tasks' claims move into an archive, so that the remote keeps few claim refs (shared mode).
+
+Once a claim's chain ends in COMPLETED or FAILED, a sync archives it: this machine appends one batch commit to
+its own archive ref, ``refs/nerve/finished/<machine>`` (first parent: its previous batch, or an empty start;
+the other parents: the archived claims' tips, so every record stays reachable; ``finished.jsonl``: each task,
+its final tip and last record), and pushes it in one atomic push with the deletion of those claim refs, each
+leased at the tip read (:func:`git_nerve.git.destroy.archive_finished_claims`, the one door). Of two machines
+archiving the same claim exactly one push lands; the other changes nothing (its archive ref stays).
+
+Who archives: the machine that made the final transition (its background sync does it at once), or any machine
+once that one's lease ran out on its own clock (a machine lost after finishing work). A claim is live again
+when a retry moves an archived FAILED task: its new record's parent is the archived tip (the chain stays one
+line) and it is created on the remote anew; a live claim ref always wins over an archive entry, and of several
+entries of one task the highest ``seq``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..bus import shared as cache
+from ..bus.connection import Bus
+from ..git import destroy, refs, remote_refs
+from . import lease, records
+
+#: claims archived by one push at most (a batch commit has that many parents more; the push as many deletions)
+BATCH = 500
+
+
+@dataclass(frozen=True)
+class Entry:
+    tip: str
+    record: records.Record
+
+
+def entries(cwd, tip: str, since: str | None = None) -> list[Entry]:
+    """The archive entries of one archive ref from after ``since`` (None: its start) to ``tip``, oldest first."""
+    shas = remote_refs.chain(cwd, tip, since, first_parent=True)
+    return [Entry(t, rec) for data in remote_refs.read_files(cwd, shas, records.FINISHED_FILE)
+            for t, rec in records.decode_finished(data)]
+
+
+def newest(found: list[Entry], best: dict[str, Entry] | None = None) -> dict[str, Entry]:
+    """{task: its entry with the highest seq}."""
+    best = {} if best is None else best
+    for e in found:
+        old = best.get(e.record.task)
+        if old is None or e.record.seq > old.record.seq:
+            best[e.record.task] = e
+    return best
+
+
+def tips(cwd, local: dict[str, str] | None = None) -> dict[str, str]:
+    """{machine: its archive ref's tip here}."""
+    local = remote_refs.local_refs(cwd, records.FINISHED) if local is None else local
+    return {ref[len(records.FINISHED):]: sha for ref, sha in local.items() if ref.startswith(records.FINISHED)}
+
+
+def lookup(cwd, task_id: str) -> Entry | None:
+    """The archived claim of ``task_id`` as this clone's archive refs hold it (None: never archived)."""
+    best: dict[str, Entry] = {}
+    for tip in tips(cwd).values():
+        newest([e for e in entries(cwd, tip) if e.record.task == task_id], best)
+    return best.get(task_id)
+
+
+def prune_mirrors(cwd, local: dict[str, str], live: set[str]) -> int:
+    """Delete this clone's copies of claims the remote no longer has and an archive ref here keeps (through the
+    door); a copy no archive keeps (a claim deleted by hand) stays. ``local``: every refs/nerve/ ref here, updated."""
+    gone = [(ref, sha) for ref, sha in local.items()
+            if ref.startswith(records.CLAIMS) and ref[len(records.CLAIMS):] not in live]
+    if not gone:
+        return 0
+    keepers = list(tips(cwd, local).values())
+    try:
+        if not destroy.drop_claim_mirrors(cwd, gone, keepers):
+            return 0
+    except destroy.Refused:
+        return 0  # cannot tell: kept
+    for ref, _ in gone:
+        local.pop(ref, None)
+    return len(gone)
+
+
+def due(state, bus: Bus, live: dict[str, str]) -> list[cache.Claim]:
+    """The finished claims this machine archives now: still live on the remote at the tip the cache holds, and
+    finished by this machine, or by one whose lease ran out here."""
+    silent: dict[str, float | None] = {}
+    out = []
+    for c in cache.claims_in(bus.conn, records.FINISHED_STATES):
+        if live.get(c.task_id) != c.tip:
+            continue
+        if c.machine != state.machine:
+            if c.machine not in silent:
+                silent[c.machine] = lease.silent_for(bus.conn, c.machine)
+            quiet = silent[c.machine]
+            if quiet is None or quiet < state.config.lease:
+                continue
+        out.append(c)
+    return out
+
+
+def archive(state, bus: Bus, live: dict[str, str]) -> list[str]:
+    """Archive the claims :func:`due` names, in batches of :data:`BATCH` (see the module); the tasks archived.
+    A push refused (another machine archived or moved one first, or the host said no) stops here: the next sync
+    judges again."""
+    todo = due(state, bus, live)
+    if not todo:
+        return []
+    cwd, ref = state.cwd, records.FINISHED + state.machine
+    old = refs.resolve(cwd, ref)
+    done: list[str] = []
+    for i in range(0, len(todo), BATCH):
+        batch = todo[i:i + BATCH]
+        recs = [records.decode(d) for d in remote_refs.read_files(cwd, [c.tip for c in batch], records.CLAIM_FILE)]
+        kept = [(c, r) for c, r in zip(batch, recs) if r is not None]
+        if not kept:
+            continue
+        base = old or remote_refs.write_record(cwd, {records.FINISHED_FILE: b""}, None,
+                                               f"nerve finished {state.machine}: start")
+        new = remote_refs.write_record(cwd, {records.FINISHED_FILE: records.encode_finished([(c.tip, r) for c, r in kept])},
+                                       base, f"nerve finished {state.machine}: {len(kept)} claims archived",
+                                       keep=tuple(c.tip for c, _ in kept))
+        claims = [(records.CLAIMS + c.task_id, c.tip) for c, _ in kept]
+        res = destroy.archive_finished_claims(cwd, state.remote, ref, new, old, claims)
+        if not res.ok:
+            break
+        refs.update(cwd, ref, new, old, "git-nerve: finished claims archived")
+        with bus.write() as conn:  # what this batch says the cache knows already: no need to read it back
+            cache.ensure(conn)
+            if cache.get_meta(conn, f"finished:{state.machine}") == old:
+                cache.set_meta(conn, f"finished:{state.machine}", new)
+        here = remote_refs.local_refs(cwd, records.CLAIMS)
+        try:
+            destroy.drop_claim_mirrors(cwd, [(r, t) for r, t in claims if here.get(r) == t], [new])
+        except destroy.Refused:
+            pass  # the copies stay; the next sync prunes them
+        old = new
+        done += [c.task_id for c, _ in kept]
+    return done
