@@ -155,3 +155,22 @@ def test_the_door_deletes_only_claims_an_archive_keeps(tmp_path):
         destroy.drop_claim_mirrors(one, [("refs/nerve/claims/t", tip)], [head])
     assert build.git(bare, "rev-parse", "refs/nerve/claims/t") == tip and build.git(one, "rev-parse", "refs/nerve/claims/t") == tip
     assert _refs(bare, "refs/nerve/finished/") == {}
+
+
+def test_a_copy_behind_the_archive_never_brings_an_earlier_state_back(tmp_path):
+    """two last fetched t WORKING; one cancels it and archives it. two's sync learns FAILED from the archive,
+    drops its copy of the claim, and no later sync (nor a rebuild) shows WORKING again."""
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"], shared=QUIET)
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    _sync(two)
+    assert _view(two) == [("t", "WORKING", "one")] and "refs/nerve/claims/t" in _refs(two, "refs/nerve/claims/")
+    ss.ok(["worker", "cancel", "t"], one)
+    assert _sync(one)["archived"] == 1
+    for more in ((), (), ("--rebuild",)):
+        _sync(two, *more)
+        assert _view(two) == [("t", "FAILED", "one")], more
+        assert _refs(two, "refs/nerve/claims/") == {}
+    proc = ss.run(["worker", "start", "--task", "t"], two)
+    assert proc.returncode == 8 and "held by machine one" in proc.stderr

@@ -15,6 +15,8 @@ def sync(rebuild: bool, as_json: bool) -> None:
 
     Events this machine wrote go to refs/nerve/log/<machine> on the remote; every claim and every other
     machine's log are fetched into the bus as a cache (each event once). Offline: exit 4, the events wait.
+    Finished tasks' claims (COMPLETED, FAILED) are archived under refs/nerve/finished/<machine> and their
+    claim refs deleted on the remote. When nothing changed it is one ls-remote.
     """
     from ..shared.status import run_sync
 
@@ -35,8 +37,9 @@ def sync(rebuild: bool, as_json: bool) -> None:
         return
     for t in report.get("taken_over", []):
         echo(f"took over {t['task']} from machine {t['from']} (its lease ran out; it was {t['state']}; now ASSIGNED here)")
+    archived = f", {report['archived']} finished claims archived" if report.get("archived") else ""
     echo(f"synced with {report['remote']} as {report['machine']}: {report['exported']} events published, "
-         f"{report['ingested']} ingested, {report['claims']} claims updated ({report['seconds']} s)")
+         f"{report['ingested']} ingested, {report['claims']} claims updated{archived} ({report['seconds']} s)")
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -153,6 +153,9 @@ class GitRemoteState:
         into the cache, so that what follows (fencing a task taken over) sees the remote's word; the record."""
         tip = refs.resolve(self.cwd, records.CLAIMS + task_id)
         rec = self._record(tip)
+        if tip is None:  # archived: the remote has no claim ref of it any more (:mod:`.archive`)
+            entry = archive.lookup(self.cwd, task_id)
+            tip, rec = (entry.tip, entry.record) if entry else (None, None)
         if rec is not None and tip is not None:
             with bus.write() as conn:
                 cache.ensure(conn)
