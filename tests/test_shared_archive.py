@@ -174,3 +174,24 @@ def test_a_copy_behind_the_archive_never_brings_an_earlier_state_back(tmp_path):
         assert _refs(two, "refs/nerve/claims/") == {}
     proc = ss.run(["worker", "start", "--task", "t"], two)
     assert proc.returncode == 8 and "held by machine one" in proc.stderr
+
+
+def test_a_host_that_refuses_deletions_keeps_the_claims_live_and_is_not_asked_at_every_sync(tmp_path):
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"], shared=QUIET)
+    hook = bare / "hooks" / "pre-receive"  # a host that refuses every deletion (and notes each push it sees)
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text(f"#!/bin/sh\nwhile read old new ref; do echo $ref >> {tmp_path / 'pushes'}; case $new in "
+                    "0000000000000000000000000000000000000000) echo \"no deletions here: $ref\"; exit 1;; esac; done\n")
+    hook.chmod(0o755)
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "cancel", "t"], one)
+    proc = ss.ok(["nerve", "sync"], one)  # the sync itself goes through
+    assert "origin refused to archive finished claims" in proc.stderr and "no deletions here" in proc.stderr
+    assert "refs/nerve/claims/t" in _refs(bare, "refs/nerve/claims/") and _refs(bare, "refs/nerve/finished/") == {}
+    (tmp_path / "pushes").unlink()
+    report = _sync(one)  # no archive push for a lease's time
+    assert report["archived"] == 0 and "no deletions here" in report["archive_refused"]
+    assert not (tmp_path / "pushes").exists()
+    _sync(two)
+    assert _view(two) == [("t", "FAILED", "one")]

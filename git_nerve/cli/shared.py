@@ -37,6 +37,9 @@ def sync(rebuild: bool, as_json: bool) -> None:
         return
     for t in report.get("taken_over", []):
         echo(f"took over {t['task']} from machine {t['from']} (its lease ran out; it was {t['state']}; now ASSIGNED here)")
+    if report.get("archive_refused"):
+        warn(f"{report['remote']} refused to archive finished claims ({report['archive_refused']}): they stay live "
+             "claim refs; tried again after a lease")
     archived = f", {report['archived']} finished claims archived" if report.get("archived") else ""
     echo(f"synced with {report['remote']} as {report['machine']}: {report['exported']} events published, "
          f"{report['ingested']} ingested, {report['claims']} claims updated{archived} ({report['seconds']} s)")

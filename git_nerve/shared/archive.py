@@ -11,11 +11,14 @@ Who archives: the machine that made the final transition (its background sync do
 once that one's lease ran out on its own clock (a machine lost after finishing work). A claim is live again
 when a retry moves an archived FAILED task: its new record's parent is the archived tip (the chain stays one
 line) and it is created on the remote anew; a live claim ref always wins over an archive entry, and of several
-entries of one task the highest ``seq``.
+entries of one task the highest ``seq``. A host that refuses the push (``receive.denyDeletes``, a hook) is noted
+in the cache and not asked again for a lease's time: the claims stay live, the sync report quotes its words.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass
 
 from ..bus import shared as cache
@@ -25,6 +28,8 @@ from . import lease, records
 
 #: claims archived by one push at most (a batch commit has that many parents more; the push as many deletions)
 BATCH = 500
+#: the cache's note of the host refusing an archive push (``receive.denyDeletes``, a hook): its words, and when
+REFUSED = "archive_refused"
 
 
 @dataclass(frozen=True)
@@ -105,7 +110,7 @@ def archive(state, bus: Bus, live: dict[str, str]) -> list[str]:
     A push refused (another machine archived or moved one first, or the host said no) stops here: the next sync
     judges again."""
     todo = due(state, bus, live)
-    if not todo:
+    if not todo or refused_lately(bus, state.config.lease):
         return []
     cwd, ref = state.cwd, records.FINISHED + state.machine
     old = refs.resolve(cwd, ref)
@@ -122,12 +127,18 @@ def archive(state, bus: Bus, live: dict[str, str]) -> list[str]:
                                        base, f"nerve finished {state.machine}: {len(kept)} claims archived",
                                        keep=tuple(c.tip for c, _ in kept))
         claims = [(records.CLAIMS + c.task_id, c.tip) for c, _ in kept]
-        res = destroy.archive_finished_claims(cwd, state.remote, ref, new, old, claims)
+        try:
+            res = destroy.archive_finished_claims(cwd, state.remote, ref, new, old, claims)
+        except destroy.Refused:
+            break  # cannot tell that the archive keeps them: the claims stay
         if not res.ok:
+            if res.refused:  # the host's own no (not a race lost, not a remote out of reach)
+                _refused(bus, res.message)
             break
         refs.update(cwd, ref, new, old, "git-nerve: finished claims archived")
         with bus.write() as conn:  # what this batch says the cache knows already: no need to read it back
             cache.ensure(conn)
+            cache.set_meta(conn, REFUSED, None)
             if cache.get_meta(conn, f"finished:{state.machine}") == old:
                 cache.set_meta(conn, f"finished:{state.machine}", new)
         here = remote_refs.local_refs(cwd, records.CLAIMS)
@@ -138,3 +149,20 @@ def archive(state, bus: Bus, live: dict[str, str]) -> list[str]:
         old = new
         done += [c.task_id for c, _ in kept]
     return done
+
+
+def _refused(bus: Bus, message: str) -> None:
+    with bus.write() as conn:
+        cache.ensure(conn)
+        cache.set_meta(conn, REFUSED, json.dumps({"mono": time.monotonic(), "message": message}))
+
+
+def refused_lately(bus: Bus, wait: float) -> str | None:
+    """The host's words when it refused an archive push less than ``wait`` seconds ago (this machine's monotonic
+    clock): archiving waits that long rather than pushing in vain at every sync; the claims stay live."""
+    try:
+        note = json.loads(cache.get_meta(bus.conn, REFUSED) or "null")
+        since = time.monotonic() - float(note["mono"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    return str(note.get("message") or "refused") if 0 <= since < wait else None

@@ -93,9 +93,13 @@ def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
     pruned = archive.prune_mirrors(state.cwd, local, set(live))
     ingested, claims = ingest(state, bus, rebuild=rebuild, live=set(live), local=local)
     archived = archive.archive(state, bus, live)
-    return {"backend": "git", "machine": state.machine, "remote": state.remote, "exported": exported,
-            "ingested": ingested, "claims": claims, "archived": len(archived), "pruned": pruned, "fetched": fetched,
-            "seconds": round(time.monotonic() - started, 3)}
+    report = {"backend": "git", "machine": state.machine, "remote": state.remote, "exported": exported,
+              "ingested": ingested, "claims": claims, "archived": len(archived), "pruned": pruned, "fetched": fetched,
+              "seconds": round(time.monotonic() - started, 3)}
+    refused = archive.refused_lately(bus, state.config.lease)
+    if refused:
+        report["archive_refused"] = refused
+    return report
 
 
 def _behind(state, adv: dict[str, str], local: dict[str, str]) -> bool:
