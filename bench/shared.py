@@ -160,7 +160,7 @@ def scale(root: Path, tasks: int, machines: int, runs: int) -> None:
     """The issue's scale figure: a sync when nothing changed, with ``tasks`` finished tasks and ``machines`` logs,
     before the claims are archived (5,000 claim refs on the remote) and after (the same tasks in archive refs)."""
     bare = ss.origin(root)
-    (work,) = ss.team(root, str(bare), ["here"], init=False, lease=0.001, shared="background = false\n")
+    (work,) = ss.team(root, str(bare), ["here"], init=False, shared="background = false\n")
     _fast_import(bare, tasks, machines)
     state = _state(work)
     with ss.bus(work) as bus:
@@ -172,9 +172,9 @@ def scale(root: Path, tasks: int, machines: int, runs: int) -> None:
         print(f"scale: {tasks} finished tasks' claim refs live, {machines} machines' logs | first sync {live:7.1f} ms | "
               f"sync with nothing changed, as before (no archive, a fetch each time): {loose:6.1f} ms (the clone's refs "
               f"loose), {packed:6.1f} ms (packed)")
-        time.sleep(0.01)  # the far machines' leases (0.001 s here) ran out: this machine archives their claims
+        time.sleep(0.01)  # the far machines' leases (0.001 s for this one sync) ran out: it archives their claims
         t0 = time.perf_counter()
-        report = state.sync(bus)
+        report = _with_lease(state, 0.001).sync(bus)
         archiving = (time.perf_counter() - t0) * 1000
         after = _idle_ms(state, bus, runs)
         left = len(build.git(bare, "for-each-ref", "refs/nerve/claims/").splitlines())
@@ -192,6 +192,14 @@ def scale(root: Path, tasks: int, machines: int, runs: int) -> None:
           f"sync with nothing changed: {after:6.1f} ms here, {joined:6.1f} ms on a machine that joined after "
           f"(its first sync {first_ms:7.1f} ms), `git nerve sync` command {cli:6.1f} ms | --rebuild {rebuild_ms:7.1f} ms "
           f"({rebuilt['claims']} claims) (medians of {runs}; goal < 500 ms)")
+
+
+def _with_lease(state, seconds: float):
+    from dataclasses import replace
+
+    from git_nerve.shared.gitremote import GitRemoteState
+
+    return GitRemoteState(replace(state.config, lease=seconds))
 
 
 @contextlib.contextmanager

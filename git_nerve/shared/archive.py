@@ -92,8 +92,8 @@ def due(state, bus: Bus, live: dict[str, str]) -> list[cache.Claim]:
     finished by this machine, or by one whose lease ran out here."""
     silent: dict[str, float | None] = {}
     out = []
-    for c in cache.claims_in(bus.conn, records.FINISHED_STATES):
-        if live.get(c.task_id) != c.tip:
+    for task, c in sorted(cache.claims_of(bus.conn, live).items()):
+        if c.state not in records.FINISHED_STATES or live[task] != c.tip:
             continue
         if c.machine != state.machine:
             if c.machine not in silent:

@@ -129,7 +129,6 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
         seen_logs = {m: cache.get_meta(conn, f"log:{m}") for m in peers}
         finished = archive.tips(state.cwd, local)
         seen_finished = {m: cache.get_meta(conn, f"finished:{m}") for m in finished}
-        cached = {c.task_id: c for c in cache.claims(conn)}
     batches: dict[str, tuple[str, list[dict]]] = {}
     for machine, tip in peers.items():
         since = seen_logs.get(machine)
@@ -144,7 +143,9 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
     claim_tips = {ref[len(records.CLAIMS):]: sha for ref, sha in local.items() if ref.startswith(records.CLAIMS)}
     if live is not None:
         claim_tips = {t: sha for t, sha in claim_tips.items() if t in live}
-    archived = _archived(state, finished, seen_finished, claim_tips, cached)
+    found = _entries(state, finished, seen_finished)
+    cached = cache.claims_of(bus.conn, [*claim_tips, *found])  # only the tasks this sync may change
+    archived = [e for task, e in found.items() if task not in claim_tips and _newer(e, cached.get(task))]
     changed = {t: sha for t, sha in claim_tips.items() if t not in cached or cached[t].tip != sha}
     recs = dict(zip(changed, remote_refs.read_files(state.cwd, list(changed.values()), records.CLAIM_FILE)))
     new_events = 0
@@ -170,10 +171,8 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
     return new_events, len(puts)
 
 
-def _archived(state, finished: dict[str, str], seen: dict[str, str | None], live: dict[str, str],
-              cached: dict) -> list:
-    """The new archive entries the cache lacks: of tasks without a live claim, the newest entry of each, when
-    it is newer than (or another tip at the same seq as) what the cache holds."""
+def _entries(state, finished: dict[str, str], seen: dict[str, str | None]) -> dict:
+    """{task: its newest archive entry} of the archive batches the cache has not read yet."""
     found: list = []
     for machine, tip in finished.items():
         since = seen.get(machine)
@@ -182,12 +181,12 @@ def _archived(state, finished: dict[str, str], seen: dict[str, str | None], live
         if since and not refs.is_ancestor(state.cwd, since, tip):
             since = None
         found += archive.entries(state.cwd, tip, since)
-    out = []
-    for task, e in archive.newest(found).items():
-        c = cached.get(task)
-        if task not in live and (c is None or (c.tip != e.tip and e.record.seq >= c.seq)):
-            out.append(e)
-    return out
+    return archive.newest(found)
+
+
+def _newer(e, c) -> bool:
+    """Does archive entry ``e`` of a task without a live claim say more than the cache's claim ``c``?"""
+    return c is None or (c.tip != e.tip and e.record.seq >= c.seq)
 
 
 def _peers(state, local: dict[str, str]) -> dict[str, str]:
