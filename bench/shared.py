@@ -4,7 +4,7 @@
 For 4, 8 and 16 clones of one bare remote (each its own machine), side by side in one run:
 
 1. the uncontended compare-and-set of a claim (one transition pushed), over file:// and over `git daemon`
-   on 127.0.0.1 (median of --runs);
+   on 127.0.0.1 (median of --runs): a spawn's (it fetches the archive refs first) and a start's;
 2. every clone publishing --events bus messages, then one sync round (each clone once, in turn): the time of
    a first sync that ingests everyone's events, and of a sync when nothing changed;
 3. the check that each clone ingested exactly the others' events (lost / duplicated printed);
@@ -41,16 +41,20 @@ def _state(work: Path):
     return open_state(common)
 
 
-def _cas_ms(work: Path, runs: int, prefix: str) -> float:
-    """Median ms of one claim's compare-and-set (a new task's claim, then its start), pushed alone."""
+def _cas_ms(work: Path, runs: int, prefix: str) -> tuple[float, float]:
+    """Median ms of one claim's compare-and-set pushed alone: a new task's (spawn: the archive refs are fetched
+    first, so that a finished task's id is never taken again), then its start (the CAS alone)."""
     state = _state(work)
-    times = []
+    spawns, starts = [], []
     with ss.bus(work) as bus:
         for i in range(runs):
             t0 = time.perf_counter()
             state.claim(bus, f"{prefix}-{i}", None, "ASSIGNED", "spawn", take=True)
-            times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+            spawns.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            state.claim(bus, f"{prefix}-{i}", "ASSIGNED", "WORKING", "start")
+            starts.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(spawns), statistics.median(starts)
 
 
 def _publish(work: Path, machine: str, events: int) -> None:
@@ -120,7 +124,8 @@ def one_size(root: Path, n: int, runs: int, events: int) -> None:
         idle = _sync_round(works)  # nothing changed
         lost, dup = _counts(works, machines)
         floor = _git_floor_ms(works[0], runs)
-        print(f"{n:>3} clones | one git process {floor:5.1f} ms | CAS file:// {file_ms:6.1f} ms  git daemon {daemon_ms:6.1f} ms | "
+        print(f"{n:>3} clones | one git process {floor:5.1f} ms | CAS spawn/start file:// {file_ms[0]:5.1f}/{file_ms[1]:5.1f} ms  "
+              f"git daemon {daemon_ms[0]:5.1f}/{daemon_ms[1]:5.1f} ms | "
               f"sync publish {statistics.median(first):6.1f} ms  ingest {statistics.median(full):6.1f} ms  "
               f"idle {statistics.median(idle):6.1f} ms (median per clone) | lost {lost} duplicated {dup}")
     finally:

@@ -195,3 +195,24 @@ def test_a_host_that_refuses_deletions_keeps_the_claims_live_and_is_not_asked_at
     assert not (tmp_path / "pushes").exists()
     _sync(two)
     assert _view(two) == [("t", "FAILED", "one")]
+
+
+def test_archiving_over_smart_http(tmp_path):
+    """The archive push (a ref moved and claim refs deleted, atomically, each leased) through `git http-backend`."""
+    bare = ss.origin(tmp_path)
+    build.git(bare, "config", "http.receivepack", "true")
+    server = ss.SmartHttp(bare.parent)
+    try:
+        one, two = ss.team(tmp_path, server.url("project.git"), ["one", "two"], shared=QUIET)
+        ss.ok(["worker", "spawn", "t"], one)
+        ss.ok(["worker", "spawn", "u"], one)
+        ss.ok(["worker", "cancel", "t"], one)
+        assert _sync(one)["archived"] == 1
+        assert list(_refs(bare, "refs/nerve/claims/")) == ["refs/nerve/claims/u"]
+        assert [t for t, _ in _archived(bare)["one"]] == ["t"]
+        _sync(two)
+        assert _view(two) == [("t", "FAILED", "one"), ("u", "ASSIGNED", "one")]
+        ss.ok(["worker", "retry", "t"], one)
+        assert sorted(_refs(bare, "refs/nerve/claims/")) == ["refs/nerve/claims/t", "refs/nerve/claims/u"]
+    finally:
+        server.stop()
