@@ -41,11 +41,17 @@ class Entry:
     record: records.Record
 
 
-def entries(cwd, tip: str, since: str | None = None) -> list[Entry]:
-    """The archive entries of one archive ref from after ``since`` (None: its start) to ``tip``, oldest first."""
+def entries(cwd, tip: str, since: str | None = None, *, task: str | None = None) -> list[Entry]:
+    """The archive entries of one archive ref from after ``since`` (None: its start) to ``tip``, oldest first
+    (``task``: that task's only; the other lines are not even parsed)."""
     shas = remote_refs.chain(cwd, tip, since, first_parent=True)
-    return [Entry(t, rec) for data in remote_refs.read_files(cwd, shas, records.FINISHED_FILE)
-            for t, rec in records.decode_finished(data)]
+    mark = f'"task": {json.dumps(task)}'.encode() if task is not None else None
+    out = []
+    for data in remote_refs.read_files(cwd, shas, records.FINISHED_FILE):
+        if mark is not None:
+            data = b"\n".join(ln for ln in (data or b"").splitlines() if mark in ln)
+        out += [Entry(t, rec) for t, rec in records.decode_finished(data) if task is None or rec.task == task]
+    return out
 
 
 def newest(found: list[Entry], best: dict[str, Entry] | None = None) -> dict[str, Entry]:
@@ -68,7 +74,7 @@ def lookup(cwd, task_id: str) -> Entry | None:
     """The archived claim of ``task_id`` as this clone's archive refs hold it (None: never archived)."""
     best: dict[str, Entry] = {}
     for tip in tips(cwd).values():
-        newest([e for e in entries(cwd, tip) if e.record.task == task_id], best)
+        newest(entries(cwd, tip, task=task_id), best)
     return best.get(task_id)
 
 

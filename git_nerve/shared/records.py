@@ -53,10 +53,16 @@ def decode(data: bytes | None) -> Record | None:
     if not data:
         return None
     try:
-        d = json.loads(data)
+        return _record(json.loads(data))
+    except ValueError:
+        return None
+
+
+def _record(d) -> Record | None:
+    try:
         return Record(d["task"], d["state"], d.get("previous"), d["verb"], d["machine"], d["owner"], int(d["seq"]),
                       float(d["ts"]))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -119,7 +125,7 @@ def decode_finished(data: bytes | None) -> list[tuple[str, Record]]:
             d = json.loads(line)
         except ValueError:
             continue
-        rec = decode(json.dumps(d.get("record")).encode()) if isinstance(d, dict) else None
+        rec = _record(d.get("record")) if isinstance(d, dict) else None
         if rec is not None and isinstance(d.get("tip"), str) and len(d["tip"]) >= 40:
             out.append((d["tip"], rec))
     return out
