@@ -32,3 +32,10 @@ def test_credentials_in_urls_are_redacted():
     said = "fatal: unable to access 'https://bob:ghp_token@example.com/x.git/': 403"
     assert redacted(said) == "fatal: unable to access 'https://***@example.com/x.git/': 403"
     assert redacted("ssh://git@host/x") == "ssh://***@host/x" and redacted("no url here") == "no url here"
+
+
+def test_an_archive_batch_round_trips_and_skips_what_it_cannot_read():
+    rec = records.Record("t", "COMPLETED", "APPROVED", "merge", "one", "one", 6, 1.5)
+    data = records.encode_finished([("a" * 40, rec)]) + b"not json\n" + b'{"tip": "short", "record": {}}\n'
+    assert records.decode_finished(data) == [("a" * 40, rec)]
+    assert records.decode_finished(None) == [] and records.decode_finished(b'{"tip": "' + b"b" * 40 + b'", "record": 3}\n') == []
