@@ -4,11 +4,13 @@
 For 4, 8 and 16 clones of one bare remote (each its own machine), side by side in one run:
 
 1. the uncontended compare-and-set of a claim (one transition pushed), over file:// and over `git daemon`
-   on 127.0.0.1 (median of --runs);
+   on 127.0.0.1 (median of --runs): a spawn's (it fetches the archive refs first) and a start's;
 2. every clone publishing --events bus messages, then one sync round (each clone once, in turn): the time of
    a first sync that ingests everyone's events, and of a sync when nothing changed;
 3. the check that each clone ingested exactly the others' events (lost / duplicated printed);
-4. a sync when nothing changed, with 5,000 finished tasks' claims and 50 machines' logs on the remote.
+4. a sync when nothing changed, with 5,000 finished tasks and 50 machines' logs on the remote: with the 5,000
+   claim refs live (as before archiving), then after this machine archived them (the far machines' leases ran
+   out), on a machine that joined after, and as the whole `git nerve sync` command.
 
 Run from the repository root with the venv's interpreter (tens of seconds):
     .venv/bin/python bench/shared.py [--sizes 4,8,16] [--runs 5] [--events 50]
@@ -17,6 +19,7 @@ Run from the repository root with the venv's interpreter (tens of seconds):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -38,16 +41,20 @@ def _state(work: Path):
     return open_state(common)
 
 
-def _cas_ms(work: Path, runs: int, prefix: str) -> float:
-    """Median ms of one claim's compare-and-set (a new task's claim, then its start), pushed alone."""
+def _cas_ms(work: Path, runs: int, prefix: str) -> tuple[float, float]:
+    """Median ms of one claim's compare-and-set pushed alone: a new task's (spawn: the archive refs are fetched
+    first, so that a finished task's id is never taken again), then its start (the CAS alone)."""
     state = _state(work)
-    times = []
+    spawns, starts = [], []
     with ss.bus(work) as bus:
         for i in range(runs):
             t0 = time.perf_counter()
             state.claim(bus, f"{prefix}-{i}", None, "ASSIGNED", "spawn", take=True)
-            times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+            spawns.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            state.claim(bus, f"{prefix}-{i}", "ASSIGNED", "WORKING", "start")
+            starts.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(spawns), statistics.median(starts)
 
 
 def _publish(work: Path, machine: str, events: int) -> None:
@@ -117,7 +124,8 @@ def one_size(root: Path, n: int, runs: int, events: int) -> None:
         idle = _sync_round(works)  # nothing changed
         lost, dup = _counts(works, machines)
         floor = _git_floor_ms(works[0], runs)
-        print(f"{n:>3} clones | one git process {floor:5.1f} ms | CAS file:// {file_ms:6.1f} ms  git daemon {daemon_ms:6.1f} ms | "
+        print(f"{n:>3} clones | one git process {floor:5.1f} ms | CAS spawn/start file:// {file_ms[0]:5.1f}/{file_ms[1]:5.1f} ms  "
+              f"git daemon {daemon_ms[0]:5.1f}/{daemon_ms[1]:5.1f} ms | "
               f"sync publish {statistics.median(first):6.1f} ms  ingest {statistics.median(full):6.1f} ms  "
               f"idle {statistics.median(idle):6.1f} ms (median per clone) | lost {lost} duplicated {dup}")
     finally:
@@ -154,21 +162,84 @@ def _fast_import(bare: Path, tasks: int, machines: int) -> None:
 
 
 def scale(root: Path, tasks: int, machines: int, runs: int) -> None:
-    """The issue's scale figure: a sync when nothing changed, with ``tasks`` finished tasks and ``machines`` logs."""
+    """The issue's scale figure: a sync when nothing changed, with ``tasks`` finished tasks and ``machines`` logs,
+    before the claims are archived (5,000 claim refs on the remote) and after (the same tasks in archive refs)."""
     bare = ss.origin(root)
-    (work,) = ss.team(root, str(bare), ["here"], init=False)
+    (work,) = ss.team(root, str(bare), ["here"], init=False, shared="background = false\n")
     _fast_import(bare, tasks, machines)
     state = _state(work)
     with ss.bus(work) as bus:
+        with _as_before():  # the figures as they were before archiving and the ls-remote check existed
+            live = _ms(lambda: state.sync(bus))  # observes the 50 machines' logs
+            loose = _idle_ms(state, bus, runs)
+            build.git(work, "pack-refs", "--all")  # as `git gc` leaves them
+            packed = _idle_ms(state, bus, runs)
+        print(f"scale: {tasks} finished tasks' claim refs live, {machines} machines' logs | first sync {live:7.1f} ms | "
+              f"sync with nothing changed, as before (no archive, a fetch each time): {loose:6.1f} ms (the clone's refs "
+              f"loose), {packed:6.1f} ms (packed)")
+        time.sleep(0.01)  # the far machines' leases (0.001 s for this one sync) ran out: it archives their claims
+        archiver, syncs, archived = _with_lease(state, 0.001), [], 0
+        while True:  # a backlog drains over several syncs, each archiving at most archive.BATCH claims
+            t0 = time.perf_counter()
+            n = archiver.sync(bus)["archived"]
+            syncs.append((time.perf_counter() - t0) * 1000)
+            archived += n
+            if not n:
+                break
+        after = _idle_ms(state, bus, runs)
+        left = len(build.git(bare, "for-each-ref", "refs/nerve/claims/").splitlines())
         t0 = time.perf_counter()
-        first = state.sync(bus)
-        first_ms = (time.perf_counter() - t0) * 1000
-        loose = _idle_ms(state, bus, runs)
-        build.git(work, "pack-refs", "--all")  # as `git gc` leaves them
-        packed = _idle_ms(state, bus, runs)
-    print(f"scale: {tasks} finished tasks, {machines} machines' logs | first sync {first_ms:7.1f} ms "
-          f"({first['claims']} claims, {first['ingested']} events) | sync with nothing changed: "
-          f"{loose:6.1f} ms (the clone's refs loose), {packed:6.1f} ms (packed) (medians of {runs}; goal < 500 ms)")
+        rebuilt = state.sync(bus, rebuild=True)
+        rebuild_ms = (time.perf_counter() - t0) * 1000
+    fresh = ss.clone(root, str(bare), "joiner")
+    ss.ok(["nerve", "init"], fresh)
+    joiner = _state(fresh)
+    with ss.bus(fresh) as bus:
+        first_ms = _ms(lambda: joiner.sync(bus))
+        joined = _idle_ms(joiner, bus, runs)
+    cli = _cli_ms(fresh, runs)
+    print(f"scale: archived {archived} claims over {len(syncs) - 1} syncs, {sum(syncs):7.1f} ms in all, the longest "
+          f"{max(syncs):6.1f} ms ({left} claim refs left) | "
+          f"sync with nothing changed: {after:6.1f} ms here, {joined:6.1f} ms on a machine that joined after "
+          f"(its first sync {first_ms:7.1f} ms), `git nerve sync` command {cli:6.1f} ms | --rebuild {rebuild_ms:7.1f} ms "
+          f"({rebuilt['claims']} claims) (medians of {runs}; goal < 500 ms)")
+
+
+def _with_lease(state, seconds: float):
+    from dataclasses import replace
+
+    from git_nerve.shared.gitremote import GitRemoteState
+
+    return GitRemoteState(replace(state.config, lease=seconds))
+
+
+@contextlib.contextmanager
+def _as_before():
+    """No archiving, and a fetch at every sync (as before the ls-remote "nothing changed" check)."""
+    from git_nerve.shared import archive, sync
+
+    real, archive.archive = archive.archive, lambda *a: []
+    behind, sync._behind = sync._behind, lambda *a: True
+    try:
+        yield
+    finally:
+        archive.archive, sync._behind = real, behind
+
+
+def _ms(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def _cli_ms(work: Path, runs: int) -> float:
+    """Median ms of the whole `git nerve sync` command (a new process: Python start-up included)."""
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        ss.ok(["nerve", "sync"], work)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
 
 
 def _idle_ms(state, bus, runs: int) -> float:

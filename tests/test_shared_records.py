@@ -48,3 +48,10 @@ def test_a_spawn_never_moves_back_a_claim_its_machine_holds_in_another_state():
     taken = records.Record("t", "ASSIGNED", "WORKING", "takeover", "three", "three", 4, 3.0)
     assert judge.refusal("t", taken, "ASSIGNED", True, "two", holder="one") is not None
     assert judge.refusal("t", assigned, "ASSIGNED", True, "two", holder="one") is None
+
+
+def test_an_archive_batch_round_trips_and_skips_what_it_cannot_read():
+    rec = records.Record("t", "COMPLETED", "APPROVED", "merge", "one", "one", 6, 1.5)
+    data = records.encode_finished([("a" * 40, rec)]) + b"not json\n" + b'{"tip": "short", "record": {}}\n'
+    assert records.decode_finished(data) == [("a" * 40, rec)]
+    assert records.decode_finished(None) == [] and records.decode_finished(b'{"tip": "' + b"b" * 40 + b'", "record": 3}\n') == []

@@ -30,7 +30,15 @@ def _claims_on(bare: Path) -> dict[str, str]:
 
 
 def _chain(bare: Path, task: str) -> list[dict]:
-    shas = build.git(bare, "rev-list", "--reverse", f"refs/nerve/claims/{task}").split()
+    """The claim chain of ``task`` on the remote (from the archive when a sync archived it, finished)."""
+    tip = build.git(bare, "for-each-ref", "--format=%(objectname)", f"refs/nerve/claims/{task}")
+    if not tip:
+        for ref in build.git(bare, "for-each-ref", "--format=%(refname)", "refs/nerve/finished/").split():
+            for s in build.git(bare, "rev-list", "--first-parent", ref).split():
+                for line in build.git(bare, "show", f"{s}:finished.jsonl").splitlines():
+                    d = json.loads(line)
+                    tip = tip or (d["tip"] if d["task"] == task else "")
+    shas = build.git(bare, "rev-list", "--reverse", tip).split()
     return [json.loads(build.git(bare, "cat-file", "blob", f"{s}:record.json")) for s in shas]
 
 

@@ -72,6 +72,19 @@ def claims(conn: sqlite3.Connection) -> list[Claim]:
     return [Claim(*r) for r in conn.execute("SELECT * FROM shared_claims ORDER BY task_id")]
 
 
+def claims_of(conn: sqlite3.Connection, task_ids) -> dict[str, Claim]:
+    """{task: its cached claim} of the tasks named that the cache has (a sync's few live claims: not all 5,000)."""
+    wanted = list(dict.fromkeys(task_ids))
+    if not wanted or not _has_tables(conn):
+        return {}
+    out = {}
+    for i in range(0, len(wanted), 500):
+        part = wanted[i:i + 500]
+        rows = conn.execute(f"SELECT * FROM shared_claims WHERE task_id IN ({', '.join('?' * len(part))})", part)
+        out.update((r[0], Claim(*r)) for r in rows)
+    return out
+
+
 def claim(conn: sqlite3.Connection, task_id: str) -> Claim | None:
     if not _has_tables(conn):
         return None

@@ -18,7 +18,9 @@ def sync(rebuild: bool, watch: bool, as_json: bool) -> None:
 
     Events this machine wrote go to refs/nerve/log/<machine> on the remote (on PostgreSQL: its events
     table); every claim and every other machine's events are read into the bus as a cache (each event once).
-    Offline: exit 4 (PostgreSQL: 5), the events wait.
+    Offline: exit 4 (PostgreSQL: 5), the events wait. On the git remote, finished tasks' claims (COMPLETED,
+    FAILED) are archived under refs/nerve/finished/<machine> and their claim refs deleted on the remote; when
+    nothing changed a sync is one ls-remote.
     """
     from ..shared.status import run_sync, run_watch
 
@@ -51,8 +53,12 @@ def _print(report: dict, as_json: bool) -> None:
         return
     for t in report.get("taken_over", []):
         echo(f"took over {t['task']} from machine {t['from']} (its lease ran out; it was {t['state']}; now ASSIGNED here)")
+    if report.get("archive_refused"):
+        warn(f"{report['remote']} refused to archive finished claims ({report['archive_refused']}): they stay live "
+             "claim refs; tried again after a lease")
+    archived = f", {report['archived']} finished claims archived" if report.get("archived") else ""
     echo(f"synced with {report['remote']} as {report['machine']}: {report['exported']} events published, "
-         f"{report['ingested']} ingested, {report['claims']} claims updated ({report['seconds']} s)")
+         f"{report['ingested']} ingested, {report['claims']} claims updated{archived} ({report['seconds']} s)")
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -472,3 +472,58 @@ def delete_remote_probe_ref(cwd, remote: str, ref: str, expected: str):
     if not ref.startswith("refs/nerve/probe/") or ".." in ref or not expected:
         raise Refused(f"kept {ref} on {remote}: only git-nerve's own probe refs are ever deleted on a remote")
     return remote_refs.atomic_push(cwd, remote, [(ref, "", expected)])
+
+
+# -- finished tasks' claims (shared mode) -----------------------------------------------------------------------
+#: the namespaces of the claim refs git-nerve makes (every one by its own compare-and-set create) and of the
+#: archive refs that keep them
+CLAIMS, FINISHED = "refs/nerve/claims/", "refs/nerve/finished/"
+
+
+def _claim_refs(claims, where: str) -> None:
+    for ref, tip in claims:
+        if not ref.startswith(CLAIMS) or ".." in ref or ref.endswith("/") or not tip or len(tip) < 40:
+            raise Refused(f"kept {ref}{where}: only git-nerve's claim refs (refs/nerve/claims/<task>), at the value "
+                          "read, are ever deleted this way")
+
+
+def _kept(cwd, tips: list[str], keepers: list[str]) -> bool:
+    """Is every commit of ``tips`` reachable from one of ``keepers`` (here, in this clone)? One rev-list: nothing
+    reachable from the tips but not from the keepers. An unknown commit is "cannot tell": False."""
+    if not keepers:
+        return False
+    proc = cli.run(["rev-list", "-n1", "--stdin"], cwd=cwd, check=False,
+                   input="".join(f"{t}\n" for t in tips) + "".join(f"^{k}\n" for k in keepers))
+    return proc.returncode == 0 and not proc.stdout.strip()
+
+
+def archive_finished_claims(cwd, remote: str, finished_ref: str, new: str, old: str | None,
+                            claims: list[tuple[str, str]]):
+    """Delete finished tasks' claim refs on ``remote``, each only while it still holds the tip read (its
+    ``--force-with-lease``), in one atomic push with this machine's archive ref ``finished_ref`` moving from
+    ``old`` to ``new``: the claims go only if the archive that keeps them lands, and an archive that another
+    machine's push beat changes nothing. Git-nerve's own: it created every claim ref (a compare-and-set create of
+    its spawn) and never deletes one before ``new`` reaches its tip here (proven first). ``claims``: (ref, tip).
+    Returns a :class:`remote_refs.RemoteResult`."""
+    from . import remote_refs
+
+    if not finished_ref.startswith(FINISHED) or ".." in finished_ref or not new:
+        raise Refused(f"kept the claims on {remote}: {finished_ref} is not an archive of finished claims")
+    _claim_refs(claims, f" on {remote}")
+    if not claims or not _kept(cwd, [tip for _, tip in claims], [new]):
+        raise Refused(f"kept the claims on {remote}: the archive {new} does not keep every one of them")
+    return remote_refs.atomic_push(cwd, remote, [(finished_ref, new, old), *((ref, "", tip) for ref, tip in claims)])
+
+
+def drop_claim_mirrors(cwd, mirrors: list[tuple[str, str]], keepers: list[str]) -> bool:
+    """Delete this clone's copies of claim refs the remote archived (``mirrors``: (ref, value read)), only when
+    every one is kept by an archive ref here (``keepers``: their values) and still holds the value read (one
+    transaction: all or none). False when nothing was deleted because a copy moved meanwhile."""
+    _claim_refs(mirrors, " here")
+    if not mirrors:
+        return True
+    if not _kept(cwd, [tip for _, tip in mirrors], keepers):
+        raise Refused("kept this clone's copies of the claims: no archive ref here keeps them")
+    proc = cli.run(["update-ref", "--stdin"], cwd=cwd, check=False,
+                   input="".join(f"delete {ref} {tip}\n" for ref, tip in mirrors))
+    return proc.returncode == 0

@@ -5,7 +5,7 @@ A record is a commit whose tree holds one file (``record.json`` for a claim, ``e
 events); its parent is the previous record of the same chain, so a chain is the history of one ref.
 ``push --atomic --force-with-lease=<ref>:<expected>`` is a true compare-and-set on the remote: every ref of
 the push lands, or none (the remote refuses a lease that no longer holds).
-Deleting a ref (the probe's) goes through :mod:`.destroy`.
+Deleting a ref (the probe's, a finished task's claim) goes through :mod:`.destroy`.
 """
 
 from __future__ import annotations
@@ -35,11 +35,13 @@ _UNREACHABLE = ("could not read from remote", "unable to connect", "connection r
                 "connection reset", "network is unreachable", "unable to look up", "remote end hung up")
 
 
-def write_record(cwd, files: dict[str, bytes], parent: str | None, message: str) -> str:
-    """A new record commit holding ``files`` ({name: content}), on top of ``parent``; its sha. Nothing is moved."""
+def write_record(cwd, files: dict[str, bytes], parent: str | None, message: str, *, keep: tuple[str, ...] = ()) -> str:
+    """A new record commit holding ``files`` ({name: content}), on top of ``parent``; its sha. Nothing is moved.
+    ``keep``: more parents (an archive batch keeps the claims it archived reachable)."""
     entries = "".join(f"100644 blob {_hash(cwd, data)}\t{name}\n" for name, data in sorted(files.items()))
     tree = cli.out(["mktree"], cwd=cwd, input=entries)
-    args = ["commit-tree", tree, "-m", message, *(["-p", parent] if parent else [])]
+    parents = [p for p in (parent, *keep) if p]
+    args = ["commit-tree", tree, "-m", message, *(a for p in parents for a in ("-p", p))]
     return cli.out(args, cwd=cwd, env=cli.clean_env(IDENTITY))
 
 
@@ -67,10 +69,11 @@ def read_files(cwd, shas: list[str], name: str) -> list[bytes | None]:
     return found
 
 
-def chain(cwd, tip: str, since: str | None = None) -> list[str]:
-    """The commits of a chain from after ``since`` (None: its start) to ``tip``, oldest first."""
+def chain(cwd, tip: str, since: str | None = None, *, first_parent: bool = False) -> list[str]:
+    """The commits of a chain from after ``since`` (None: its start) to ``tip``, oldest first (``first_parent``:
+    an archive's own batches, not the claims they keep)."""
     spec = [tip, f"^{since}"] if since else [tip]
-    out = cli.out(["rev-list", "--reverse", "--topo-order", *spec], cwd=cwd)
+    out = cli.out(["rev-list", "--reverse", "--topo-order", *(["--first-parent"] if first_parent else []), *spec], cwd=cwd)
     return out.split() if out else []
 
 

@@ -15,7 +15,7 @@ from ..bus import shared as cache
 from ..bus.connection import Bus
 from ..errors import GitError, HeldElsewhere, InvalidTransition, UsageError
 from ..git import refs, remote_refs
-from . import lease, records
+from . import archive, lease, records
 from .judge import AUTO_STATES
 from .judge import already as _already
 from .judge import held as _held
@@ -59,8 +59,8 @@ class GitRemoteState:
         local bus moves. ``take``: this machine becomes the holder (spawn, takeover); ``holder``: the machine
         a takeover takes it from (another taker that got there first wins, even in the same state). Idempotent:
         a claim that already records this very transition by this machine is success."""
-        for _ in range(ATTEMPTS):
-            pending = self.prepare(task_id, expected, new, verb, take=take, holder=holder)
+        for attempt in range(ATTEMPTS):
+            pending = self.prepare(task_id, expected, new, verb, take=take, holder=holder, fresh=attempt > 0)
             if pending is None:
                 return
             res = remote_refs.cas_push(self.cwd, self.remote, [pending.update])
@@ -69,18 +69,18 @@ class GitRemoteState:
                 return
             if not res.stale:
                 raise self._failed(res, task_id, expected)
-            self._fetch_claim(pending.ref, task_id, expected)  # only the mirror was behind, or another machine won
+            # only the mirror was behind, or another machine won: the next attempt asks the remote first
         raise GitError(f"could not move the claim of {task_id} on {self.remote}: it kept moving; nothing changed here")
 
     def prepare(self, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,
-                holder: str | None = None) -> Pending | None:
+                holder: str | None = None, fresh: bool = False) -> Pending | None:
         """The record commit of this transition on top of the claim as last seen (asked of the remote when
-        that forbids it), ready to push; None when the claim already records it; HeldElsewhere when the
-        remote's claim forbids it."""
+        that forbids it, or at once when ``fresh``), ready to push; None when the claim already records it;
+        HeldElsewhere when the remote's claim forbids it. A claim the remote archived (:mod:`.archive`) goes on
+        from its archived tip, created anew."""
         ref = records.CLAIMS + task_id
-        tip = refs.resolve(self.cwd, ref)
-        current = self._record(tip)
-        for fresh in (False, True):
+        for asked in ((True,) if fresh else (False, True)):
+            tip, base, current = self._claim_now(ref, task_id, expected, asked)
             if current is not None and _already(current, new, verb, self.machine):
                 return None
             if taken_here(current, expected, new, take, self.machine):
@@ -88,16 +88,37 @@ class GitRemoteState:
             refusal = _refusal(task_id, current, expected, take, self.machine, holder)
             if refusal is None:
                 break
-            if fresh:
+            if asked:
                 raise refusal
-            tip = self._fetch_claim(ref, task_id, expected)  # the mirror may be behind: ask the remote
-            current = self._record(tip)
         rec = records.Record(task=task_id, state=new, previous=current.state if current else expected, verb=verb,
                              machine=self.machine, owner=self.machine if take or current is None else current.owner,
                              seq=(current.seq + 1) if current else 1, ts=clock.now())
-        sha = remote_refs.write_record(self.cwd, {records.CLAIM_FILE: rec.encode()}, tip,
+        sha = remote_refs.write_record(self.cwd, {records.CLAIM_FILE: rec.encode()}, base,
                                        f"{verb} {task_id}: {rec.previous or '-'} -> {new} on {self.machine}")
         return Pending(ref, sha, tip, rec)
+
+    def _claim_now(self, ref: str, task_id: str, expected: str | None,
+                   asked: bool) -> tuple[str | None, str | None, records.Record | None]:
+        """(the remote value to lease, the commit to build on, its record) of the claim as this clone knows it
+        (``asked``: as the remote has it now). No claim ref: the archived tip, when the task was archived (the
+        archive refs are fetched first for a new task, or when the remote had no claim)."""
+        tip = self._fetch_claim(ref, task_id, expected) if asked else refs.resolve(self.cwd, ref)
+        if tip is not None:
+            return tip, tip, self._record(tip)
+        if asked or expected is None:
+            self._fetch_finished(ref, task_id, expected)
+        entry = archive.lookup(self.cwd, task_id)
+        return (None, entry.tip, entry.record) if entry else (None, None, None)
+
+    def _fetch_finished(self, ref: str, task_id: str, expected: str | None) -> None:
+        """Every machine's archive ref from the remote; then this clone's copy of ``ref`` goes (through the door)
+        when an archive keeps it (called when the remote has no such claim, or for a new task)."""
+        res = remote_refs.fetch(self.cwd, self.remote, [f"+{records.FINISHED}*:{records.FINISHED}*"])
+        if not res.ok:
+            raise self._failed(res, task_id, expected)
+        stale = refs.resolve(self.cwd, ref)  # (only when the remote said it has no such claim)
+        if stale is not None:
+            archive.prune_mirrors(self.cwd, {ref: stale, **remote_refs.local_refs(self.cwd, records.FINISHED)}, set())
 
     def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> Pending | None:
         """:meth:`prepare`, when ``remote`` is the coordination remote (else the claim is pushed on its own)."""
@@ -133,6 +154,9 @@ class GitRemoteState:
         into the cache, so that what follows (fencing a task taken over) sees the remote's word; the record."""
         tip = refs.resolve(self.cwd, records.CLAIMS + task_id)
         rec = self._record(tip)
+        if tip is None:  # archived: the remote has no claim ref of it any more (:mod:`.archive`)
+            entry = archive.lookup(self.cwd, task_id)
+            tip, rec = (entry.tip, entry.record) if entry else (None, None)
         if rec is not None and tip is not None:
             with bus.write() as conn:
                 cache.ensure(conn)

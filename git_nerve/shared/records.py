@@ -6,6 +6,8 @@ batch (``events.jsonl`` in a commit of ``refs/nerve/log/<machine>``) holds that 
 JSON object a line, each with an id ``<machine>:<stream><id>`` that is never reused (so never ingested twice),
 and ``cursor.json`` the last id published of each stream. A batch of a machine with nothing new holds one
 ``alive`` beat (stream ``a``): it only moves the log for the leases and is no bus record, so never an event.
+An archive batch (``finished.jsonl`` in a commit of ``refs/nerve/finished/<machine>``) lists the finished tasks
+whose claim refs that machine archived: one line each, the task, the claim's final tip and its last record.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ LOGS = "refs/nerve/log/"
 #: where a clone keeps the logs it fetched (its own log ref stays what it wrote)
 PEERS = "refs/nerve/peers/"
 PROBES = "refs/nerve/probe/"
+#: each machine's archive of finished tasks' claims (append-only; first parent: the previous batch)
+FINISHED = "refs/nerve/finished/"
+FINISHED_FILE = "finished.jsonl"
+#: the claim states after which a claim ref is archived (FAILED may still be retried: from the archived tip)
+FINISHED_STATES = ("COMPLETED", "FAILED")
 #: the kind of a log line that only moves the log (lease beat): never ingested as an event
 ALIVE, ALIVE_STREAM = "alive", "a"
 _MACHINE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -46,10 +53,16 @@ def decode(data: bytes | None) -> Record | None:
     if not data:
         return None
     try:
-        d = json.loads(data)
+        return _record(json.loads(data))
+    except ValueError:
+        return None
+
+
+def _record(d) -> Record | None:
+    try:
         return Record(d["task"], d["state"], d.get("previous"), d["verb"], d["machine"], d["owner"], int(d["seq"]),
                       float(d["ts"]))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -97,3 +110,22 @@ def decode_cursor(data: bytes | None) -> dict[str, int]:
     except ValueError:
         return {}
     return {k: int(v) for k, v in d.items() if isinstance(v, int)} if isinstance(d, dict) else {}
+
+
+def encode_finished(entries: list[tuple[str, Record]]) -> bytes:
+    """An archive batch: (the claim's final tip, its last record) of each task archived."""
+    return b"".join(json.dumps({"task": rec.task, "tip": tip, "record": asdict(rec)}, sort_keys=True).encode() + b"\n"
+                    for tip, rec in entries)
+
+
+def decode_finished(data: bytes | None) -> list[tuple[str, Record]]:
+    out = []
+    for line in (data or b"").splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        rec = _record(d.get("record")) if isinstance(d, dict) else None
+        if rec is not None and isinstance(d.get("tip"), str) and len(d["tip"]) >= 40:
+            out.append((d["tip"], rec))
+    return out

@@ -3,12 +3,17 @@
 1. export: the bus records written since the last batch (messages, thread rounds, notes, acknowledgements)
    become one commit on ``refs/nerve/log/<machine>`` (its ``cursor.json`` says up to which id of each table,
    read back from that ref, so a kill between the ref and anything else exports nothing twice);
-2. push that ref (fast-forward: only this machine writes it); offline, the batches wait in the ref;
-3. fetch ``refs/nerve/claims/*`` (mirrors) and every machine's log into ``refs/nerve/peers/*``;
-4. ingest, in one bus transaction: each other machine's new batches (events keyed by id: never twice) and
-   every claim whose tip changed (an ``alive`` beat only moves the lease: never an event), and the posts other
-   machines made to a task held here appended to its thread (:func:`~git_nerve.bus.shared.deliver_posts`). ``rebuild``
-   forgets the cache first and reads every chain from its start.
+2. ``ls-remote refs/nerve/*`` (one round trip): what the remote has; push this machine's log when the remote's
+   is behind (fast-forward: only this machine writes it); offline, the batches wait in the ref;
+3. only when the remote advertises a claim, an archive or another machine's log this clone has not got: fetch
+   ``refs/nerve/claims/*`` (mirrors), ``refs/nerve/finished/*`` and every machine's log into
+   ``refs/nerve/peers/*`` (nothing changed: no fetch at all); copies of claims the remote archived are dropped;
+4. ingest, in one bus transaction: each other machine's new batches (events keyed by id: never twice), every
+   live claim whose tip changed and every new archive entry (an ``alive`` beat only moves the lease: never an
+   event), and the posts other machines made to a task held here appended to its thread
+   (:func:`~git_nerve.bus.shared.deliver_posts`). ``rebuild`` forgets the cache first and reads every chain
+   from its start;
+5. archive the finished claims due (:mod:`.archive`).
 
 No git runs while the bus transaction is open: every chain is read first.
 """
@@ -22,8 +27,9 @@ from ..bus import shared as cache
 from ..bus.connection import Bus
 from ..errors import GitError
 from ..git import refs, remote_refs
-from . import lease, records
+from . import archive, lease, records
 
+NERVE = "refs/nerve/"
 SYNCED_AT = "synced_at"
 UNREACHABLE_SINCE = "unreachable_since"
 LAST_ERROR = "last_error"
@@ -66,29 +72,65 @@ def sync(state, bus: Bus, *, rebuild: bool = False) -> dict:
 def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
     started = time.monotonic()
     exported = export(state, bus)
+    listed, adv = remote_refs.ls_remote(state.cwd, state.remote, NERVE + "*")
+    if not listed.ok:
+        _failed(state, bus, listed)
+    local = remote_refs.local_refs(state.cwd, NERVE)
     own = records.LOGS + state.machine
-    mine, seen = refs.resolve(state.cwd, own), refs.resolve(state.cwd, records.PEERS + state.machine)
-    pushed = remote_refs.push_ff(state.cwd, state.remote, [f"{own}:{own}"]) if mine and mine != seen else None
-    if pushed is not None and not pushed.ok:
-        _failed(state, bus, pushed)
-    fetched = remote_refs.fetch(state.cwd, state.remote, [f"+{records.CLAIMS}*:{records.CLAIMS}*",
-                                                          f"+{records.LOGS}*:{records.PEERS}*"])
-    if not fetched.ok:
-        _failed(state, bus, fetched)
-    ingested, claims = ingest(state, bus, rebuild=rebuild)
-    return {"backend": "git", "machine": state.machine, "remote": state.remote, "exported": exported,
-            "ingested": ingested, "claims": claims, "seconds": round(time.monotonic() - started, 3)}
+    mine = local.get(own)
+    if mine and adv.get(own) != mine:
+        pushed = remote_refs.push_ff(state.cwd, state.remote, [f"{own}:{own}"])
+        if not pushed.ok:
+            _failed(state, bus, pushed)
+        adv[own] = mine
+    fetched = rebuild or _behind(state, adv, local)
+    if fetched:
+        res = remote_refs.fetch(state.cwd, state.remote, [f"+{records.CLAIMS}*:{records.CLAIMS}*",
+                                                          f"+{records.LOGS}*:{records.PEERS}*",
+                                                          f"+{records.FINISHED}*:{records.FINISHED}*"])
+        if not res.ok:
+            _failed(state, bus, res)
+        local = remote_refs.local_refs(state.cwd, NERVE)
+    live = {ref[len(records.CLAIMS):]: sha for ref, sha in adv.items() if ref.startswith(records.CLAIMS)}
+    pruned = archive.prune_mirrors(state.cwd, local, set(live))
+    ingested, claims = ingest(state, bus, rebuild=rebuild, live=set(live), local=local)
+    archived = archive.archive(state, bus, live)
+    report = {"backend": "git", "machine": state.machine, "remote": state.remote, "exported": exported,
+              "ingested": ingested, "claims": claims, "archived": len(archived), "pruned": pruned, "fetched": fetched,
+              "seconds": round(time.monotonic() - started, 3)}
+    refused = archive.refused_lately(bus, state.config.lease)
+    if refused:
+        report["archive_refused"] = refused
+    return report
 
 
-def ingest(state, bus: Bus, *, rebuild: bool = False) -> tuple[int, int]:
-    """Every other machine's new events and every changed claim into the cache: (new events, claims updated)."""
+def _behind(state, adv: dict[str, str], local: dict[str, str]) -> bool:
+    """Does the remote advertise a claim, an archive or another machine's log this clone has not got (the
+    cheap "nothing changed" check: one ls-remote, no fetch)?"""
+    for ref, sha in adv.items():
+        if ref.startswith((records.CLAIMS, records.FINISHED)):
+            if local.get(ref) != sha:
+                return True
+        elif ref.startswith(records.LOGS) and ref != records.LOGS + state.machine:
+            if local.get(records.PEERS + ref[len(records.LOGS):]) != sha:
+                return True
+    return False
+
+
+def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = None,
+           local: dict[str, str] | None = None) -> tuple[int, int]:
+    """Every other machine's new events, every changed claim and every new archive entry into the cache: (new
+    events, claims updated). ``live``: the claims the remote has (None: every copy here); a copy of a claim the
+    remote archived is never read back (it would bring an earlier state back). ``local``: the refs/nerve/ refs."""
+    local = remote_refs.local_refs(state.cwd, NERVE) if local is None else local
     with bus.write() as conn:
         cache.ensure(conn)
         if rebuild:
             cache.clear(conn)
-        peers = _peers(state)
+        peers = _peers(state, local)
         seen_logs = {m: cache.get_meta(conn, f"log:{m}") for m in peers}
-        cached = {c.task_id: c.tip for c in cache.claims(conn)}
+        finished = archive.tips(state.cwd, local)
+        seen_finished = {m: cache.get_meta(conn, f"finished:{m}") for m in finished}
     batches: dict[str, tuple[str, list[dict]]] = {}
     for machine, tip in peers.items():
         since = seen_logs.get(machine)
@@ -100,8 +142,13 @@ def ingest(state, bus: Bus, *, rebuild: bool = False) -> tuple[int, int]:
         events = [e for data in remote_refs.read_files(state.cwd, shas, records.LOG_FILE)
                   for e in records.decode_batch(data) if e["machine"] == machine and records.is_record(e)]
         batches[machine] = (tip, events)
-    claim_tips = {ref[len(records.CLAIMS):]: sha for ref, sha in remote_refs.local_refs(state.cwd, records.CLAIMS).items()}
-    changed = {t: sha for t, sha in claim_tips.items() if cached.get(t) != sha}
+    claim_tips = {ref[len(records.CLAIMS):]: sha for ref, sha in local.items() if ref.startswith(records.CLAIMS)}
+    if live is not None:
+        claim_tips = {t: sha for t, sha in claim_tips.items() if t in live}
+    found = _entries(state, finished, seen_finished)
+    cached = cache.claims_of(bus.conn, [*claim_tips, *found])  # only the tasks this sync may change
+    archived = [e for task, e in found.items() if task not in claim_tips and _newer(e, cached.get(task))]
+    changed = {t: sha for t, sha in claim_tips.items() if t not in cached or cached[t].tip != sha}
     recs = dict(zip(changed, remote_refs.read_files(state.cwd, list(changed.values()), records.CLAIM_FILE)))
     new_events = 0
     with bus.write() as conn:
@@ -111,23 +158,44 @@ def ingest(state, bus: Bus, *, rebuild: bool = False) -> tuple[int, int]:
         for machine, (tip, events) in batches.items():
             new_events += cache.add_events(conn, events)
             cache.set_meta(conn, f"log:{machine}", tip)
-        for task, data in recs.items():
-            rec = records.decode(data)
+        puts = [(records.decode(data), changed[task]) for task, data in recs.items()]
+        puts += [(e.record, e.tip) for e in archived]
+        for rec, tip in puts:
             if rec is not None:
                 cache.put_claim(conn, cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq,
-                                                  changed[task], rec.ts))
+                                                  tip, rec.ts))
+        for machine, tip in finished.items():
+            cache.set_meta(conn, f"finished:{machine}", tip)
         cache.deliver_posts(conn, state.machine)  # other machines' posts to tasks held here join their threads
         cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
         cache.set_meta(conn, cache.MACHINE, state.machine)
         cache.set_meta(conn, UNREACHABLE_SINCE, None)
         cache.set_meta(conn, LAST_ERROR, None)
-    return new_events, len(recs)
+    return new_events, len(puts)
 
 
-def _peers(state) -> dict[str, str]:
+def _entries(state, finished: dict[str, str], seen: dict[str, str | None]) -> dict:
+    """{task: its newest archive entry} of the archive batches the cache has not read yet."""
+    found: list = []
+    for machine, tip in finished.items():
+        since = seen.get(machine)
+        if since == tip:
+            continue
+        if since and not refs.is_ancestor(state.cwd, since, tip):
+            since = None
+        found += archive.entries(state.cwd, tip, since)
+    return archive.newest(found)
+
+
+def _newer(e, c) -> bool:
+    """Does archive entry ``e`` of a task without a live claim say more than the cache's claim ``c``?"""
+    return c is None or (c.tip != e.tip and e.record.seq >= c.seq)
+
+
+def _peers(state, local: dict[str, str]) -> dict[str, str]:
     """{machine: its fetched log tip} for every machine but this one."""
-    found = remote_refs.local_refs(state.cwd, records.PEERS)
-    return {ref[len(records.PEERS):]: sha for ref, sha in found.items() if ref[len(records.PEERS):] != state.machine}
+    return {ref[len(records.PEERS):]: sha for ref, sha in local.items()
+            if ref.startswith(records.PEERS) and ref[len(records.PEERS):] != state.machine}
 
 
 def _failed(state, bus: Bus, res: remote_refs.RemoteResult) -> None:
