@@ -11,7 +11,10 @@ case), and (b) again with one event spooled in one worktree. Directory looks (``
 ``--before SRC``: the same, side by side, for the git-nerve whose source tree is SRC (``git archive`` of an
 older commit, unpacked); each side runs in a child process importing its own ``git_nerve``. Asserts nothing.
 
-    .venv/bin/python bench/scans.py [--workers 8,24,64] [--runs 50] [--before /tmp/old-src]
+``--live K``: K other live commands (liveness tokens held, each with a git child recorded), which the leftover
+check reads too.
+
+    .venv/bin/python bench/scans.py [--workers 8,24,64] [--runs 50] [--live 24] [--before /tmp/old-src]
 """
 
 from __future__ import annotations
@@ -87,7 +90,26 @@ def measure(fn, runs: int) -> dict:
     return {"ms": statistics.median(times) * 1000, **c.counts}
 
 
-def child(top: Path, runs: int) -> dict:
+def hold_live_tokens(common: Path, k: int) -> list[int]:
+    """``k`` tokens of other live commands, each running a git child in a worktree (held by this process
+    through descriptors of their own: a lock another descriptor cannot take, as another process's)."""
+    import fcntl
+
+    alive = common / "nerve" / "alive"
+    alive.mkdir(parents=True, exist_ok=True)
+    fds = []
+    for i in range(k):
+        ident = f"{900000 + i}-{i:x}"
+        fd = os.open(alive / ident, os.O_RDWR | os.O_CREAT, 0o664)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        fds.append(fd)
+        admin = os.path.realpath(common / "worktrees" / f"w{i % 8:02d}")
+        (alive / f"{ident}.1").write_text(json.dumps({"kind": "git", "git_dir": admin, "add": None,
+                                                       "argv": ["status"]}))
+    return fds
+
+
+def child(top: Path, runs: int, live: int = 0) -> dict:
     """In the child: (a) and (b) timed against the repository at ``top`` with this process's git_nerve."""
     import contextlib
     import io
@@ -104,6 +126,7 @@ def child(top: Path, runs: int) -> dict:
     liveness.token(common)  # the command's own token, as every command has once it ran git
     bus = Bus(paths.bus_path, ingest=False)
     out = {}
+    fds = hold_live_tokens(common, live) if live else []
     with contextlib.redirect_stderr(io.StringIO()):
         out["leftovers"] = measure(lambda: repair.clean_git_leftovers(common, cwd=top, worktree_lock=None), runs)
         spool.ingest(bus)  # whatever the setup left
@@ -120,12 +143,19 @@ def child(top: Path, runs: int) -> dict:
 
         out["ingest, one spooled"] = measure(spooled_one, max(5, runs // 5))
     bus.close()
+    for fd in fds:
+        os.close(fd)
+    if live:
+        for name in os.listdir(common / "nerve" / "alive"):
+            if name.startswith("9000"):
+                os.unlink(common / "nerve" / "alive" / name)
     return out
 
 
-def run_child(src: Path, top: Path, runs: int) -> dict:
+def run_child(src: Path, top: Path, runs: int, live: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src)}
-    proc = subprocess.run([sys.executable, __file__, "--child", str(top), "--runs", str(runs)], env=env,
+    proc = subprocess.run([sys.executable, __file__, "--child", str(top), "--runs", str(runs), "--live", str(live)],
+                          env=env,
                           capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"child ({src}) failed: {proc.stderr.strip()[-800:]}")
@@ -137,19 +167,22 @@ def main() -> None:
     ap.add_argument("--workers", default="8,24,64")
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--before", type=Path, help="the source tree of another git-nerve, timed alongside")
+    ap.add_argument("--live", type=int, default=0,
+                    help="that many other live commands, each with a git child running (their liveness tokens)")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.runs)))
+        print(json.dumps(child(args.child, args.runs, args.live)))
         return
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x",
            "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@x"}
     sides = [("now", ROOT)] + ([("before", args.before.resolve())] if args.before else [])
-    print(f"per-command overhead, median of {args.runs} in process; dirs = scandir/listdir calls, stats = stat/lstat")
+    print(f"per-command overhead, median of {args.runs} in process, {args.live} other live command(s); "
+          f"dirs = scandir/listdir calls, stats = stat/lstat")
     with tempfile.TemporaryDirectory(prefix="nerve-scans-") as tmp:
         for n in (int(x) for x in args.workers.split(",")):
             top = make_repo(Path(tmp) / f"n{n}", n, env)
-            res = {name: run_child(src, top, args.runs) for name, src in sides}
+            res = {name: run_child(src, top, args.runs, args.live) for name, src in sides}
             for what in res["now"]:
                 cells = []
                 for name, _ in sides:
