@@ -339,15 +339,18 @@ def scan(common: str | os.PathLike[str]) -> Scan:
         base, dot, _ = n.partition(".")
         if dot and base in tokens:
             markers.setdefault(base, []).append(n)
+    judged = [(ident, *_try_lock(os.path.join(directory, ident))) for ident in tokens]
+    # the markers of live tokens are listed again, once, after every lock is judged: a live token's newest
+    # marker must be seen (one listing for all, not one per live token)
+    if any(state == "alive" for _, state, _ in judged):
+        markers_now = _markers_by_token(directory)
     dead: list[Dead] = []
     alive: list[dict | None] = []
-    for ident in tokens:
-        path = os.path.join(directory, ident)
-        state, fd = _try_lock(path)
+    for ident, state, fd in judged:
         if state == "gone":
             continue
-        # markers are listed again after the lock is judged: a live token's newest marker must be seen
-        mine = _markers_of(directory, ident) if state == "alive" else markers.get(ident, [])
+        path = os.path.join(directory, ident)
+        mine = markers_now.get(ident, []) if state == "alive" else markers.get(ident, [])
         records = [(os.path.join(directory, m), *_read_marker(os.path.join(directory, m))) for m in mine]
         if state == "dead":
             dead.append(Dead(path, fd, [(p, r, t) for p, r, t in records if t is not None]))
@@ -356,11 +359,18 @@ def scan(common: str | os.PathLike[str]) -> Scan:
     return Scan(dead, alive)
 
 
-def _markers_of(directory: str, ident: str) -> list[str]:
+def _markers_by_token(directory: str) -> dict[str, list[str]]:
+    """token id -> its markers' names, as listed now."""
+    found: dict[str, list[str]] = {}
     try:
-        return [n for n in os.listdir(directory) if n.startswith(ident + ".")]
+        names = os.listdir(directory)
     except OSError:
-        return []
+        return found
+    for n in names:
+        base, dot, _ = n.partition(".")
+        if dot:
+            found.setdefault(base, []).append(n)
+    return found
 
 
 def _read_marker(path: str) -> tuple[dict | None, int | None]:

@@ -35,33 +35,46 @@ def kept_lock_line(path: Path | str) -> str:
             f"if no git is running there, remove it")
 
 
-def _candidate_locks(common: Path) -> list[tuple[Path, str | None]]:
+def _candidate_locks(common: Path, admins: list[tuple[str, set[str] | None]] | None = None
+                     ) -> list[tuple[Path, str | None]]:
     """(lock file, the git dir whose worktree it belongs to; None: shared by the whole repository).
-    Every command looks (spawn, start, done, ...): a real path is made only for a lock file that is there."""
+    Every command looks (spawn, start, done, ...): a real path is made only for a lock file that is there.
+    ``admins``: :func:`_admin_listing` when the caller has it (each admin dir is listed once per command)."""
     found = _worktree_locks(os.fspath(common))
     found += [(path, None) for n in SHARED_LOCKS if _is_file(path := common / n)]
-    for admin in _admin_dirs(common):
-        found += _worktree_locks(admin)
+    for admin, here in (_admin_listing(common) if admins is None else admins):
+        found += _worktree_locks(admin, here)
     for top, _dirs, files in os.walk(common / "refs"):  # symlinked directories are not followed
         found += [(path, None) for f in files if f.endswith(".lock") and _is_file(path := Path(top) / f)]
     return found
 
 
-def _worktree_locks(git_dir: str) -> list[tuple[Path, str | None]]:
-    try:
-        here = set(os.listdir(git_dir))  # one listing instead of a stat per lock name
-    except OSError:
-        return []
+def _worktree_locks(git_dir: str, here: set[str] | None = None) -> list[tuple[Path, str | None]]:
+    """``here``: the names in ``git_dir`` when the caller listed it (None: listed now)."""
+    if here is None:
+        try:
+            here = set(os.listdir(git_dir))  # one listing instead of a stat per lock name
+        except OSError:
+            return []
     return [(path, os.path.realpath(git_dir)) for n in WORKTREE_LOCKS
             if n.split("/", 1)[0] in here and _is_file(path := Path(git_dir) / n)]
 
 
-def _admin_dirs(common: Path) -> list[str]:
+def _admin_listing(common: Path) -> list[tuple[str, set[str] | None]]:
+    """Each linked worktree's admin dir with the names in it (None: not a directory one can list): one
+    listing of each, which finding unfinished adds and lock files share."""
     try:
         with os.scandir(common / "worktrees") as entries:
-            return [e.path for e in entries]
+            paths = [e.path for e in entries]
     except OSError:
         return []
+    listing = []
+    for path in paths:
+        try:
+            listing.append((path, set(os.listdir(path))))
+        except OSError:
+            listing.append((path, None))
+    return listing
 
 
 def _is_file(path: Path) -> bool:
@@ -142,18 +155,20 @@ def _judge_locks(locks, scan: liveness.Scan):
     return dead_locks, others
 
 
-def _initializing(common: Path) -> list[Path]:
-    """Admin dirs of worktrees whose `git worktree add` has not finished (or died)."""
-    root = common / "worktrees"
-    if not root.is_dir():
-        return []
+def _initializing(common: Path, admins: list[tuple[str, set[str] | None]] | None = None) -> list[Path]:
+    """Admin dirs of worktrees whose `git worktree add` has not finished (or died). ``admins``:
+    :func:`_admin_listing` when the caller has it."""
     found = []
-    for admin in root.iterdir():
-        try:
-            reason = (admin / "locked").read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            reason = None
-        if reason == "initializing" or (admin.is_dir() and not (admin / "gitdir").exists()):
+    for path, here in (_admin_listing(common) if admins is None else admins):
+        admin = Path(path)
+        reason = None
+        if here is None or "locked" in here:
+            try:
+                reason = (admin / "locked").read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                reason = None
+        no_gitdir = not (admin / "gitdir").exists() if here is None else "gitdir" not in here
+        if reason == "initializing" or (no_gitdir and admin.is_dir()):
             found.append(admin)
     return found
 
@@ -276,9 +291,10 @@ def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None =
     """
     fix = _Repair(common, cwd, worktree_lock, scope, add_lock)
     # everything is listed before the tokens are read: what a live command makes is recorded before it exists
-    admins = _initializing(common)
+    listing = _admin_listing(common)  # each admin dir listed once, for unfinished adds and lock files
+    admins = _initializing(common, listing)
     listed_tmp = worktrees.temporary_checkouts(common)
-    locks = _candidate_locks(common)
+    locks = _candidate_locks(common, listing)
     if not (admins or listed_tmp or locks or _has_tokens(common)):
         _hooks_temporaries(common, fix.repaired)
         return _say_all(fix.repaired, fix.kept)
