@@ -176,3 +176,30 @@ def test_a_watching_machine_sees_a_claim_within_seconds_keeps_its_leases_and_sto
     _stopped(second, signal.SIGINT, two)
     bare_log = build.git(bare, "rev-parse", "refs/nerve/log/two")
     assert bare_log == build.git(two, "rev-parse", "refs/nerve/log/two")  # every beat made was pushed
+
+
+def test_an_unreachable_remote_is_reported_and_the_watch_goes_on_backing_off(tmp_path):
+    bare = ss.origin(tmp_path)
+    daemon = ss.Daemon(bare.parent)
+    daemon.start()
+    try:
+        one, two = ss.team(tmp_path, daemon.url("project.git"), ["one", "two"], lease=3, shared="poll_min = 0.2\n")
+        watcher = _watch(two)
+        try:
+            assert "error" not in json.loads(watcher.stdout.readline())
+            daemon.stop()  # the server is gone: each look fails, the watch says so and waits longer
+            errors = []
+            while len(errors) < 3:
+                report = json.loads(watcher.stdout.readline())
+                if "error" in report:
+                    errors.append(report)
+            assert all(r["error"].startswith("cannot reach origin") and r["next_look"] <= 1 for r in errors)
+            daemon.start()
+            ss.ok(["worker", "spawn", "t"], one)  # the remote is back: the next look brings the claim
+            while not json.loads(watcher.stdout.readline()).get("claims"):
+                pass
+            assert watcher.poll() is None
+        finally:
+            _stopped(watcher, signal.SIGTERM, two)
+    finally:
+        daemon.stop()
