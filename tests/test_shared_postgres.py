@@ -424,4 +424,4 @@ def test_sync_watch_brings_another_machines_change_within_a_moment(tmp_path, db)
         watcher.wait(timeout=10)
     solo = build.simple(tmp_path / "solo").work  # one machine: nothing to wait for
     proc = ss.run(["nerve", "sync", "--watch"], solo)
-    assert proc.returncode == 2 and "this repository is not on it" in proc.stderr, proc
+    assert proc.returncode == 2 and "not in shared mode" in proc.stderr, proc

@@ -10,8 +10,10 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, warn
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--rebuild", is_flag=True, help="Forget the cached view and read every machine's refs again.")
 @click.option("--watch", is_flag=True,
-              help="PostgreSQL: keep the view fresh, syncing within a moment of any other machine's change "
-                   "(LISTEN/NOTIFY; no polling while nothing changes) until interrupted.")
+              help="Keep the view fresh and this machine's leases held until interrupted (exit 130): on the git "
+                   "remote, look again every poll_min..poll_max seconds (shorter after a change, longer while "
+                   "nothing changes or the host refuses); on PostgreSQL, within a moment of any other machine's "
+                   "change (LISTEN/NOTIFY). --json: one JSON object a line per sync.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def sync(rebuild: bool, watch: bool, as_json: bool) -> None:
     """Publish this machine's events and fetch every machine's tasks and events (shared mode).
@@ -27,7 +29,7 @@ def sync(rebuild: bool, watch: bool, as_json: bool) -> None:
     if watch:
         if rebuild:
             raise click.UsageError("--watch and --rebuild go separately")
-        run_watch(lambda report: _print(report, as_json))
+        run_watch(lambda report: _print_line(report) if as_json else _print(report, False))
         return
     report = run_sync(rebuild=rebuild)
     if report["backend"] != "local":  # tasks of this machine another one took over are fenced off on opening
@@ -41,12 +43,22 @@ def sync(rebuild: bool, watch: bool, as_json: bool) -> None:
     _print(report, as_json)
 
 
+def _print_line(report: dict) -> None:
+    """One JSON object a line (a stream of syncs), flushed at once."""
+    import json
+
+    from ..text import json_safe
+
+    click.echo(json_safe(json.dumps(report, ensure_ascii=False, default=str)))
+
+
 def _print(report: dict, as_json: bool) -> None:
     if as_json:
         echo_json(report)
         return
+    again = f" in {report['next_look']:g} s" if "next_look" in report else ""
     if "error" in report:
-        echo(f"sync: {report['error']} (trying again)")
+        echo(f"sync: {report['error']} (trying again{again})")
         return
     if report["backend"] == "local":
         echo("not in shared mode (nothing to sync): `git nerve init --shared` turns it on")
@@ -58,7 +70,8 @@ def _print(report: dict, as_json: bool) -> None:
              "claim refs; tried again after a lease")
     archived = f", {report['archived']} finished claims archived" if report.get("archived") else ""
     echo(f"synced with {report['remote']} as {report['machine']}: {report['exported']} events published, "
-         f"{report['ingested']} ingested, {report['claims']} claims updated{archived} ({report['seconds']} s)")
+         f"{report['ingested']} ingested, {report['claims']} claims updated{archived} ({report['seconds']} s)"
+         + (f"; next look{again}" if again else ""))
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

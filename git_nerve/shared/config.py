@@ -9,6 +9,8 @@
     lease = 600            # optional: seconds a holder's log may stay still before its tasks can be taken over
     background = true      # optional: each transition starts a sync in the background (publishes its events)
     takeover = "manual"    # optional: "idle" / "auto": `git nerve sync` takes over tasks whose holder's lease ran out
+    poll_min = 2           # optional: `git nerve sync --watch` on the git remote asks it at most this often (s)...
+    poll_max = 200         # ...and at least this often (default and most: a third of the lease; :mod:`.poll`)
 
 A machine's name: ``git config nerve.machine``, else the host name. The PostgreSQL backend's connection is
 each machine's own (``git config nerve.database`` or ``NERVE_DATABASE_URL``: never in a committed file), read
@@ -47,6 +49,9 @@ class SharedConfig:
     takeover: str = "manual"
     #: the PostgreSQL backend: this repository's schema in the database
     schema: str | None = None
+    #: `git nerve sync --watch` on the git remote: the shortest and longest wait between two looks (seconds)
+    poll_min: float = 2.0
+    poll_max: float = 200.0
 
 
 def main_checkout(common_dir: Path) -> Path | None:
@@ -86,7 +91,29 @@ def load(common_dir: Path) -> SharedConfig:
         if not isinstance(schema, str) or not valid_schema(schema):
             raise UsageError("nerve.toml [shared] schema must be a PostgreSQL schema name (lower-case letters, digits, "
                              "'_'; at most 63; not starting with a digit)")
-    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background, takeover, schema)
+    poll_min, poll_max = _polling(table, float(lease))
+    return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background, takeover, schema,
+                        poll_min, poll_max)
+
+
+def _polling(table: dict, lease: float) -> tuple[float, float]:
+    """``[shared] poll_min`` / ``poll_max``: 0 < poll_min <= poll_max <= a third of the lease (a watching
+    machine must look, and so beat, within every third of it for its leases to hold). Defaults: 2 s (less
+    when poll_max is) and a third of the lease."""
+    third = lease / 3
+    high = _seconds(table, "poll_max", third)
+    low = _seconds(table, "poll_min", min(2.0, high))
+    if not low <= high <= third:
+        raise UsageError(f"nerve.toml [shared] needs poll_min ({low:g}) <= poll_max ({high:g}) <= a third of the lease "
+                         f"({third:g} s), so that a watching machine's leases hold")
+    return low, high
+
+
+def _seconds(table: dict, key: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise UsageError(f"nerve.toml [shared] {key} must be a number of seconds above 0")
+    return float(value)
 
 
 def valid_schema(name: str) -> bool:

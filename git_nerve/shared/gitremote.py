@@ -231,6 +231,12 @@ class GitRemoteState:
 
         return sync(self, bus, rebuild=rebuild)
 
+    def watch(self, bus: Bus, report, *, guard=None) -> None:
+        """`git nerve sync --watch`: sync, then look again as often as the host bears (:mod:`.poll`)."""
+        from .poll import watch
+
+        watch(self, bus, report, guard=guard)
+
     def freshness(self, bus: Bus) -> str:
         from .sync import freshness
 

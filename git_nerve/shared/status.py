@@ -25,20 +25,32 @@ def run_sync(cwd=None, *, rebuild: bool = False) -> dict:
 
 
 def run_watch(report, cwd=None) -> None:
-    """`git nerve sync --watch` of the repository at ``cwd`` (PostgreSQL only: LISTEN/NOTIFY); never returns."""
+    """`git nerve sync --watch` of the repository at ``cwd`` (the git remote: polling, :mod:`.poll`; PostgreSQL:
+    LISTEN/NOTIFY); returns only by KeyboardInterrupt, which SIGTERM raises too (a sync under way on the git
+    remote finishes first)."""
+    import signal
+
     from ..errors import UsageError
+    from .poll import Guard
 
     paths = discover(cwd)
     state = open_state(paths.common_dir)
     watch = getattr(state, "watch", None)
     if watch is None:
-        raise UsageError("sync --watch waits for other machines' changes through PostgreSQL (LISTEN/NOTIFY): this "
-                         "repository is not on it; on the git remote run `git nerve sync` when you need a fresh view")
+        raise UsageError("sync --watch keeps the view of several machines fresh: this repository is not in shared mode "
+                         "(`git nerve init --shared` turns it on)")
+    guard = Guard()
+    previous = {s: signal.signal(s, guard.signal) for s in (signal.SIGINT, signal.SIGTERM)}
     bus = Bus(paths.bus_path)
     try:
-        watch(bus, report)
+        if state.config.backend == "git":
+            watch(bus, report, guard=guard)
+        else:
+            watch(bus, report)
     finally:
         bus.close()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def shared_rows(bus: Bus, rows: list[dict[str, Any]], states: tuple[str, ...] = ()) -> str | None:
