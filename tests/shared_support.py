@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from fixtures.repos import build
 
 BIN = Path(sys.executable).parent
@@ -172,3 +174,13 @@ class SmartHttp:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """A `git daemon` on 127.0.0.1 serving the test's bare remote (``origin``), stopped after the test."""
+    bare = origin(tmp_path)
+    d = Daemon(bare.parent)
+    d.start()
+    yield d
+    d.stop()

@@ -10,19 +10,11 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
 from fixtures.repos import build
 from tests import shared_support as ss
+from tests.shared_support import daemon  # noqa: F401  (the fixture)
 
 
-@pytest.fixture
-def daemon(tmp_path):
-    bare = ss.origin(tmp_path)
-    d = ss.Daemon(bare.parent)
-    d.start()
-    yield d
-    d.stop()
 
 
 def _row(work: Path, task: str):

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from .. import clock
 from ..bus import shared as cache
 from ..bus.connection import Bus
-from ..errors import GitError, HeldElsewhere, InvalidTransition, UsageError
+from ..errors import GitError, HeldElsewhere, UsageError
 from ..git import refs, remote_refs
 from . import archive, lease, records
 from .judge import AUTO_STATES
 from .judge import already as _already
 from .judge import held as _held
 from .judge import refusal as _refusal
-from .judge import taken_here
+from .judge import ours_to_take, taken_here
 from .config import SharedConfig
 
 #: compare-and-set attempts when only this clone's mirror was behind the remote
@@ -194,10 +194,8 @@ class GitRemoteState:
         c = cache.claim(bus.conn, task_id)
         if c is None:
             raise UsageError(f"no task {task_id!r} in the shared view (`git nerve sync` first, then `git worker status`)")
-        if c.owner == self.machine:
-            return c.state  # ours already (a rerun): the spawn that follows finishes it
-        if c.state in ("COMPLETED", "FAILED"):
-            raise InvalidTransition(f"task {task_id} is {c.state} on machine {c.owner}: nothing to take over")
+        if ours_to_take(task_id, c.owner, c.state, self.machine):
+            return c.state
         silent, limit = lease.silent_for(bus.conn, c.owner), self.config.lease
         if silent is None or silent < limit:
             seen = "was never seen to move" if silent is None else f"moved {silent:.0f} s ago"

@@ -4,7 +4,7 @@ created only where no claim exists; ``take`` (spawn, takeover) makes this machin
 
 from __future__ import annotations
 
-from ..errors import HeldElsewhere
+from ..errors import HeldElsewhere, InvalidTransition
 from .records import Record
 
 #: the claim states each ``[shared] takeover`` setting lets a sync take over (never COMPLETED or FAILED)
@@ -44,3 +44,13 @@ def held(task_id: str, rec: Record) -> HeldElsewhere:
     moved = "" if rec.machine == rec.owner else f", moved there by {rec.machine}'s {rec.verb}"
     return HeldElsewhere(f"task {task_id} is held by machine {rec.owner} ({rec.state}{moved}); nothing changed here "
                          "(`git nerve sync` then `git worker status` shows every machine's tasks)")
+
+
+def ours_to_take(task_id: str, owner: str, state: str, machine: str) -> bool:
+    """Before a takeover: True when the task is this machine's already (a rerun: the spawn that follows finishes
+    it); InvalidTransition when it is finished (nothing to take over); False: judge the holder's lease."""
+    if owner == machine:
+        return True
+    if state in ("COMPLETED", "FAILED"):
+        raise InvalidTransition(f"task {task_id} is {state} on machine {owner}: nothing to take over")
+    return False

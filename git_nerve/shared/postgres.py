@@ -34,10 +34,10 @@ from typing import Iterator
 from .. import clock, locks
 from ..bus import shared as cache
 from ..bus.connection import Bus
-from ..errors import DatabaseError, HeldElsewhere, InvalidTransition, UsageError
+from ..errors import DatabaseError, HeldElsewhere, UsageError
 from . import postgres_schema, records
 from .config import SharedConfig, _git_config
-from .judge import AUTO_STATES, already, refusal, taken_here
+from .judge import AUTO_STATES, already, ours_to_take, refusal, taken_here
 
 #: compare-and-set attempts when the row moved between the read and the update
 ATTEMPTS = 3
@@ -161,10 +161,8 @@ class PostgresState:
             current = _current(conn, task_id)
         if current is None:
             raise UsageError(f"no task {task_id!r} in the shared state")
-        if current.owner == self.machine:
-            return current.state  # ours already (a rerun): the spawn that follows finishes it
-        if current.state in ("COMPLETED", "FAILED"):
-            raise InvalidTransition(f"task {task_id} is {current.state} on machine {current.owner}: nothing to take over")
+        if ours_to_take(task_id, current.owner, current.state, self.machine):
+            return current.state
         self._claim(bus, task_id, current.state, "ASSIGNED", "takeover", take=True, lease=True, holder=current.owner)
         return current.state
 
