@@ -62,3 +62,18 @@ def test_the_console_shows_another_machines_task_read_only(tmp_path):
         from git_nerve.bus import workers
 
         assert workers.get(b.conn, "t") is None
+
+
+def test_a_shared_table_nerve_toml_gets_wrong_is_said_and_the_console_goes_on(repo, gw):
+    assert gw("spawn t1", repo.work).code == 0
+    (repo.work / "nerve.toml").write_text('[shared]\nbackend = "carrier-pigeon"\n')
+    c = Console(repo.work)
+    try:
+        status, text = c.request("GET", "/api/state")
+        assert status == 200, text
+        state = json.loads(text)
+        assert state["shared"] == {"machine": None, "view": "nerve.toml [shared] backend = 'carrier-pigeon' is not one "
+                                                           "of local, git, postgres"}
+        assert worker_row(state, "t1")["allowed_actions"] == ["cancel"]
+    finally:
+        assert c.stop() == 0

@@ -114,11 +114,15 @@ def _every_machine(repo, rows: list[dict[str, Any]], marks: dict, steering: tupl
     """Shared mode: the rows of the tasks other machines hold added (as `git worker status --json` adds them),
     every row naming its machine, those held elsewhere read-only; ``{"machine", "view"}``. None (rows as they
     were) without shared mode."""
-    fresh = shared_rows(repo.bus, rows)
-    if fresh is None:
-        return None
     from ..shared import for_bus
 
+    try:
+        fresh = shared_rows(repo.bus, rows)
+        machine = for_bus(repo.bus).config.machine if fresh is not None else None
+    except NerveError as exc:  # a [shared] table nerve.toml gets wrong: said in the page, which keeps working
+        return {"machine": None, "view": exc.message}
+    if fresh is None:
+        return None
     for r in rows:
         if not r.get("elsewhere"):
             continue
@@ -130,7 +134,7 @@ def _every_machine(repo, rows: list[dict[str, Any]], marks: dict, steering: tupl
         r.setdefault("heartbeat_ts", None)
         seq = (r.get("last_transition") or {}).get("seq", "")
         r["version"] = r.get("version", f"{seq}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}")
-    return {"machine": for_bus(repo.bus).config.machine, "view": fresh}
+    return {"machine": machine, "view": fresh}
 
 
 def _history(msgs) -> list[dict[str, Any]]:
