@@ -17,7 +17,7 @@ def _claim_tip(bare: Path, task: str) -> str:
 
 
 def test_the_console_shows_another_machines_task_read_only(tmp_path):
-    bare = ss.origin(tmp_path)
+    bare = ss.origin(tmp_path)  # served over file://
     one, two = ss.team(tmp_path, str(bare), ["one", "two"])
     ss.ok(["worker", "spawn", "t", "-d", "the feature"], one)
     ss.ok(["worker", "start", "--task", "t"], one)
@@ -62,6 +62,16 @@ def test_the_console_shows_another_machines_task_read_only(tmp_path):
         from git_nerve.bus import workers
 
         assert workers.get(b.conn, "t") is None
+    bare.rename(bare.with_name("gone.git"))  # the remote out of reach: the cached view, said so
+    assert ss.run(["nerve", "sync"], two).returncode != 0
+    c = Console(two)
+    try:
+        state = json.loads(c.request("GET", "/api/state")[1])
+        assert state["shared"]["view"].startswith("remote unreachable since ")
+        assert state["shared"]["view"].endswith(": cached view")
+        assert (worker_row(state, "t")["machine"], worker_row(state, "t")["allowed_actions"]) == ("one", [])
+    finally:
+        assert c.stop() == 0
 
 
 def test_a_shared_table_nerve_toml_gets_wrong_is_said_and_the_console_goes_on(repo, gw):
