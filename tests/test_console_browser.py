@@ -218,3 +218,29 @@ def test_drafts_belong_to_their_task_and_urls_keys_and_a_phone_width_work(repo, 
     finally:
         b.close()
         assert console.stop() == 0
+
+
+@pytest.mark.real
+def test_in_shared_mode_each_task_names_its_machine_and_another_machines_task_is_read_only(tmp_path):
+    from tests import shared_support as ss
+
+    one, two = ss.team(tmp_path, str(ss.origin(tmp_path)), ["one", "two"])
+    ss.ok(["worker", "spawn", "t", "-d", "the feature"], one)
+    ss.ok(["worker", "spawn", "mine"], two)
+    for w in (one, two):
+        ss.ok(["nerve", "sync"], w)
+    console = Console(two)
+    b = Browser.start()
+    try:
+        assert b("goto", url=console.url) == 200
+        b("wait_text", selector="tr.worker[data-task=t] [data-testid=machine]", text="one (read-only)")
+        assert b("eval", js="document.querySelector('tr.worker[data-task=mine] [data-testid=machine]').textContent") == "two"
+        assert b("eval", js="document.querySelector('[data-testid=shared-view]').textContent").startswith(
+            "machine two · synced ")
+        assert b.open_task("t", "thread") == set()
+        b("wait_text", selector="[data-testid=held-elsewhere]", text="held by machine one: read-only here")
+        assert b.open_task("mine", "thread") == {"cancel"}
+        assert b.problems() == []
+    finally:
+        b.close()
+        assert console.stop() == 0

@@ -169,6 +169,9 @@ def test_every_new_route_refuses_without_the_token_and_no_get_writes(review):
     assert _get(c, "/api/task/t2/files")[0] == 200
     state = _get(c, "/api/state")[1]
     assert {w["task_id"]: w["state"] for w in state["workers"]} == {"t1": "ASSIGNED", "t2": "ASSIGNED"}
+    # one machine (no shared mode): no machine, no view, every action its state allows (as before issue 24)
+    assert "shared" not in state and not any({"machine", "elsewhere", "held_elsewhere"} & set(w) for w in state["workers"])
+    assert [w["allowed_actions"] for w in state["workers"]] == [["cancel"], ["cancel"]]
 
 
 def test_the_running_agents_output_is_followed_live_and_finished_rounds_are_kept(review, repo, monkeypatch):

@@ -212,17 +212,31 @@ RULES: dict[str, tuple[str, frozenset[str] | None]] = {
 }
 
 
-def allowed_actions(state: str) -> list[str]:
+def allowed_actions(state: str, *, elsewhere: bool = False) -> list[str]:
     """The task actions the state machine (worker/states.py) allows from ``state``; the server refuses the rest
-    anyway (the lifecycle's own refusal)."""
+    anyway (the lifecycle's own refusal). None for a task another machine holds (shared mode, ``elsewhere``):
+    it is read-only here, as the CLI refuses every verb on it (exit 8; see :func:`held_elsewhere`)."""
     from ..worker.states import can_transition
 
+    if elsewhere:
+        return []
     return [a for a, (to, froms) in RULES.items() if (froms is None or state in froms) and can_transition(state, to)]
+
+
+def held_elsewhere(task_id: str, state: str, machine: str) -> str:
+    """What the console shows instead of a task's actions when another machine holds it: the commands to run
+    on that machine, those the CLI's refusal names (:data:`..worker.claims.RUN_THERE`)."""
+    from ..worker.claims import RUN_THERE
+
+    there = [f"git worker {a.replace('_', '-')} {task_id}" for a in allowed_actions(state)
+             if a.replace("_", "-") in RUN_THERE.values()]
+    return (f"held by machine {machine}: read-only here"
+            + (f"; run {' or '.join(f'`{c}`' for c in there)} on machine {machine}" if there else ""))
 
 
 ACTIONS = {"tell": tell, "approve": approve, "request-changes": request_changes, "request_changes": request_changes,
            "merge": merge, "cancel": cancel, "retry": retry, "spawn": spawn, "merge_all": merge_all,
            "merge-all": merge_all}
 
-__all__ = ["ACTIONS", "RULES", "allowed_actions", "approve", "cancel", "merge", "merge_all", "request_changes",
-           "retry", "spawn", "tell"]
+__all__ = ["ACTIONS", "RULES", "allowed_actions", "approve", "cancel", "held_elsewhere", "merge", "merge_all",
+           "request_changes", "retry", "spawn", "tell"]

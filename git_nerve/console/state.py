@@ -3,7 +3,10 @@
 :func:`summary` is what every server-sent event carries: every worker (the
 row `git worker status --json` prints, plus its radar marks, its last commit
 and a ``version`` that changes whenever something about the task changes),
-the conflict radar, the merge queue and the outbox. :func:`task_detail` is
+the conflict radar, the merge queue and the outbox. In shared mode (issue 24) the rows are every machine's,
+as `git worker status --json` gives them (:func:`..shared.status.shared_rows`): each names its ``machine``,
+a task another machine holds offers no actions (``held_elsewhere`` says where to run them), and ``shared``
+carries this machine's name and how fresh the view is. :func:`task_detail` is
 one task's whole story (thread, message history, what was told about it);
 the page fetches it again when the selected task's ``version`` moves.
 """
@@ -17,6 +20,7 @@ from ..bus import messages, watch, workers
 from ..errors import NerveError
 from ..radar import scan
 from ..radar.cache import INTEGRATION
+from ..shared.status import elsewhere, shared_rows
 from ..steer import tell as steer_tell
 from ..steer.outbox import as_dict as outbox_dict
 from ..steer.queue import Queue
@@ -24,7 +28,7 @@ from ..thread import service as thread_service
 from ..worker import lifecycle
 from ..worker.status import row
 from ..worktree_prep import report as prep_report
-from .actions import allowed_actions
+from .actions import allowed_actions, held_elsewhere
 
 #: outbox lines every event carries (the newest)
 OUTBOX_LINES = 200
@@ -93,15 +97,44 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
         r["version"] = f"{newest}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}"
         r.update(prep_report.fields(repo.bus, w))  # port, setup, copied, disk_bytes (cached)
         rows.append(r)
+    shared = _every_machine(repo, rows, marks, steering)
     risky = {t for p in radar.pairs if p.kind == "conflict" for t in (p.a, p.b)}
     approved = [w for w in all_workers if w.state == "APPROVED"]
     return {
         "at": now,
         "workers": rows,
+        **({"shared": shared} if shared is not None else {}),
         "radar": radar.as_dict(),
         "queue": [{"task_id": t, "radar_conflict": t in risky} for t in Queue(approved, risky).tasks],
         "outbox": [outbox_dict(line) for line in watch.outbox_tail(conn, OUTBOX_LINES)],
     }
+
+
+def _every_machine(repo, rows: list[dict[str, Any]], marks: dict, steering: tuple) -> dict[str, str] | None:
+    """Shared mode: the rows of the tasks other machines hold added (as `git worker status --json` adds them),
+    every row naming its machine, those held elsewhere read-only; ``{"machine", "view"}``. None (rows as they
+    were) without shared mode."""
+    from ..shared import for_bus
+
+    try:
+        fresh = shared_rows(repo.bus, rows)
+        machine = for_bus(repo.bus).config.machine if fresh is not None else None
+    except NerveError as exc:  # a [shared] table nerve.toml gets wrong: said in the page, which keeps working
+        return {"machine": None, "view": exc.message}
+    if fresh is None:
+        return None
+    for r in rows:
+        if not r.get("elsewhere"):
+            continue
+        if not r.get("fenced"):
+            r["radar"] = marks.get(r["task_id"], [])  # as `git worker status` marks them against this machine's
+        r["allowed_actions"] = allowed_actions(r["state"], elsewhere=True)
+        r["held_elsewhere"] = held_elsewhere(r["task_id"], r["state"], r["machine"])
+        r.setdefault("last_commit", None)
+        r.setdefault("heartbeat_ts", None)
+        seq = (r.get("last_transition") or {}).get("seq", "")
+        r["version"] = r.get("version", f"{seq}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}")
+    return {"machine": machine, "view": fresh}
 
 
 def _history(msgs) -> list[dict[str, Any]]:
@@ -112,16 +145,35 @@ def _history(msgs) -> list[dict[str, Any]]:
     return out[-HISTORY:]
 
 
-def task_detail(repo, task_id: str) -> dict[str, Any]:
-    """One task: its row, its thread (as `git nerve thread --json`), its history, what was told about it."""
-    w, msgs = lifecycle.show(repo, task_id)
+def _thread(repo, task_id: str) -> dict[str, Any]:
     try:
-        thread = thread_service.view(repo.bus, task_id, budget=THREAD_BUDGET).as_dict()
+        return thread_service.view(repo.bus, task_id, budget=THREAD_BUDGET).as_dict()
     except NerveError:
-        thread = {"thread": task_id, "rounds": [], "omitted": []}
+        return {"thread": task_id, "rounds": [], "omitted": []}
+
+
+def _detail_elsewhere(repo, held: dict[str, Any]) -> dict[str, Any]:
+    """A task another machine holds (shared mode), as `git worker show --json` gives it from the cache of the
+    last sync: its state and machine, its thread, the events its machines published (read-only here)."""
+    task_id = held["task_id"]
+    worker = {"task_id": task_id, "state": held["state"], "machine": held["machine"], "branch": None,
+              "worktree": None, "description": "", "view": held["view"], "last_transition": held["last_transition"],
+              "elsewhere": True, "held_elsewhere": held_elsewhere(task_id, held["state"], held["machine"])}
+    return {"worker": worker, "thread": _thread(repo, task_id), "told": [],
+            "messages": [{"id": e["id"], "ts": e["ts"], "kind": e["kind"], "payload": e["payload"],
+                          "machine": e["machine"]} for e in held["events"]][-HISTORY:]}
+
+
+def task_detail(repo, task_id: str) -> dict[str, Any]:
+    """One task: its row, its thread (as `git nerve thread --json`), its history, what was told about it (a task
+    another machine holds: what this machine knows of it, :func:`_detail_elsewhere`)."""
+    held = elsewhere(repo.bus, task_id)
+    if held is not None:
+        return _detail_elsewhere(repo, held)
+    w, msgs = lifecycle.show(repo, task_id)
     return {
         "worker": {**row(w, _settings(repo)), **prep_report.fields(repo.bus, w)},
-        "thread": thread,
+        "thread": _thread(repo, task_id),
         "messages": _history(msgs),
         "told": [e.as_dict() for e in steer_tell.about(repo.bus, task_id)],
     }
