@@ -34,11 +34,19 @@ CREATE TABLE IF NOT EXISTS shared_posts (
     task_id  TEXT NOT NULL,
     round    INTEGER NOT NULL   -- the round it became
 );
+CREATE TABLE IF NOT EXISTS shared_notes (
+    event_id TEXT PRIMARY KEY,  -- another machine's `tell` to a task held here, queued in its inbox once
+    task_id  TEXT NOT NULL,
+    inbox_id INTEGER            -- the inbox message it became (NULL: not deliverable)
+);
 """
 
 #: the kind of the message a post to a task held by another machine leaves in this machine's log (its holder
 #: appends it to the task's thread when it ingests it: :func:`deliver_posts`)
 THREAD_POST = "thread_post"
+#: the kind of the message a `git nerve tell --task T` for a task another machine holds leaves in this machine's
+#: log (its holder queues it in its inbox when it ingests it: :func:`git_nerve.bus.told.deliver`)
+TELL_NOTE = "tell_note"
 
 
 class Claim(namedtuple("Claim", "task_id owner machine state verb seq tip ts")):
@@ -56,7 +64,8 @@ def ensure(conn: sqlite3.Connection) -> None:
 
 def clear(conn: sqlite3.Connection) -> None:
     """Forget the whole cache (inside a write transaction): ``sync --rebuild``. The record of the posts appended
-    here (``shared_posts``) is no cache: it stays, so a rebuild never appends a post twice."""
+    here (``shared_posts``), and of the notes queued here (``shared_notes``), is no cache: it stays, so a rebuild
+    never delivers a post or a note twice."""
     for table in ("shared_claims", "shared_events", "shared_meta"):
         conn.execute(f"DELETE FROM {table}")
 

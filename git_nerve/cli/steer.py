@@ -36,6 +36,13 @@ def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_j
     `git nerve outbox`. A note waits in the thread for the next run; a stop
     with nothing running is refused (exit 3, nothing queued): it reaches a
     `git nerve run` / `git worker run` of the task, or a `git worker merge --all`.
+
+    \b
+    In shared mode, --task TASK for a task another machine holds goes into
+    this machine's log; the holder queues it (a note joins the thread) at
+    its next sync, once, and shows who acted on it (`--json`: id null, the
+    holding machine, pending true). A stop told that way is queued there
+    whether or not a run is going on. --all stays on this machine.
     """
     from ..steer.tell import tell_here
 

@@ -33,6 +33,7 @@ from typing import Iterator
 
 from .. import clock, locks
 from ..bus import shared as cache
+from ..bus import told
 from ..bus.connection import Bus
 from ..errors import DatabaseError, HeldElsewhere, UsageError
 from . import postgres_schema, records
@@ -241,12 +242,14 @@ class PostgresState:
                 cache.put_claim(conn, _cached(rec))
             ingested = cache.add_events(conn, [{"id": e[0], "machine": e[1], "ts": e[3], "task": e[4], "kind": e[5],
                                                 "payload": e[6]} for e in events])
-            cache.deliver_posts(conn, self.machine)  # other machines' posts to tasks held here join their threads
+            cache.deliver_posts(conn, self.machine)  # other machines' posts and notes to tasks held here join
+            woken = told.deliver(conn, bus.path.parent, self.machine)  # their threads and inboxes
             cache.set_meta(conn, SEEN, json.dumps(seen, sort_keys=True))
             cache.set_meta(conn, cache.MACHINE, self.machine)
             cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
             cache.set_meta(conn, UNREACHABLE_SINCE, None)
             cache.set_meta(conn, LAST_ERROR, None)
+        told.mark(bus.path.parent, woken)  # again after the commit, as `git nerve tell` does
         return {"backend": "postgres", "machine": self.machine, "remote": f"{postgres_schema.where(self.url())} ({self.schema})",
                 "exported": exported, "ingested": ingested, "claims": len(changed),
                 "seconds": round(time.monotonic() - started, 3)}

@@ -24,6 +24,7 @@ import time
 
 from .. import clock, locks
 from ..bus import shared as cache
+from ..bus import told
 from ..bus.connection import Bus
 from ..errors import GitError
 from ..git import refs, remote_refs
@@ -166,11 +167,13 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
                                                   tip, rec.ts))
         for machine, tip in finished.items():
             cache.set_meta(conn, f"finished:{machine}", tip)
-        cache.deliver_posts(conn, state.machine)  # other machines' posts to tasks held here join their threads
+        cache.deliver_posts(conn, state.machine)  # other machines' posts and notes to tasks held here join
+        woken = told.deliver(conn, bus.path.parent, state.machine)  # their threads and inboxes
         cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
         cache.set_meta(conn, cache.MACHINE, state.machine)
         cache.set_meta(conn, UNREACHABLE_SINCE, None)
         cache.set_meta(conn, LAST_ERROR, None)
+    told.mark(bus.path.parent, woken)  # again after the commit, as `git nerve tell` does
     return new_events, len(puts)
 
 

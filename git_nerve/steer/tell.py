@@ -10,6 +10,10 @@ Where a message goes:
   worktree a ``stop`` goes to the merge queue and a note is refused (it would
   reach no thread).
 
+Shared mode (issue 24): ``--task T`` for a task another machine holds leaves the message in this
+machine's log instead (:mod:`.remote`); the holder queues it in its inbox at its sync, once. A
+message without ``--task`` (``--all``, this worktree's task, the merge queue) stays on this machine.
+
 A ``stop`` reaches only what runs when it is told: `tell_here` (the command) and the
 console pass ``locks_dir``, and then a stop with nothing running is refused (exit 3,
 nothing queued) instead of lying in wait for a later run. "Running" means: for a task, a
@@ -31,17 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from .. import clock
-from ..bus import rounds, steer, workers
+from ..bus import rounds, steer, told, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
 from ..locks import is_held
 from .hook import merge_queue_lock, run_lock, worker_run_lock
-from . import delivery, pending
+from . import delivery, pending, remote
 from .drain import QUEUE_CONSUMER, task_consumer
 from .parse import COMMANDS, parse
 
 #: the role of the rounds `tell` appends to a thread
-ROLE = "human"
+ROLE = told.ROLE
 #: tasks a note to every task no longer reaches
 FINISHED = ("COMPLETED", "FAILED")
 
@@ -58,16 +62,21 @@ class Told:
     task_id: str | None = None
     target: str | None = None
     rounds: tuple[tuple[str, int], ...] = ()  #: (task, round) per thread the note was appended to
+    machine: str | None = None  #: shared mode: the machine holding the task, which queues it at its sync
 
     def as_dict(self) -> dict[str, Any]:
+        held = {"id": None, "machine": self.machine, "pending": True} if self.machine is not None else {}
         return {
             "id": self.id, "ts": clock.iso(self.ts), "kind": self.kind, "scope": self.scope, "task": self.task_id,
             "target": self.target, "text": self.text,
-            "rounds": [{"task": t, "round": n} for t, n in self.rounds],
+            "rounds": [{"task": t, "round": n} for t, n in self.rounds], **held,
         }
 
     def describe(self) -> str:
         """One line for people: what was queued, for whom, and what happens next."""
+        if self.machine is not None:
+            return (f"{self.kind} for {self.task_id}, held by machine {self.machine}: pending delivery, it is queued "
+                    f"there when {self.machine} syncs (`git worker show {self.task_id}` there says who acted on it)")
         if self.kind in ("skip", "add"):
             what = f"{self.kind} {self.target} for the merge queue (git worker merge --all)"
         elif self.scope == "all":
@@ -130,7 +139,11 @@ def tell(
         elif task is not None or here_task is not None:
             scope, task_id = "task", task if task is not None else here_task
             if workers.get(conn, task_id) is None:
-                raise _unknown(conn, task_id)
+                held = remote.holder(conn, task_id) if task is not None else None
+                if held is None:
+                    raise _unknown(conn, task_id)
+                told_id = remote.leave(conn, task_id, kind=parsed.kind, text=text, ts=ts, machine=held)
+                return Told(told_id, ts, parsed.kind, scope, text, task_id, machine=held)
         elif parsed.kind == "stop":
             scope = "queue"
         else:
@@ -189,10 +202,19 @@ def tell_here(
     here = context.read(paths.git_dir) if task is None and not all_tasks else None
     bus = Bus(paths.bus_path)
     try:
-        return tell(bus, text, task=task, all_tasks=all_tasks, kind=kind, here_task=here.task_id if here else None,
+        result = tell(bus, text, task=task, all_tasks=all_tasks, kind=kind, here_task=here.task_id if here else None,
                     locks_dir=paths.nerve_dir / "locks")
     finally:
         bus.close()
+    if result.machine is not None:  # shared mode: a sync in the background carries it, as a post's does
+        from ..shared import open_state
+
+        state = open_state(paths.common_dir)
+        if state.active and state.config.background:
+            from ..shared.background import spawn
+
+            spawn(paths.common_dir, state.config.cwd)
+    return result
 
 
 # -- what was told about a task (`git worker show`) ------------------------------------------
