@@ -493,3 +493,55 @@ def test_remove_dead_temporaries_removes_only_a_dead_writers_temporary(tmp_path)
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_remove_own_temp_file_refuses_anything_but_this_processs_own_file_in_a_nerve_dir(repo, monkeypatch):
+    """The snapshot's temporary index goes through the door: only a regular file of this process's name, directly
+    in a ``nerve`` directory; the checkout, the cwd, a parent, a link, a directory, another process's file are kept."""
+    nerve = repo.work / ".git" / "nerve"
+    nerve.mkdir(exist_ok=True)
+    mine = nerve / f"snapshot-{os.getpid()}-1.index"
+    person = repo.work / "notes.txt"
+    person.write_text("mine\n")
+    link = nerve / f"snapshot-{os.getpid()}-2.index"
+    link.symlink_to(person)
+    a_dir = nerve / f"snapshot-{os.getpid()}-3.index"
+    a_dir.mkdir()
+    other = nerve / f"snapshot-{os.getpid() + 1}-1.index"
+    other.write_text("x")
+    outside = repo.work / f"snapshot-{os.getpid()}-1.index"
+    outside.write_text("x")
+    monkeypatch.chdir(repo.work)
+    for target, where in ((link, nerve), (a_dir, nerve), (other, nerve), (outside, repo.work), (repo.work, nerve),
+                          (Path(os.getcwd()), nerve), (repo.work.parent, nerve), (nerve, nerve.parent),
+                          (outside, nerve), (mine, repo.work)):
+        with pytest.raises(destroy.Refused):
+            destroy.remove_own_temp_file(target, nerve_dir=where, prefix="snapshot-")
+    assert link.is_symlink() and person.read_text() == "mine\n" and a_dir.is_dir() and other.exists()
+    assert outside.exists() and repo.work.is_dir() and nerve.is_dir()
+    destroy.remove_own_temp_file(mine, nerve_dir=nerve, prefix="snapshot-")  # gone already: nothing to do
+    mine.write_text("index")
+    destroy.remove_own_temp_file(mine, nerve_dir=nerve, prefix="snapshot-")
+    assert not mine.exists()
+
+
+def test_a_link_planted_at_the_snapshots_index_name_is_never_written_through(repo):
+    """An agent can write into its worktree's git dir: a link named like the snapshot's temporary index must not
+    make the snapshot copy the index onto the link's target, and is kept (the snapshot refuses)."""
+    import threading
+
+    from git_nerve.errors import GitError
+    from git_nerve.git import worktrees
+
+    person = repo.work.parent / "persons-file"
+    person.write_text("a person's file\n")
+    planted = repo.work / ".git" / "nerve" / f"snapshot-{os.getpid()}-{threading.get_ident()}.index"
+    planted.parent.mkdir(exist_ok=True)
+    planted.symlink_to(person)
+    head = build.git(repo.work, "rev-parse", "HEAD")
+    with pytest.raises(GitError):
+        worktrees.snapshot(repo.work, head, "snap")
+    assert person.read_text() == "a person's file\n" and planted.is_symlink()
+    planted.unlink()
+    assert worktrees.snapshot(repo.work, head, "snap")  # without the link: a snapshot, its index removed
+    assert not list(planted.parent.glob("snapshot-*"))

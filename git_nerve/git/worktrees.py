@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitError
+from ..fs import make_dirs
 from . import cli, ident
 
 
@@ -178,60 +179,59 @@ def conflicted_files(worktree: Path) -> list[str]:
     return [f for f in out.split("\0") if f]
 
 
-def snapshot(worktree: Path, parent: str, message: str, *, parents: list[str] | None = None) -> str:
+def snapshot(worktree: Path, parent: str | None, message: str, *, parents: list[str] | None = None) -> str:
     """A commit of everything in the worktree, untracked files included, that moves nothing.
 
     Like ``git stash create``, but untracked (non-ignored) files are kept too:
     a temporary index receives ``git add -A`` and becomes a commit on top of
     ``parent`` (or of ``parents``, in that order, to keep more history
-    reachable). Nothing in the worktree, its index or any ref changes.
+    reachable; ``parent`` None: a commit without parents, from a fresh index).
+    Nothing in the worktree, its index or any ref changes.
     """
     tmp_index = git_dir_of(worktree) / "nerve" / f"snapshot-{os.getpid()}-{threading.get_ident()}.index"
-    from ..fs import make_dirs
-
     make_dirs(tmp_index.parent)
     env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
     try:
-        # Start from a copy of the worktree's own index when there is one: its stat data lets
-        # `add -A` hash only what changed (a fresh index rehashes every file). The tree that
-        # results is the work tree's either way.
-        try:
-            _copy_index(tmp_index.parent.parent / "index", tmp_index)
-        except OSError:
-            tmp_index.unlink(missing_ok=True)
-            cli.run(["read-tree", parent], cwd=worktree, env=env)
+        # Start from a copy of the worktree's own index when there is one: its stat data lets `add -A` hash
+        # only what changed (a fresh index rehashes every file). The tree is the work tree's either way.
+        if parent is not None:
+            try:
+                _copy_index(tmp_index.parent.parent / "index", tmp_index)
+            except OSError:
+                _drop_index(tmp_index)  # a copy cut short is no index to start from
+                cli.run(["read-tree", parent], cwd=worktree, env=env)
         cli.run(["add", "-A", "--", "."], cwd=worktree, env=env)
         tree = cli.out(["write-tree"], cwd=worktree, env=env)
-        parent_args = [arg for p in (parents or [parent]) for arg in ("-p", p)]
+        parent_args = [arg for p in (parents or ([parent] if parent else [])) for arg in ("-p", p)]
         return ident.commit_tree([tree, *parent_args, "-m", message], cwd=worktree, env=env)
     finally:
-        tmp_index.unlink(missing_ok=True)
+        _drop_index(tmp_index, quietly=True)
+
+
+def _drop_index(tmp_index: Path, *, quietly: bool = False) -> None:
+    """A snapshot's temporary index, removed through the door; ``quietly``: a refusal keeps it, no failure."""
+    from . import destroy
+
+    try:
+        destroy.remove_own_temp_file(tmp_index, nerve_dir=tmp_index.parent, prefix="snapshot-")
+    except destroy.Refused:
+        if not quietly:
+            raise
 
 
 def _copy_index(real: Path, copy: Path) -> None:
     """``real`` copied with its mtime. Git trusts an entry whose stat data matches the file unless the entry
     is *racy*: not older than the index file itself (a file changed in the second the index was written, with
     the same size). A copy with a new mtime would make such an entry look settled and `add -A` would keep
-    the old content. The mtime is read before the copy: if the index is replaced meanwhile, the copy is given
-    an older mtime than its content's, which only makes more entries racy (hashed again), never fewer."""
+    the old content. The mtime is the opened file's (git replaces an index by renaming a new one in)."""
     import shutil  # here: it imports bz2 and lzma, which a reader never needs
 
-    st = os.stat(real)
-    shutil.copyfile(real, copy)
+    with open(real, "rb") as src:
+        st = os.fstat(src.fileno())
+        fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)  # never through a planted link
+        with open(fd, "wb") as dst:
+            shutil.copyfileobj(src, dst)
     os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
-
-
-def root_snapshot(worktree: Path, message: str) -> str:
-    """Like :func:`snapshot`, as a commit without parents (a fresh index, nothing moved)."""
-    tmp_index = git_dir_of(worktree) / "nerve" / f"snapshot-{os.getpid()}-{threading.get_ident()}.index"
-    tmp_index.parent.mkdir(parents=True, exist_ok=True)
-    env = cli.clean_env({"GIT_INDEX_FILE": os.fspath(tmp_index)})
-    try:
-        cli.run(["add", "-A", "--", "."], cwd=worktree, env=env)
-        tree = cli.out(["write-tree"], cwd=worktree, env=env)
-        return ident.commit_tree([tree, "-m", message], cwd=worktree, env=env)
-    finally:
-        tmp_index.unlink(missing_ok=True)
 
 
 # -- temporary checkouts (merge's push, --check) ----------------------------------------------------
@@ -257,8 +257,6 @@ def checkout_at(cwd, common_dir: Path, commit: str, *, what: str = "push"):
     """
     from .. import liveness
     from . import destroy
-
-    from ..fs import make_dirs
 
     root = make_dirs(tmp_root(common_dir))
     path = root / f"{what}-{os.getpid()}-{next(_tmp_count)}"

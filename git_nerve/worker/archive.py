@@ -355,9 +355,7 @@ def keep_uncommitted(cwd, wt: Path, task_id: str, why: str) -> tuple[str, str, l
 
 def _snapshot(wt: Path, parents: list[str], message: str) -> str:
     """The worktree's files (index and untracked) as a commit on ``parents`` (none: a root commit)."""
-    if parents:
-        return worktrees.snapshot(wt, parents[0], message, parents=parents)
-    return worktrees.root_snapshot(wt, message)
+    return worktrees.snapshot(wt, parents[0] if parents else None, message, parents=parents)
 
 
 __all__ = ["archive", "branch_gone", "branch_gone_error", "keep_submodule_work", "refuse_homeless_submodules", "keep_uncommitted", "known_tips",
