@@ -24,7 +24,7 @@ FILE_DOOR = PACKAGE / "filedoor.py"
 #: what only the door may do
 FORBIDDEN = {
     "shutil.rmtree": re.compile(r"\brmtree\s*\("),
-    "os.rmdir": re.compile(r"\bos\.rmdir\s*\(|\bos\.removedirs\s*\("),
+    "os.rmdir": re.compile(r"\.rmdir\s*\(|\bos\.removedirs\s*\("),
     "git worktree remove": re.compile(r"[\"']worktree[\"']\s*,\s*[\"']remove[\"']"),
     "git worktree prune": re.compile(r"[\"']worktree[\"']\s*,\s*[\"']prune[\"']"),
     "git branch -d/-D": re.compile(r"[\"']branch[\"']\s*,\s*(?:[^\]\n]*,\s*)?[\"'](?:-d|-D|--delete)[\"']"),
@@ -73,6 +73,7 @@ def test_the_patterns_catch_what_they_forbid():
         "a file's unlink": "path.unlink(missing_ok=True)",
         "os.remove": "os.remove(path)",
     }
+    assert FORBIDDEN["os.rmdir"].search("directory.rmdir()")
     for sample in ("os.unlink(path)", "Path(p).unlink()", "(d / name).unlink ()"):
         assert FORBIDDEN["a file's unlink"].search(sample), sample
     for what, sample in samples.items():

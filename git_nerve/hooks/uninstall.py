@@ -83,9 +83,6 @@ def _uninstall_worktree(paths: RepoPaths, forward: str | None) -> InstallReport:
                 report.hooks.append(HookChange(name, "removed"))
         elif name in HOOKS:
             report.hooks.append(HookChange(name, "absent"))
-    try:
-        directory.rmdir()
-    except OSError:
-        pass
+    destroy.remove_empty_dirs([directory])  # the worker's own hooks dir install made; kept while anything is in it
     gitconfig.unset(paths.toplevel, "core.hooksPath", scope="worktree", env=_git_env(paths))
     return report
