@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import faults
 from .errors import UsageError
+from .filedoor import keep_or_remove
 from .fs import CTX_FILE, NERVE, make_dirs, replace_file
 from .liveness import pid_alive
 
@@ -92,7 +93,7 @@ def _clear_dead_temps(path: Path) -> None:
         if not pid.isdigit():
             continue
         if not pid_alive(int(pid)):  # permission denied: alive (owned by someone else)
-            tmp.unlink(missing_ok=True)
+            keep_or_remove(tmp, within=path.parent, kind="ctx-temp")
 
 
 def resolve_task(git_dir: str | os.PathLike[str], explicit: str | None) -> str:

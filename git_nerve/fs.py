@@ -1,6 +1,7 @@
 """Files git-nerve writes, floor 0: the names of its files, the modes it creates them with, atomic
 replacement, and the local-filesystem check. Standard library only (hooks and heartbeat load it), and
-nothing of git_nerve but :mod:`errors`, so ``git/``, ``bus/`` and everything above may use it.
+nothing of git_nerve but :mod:`errors` and :mod:`filedoor` (a marker is removed through the door), so ``git/``,
+``bus/`` and everything above may use it.
 :mod:`git_nerve.paths` re-exports these for its callers.
 """
 
@@ -116,9 +117,12 @@ def set_marker(path: str | os.PathLike[str]) -> None:
     os.close(fd)
 
 
-def clear_marker(path: str | os.PathLike[str]) -> None:
-    """Make the marker ``path`` absent (git-nerve's own file by its name; nothing else is ever removed here)."""
-    Path(path).unlink(missing_ok=True)
+def clear_marker(path: str | os.PathLike[str]) -> str | None:
+    """Make the notes-pending marker ``path`` absent, through the door (:mod:`.filedoor`: a regular file of its name
+    in its own directory; a link or a directory planted there is kept). None, or the line saying what was kept."""
+    from .filedoor import keep_or_remove
+
+    return keep_or_remove(path, within=Path(path).parent, kind="notes-pending")
 
 
 #: the temporaries of a locked :func:`replace_file` whose name is ``.<name>.nerve-<pid>.tmp`` (the hook installer's)

@@ -423,7 +423,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    """A token or marker of ours (this process's, or a dead one whose lock it holds), through the door: a regular
+    file of a token's name in the ``alive`` directory; anything else there is kept."""
+    from .filedoor import keep_or_remove
+
+    keep_or_remove(path, within=os.path.dirname(path), kind="liveness")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import faults
 from ..errors import BusBusy, BusError, DatabaseError
+from ..filedoor import keep_or_remove
 from . import driver
 from ..fs import BUS_FILE, ensure_local_filesystem, make_dirs
 from .schema import MIGRATIONS, SCHEMA_VERSION
@@ -117,7 +118,9 @@ class Bus:
         never empty or half-made, and an empty or foreign one can be refused instead of reused."""
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")
         for stale in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
-            stale.unlink(missing_ok=True)
+            kept = keep_or_remove(stale, within=self.path.parent, kind="bus-build")
+            if kept:  # a link or directory planted at our own name: never built through
+                raise DatabaseError(f"cannot create the bus {self.path}: {kept}")
         try:
             conn = self._connect(tmp)
             try:
@@ -137,7 +140,7 @@ class Bus:
                 raise DatabaseError(f"cannot create the bus {self.path}: {exc.strerror or exc}") from exc
         finally:
             for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
-                leftover.unlink(missing_ok=True)
+                keep_or_remove(leftover, within=self.path.parent, kind="bus-build")
 
     def _refuse_foreign(self) -> None:
         """DatabaseError (exit 5) when the bus path holds something that is not a bus: a symlink,

@@ -29,6 +29,8 @@ import os
 import sys
 from pathlib import Path
 
+from ..filedoor import Refused, remove_own_file
+
 SPOOL = "spool"
 CLAIMED = "spool.claimed-"
 SOURCES = {"commit": "post-commit", "merge": "post-merge", "rewrite": "post-rewrite"}
@@ -175,8 +177,8 @@ def ingest(bus, common_dir: str | os.PathLike[str] | None = None) -> int:
         try:
             if path.stat().st_size > size:
                 continue  # a shim appended while we read: the next reader takes the rest (keys skip the rest)
-            path.unlink()
-        except OSError:
+            remove_own_file(path, within=path.parent, kind="spool-claimed")
+        except (OSError, Refused):
             pass
     return new
 

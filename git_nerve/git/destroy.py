@@ -1,5 +1,7 @@
 """The one door for destruction: the only module that removes a directory tree, removes or prunes a worktree,
-or deletes a branch or ref (here, or on a remote with a ``push :ref``).
+or deletes a branch or ref (here, or on a remote with a ``push :ref``). Single files go through its other half,
+:mod:`git_nerve.filedoor` (re-exported here: ``remove_own_file``, ``keep_or_remove``, :class:`Refused`), which
+sits at the bottom floor so that ``fs``, ``liveness``, ``context`` and ``bus/`` can use it too.
 
 Each function first proves that its target is git-nerve's own, and when the proof fails it removes nothing and
 raises :class:`Refused` (a :class:`GitError`, exit 4) saying what it found:
@@ -33,7 +35,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import GitError
+from ..errors import GitError  # noqa: F401  (what the door raises when git refuses)
+from ..filedoor import Refused, keep_or_remove, remove_own_file  # noqa: F401  (the door's single files: re-exported)
 from ..fs import _LOCKED_TEMPORARY as LOCKED_TEMPORARY
 from . import cli
 
@@ -41,10 +44,6 @@ from . import cli
 OWNED_DIR = ("nerve", "owned")
 #: temporary checkouts, under the common dir (see worktrees.tmp_root)
 TMP_DIR = ("nerve", "tmp")
-
-
-class Refused(GitError):
-    """The door could not prove the target is git-nerve's own: nothing was removed."""
 
 
 class Scope(NamedTuple):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..git import config as gitconfig
+from ..git import destroy
 from ..paths import RepoPaths
 from .managers import (
     LFS_HOOK,
@@ -138,8 +139,8 @@ def _install_one(directory: Path, name: str, shim: bytes) -> HookChange:
                                   f"{manager[0]} runs it as {target.name}")
             same = [k for k in kept_hooks(directory, name) if _same_file_content(path, k)]
             if same:
-                path.unlink()  # the same hook again: the kept copy already holds it
-                kept_path = same[0]
+                kept_path = same[0]  # the same hook again: it takes the place of its identical kept copy
+                os.replace(path, kept_path)
             else:
                 kept_path = _next_kept(directory, name)
                 os.rename(path, kept_path)
@@ -151,10 +152,9 @@ def _install_one(directory: Path, name: str, shim: bytes) -> HookChange:
         if not os.path.lexists(path):
             _write_executable(path, shim)
             return HookChange(name, "installed", chained)
-        if not path.is_symlink() and _read(path) == shim and os.access(path, os.X_OK):
+        if _read(path) == shim and os.access(path, os.X_OK):
             return HookChange(name, "unchanged", chained)
-        path.unlink()
-        _write_executable(path, shim)
+        _write_executable(path, shim)  # our older shim (is_ours: a regular file), replaced whole
         return HookChange(name, "updated", chained)
     except OSError as exc:
         raise _fs_error("install the hook", path, exc) from exc
@@ -185,7 +185,7 @@ def _install_worktree(paths: RepoPaths, forward: str) -> InstallReport:
     old = paths.toplevel / forward
     for name in HOOKS:
         if (old / name).is_file() and is_ours(old / name):
-            (old / name).unlink()
+            destroy.remove_own_file(old / name, within=old, kind="hook-shim")
             kept = kept_hooks(old, name)
             if kept:
                 os.rename(kept[0], old / name)

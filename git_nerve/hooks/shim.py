@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ..errors import NerveError
+from ..filedoor import HOOK_MARKER
 from ..fs import locked_tmp_name, replace_file
 from ..git.destroy import remove_dead_temporaries  # noqa: F401  (re-exported)
 
@@ -31,8 +32,9 @@ FORWARDED = (
 #: A hook that was there before ours is kept under ``<hook>`` + this suffix
 #: (later ones under ``-2``, ``-3``...); all run first, oldest first.
 CHAINED_SUFFIX = ".nerve-chained"
-#: Text that marks a hook file as one of our shims.
-MARKER = b"git-nerve hook shim"
+#: Text that marks a hook file as one of our shims: the installer's record, in each file it writes (the door for
+#: single files checks it before it removes a hook).
+MARKER = HOOK_MARKER
 TEMPLATE = Path(__file__).resolve().parent / "shims" / "git-nerve-hook"
 #: Where a worker's worktree keeps its own hooks when core.hooksPath is relative (husky).
 WORKTREE_HOOKS = ("nerve", "hooks")
@@ -73,7 +75,10 @@ def _read(path: Path, limit: int | None = None) -> bytes | None:
 
 
 def is_ours(path: Path) -> bool:
-    """True when ``path`` is one of our shims (whatever version)."""
+    """True when ``path`` is one of our shims (whatever version): a regular file holding the marker. A symbolic
+    link is never ours (the installer writes files only): whatever it points at, the link is a person's."""
+    if os.path.islink(path):
+        return False
     head = _read(path, 4096)
     return head is not None and MARKER in head
 

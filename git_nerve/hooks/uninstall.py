@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from ..git import config as gitconfig
+from ..git import destroy
 from ..paths import RepoPaths
 from .managers import displaced_copies, kept_hooks
 from .report import HookChange, InstallReport
@@ -46,7 +47,7 @@ def _uninstall_one(directory: Path, name: str) -> HookChange:
             if kept:
                 os.replace(kept.pop(0), copy)
             else:
-                copy.unlink()
+                destroy.remove_own_file(copy, within=directory, kind="hook-shim")
         if os.path.lexists(path) and is_ours(path):
             if kept:
                 newest = kept.pop()
@@ -55,7 +56,7 @@ def _uninstall_one(directory: Path, name: str) -> HookChange:
                 if kept:
                     message += "; still kept (not run any more): " + ", ".join(k.name for k in kept)
                 return HookChange(name, "restored", None, message)
-            path.unlink()
+            destroy.remove_own_file(path, within=directory, kind="hook-shim")
             return HookChange(name, "removed")
         if os.path.lexists(path):
             message = f"{path} is not git-nerve's; left as it is"
@@ -77,14 +78,11 @@ def _uninstall_worktree(paths: RepoPaths, forward: str | None) -> InstallReport:
     for name in FORWARDED:
         path = directory / name
         if os.path.lexists(path) and is_ours(path):
-            path.unlink()
+            destroy.remove_own_file(path, within=directory, kind="hook-shim")
             if name in HOOKS:
                 report.hooks.append(HookChange(name, "removed"))
         elif name in HOOKS:
             report.hooks.append(HookChange(name, "absent"))
-    try:
-        directory.rmdir()
-    except OSError:
-        pass
+    destroy.remove_empty_dirs([directory])  # the worker's own hooks dir install made; kept while anything is in it
     gitconfig.unset(paths.toplevel, "core.hooksPath", scope="worktree", env=_git_env(paths))
     return report

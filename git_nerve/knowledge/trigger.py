@@ -95,11 +95,11 @@ def read_pending(lists: list[Path]) -> list[str]:
 
 
 def clear_pending(lists: list[Path]) -> None:
+    """The lists the sync took, removed through the door (regular ``*.files`` files in the queue directory)."""
+    from ..filedoor import keep_or_remove
+
     for path in lists:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
+        keep_or_remove(path, within=path.parent, kind="knowledge-queue")
 
 
 def spawn(toplevel: Path, git_dir: Path, common_dir: Path) -> subprocess.Popen:

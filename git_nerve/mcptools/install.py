@@ -131,8 +131,11 @@ def _save_record(path: Path, entries: list[dict[str, Any]]) -> None:
 
 def _remove_created(path: Path, rec: dict) -> tuple[str, str]:
     """Remove a config file install created (now empty again) and the directories it created for it."""
-    path.unlink()
     from ..git import destroy
+
+    kept = destroy.keep_or_remove(path, within=path.parent, kind="mcp-config", record=rec)
+    if kept:
+        return "refused", kept
 
     destroy.remove_empty_dirs(rec.get("created_dirs", []))  # one that is not empty: something else lives there now
     return "removed", "the file install created is gone again"
@@ -381,5 +384,7 @@ def uninstall(clis: list[str]) -> list[Result]:
         if kept:
             _save_record(record_path, kept)
         else:
-            record_path.unlink(missing_ok=True)
+            from ..git import destroy
+
+            destroy.remove_own_file(record_path, within=paths.nerve_dir, kind="mcp-record")
     return results

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..filedoor import keep_or_remove
+
 NOTICE = "radar-notice"
 
 
@@ -38,7 +40,7 @@ def take(git_dir: str | os.PathLike[str]) -> str:
     try:
         return claimed.read_text(encoding="utf-8")
     finally:
-        claimed.unlink(missing_ok=True)
+        keep_or_remove(claimed, within=claimed.parent, kind="radar-notice")
 
 
 __all__ = ["NOTICE", "add", "path", "take"]

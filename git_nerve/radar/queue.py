@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..filedoor import Refused, remove_own_file
+
 PENDING = ("nerve", "radar-pending")
 #: the live states the radar compares (:data:`.scan.LIVE`; that module imports pygit2)
 LIVE = ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")
@@ -55,12 +57,11 @@ def take(common_dir: str | os.PathLike[str]) -> tuple[bool, set[str] | None]:
         return False, set()
     taken: set[str] = set()
     for name in names:
-        try:
-            os.unlink(d / name)
-        except FileNotFoundError:
-            continue  # another runner took it (cannot happen under the run lock; harmless)
-        except OSError:
-            pass
+        try:  # through the door: a request radar.queue.add made (a link or directory there is kept, not taken)
+            if not remove_own_file(d / name, within=d, kind="radar-request"):
+                continue  # another runner took it (cannot happen under the run lock; harmless)
+        except (OSError, Refused):
+            continue
         taken.add(name)
     if not taken:
         return False, set()

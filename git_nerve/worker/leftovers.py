@@ -266,11 +266,10 @@ class _Repair:
             if lock is None:
                 self.blocked.add(id(owner))
                 continue
-            try:
-                lock.unlink()
-            except FileNotFoundError:
-                continue
-            except OSError:
+            try:  # its dead token proves it ours; a link or directory at a lock's name is kept
+                if not destroy.remove_own_file(lock, within=self.common, kind="git-lock"):
+                    continue
+            except (OSError, destroy.Refused):
                 self.blocked.add(id(owner))
                 continue
             self.repaired.append(f"removed {lock}, a lock file left by a killed git of git-nerve")

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from ..bus.workers import Worker, task_key
+from ..git import destroy
 from ..paths import RepoPaths, create_file, make_dirs
 
 
@@ -74,10 +75,8 @@ def mark_spawning(paths: RepoPaths, task_id: str, branch: str, *, adopted: bool)
 
 
 def clear_spawning(paths: RepoPaths, task_id: str) -> None:
-    try:
-        os.unlink(_spawn_record(paths, task_id))
-    except FileNotFoundError:
-        pass
+    """The spawn finished (or was rolled back): its record goes, through the door (a regular file of its name)."""
+    destroy.remove_own_file(_spawn_record(paths, task_id), within=paths.nerve_dir, kind="spawn-record")
 
 
 __all__ = ["clear_spawning", "keep_branch", "keep_on_remote", "mark_spawning", "spawning"]

@@ -46,12 +46,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 from ..fs import replace_file
 from ..git import checkout, destroy, objectdb, refs, worktrees
-from .leftovers import clean_git_leftovers, kept_lock_line, say, stale_git_locks
+from .leftovers import _kept_line, clean_git_leftovers, kept_lock_line, say, stale_git_locks
 
 
 # -- markers of our own multi-step operations ----------------------------------------------------------------
@@ -77,7 +78,8 @@ def get_marker(git_dir: Path, name: str) -> dict | None:
 
 
 def clear_marker(git_dir: Path, name: str) -> None:
-    marker(git_dir, name).unlink(missing_ok=True)
+    """The work is over: its marker goes, through the door (a regular file of a marker's name in the nerve dir)."""
+    destroy.remove_own_file(marker(git_dir, name), within=git_dir / "nerve", kind="repair-marker")
 
 
 def removal_interrupted(wt: Path, common: Path | None = None) -> bool:
@@ -171,10 +173,16 @@ def undo_partial_reset(wt: Path, git_dir: Path, name: str = "done-reset") -> str
                     restored.append(rel)  # the killed reset deleted it
                     checkout.checkout_paths(wt, old, [rel])
                 continue
-            restored.append(rel)
             if at_old is None:
-                path.unlink()
+                # our killed reset created it (absent at OLD, NEW's content): the marker is the record
+                kept = destroy.keep_or_remove(path, within=wt, kind="reset-added",
+                                              record={"file": os.fspath(path), "created_file": True})
+                if kept:  # no longer a regular file of ours (replaced meanwhile): kept, and said
+                    print(_kept_line(kept), file=sys.stderr, flush=True)
+                    continue
+                restored.append(rel)
             else:
+                restored.append(rel)
                 checkout.checkout_paths(wt, old, [rel])
         # the index was never written (its lock died with git), but make it HEAD's for the paths touched
         if restored:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NerveError
+from ..git import destroy
 from .adapters.base import AdapterAborted
 
 log = logging.getLogger("git_nerve.workflow")
@@ -70,7 +71,7 @@ class StopRequest:
                 self._path = stop_request_path(discover(self.workdir).git_dir)
             path = self._path
             if reason is None:
-                path.unlink(missing_ok=True)
+                destroy.remove_own_file(path, within=path.parent, kind="stop-request")
                 return
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(reason + "\n", encoding="utf-8")
@@ -81,10 +82,7 @@ class StopRequest:
 
     def clear(self) -> None:
         if self._written is not None:
-            try:
-                self._written.unlink(missing_ok=True)
-            except OSError:
-                pass
+            destroy.keep_or_remove(self._written, within=self._written.parent, kind="stop-request")
             self._written = None
 
 

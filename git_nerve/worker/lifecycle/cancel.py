@@ -10,6 +10,7 @@ from pathlib import Path
 from ... import faults
 from ...bus import messages, workers
 from ...errors import GitError
+from ...fs import notes_marker, set_marker
 from ...git import destroy, refs
 from ...locks import hold
 from ..locking import task_lock
@@ -106,6 +107,7 @@ def retry(repo: Repo, task_id: str) -> Outcome:
         outcome = transition(repo.bus, task_id, State.ASSIGNED, allowed_from=[State.FAILED], already=[State.ASSIGNED],
                              verb="retry", extra_messages=[("task_retry", {})], columns={"last_heartbeat": None})
     _ensure_worktree(repo, outcome.worker)
+    set_marker(notes_marker(repo.paths.nerve_dir, task_id))  # the cleanup cleared it: a note told before is not missed
     # the ignored files (and a port block) again; the setup reruns only in a worktree made anew
     prepare(repo.paths, repo.bus, task_id, Path(outcome.worker.worktree), run_setup=not had_dir)
     return outcome

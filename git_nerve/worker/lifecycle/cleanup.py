@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ... import faults
+from ...fs import clear_marker, notes_marker
 from ...bus import workers
 from ...git import destroy, refs, worktrees
 from ...git import remote as gitremote
@@ -57,6 +58,8 @@ def _cleanup(repo: Repo, w: workers.Worker, res: _Cleaned, *, delete_branch: boo
                                 f"with `git worktree remove {wt}` once you no longer need it")
     else:
         _prune_missing(repo, wt)
+    if not wt.is_dir():  # no agent of the task is left: its notes-pending marker goes, through the door
+        clear_marker(notes_marker(repo.paths.nerve_dir, w.task_id))
     if delete_branch:
         res.deleted_branch = _delete_branch(repo, w, res.warnings, res.kept)
     if always_archive or res.removed_worktree or res.deleted_branch:
