@@ -59,7 +59,7 @@ def replace_file(path: str | os.PathLike[str], data: bytes | str, *, tmp_name: s
     ``mode``: then set exactly (chmod); ``keep_mode``: the replaced file's own mode is kept; ``lock``: an flock
     is held on the temporary while it exists (the kernel drops it when we die: :func:`..git.destroy.remove_dead_temporaries`);
     ``before_replace``: called between the write and the rename (a crash point). On any failure the temporary is
-    removed and the error raised.
+    removed and the error raised. The temporary is always created new (:func:`_create_temporary`).
     """
     path = Path(path)
     tmp = path.with_name(tmp_name or f".{path.name}.{os.getpid()}.tmp")
@@ -72,7 +72,7 @@ def replace_file(path: str | os.PathLike[str], data: bytes | str, *, tmp_name: s
             mode = None
     fd = -1
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create_mode)
+        fd, tmp = _create_temporary(tmp, create_mode)
         if lock:
             import fcntl
 
@@ -86,11 +86,26 @@ def replace_file(path: str | os.PathLike[str], data: bytes | str, *, tmp_name: s
             before_replace()
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        if fd >= 0:  # only the temporary this call created: never what was at its name before
+            tmp.unlink(missing_ok=True)
         raise
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def _create_temporary(tmp: Path, create_mode: int) -> tuple[int, Path]:
+    """Create ``tmp`` new (``O_EXCL | O_NOFOLLOW``: a link or a file planted at the name is never written through,
+    truncated or removed); when something is at the name already (a killed writer's leftover, or planted), a
+    name of its own beside it instead, and what was there is kept."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        return os.open(tmp, flags, create_mode), tmp
+    except FileExistsError:
+        import secrets
+
+        other = tmp.with_name(f"{tmp.name}.{secrets.token_hex(4)}")
+        return os.open(other, flags, create_mode), other
 
 
 # -- markers: files whose existence is the message -------------------------------------------

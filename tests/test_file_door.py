@@ -182,3 +182,28 @@ def test_the_notes_marker_of_a_cleaned_up_task_goes_and_a_retry_sets_it_again(re
     res = run([str(Path(sys.executable).parent / "git-worker"), "retry", "t1"], work)
     assert res.code == 0, res
     assert marker.is_file(), "a retried task's agent still gets the note told before"
+
+
+def test_a_link_or_a_hard_link_planted_at_a_writes_temporary_name_is_never_written_through(tmp_path):
+    """`fs.replace_file` writes a temporary beside the file, then renames it: an agent that planted a symbolic link
+    or a hard link to a person's file at that temporary's name must not get the person's file truncated or
+    rewritten, nor the planted entry removed; the write still lands."""
+    from git_nerve.fs import replace_file
+
+    person = tmp_path / "person.txt"
+    person.write_text("the person's words\n")
+    nerve = tmp_path / "nerve"
+    nerve.mkdir()
+    target = nerve / "state.json"
+    tmp_name = f".{target.name}.{os.getpid()}.tmp"
+    (nerve / tmp_name).symlink_to(person)
+    replace_file(target, "{}")
+    assert target.read_text() == "{}" and not target.is_symlink()
+    assert person.read_text() == "the person's words\n"
+    assert (nerve / tmp_name).is_symlink()
+
+    (nerve / tmp_name).unlink()
+    os.link(person, nerve / tmp_name)
+    replace_file(target, '{"a": 1}')
+    assert target.read_text() == '{"a": 1}'
+    assert person.read_text() == "the person's words\n" and (nerve / tmp_name).exists()
