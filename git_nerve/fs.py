@@ -44,8 +44,9 @@ def make_dirs(path: str | os.PathLike[str]) -> Path:
 
 
 def create_file(path: str | os.PathLike[str], flags: int = os.O_WRONLY | os.O_CREAT | os.O_TRUNC) -> int:
-    """``os.open`` with :data:`FILE_MODE` (minus the umask); returns the descriptor."""
-    return os.open(path, flags, FILE_MODE)
+    """``os.open`` with :data:`FILE_MODE` (minus the umask) and ``O_NOFOLLOW`` (a symbolic link planted at one of
+    git-nerve's names is never followed to create or append to its target: the open fails); returns the descriptor."""
+    return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
 
 
 def replace_file(path: str | os.PathLike[str], data: bytes | str, *, tmp_name: str | None = None,

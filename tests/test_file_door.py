@@ -207,3 +207,25 @@ def test_a_link_or_a_hard_link_planted_at_a_writes_temporary_name_is_never_writt
     replace_file(target, '{"a": 1}')
     assert target.read_text() == '{"a": 1}'
     assert person.read_text() == "the person's words\n" and (nerve / tmp_name).exists()
+
+
+def test_a_link_planted_at_a_marker_or_log_name_is_never_followed(tmp_path):
+    """git-nerve's markers, logs and lock files are opened with O_NOFOLLOW: a link planted at the name does not
+    make git-nerve create or append to the file the link points at."""
+    from git_nerve.fs import create_file, set_marker
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    nerve = tmp_path / "nerve" / "notes-pending"
+    nerve.mkdir(parents=True)
+    (nerve / "t1").symlink_to(outside / "created-through-the-link")
+    with pytest.raises(OSError):
+        set_marker(nerve / "t1")
+    assert not (outside / "created-through-the-link").exists()
+    log = tmp_path / "nerve" / "shared-sync.log"
+    victim = outside / "victim.log"
+    victim.write_text("kept\n")
+    log.symlink_to(victim)
+    with pytest.raises(OSError):
+        create_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    assert victim.read_text() == "kept\n"
