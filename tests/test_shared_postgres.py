@@ -41,6 +41,15 @@ def db(pg_server, request, monkeypatch):
     return pg_server.create_database(name)
 
 
+@pytest.fixture(autouse=True)
+def _no_listener_left(tmp_path):
+    """Every clone's commands start its listener (git_nerve/listener.py): none outlives the test."""
+    from tests.pg_support import stop_listeners
+
+    yield
+    stop_listeners(tmp_path)
+
+
 def _schema(work: Path) -> str:
     from git_nerve import nerve_toml
 
