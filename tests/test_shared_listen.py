@@ -151,3 +151,86 @@ def test_a_listen_setting_that_is_not_a_boolean_is_one_line(tmp_path, db):
     proc = ss.run(["worker", "status"], one)
     assert proc.returncode == 2 and proc.stderr.strip().endswith("[shared] listen must be true or false"), proc
     assert not listening(one)
+
+
+def test_the_console_page_follows_another_machines_transition_within_a_second(tmp_path, db):
+    from console_support import Console, Events, worker_row
+
+    one, two = team(tmp_path, db, ["one", "two"], listen_idle=2)
+    console = Console(one)  # `git nerve console` starts one's listener, which stays while the console is open
+    events = None
+    try:
+        _listening(one)
+        events = Events(console.url)
+        time.sleep(3)  # past listen_idle, with no live task here
+        assert listening(one)
+        ss.ok(["worker", "spawn", "t"], two)
+        rung = time.monotonic()
+        page = events.until(lambda s: (worker_row(s, "t") or {}).get("state") == "ASSIGNED", within=5)
+        took = time.monotonic() - rung
+        assert took < 1.0, took
+        assert worker_row(page, "t")["machine"] == "two"
+    finally:
+        if events is not None:
+            events.close()
+        console.stop()
+    assert _wait(lambda: not listening(one), 10, step=0.1) < 6  # the console closed: idle again
+
+
+def _skewed(tmp_path: Path, seconds: float) -> dict:
+    """An environment whose Python processes (and the listener they start) read a wall clock ``seconds`` off."""
+    where = tmp_path / f"skew{int(seconds)}"
+    where.mkdir(exist_ok=True)
+    (where / "sitecustomize.py").write_text(
+        "import time\n_real = time.time\ntime.time = lambda: _real() + %r\n" % float(seconds))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(where) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _run(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    prog = "git-worker" if args[0] == "worker" else "git-nerve"
+    return subprocess.run([str(ss.BIN / prog), *args[1:]], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env=env)
+
+
+def test_a_listening_machine_keeps_its_lease_by_the_databases_clock_whatever_the_clocks_say(tmp_path, db):
+    """one's clock is an hour behind, two's an hour ahead: only the database's clock judges the lease. While
+    one's listener runs it notes one seen (every third of the lease), so its task cannot be taken over however
+    long one stays silent; once it stops, the lease runs out after the lease by the database's clock."""
+    behind, ahead = _skewed(tmp_path, -3600), _skewed(tmp_path, 3600)
+    one, two = team(tmp_path, db, ["one", "two"], lease=3, background=False)
+    assert _run(["worker", "spawn", "t"], one, behind).returncode == 0
+    assert _run(["worker", "start", "--task", "t"], one, behind).returncode == 0
+    _listening(one)
+    time.sleep(4.5)  # more than the lease without a command on one
+    proc = _run(["worker", "takeover", "t"], two, ahead)
+    assert proc.returncode == 8 and "held by machine one, which was seen" in proc.stderr, proc
+    stop_listeners(one.parent)  # one goes away
+    proc = _run(["worker", "takeover", "t"], two, ahead)
+    assert proc.returncode == 8, proc  # an hour ahead changes nothing: the lease is the database's
+    time.sleep(3.5)
+    assert _run(["worker", "takeover", "t"], two, ahead).returncode == 0
+    assert _cached_state(two, "t") == "ASSIGNED"
+
+
+def test_another_machines_footprint_arriving_recomputes_the_radar_here(tmp_path, db):
+    """one's task's footprint reaches two through the database: two's listener ingests it and asks for a radar
+    recompute, so two's radar.json names the conflict across machines with no command run on two."""
+    from fixtures.repos import build
+    from git_nerve.radar import cache as radar_cache
+    from tests.test_shared_radar import _published, _task
+
+    one, two = team(tmp_path, db, ["one", "two"])
+    theirs = build.commit_file(_task(two, "b"), "src/app.py", "def greet(name):\n    return f'good day {name}'\n")
+    _published(two, "b", theirs)
+    mine = build.commit_file(_task(one, "a"), "src/app.py", "def greet(name):\n    return f'hi {name}'\n")
+    _published(one, "a", mine)
+    _listening(two)
+
+    def pairs() -> list[tuple]:
+        got = radar_cache.load(two / ".git").get("remote_pairs") or {}
+        return sorted((p["a"], p["b"], p["machine"], p["kind"]) for p in got.values())
+
+    ss.ok(["nerve", "sync"], one)  # publishes a's footprint: the database rings two's listener
+    _wait(lambda: pairs() == [("b", "a", "one", "conflict")], 20, step=0.1)

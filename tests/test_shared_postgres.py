@@ -16,7 +16,7 @@ import pytest
 
 from fixtures.repos import build
 from tests import shared_support as ss
-from tests.pg_support import team
+from tests.pg_support import stop_listeners, team
 
 pytestmark = pytest.mark.real
 
@@ -290,6 +290,7 @@ def test_takeover_by_the_databases_clock_and_the_old_holder_is_fenced(tmp_path, 
     ss.ok(["worker", "start", "--task", "t"], one)
     build.commit_file(Path(_local_row(one, "t").worktree), "t.txt", "one's work\n")
     ss.ok(["nerve", "sync"], one)  # one is seen now (then goes silent)
+    stop_listeners(tmp_path)  # its listener too (while it runs, one is seen every third of the lease)
     proc = ss.run(["worker", "takeover", "t"], two)
     assert proc.returncode == 8 and re.search(r"held by machine one, which was seen \d s ago \(lease: 4 s", proc.stderr), proc
     time.sleep(4.5)

@@ -57,7 +57,7 @@ def wanted(common_dir) -> bool:
         table = table_of(Path(common_dir))
     except NerveError:
         return False
-    return table.get("backend") == "postgres" and table.get("listen", True) is not False
+    return table.get("backend") == "postgres" and table.get("listen", True) is True
 
 
 def running(common_dir) -> bool:
