@@ -4,7 +4,8 @@ The one way git-nerve starts ``python -m git_nerve.<module>`` detached: a new se
 from the command's process group), stdin from /dev/null, stdout and stderr appended to a log under
 ``<git-common-dir>/nerve/``, no inherited descriptors, this package first on PYTHONPATH (the child imports the
 same git_nerve as its parent, wherever it was run from). The background sync (``shared/background.py``), the
-radar's recompute (``radar/background.py``) and the listener (``listener.py``) use it.
+radar's recompute (``radar/background.py``), the knowledge sync (``knowledge/trigger.py``) and the listener
+(``listener.py``) use it.
 """
 
 from __future__ import annotations
