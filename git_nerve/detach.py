@@ -14,13 +14,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from .fs import create_file, make_dirs
 
 
-def start(module: str, args: Sequence[str], *, cwd: str | os.PathLike[str], log: str | os.PathLike[str],
-          env: Mapping[str, str]) -> subprocess.Popen:
+def start(module: str, args: list[str], *, cwd: str | os.PathLike[str], log: str | os.PathLike[str],
+          env: dict[str, str]) -> subprocess.Popen:
     """Start ``python -m <module> <args>`` in ``cwd`` detached, its output appended to ``log``; ``env`` is the
     child's environment (the caller's, with git's location variables taken out), PYTHONPATH put in front.
     Raises OSError when it cannot start."""
