@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 cfg = state.config
                 life = listen.Idle(bus, paths.common_dir, cfg.listen_idle, cfg.lease / 3)
-                print(f"listener {time.time():.3f}: listening as {cfg.machine} (pid {os.getpid()})", flush=True)
-                listen.serve(state, bus, lambda report: _after(report, bus, paths.common_dir, args.cwd), life=life)
+                print(f"listener {time.time():.3f}: started as {cfg.machine} (pid {os.getpid()})", flush=True)
+                listen.serve(state, bus, _After(bus, paths.common_dir, args.cwd), life=life)
                 print(f"listener {time.time():.3f}: nothing live here for {cfg.listen_idle:g} s: stopped", flush=True)
             finally:
                 bus.close()
@@ -86,27 +86,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _after(report: dict, bus, common_dir, cwd) -> None:
-    """One line a sync; other machines' footprints or claims that changed the radar's inputs: a recompute here
-    (when this clone has a live task to compare)."""
-    import time
+class _After:
+    """What follows each sync: a line in the log only for the first sync of each connection and for errors (the
+    log stays small however long the listener runs); other machines' footprints or claims that changed the
+    radar's inputs: a recompute here (when this clone has a live task to compare)."""
 
-    if "error" in report:
-        print(f"listener {time.time():.3f}: {report['error']}", flush=True)
-        return
-    print(f"listener {time.time():.3f}: {report.get('exported', 0)} published, {report.get('ingested', 0)} ingested, "
-          f"{report.get('claims', 0)} claims", flush=True)
-    if not (report.get("ingested") or report.get("claims")):
-        return
-    from .bus import workers
-    from .radar import background, remote
-    from .shared.listen import LIVE
+    def __init__(self, bus, common_dir, cwd):
+        self.bus, self.common_dir, self.cwd = bus, common_dir, cwd
+        self.connected = False
 
-    try:
-        if remote.stale(common_dir, bus.conn) and workers.all_workers(bus.conn, states=LIVE):
-            background.request(common_dir, cwd, None)
-    except (OSError, ValueError) as exc:
-        print(f"listener: the radar was not asked: {exc}", file=sys.stderr, flush=True)
+    def __call__(self, report: dict) -> None:
+        import time
+
+        if "error" in report:
+            print(f"listener {time.time():.3f}: {report['error']}", flush=True)
+            self.connected = False
+            return
+        if not self.connected:
+            print(f"listener {time.time():.3f}: listening; {report.get('exported', 0)} published, "
+                  f"{report.get('ingested', 0)} ingested, {report.get('claims', 0)} claims", flush=True)
+            self.connected = True
+        if report.get("ingested") or report.get("claims"):
+            self.radar()
+
+    def radar(self) -> None:
+        from .bus import workers
+        from .radar import background, remote
+        from .shared.listen import LIVE
+
+        try:
+            if remote.stale(self.common_dir, self.bus.conn) and workers.all_workers(self.bus.conn, states=LIVE):
+                background.request(self.common_dir, self.cwd, None)
+        except (OSError, ValueError) as exc:
+            print(f"listener: the radar was not asked: {exc}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
