@@ -7,7 +7,10 @@ figures; asserts nothing.
    alone does; the bus already open), the git remote's claim (a compare-and-set push), PostgreSQL's claim (a
    new connection, the schema check and one transaction, as each command makes it);
 2. events per second: --clones clones each publish --events bus messages, then two sync rounds (publish, then
-   everyone ingests everyone): events moved per second of the rounds' total time, and lost / duplicated.
+   everyone ingests everyone): events moved per second of the rounds' total time, and lost / duplicated;
+3. how soon another machine's transition is in a clone's view with no command run there: PostgreSQL, through
+   the clone's listener (LISTEN/NOTIFY), median and worst of --runs claims; beside it the git remote's
+   `sync --watch` at best (its shortest wait between looks, poll_min: 2 s by default).
 
 Run from the repository root with the venv's interpreter (tens of seconds):
     .venv/bin/python bench/shared_postgres.py [--runs 20] [--clones 4] [--events 200]
@@ -65,6 +68,28 @@ def _local_ms(work: Path, runs: int) -> float:
         return _median_ms(one, runs)
 
 
+def _listener_ms(works: list[Path], runs: int) -> tuple[float, float]:
+    """(median, worst) ms from a claim on works[1] until works[0]'s cache has it, through works[0]'s listener."""
+    from git_nerve.bus import shared as cache
+    from tests.pg_support import listening
+
+    ss.ok(["worker", "status"], works[0])  # starts its listener
+    deadline = time.monotonic() + 30
+    while not listening(works[0]) or " published, " not in (works[0] / ".git" / "nerve" / "listen.log").read_text():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the listener did not start")
+        time.sleep(0.05)
+    state, times = _state(works[1]), []
+    with ss.bus(works[1]) as there, ss.bus(works[0]) as here:
+        for i in range(runs):
+            t0 = time.perf_counter()
+            state.claim(there, f"live-{i}", None, "ASSIGNED", "spawn", take=True)
+            while cache.claim(here.conn, f"live-{i}") is None:
+                time.sleep(0.002)
+            times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times), max(times)
+
+
 def _events_per_s(works: list[Path], machines: list[str], events: int) -> tuple[float, int, int]:
     from git_nerve import clock
     from git_nerve.bus import messages
@@ -96,7 +121,7 @@ def main() -> None:
     ap.add_argument("--clones", type=int, default=4)
     ap.add_argument("--events", type=int, default=200)
     args = ap.parse_args()
-    from tests.pg_support import Server, team
+    from tests.pg_support import Server, stop_listeners, team
 
     with tempfile.TemporaryDirectory(prefix="nerve-bench-pg-") as tmp:
         root = Path(tmp)
@@ -123,7 +148,12 @@ def main() -> None:
             print(f"events per second ({args.clones} clones x {args.events} events, two sync rounds): git remote "
                   f"{g_rate:8.0f}/s (lost {g_lost}, duplicated {g_dup}) | PostgreSQL {p_rate:8.0f}/s (lost {p_lost}, "
                   f"duplicated {p_dup}) | PostgreSQL/git {p_rate / g_rate:4.1f}x")
+            med, worst = _listener_ms(pworks, args.runs)
+            print(f"another machine's transition in this clone's view, no command run here (median/worst of "
+                  f"{args.runs}): PostgreSQL listener {med:6.1f} / {worst:6.1f} ms | git remote sync --watch at best "
+                  f"2000 ms (poll_min) | git/PostgreSQL {2000 / med:4.0f}x")
         finally:
+            stop_listeners(root / "pg")
             server.remove()
 
 

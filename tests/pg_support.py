@@ -128,9 +128,10 @@ class Server:
 
 
 def team(root: Path, url: str, machines: list[str], *, lease: float | None = None,
-         background: bool = True) -> list[Path]:
+         background: bool = True, listen: bool = True, listen_idle: float | None = None) -> list[Path]:
     """Clones of a fresh origin, each with ``nerve.database``; the first turns PostgreSQL shared mode on and
-    pushes nerve.toml, the others clone after that and run `git nerve init`."""
+    pushes nerve.toml, the others clone after that and run `git nerve init`. Each clone's commands start its
+    listener (unless ``listen`` is False): a test using this stops them (:func:`stop_listeners`)."""
     bare = ss.origin(root)
     first = ss.clone(root, str(bare), machines[0])
     build.git(first, "config", "nerve.database", url)
@@ -138,6 +139,8 @@ def team(root: Path, url: str, machines: list[str], *, lease: float | None = Non
     with open(first / "nerve.toml", "a", encoding="utf-8") as f:  # [shared] is the file's last table
         f.write(f"lease = {lease}\n" if lease is not None else "")
         f.write("" if background else "background = false\n")
+        f.write("" if listen else "listen = false\n")
+        f.write(f"listen_idle = {listen_idle}\n" if listen_idle is not None else "")
     build.git(first, "add", "nerve.toml")
     build.git(first, "commit", "-q", "-m", "git-nerve: shared mode on PostgreSQL")
     build.git(first, "push", "-q", "origin", "HEAD:main")
@@ -148,3 +151,34 @@ def team(root: Path, url: str, machines: list[str], *, lease: float | None = Non
         ss.ok(["nerve", "init"], w)
         works.append(w)
     return works
+
+
+def listener_lock(work: Path) -> Path:
+    return work / ".git" / "nerve" / "locks" / "listen.lock"
+
+
+def listening(work: Path) -> bool:
+    """The clone at ``work`` has its listener running (it holds its lock)."""
+    from git_nerve import locks
+
+    return locks.is_held(listener_lock(work))
+
+
+def stop_listeners(root: Path) -> list[int]:
+    """Stop every clone's listener under ``root`` (SIGTERM to the pid its held lock names, then wait for the lock
+    to be free; SIGKILL after 10 s); the pids stopped. The tests leave no process behind."""
+    from git_nerve import locks
+
+    stopped = []
+    for lock in sorted(Path(root).glob("*/.git/nerve/locks/listen.lock")):
+        pid = locks.holder(lock)
+        if not locks.is_held(lock) or pid is None:
+            continue
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while locks.is_held(lock) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if locks.is_held(lock):
+            os.kill(pid, signal.SIGKILL)
+        stopped.append(pid)
+    return stopped

@@ -16,7 +16,7 @@ import pytest
 
 from fixtures.repos import build
 from tests import shared_support as ss
-from tests.pg_support import team
+from tests.pg_support import stop_listeners, team
 
 pytestmark = pytest.mark.real
 
@@ -39,6 +39,15 @@ def db(pg_server, request, monkeypatch):
             monkeypatch.delenv(key)
     name = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
     return pg_server.create_database(name)
+
+
+@pytest.fixture(autouse=True)
+def _no_listener_left(tmp_path):
+    """Every clone's commands start its listener (git_nerve/listener.py): none outlives the test."""
+    from tests.pg_support import stop_listeners
+
+    yield
+    stop_listeners(tmp_path)
 
 
 def _schema(work: Path) -> str:
@@ -281,6 +290,7 @@ def test_takeover_by_the_databases_clock_and_the_old_holder_is_fenced(tmp_path, 
     ss.ok(["worker", "start", "--task", "t"], one)
     build.commit_file(Path(_local_row(one, "t").worktree), "t.txt", "one's work\n")
     ss.ok(["nerve", "sync"], one)  # one is seen now (then goes silent)
+    stop_listeners(tmp_path)  # its listener too (while it runs, one is seen every third of the lease)
     proc = ss.run(["worker", "takeover", "t"], two)
     assert proc.returncode == 8 and re.search(r"held by machine one, which was seen \d s ago \(lease: 4 s", proc.stderr), proc
     time.sleep(4.5)

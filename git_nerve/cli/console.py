@@ -33,6 +33,9 @@ def console(port: int, open_browser: bool, as_json: bool) -> None:
     if not paths.bus_path.exists():
         raise UsageError("no bus yet: run `git nerve init` or `git worker spawn <task-id>` first")
     from ..console.app import serve
+    from .opening import listen
+
+    listen(paths.common_dir)  # PostgreSQL shared mode: the listener keeps the page fresh (it stays while we serve)
 
     def ready(url: str, bound: int, token: str) -> None:
         if as_json:

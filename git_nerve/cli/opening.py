@@ -17,7 +17,15 @@ def _repo_fenced(create: bool = True, bare: str = "run git-nerve") -> tuple:
 
     repo = open_repo(create=create, bare=bare)
     repo.hook_installer = _install_missing_hooks  # spawn installs missing hooks through the front end's installer
+    listen(repo.paths.common_dir)
     return repo, fence(repo)
+
+
+def listen(common_dir) -> None:
+    """PostgreSQL shared mode: this clone's listener started when none runs (a lock test while one does)."""
+    from ..listener import ensure
+
+    ensure(common_dir, say=warn)
 
 
 def fence(repo) -> list:

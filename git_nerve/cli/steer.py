@@ -47,6 +47,10 @@ def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_j
     from ..steer.tell import tell_here
 
     told = tell_here(message, task=task, all_tasks=all_tasks, kind=kind)
+    from ..paths import discover
+    from .opening import listen
+
+    listen(discover().common_dir)  # PostgreSQL shared mode: this clone's listener, when none runs
     if as_json:
         echo_json(told.as_dict())
         return

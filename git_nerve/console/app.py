@@ -36,6 +36,7 @@ from ..bus.connection import Bus
 from ..errors import NerveError
 from ..paths import RepoPaths
 from ..radar import cache as radar_cache
+from ..shared.listen import console_open
 from ..worker import lifecycle
 from . import actions, review, state
 from .security import Guard, new_token
@@ -293,9 +294,10 @@ def serve(paths: RepoPaths, *, port: int = 0, on_ready: Callable[[str, int, str]
     server = Server(config)
     watcher.start()
     try:
-        if on_ready is not None:
-            on_ready(f"http://127.0.0.1:{port}/?token={token}", port, token)
-        server.run(sockets=[sock])
+        with console_open(paths.common_dir):  # (PostgreSQL shared mode: this clone's listener stays meanwhile)
+            if on_ready is not None:
+                on_ready(f"http://127.0.0.1:{port}/?token={token}", port, token)
+            server.run(sockets=[sock])
     finally:
         watcher.stop()
         sock.close()

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from .. import detach
 from ..git.cli import clean_env
-from ..paths import create_file, make_dirs, replace_file
+from ..paths import make_dirs, replace_file
 
 KNOWLEDGE_FILE = "knowledge.yaml"
 PENDING_DIR = "knowledge-pending"
@@ -111,19 +111,7 @@ def spawn(toplevel: Path, git_dir: Path, common_dir: Path) -> subprocess.Popen:
             os.replace(log, log.with_name(LOG_FILE + ".1"))
     except FileNotFoundError:
         pass
-    env = clean_env()
-    # the package this module came from, first: the hook may run a checkout that is not installed
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    argv = [
-        sys.executable, "-m", "git_nerve.knowledge.background",
-        "--toplevel", str(toplevel), "--git-dir", str(git_dir), "--common-dir", str(common_dir),
-    ]
-    out = create_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        return subprocess.Popen(
-            argv, cwd=str(toplevel), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-            start_new_session=True, close_fds=True,
-        )
-    finally:
-        os.close(out)
+    # (detach puts the package this module came from first: the hook may run a checkout that is not installed)
+    return detach.start("git_nerve.knowledge.background",
+                        ["--toplevel", str(toplevel), "--git-dir", str(git_dir), "--common-dir", str(common_dir)],
+                        cwd=toplevel, log=log, env=clean_env())

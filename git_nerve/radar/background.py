@@ -14,24 +14,13 @@ from pathlib import Path
 
 
 def spawn(worktree: str | os.PathLike[str], task_id: str | None, log: str | os.PathLike[str]) -> subprocess.Popen:
-    """Start the recompute detached (new session, no terminal, output to ``log``)."""
+    """Start the recompute detached (new session, no terminal, output to ``log``: :func:`git_nerve.detach.start`)."""
+    from .. import detach
     from ..git.cli import clean_env
-    from ..paths import create_file, make_dirs
 
-    make_dirs(Path(log).parent)
-    env = clean_env()
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    out = create_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        return subprocess.Popen(
-            [sys.executable, "-m", "git_nerve.radar.background", "--cwd", os.fspath(worktree),
-             *(["--task", task_id] if task_id else [])],
-            cwd=os.fspath(worktree), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-            start_new_session=True, close_fds=True,
-        )
-    finally:
-        os.close(out)
+    return detach.start("git_nerve.radar.background",
+                        ["--cwd", os.fspath(worktree), *(["--task", task_id] if task_id else [])],
+                        cwd=worktree, log=log, env=clean_env())
 
 
 def request(common_dir: str | os.PathLike[str], worktree: str | os.PathLike[str], tasks: list[str] | None) -> bool:

@@ -9,11 +9,10 @@ only `git nerve sync` publishes).
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-from .. import locks
+from .. import detach, locks
 
 LOG = "shared-sync.log"
 
@@ -28,21 +27,12 @@ def spawn(common_dir: Path, cwd: Path) -> None:
     """Start a background sync detached (new session, output to ``<common>/nerve/shared-sync.log``), unless one
     is already waiting to run. Never fails the command that asked for it."""
     from ..git.cli import clean_env
-    from ..paths import create_file
 
     if locks.is_held(lock_paths(common_dir)[1]):
         return  # one is waiting: it will see this machine's latest records too
     try:
-        env = clean_env()
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        out = create_file(Path(common_dir) / "nerve" / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            subprocess.Popen([sys.executable, "-m", "git_nerve.shared.background", "--cwd", os.fspath(cwd)],
-                             cwd=os.fspath(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                             start_new_session=True, close_fds=True)
-        finally:
-            os.close(out)
+        detach.start("git_nerve.shared.background", ["--cwd", os.fspath(cwd)], cwd=cwd,
+                     log=Path(common_dir) / "nerve" / LOG, env=clean_env())
     except OSError as exc:
         print(f"git-nerve: background sync not started: {exc}", file=sys.stderr)
 

@@ -11,6 +11,8 @@
     takeover = "manual"    # optional: "idle" / "auto": `git nerve sync` takes over tasks whose holder's lease ran out
     poll_min = 2           # optional: `git nerve sync --watch` on the git remote asks it at most this often (s)...
     poll_max = 200         # ...and at least this often (default and most: a third of the lease; :mod:`.poll`)
+    listen = true          # postgres: each clone runs a listener (LISTEN/NOTIFY) that keeps its view fresh
+    listen_idle = 600      # ...which stops after this many seconds without a live task here or an open console
 
 A machine's name: ``git config nerve.machine``, else the host name. The PostgreSQL backend's connection is
 each machine's own (``git config nerve.database`` or ``NERVE_DATABASE_URL``: never in a committed file), read
@@ -52,6 +54,9 @@ class SharedConfig:
     #: `git nerve sync --watch` on the git remote: the shortest and longest wait between two looks (seconds)
     poll_min: float = 2.0
     poll_max: float = 200.0
+    #: the PostgreSQL backend: run the per-clone listener (:mod:`.listen`), and how long it stays idle
+    listen: bool = True
+    listen_idle: float = 600.0
 
 
 def main_checkout(common_dir: Path) -> Path | None:
@@ -92,8 +97,11 @@ def load(common_dir: Path) -> SharedConfig:
             raise UsageError("nerve.toml [shared] schema must be a PostgreSQL schema name (lower-case letters, digits, "
                              "'_'; at most 63; not starting with a digit)")
     poll_min, poll_max = _polling(table, float(lease))
+    listen = table.get("listen", True)
+    if not isinstance(listen, bool):
+        raise UsageError("nerve.toml [shared] listen must be true or false")
     return SharedConfig(backend, remote, machine(cwd), cwd, common_dir, float(lease), background, takeover, schema,
-                        poll_min, poll_max)
+                        poll_min, poll_max, listen, _seconds(table, "listen_idle", 600.0))
 
 
 def _polling(table: dict, lease: float) -> tuple[float, float]:
@@ -137,6 +145,13 @@ def machine(cwd) -> str:
 
 def _git_config(cwd, key: str) -> str | None:
     return (gitconfig.get_value(cwd, key) or "").strip() or None
+
+
+def table_of(common_dir: Path) -> dict:
+    """nerve.toml's ``[shared]`` table of the repository at ``common_dir`` as written (no git config read, no
+    validation: :func:`load` validates), {} without one."""
+    main = main_checkout(Path(common_dir))
+    return _table(main) if main is not None else {}
 
 
 def _table(main: Path) -> dict:

@@ -259,29 +259,17 @@ class PostgresState:
 
         return freshness(bus, store="database")
 
-    def watch(self, bus: Bus, report, *, retry: float = 5.0) -> None:
-        """`git nerve sync --watch`: sync now, then again within a moment of any other machine's commit of a
-        transition or of events (LISTEN/NOTIFY), ``report`` called with each sync's report (or ``{"error":
-        ...}``). Nothing is polled while nothing changes: the wait only wakes every third of the lease to note
-        this machine seen (its leases hold). A lost database is tried again every ``retry`` seconds."""
-        from psycopg import sql
+    def beat(self, conn) -> None:
+        """Note this machine seen now, by the database's clock (a listener's beat: its leases hold)."""
+        _seen(conn, self.machine)
 
-        while True:
-            try:
-                with self.session("the view stays the cached one") as conn:
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.schema)))
-                    report(self.sync(bus))
-                    while True:
-                        rang = list(conn.notifies(timeout=self.config.lease / 3, stop_after=1))
-                        if not rang:
-                            _seen(conn, self.machine)
-                            continue
-                        rang += list(conn.notifies(timeout=0.05))  # a burst is one sync
-                        if any(_rung_by(n.payload) != self.machine for n in rang):
-                            report(self.sync(bus))
-            except DatabaseError as exc:
-                report({"error": exc.message})
-            time.sleep(retry)  # only while the database is lost
+    def watch(self, bus: Bus, report) -> None:
+        """`git nerve sync --watch`: sync now, then again within a moment of any other machine's commit of a
+        transition or of events (LISTEN/NOTIFY: :func:`.listen.serve`), ``report`` called with each sync's report
+        (or ``{"error": ...}``); until interrupted."""
+        from .listen import serve
+
+        serve(self, bus, report)
 
 
 # -- the statements ---------------------------------------------------------------------------------------------
@@ -329,7 +317,7 @@ def _move(conn, task_id: str, current: records.Record | None, expected: str | No
 
 
 def _notify(conn, payload: dict) -> None:
-    """The doorbell of :meth:`PostgresState.watch` (inside the caller's transaction: rung at its commit; the
+    """The doorbell :mod:`.listen` waits on (inside the caller's transaction: rung at its commit; the
     tables stay the log, the payload only says who rang)."""
     conn.execute("SELECT pg_notify(current_schema(), %s)", (json.dumps(payload, sort_keys=True),))
 
@@ -354,14 +342,6 @@ def _export(conn, bus: Bus, machine: str) -> int:
                      (json.dumps(after, sort_keys=True), published + len(new), machine))
         _notify(conn, {"machine": machine, "events": len(new)})
     return len(new)
-
-
-def _rung_by(payload: str) -> str | None:
-    try:
-        d = json.loads(payload)
-    except ValueError:
-        return None
-    return d.get("machine") if isinstance(d, dict) else None
 
 
 def _seen_map(value: str | None) -> dict[str, int]:
