@@ -36,14 +36,14 @@ from ..bus import shared as cache
 from ..bus import told
 from ..bus.connection import Bus
 from ..errors import DatabaseError, HeldElsewhere, UsageError
-from . import postgres_schema, records
+from . import postgres_move, postgres_schema, records
 from .config import SharedConfig, _git_config
 from .judge import AUTO_STATES, already, ours_to_take, refusal, taken_here
 
 #: compare-and-set attempts when the row moved between the read and the update
 ATTEMPTS = 3
 ENV_URL = "NERVE_DATABASE_URL"
-SEEN = "pg:seen"  # the cache's meta key: {machine: the last mseq of its events ingested}
+SEEN = "pg:seen"  # the cache's meta key (+ ":<schema>"): {machine: the last mseq of its events ingested}
 
 _CLAIM_COLUMNS = "task_id, state, previous, verb, machine, owner, version, extract(epoch FROM at)::float8"
 
@@ -58,6 +58,11 @@ class PostgresState:
     @property
     def active(self) -> bool:
         return True
+
+    @property
+    def seen_key(self) -> str:
+        """Per schema: a move onto another schema numbers every machine's events afresh (:mod:`.move`)."""
+        return f"{SEEN}:{self.schema}"
 
     # -- the connection ----------------------------------------------------------------------------------------
     def url(self) -> str:
@@ -112,6 +117,7 @@ class PostgresState:
         with self.session(unchanged) as conn:
             for _ in range(ATTEMPTS):
                 with conn.transaction():
+                    postgres_move.refuse_moved(conn)  # a clone whose nerve.toml still names this store after a move
                     _seen(conn, self.machine)
                     current = _current(conn, task_id)
                     if current is not None and (already(current, new, verb, self.machine)
@@ -141,7 +147,8 @@ class PostgresState:
         """Nothing rides a git push (the command's claim is a transaction of its own, after the push); but a
         push for a task this machine no longer holds is refused before it is made: HeldElsewhere."""
         unchanged = f"nothing changed here ({task_id} is still {expected}; nothing pushed)"
-        with self.session(unchanged) as conn:
+        with self.session(unchanged) as conn, conn.transaction():
+            postgres_move.refuse_moved(conn)
             current = _current(conn, task_id)
         if current is not None and not already(current, new, verb, self.machine):
             refused = refusal(task_id, current, expected, False, self.machine)
@@ -214,7 +221,7 @@ class PostgresState:
         from .sync import LAST_ERROR, SYNCED_AT, UNREACHABLE_SINCE
 
         started = time.monotonic()
-        seen = {} if rebuild else _seen_map(cache.get_meta(bus.conn, SEEN))
+        seen = {} if rebuild else _seen_map(cache.get_meta(bus.conn, self.seen_key))
         try:
             with self.session("this machine's events wait in its bus; the view stays the cached one") as conn:
                 exported = _export(conn, bus, self.machine)
@@ -244,7 +251,7 @@ class PostgresState:
                                                 "payload": e[6]} for e in events])
             cache.deliver_posts(conn, self.machine)  # other machines' posts and notes to tasks held here join
             woken = told.deliver(conn, bus.path.parent, self.machine)  # their threads and inboxes
-            cache.set_meta(conn, SEEN, json.dumps(seen, sort_keys=True))
+            cache.set_meta(conn, self.seen_key, json.dumps(seen, sort_keys=True))
             cache.set_meta(conn, cache.MACHINE, self.machine)
             cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
             cache.set_meta(conn, UNREACHABLE_SINCE, None)
@@ -338,6 +345,7 @@ def _export(conn, bus: Bus, machine: str) -> int:
     """This machine's bus records after the cursor the database keeps for it, as events, in one transaction
     with the cursor's move (the machine's row is locked meanwhile); how many."""
     with conn.transaction():
+        postgres_move.refuse_moved(conn)
         cursor, published = conn.execute(
             "INSERT INTO machines (machine) VALUES (%s) ON CONFLICT (machine) DO UPDATE SET seen_at = now() "
             "RETURNING cursor, published", (machine,)).fetchone()

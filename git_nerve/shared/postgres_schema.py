@@ -10,7 +10,7 @@ import os
 from ..errors import DatabaseError
 
 #: the schema version this code creates and knows
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: seconds a connection may take before the command gives up (libpq's connect_timeout; PGCONNECT_TIMEOUT or
 #: the URL's own connect_timeout win)
 CONNECT_TIMEOUT = 5
@@ -56,6 +56,16 @@ CREATE TABLE events (
 );
 CREATE INDEX events_task ON events (task_id);
 INSERT INTO nerve_schema VALUES (0);
+""",
+    # the mark of a move (`init --shared X --move`, shared/postgres_move.py): where the shared state is now
+    2: """
+CREATE TABLE moved (
+    one     boolean PRIMARY KEY DEFAULT true CHECK (one),
+    backend text NOT NULL,
+    target  jsonb NOT NULL,
+    machine text NOT NULL,
+    at      timestamptz NOT NULL DEFAULT now()
+);
 """,
 }
 
