@@ -37,6 +37,14 @@ from ..bus import told
 from ..bus.connection import Bus
 from ..errors import DatabaseError, HeldElsewhere, UsageError
 from . import postgres_move, postgres_schema, records
+from .postgres_sql import CLAIM_COLUMNS as _CLAIM_COLUMNS
+from .postgres_sql import cached as _cached
+from .postgres_sql import current as _current
+from .postgres_sql import move as _move
+from .postgres_sql import notify as _notify
+from .postgres_sql import record as _record
+from .postgres_sql import seen as _seen
+from .postgres_sql import tip as _tip
 from .config import SharedConfig, _git_config
 from .judge import AUTO_STATES, already, ours_to_take, refusal, taken_here
 
@@ -45,7 +53,6 @@ ATTEMPTS = 3
 ENV_URL = "NERVE_DATABASE_URL"
 SEEN = "pg:seen"  # the cache's meta key (+ ":<schema>"): {machine: the last mseq of its events ingested}
 
-_CLAIM_COLUMNS = "task_id, state, previous, verb, machine, owner, version, extract(epoch FROM at)::float8"
 
 
 class PostgresState:
@@ -116,7 +123,7 @@ class PostgresState:
             f"nothing changed here ({task_id} was not created)"
         with self.session(unchanged) as conn:
             for _ in range(ATTEMPTS):
-                with conn.transaction():
+                with postgres_schema.transaction(conn, postgres_schema.where(self.url()), f"{task_id}'s {verb}"):
                     postgres_move.refuse_moved(conn)  # a clone whose nerve.toml still names this store after a move
                     _seen(conn, self.machine)
                     current = _current(conn, task_id)
@@ -291,56 +298,7 @@ class PostgresState:
             time.sleep(retry)  # only while the database is lost
 
 
-# -- the statements ---------------------------------------------------------------------------------------------
-def _seen(conn, machine: str) -> None:
-    """This machine is there (its leases hold), by the database's clock."""
-    conn.execute("INSERT INTO machines (machine) VALUES (%s) ON CONFLICT (machine) DO UPDATE SET seen_at = now()",
-                 (machine,))
-
-
-def _current(conn, task_id: str) -> records.Record | None:
-    row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE task_id = %s", (task_id,)).fetchone()
-    return _record(row) if row else None
-
-
-def _record(row) -> records.Record:
-    task_id, state, previous, verb, machine, owner, version, at = row
-    return records.Record(task=task_id, state=state, previous=previous, verb=verb, machine=machine, owner=owner,
-                          seq=int(version), ts=float(at))
-
-
-def _move(conn, task_id: str, current: records.Record | None, expected: str | None, new: str, verb: str,
-          machine: str, take: bool) -> records.Record | None:
-    """The compare-and-set (inside the caller's transaction): the new record, or None when the row moved
-    since ``current`` was read (read it again)."""
-    previous = current.state if current else expected
-    owner = machine if take or current is None else current.owner
-    if current is None:
-        row = conn.execute(
-            f"INSERT INTO claims (task_id, owner, machine, state, previous, verb, version) VALUES (%s, %s, %s, %s, %s, "
-            f"%s, 1) ON CONFLICT (task_id) DO NOTHING RETURNING {_CLAIM_COLUMNS}",
-            (task_id, owner, machine, new, previous, verb)).fetchone()
-    else:
-        row = conn.execute(
-            f"UPDATE claims SET owner = %s, machine = %s, state = %s, previous = %s, verb = %s, version = version + 1, "
-            f"at = now() WHERE task_id = %s AND version = %s RETURNING {_CLAIM_COLUMNS}",
-            (owner, machine, new, previous, verb, task_id, current.seq)).fetchone()
-    if row is None:
-        return None
-    rec = _record(row)
-    conn.execute("INSERT INTO transitions (task_id, version, previous, state, verb, machine, owner) "
-                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                 (rec.task, rec.seq, rec.previous, rec.state, rec.verb, rec.machine, rec.owner))
-    _notify(conn, {"machine": machine, "task": task_id, "state": new})
-    return rec
-
-
-def _notify(conn, payload: dict) -> None:
-    """The doorbell of :meth:`PostgresState.watch` (inside the caller's transaction: rung at its commit; the
-    tables stay the log, the payload only says who rang)."""
-    conn.execute("SELECT pg_notify(current_schema(), %s)", (json.dumps(payload, sort_keys=True),))
-
-
+# -- the statements (the claims' own: :mod:`.postgres_sql`) ---------------------------------------------------
 def _export(conn, bus: Bus, machine: str) -> int:
     """This machine's bus records after the cursor the database keeps for it, as events, in one transaction
     with the cursor's move (the machine's row is locked meanwhile); how many."""
@@ -378,12 +336,3 @@ def _seen_map(value: str | None) -> dict[str, int]:
     except ValueError:
         return {}
     return {k: int(v) for k, v in d.items() if isinstance(v, int)} if isinstance(d, dict) else {}
-
-
-def _tip(version: int) -> str:
-    """What stands for the claim ref's commit in the cache: the row's version."""
-    return f"pg:{version}"
-
-
-def _cached(rec: records.Record) -> cache.Claim:
-    return cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq, _tip(rec.seq), rec.ts)
