@@ -75,3 +75,37 @@ def test_a_connection_lost_during_commit_says_the_outcome_is_unknown_and_a_rerun
     ss.ok(["worker", "start", "--task", "t"], one)  # the rerun: done once
     assert _row(one, "t").state == "WORKING"
     assert _query(db, f"SELECT state, version FROM {schema}.claims WHERE task_id = 't'") == [("WORKING", 2)]
+
+
+def test_a_takeover_racing_dones_push_waits_and_exactly_one_outcome_matches_git(tmp_path, db):
+    """done holds the task's claim row across its push (slowed by the origin's pre-receive hook); a takeover
+    arriving meanwhile waits for the row, then finds the task IN_REVIEW and is refused: the branch on the
+    remote and the claim agree."""
+    import subprocess
+    import time
+
+    one, two = team(tmp_path, db, ["one", "two"], lease=1, background=False)
+    schema = _schema(one)
+    bare = tmp_path / "srv" / "project.git"
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    build.commit_file(Path(_row(one, "t").worktree), "t.txt", "one's work\n")
+    pushing = tmp_path / "pushing"
+    (bare / "hooks").mkdir(exist_ok=True)
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\ncat >/dev/null\ntouch '{pushing}'\nsleep 4\n")
+    hook.chmod(0o755)
+    time.sleep(1.5)  # one is silent past its lease, by the database's clock
+    done = subprocess.Popen([str(ss.BIN / "git-worker"), "done", "--task", "t"], cwd=one, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    deadline = time.monotonic() + 30
+    while not pushing.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pushing.exists(), done.communicate()
+    taken = ss.run(["worker", "takeover", "t"], two)  # while done's push is under way
+    out, err = done.communicate(timeout=60)
+    assert done.returncode == 0, (out, err)
+    assert taken.returncode == 8 and "task t is held by machine one (IN_REVIEW" in taken.stderr, taken
+    assert build.git(bare, "branch", "--list", "feat/t").strip() == "feat/t"
+    assert _query(db, f"SELECT state, owner FROM {schema}.claims WHERE task_id = 't'") == [("IN_REVIEW", "one")]
+    assert _row(one, "t").state == "IN_REVIEW" and _row(two, "t") is None

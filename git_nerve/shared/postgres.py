@@ -150,24 +150,22 @@ class PostgresState:
 
             spawn(self.config.common_dir, self.cwd)
 
-    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> None:
-        """Nothing rides a git push (the command's claim is a transaction of its own, after the push); but a
-        push for a task this machine no longer holds is refused before it is made: HeldElsewhere."""
-        unchanged = f"nothing changed here ({task_id} is still {expected}; nothing pushed)"
-        with self.session(unchanged) as conn, conn.transaction():
-            postgres_move.refuse_moved(conn)
-            current = _current(conn, task_id)
-        if current is not None and not already(current, new, verb, self.machine):
-            refused = refusal(task_id, current, expected, False, self.machine)
-            if refused is not None:
-                raise refused
-        return None
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str):
+        """The claim row locked across the command's push, judged first (HeldElsewhere: nothing pushed); the
+        transition committed once the push landed (:mod:`.postgres_push`)."""
+        from . import postgres_push
 
-    def landed(self, bus: Bus, pending: object) -> None:
-        return None
+        return postgres_push.hold(self, task_id, expected, new, verb)
 
-    def lost(self, pending: object) -> None:
-        return None
+    def landed(self, bus: Bus, pending) -> None:
+        from . import postgres_push
+
+        postgres_push.landed(self, bus, pending)
+
+    def lost(self, pending) -> None:
+        from . import postgres_push
+
+        postgres_push.lost(pending)
 
     def take(self, bus: Bus, task_id: str) -> str:
         """Take over ``task_id`` (ASSIGNED to this machine) once its holder was not seen for the lease by the
