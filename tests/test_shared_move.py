@@ -122,6 +122,8 @@ def test_move_from_the_git_remote_to_postgres(tmp_path, db):
     assert killed.returncode == -9, killed
     assert 'backend = "git"' in (one / "nerve.toml").read_text()  # nerve.toml is written last
     _refused(ss.run(["nerve", "sync"], two))  # the old store is frozen already
+    _refused(ss.run(["worker", "spawn", "z"], two))
+    assert _row(two, "z") is None
     proc = ss.ok(["nerve", "init", "--shared", "postgres", "--move"], one)  # the rerun converges
     assert "Moved:       6 claims" in proc.stdout, proc.stdout
     text = (one / "nerve.toml").read_text()
