@@ -38,6 +38,14 @@ class Held:
     #: nothing rides the git push itself (:class:`git_nerve.worker.claims.Riding`)
     update = None
 
+    def __del__(self):
+        """A command that neither reported the push landed nor lost (an error raised between): the row is
+        released with the object (the connection closed, the transaction rolled back), never held on."""
+        try:
+            self.stack.close()
+        except Exception:
+            pass
+
 
 def hold(state, task_id: str, expected: str | None, new: str, verb: str) -> Held | None:
     """Lock and judge the claim (see the module); None when there is nothing to hold (no claim yet, or it
