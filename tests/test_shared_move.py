@@ -35,7 +35,9 @@ def db(pg_server, request, monkeypatch):
     for key in list(os.environ):
         if key == "NERVE_DATABASE_URL" or key.startswith("PG"):
             monkeypatch.delenv(key)
-    name = "m_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
+    import hashlib
+
+    name = "m_" + hashlib.sha1(request.node.name.encode()).hexdigest()[:16]
     return pg_server.create_database(name)
 
 
@@ -200,3 +202,73 @@ def test_move_from_postgres_to_the_git_remote(tmp_path, db):
     views = [_claims_seen(w) for w in (one, two, three)]
     assert views[0] == views[1] == views[2]
     assert build.git(bare, "branch", "--list", "feat/f").strip() == "feat/f"
+
+
+def _racing_move(works: list[Path], tasks: list[str], to: str) -> tuple[list[str], list[str]]:
+    """Machine two starts ``tasks`` one by one (each ASSIGNED there) through its store while machine one moves
+    the shared state to ``to``; (the starts the old store took, the ones it refused)."""
+    import subprocess
+    import threading
+    import time
+
+    from git_nerve.errors import StoreMoved
+    from git_nerve.shared import open_state
+
+    state = open_state(Path(build.git(works[1], "rev-parse", "--path-format=absolute", "--git-common-dir")))
+    object.__setattr__(state.config, "background", False)
+    took, refused, begun = [], [], threading.Event()
+
+    def starts() -> None:
+        with ss.bus(works[1]) as bus:
+            for i, task in enumerate(tasks):
+                if i == 2:
+                    begun.set()
+                try:
+                    state.claim(bus, task, "ASSIGNED", "WORKING", "start")
+                    took.append(task)
+                except StoreMoved:
+                    refused.append(task)
+                time.sleep(0.2)  # spread over the move's whole run
+        begun.set()
+
+    racer = threading.Thread(target=starts)
+    racer.start()
+    begun.wait(60)
+    mover = subprocess.run([str(ss.BIN / "git-nerve"), "init", "--shared", to, "--move"], cwd=works[0],
+                           capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    racer.join(120)
+    assert mover.returncode == 0, mover.stderr
+    return took, refused
+
+
+@pytest.mark.parametrize("source", ["git", "postgres"])
+def test_transitions_racing_the_move_are_either_carried_or_refused(tmp_path, db, source):
+    """Every transition the old store took while the move ran is in the new store; every one it refused
+    changed nothing there: none lost."""
+    from git_nerve.shared.move_git import GitStore
+
+    machines = ["one", "two"]
+    if source == "git":
+        works = ss.team(tmp_path, str(ss.origin(tmp_path)), machines, shared="background = false\n")
+        build.git(works[0], "config", "nerve.database", db)
+    else:
+        works = pg_team(tmp_path, db, machines, background=False)
+    tasks = [f"r{i}" for i in range(60)]
+    with ss.bus(works[1]) as bus:
+        from git_nerve.shared import open_state
+
+        state = open_state(Path(build.git(works[1], "rev-parse", "--path-format=absolute", "--git-common-dir")))
+        object.__setattr__(state.config, "background", False)
+        for task in tasks:
+            state.claim(bus, task, None, "ASSIGNED", "spawn", take=True)
+    took, refused = _racing_move(works, tasks, "postgres" if source == "git" else "git")
+    assert sorted(took + refused) == sorted(tasks) and took and refused, (took, refused)
+    assert tasks.index(refused[0]) == len(took)  # once refused, refused from then on
+    if source == "git":
+        from git_nerve import nerve_toml
+
+        schema = nerve_toml.read(works[0])["shared"]["schema"]
+        states = dict(_query(db, f"SELECT task_id, state FROM {schema}.claims"))
+    else:
+        states = {t: r.state for t, r in GitStore(works[0], "origin", "checker").dump().claims.items()}
+    assert states == {t: "WORKING" if t in took else "ASSIGNED" for t in tasks}

@@ -5,9 +5,10 @@ and writing everything into it.
   shared state is now (``{"backend": "postgres", "schema": ...}``; ``"git"``: here again, after a move back).
   `git nerve sync` sees it in the ``ls-remote`` it makes anyway, a spawn in the fetch of the archives it makes
   anyway (:mod:`.gitremote`), and refuses with one line (:func:`.judge.moved_off`, exit 2).
-* The freeze: one atomic push of the mark and of one ``move`` record on top of every live claim (and of every
-  archived claim a retry could bring back), each leased at the tip read: a transition of a clone still on the
-  old configuration loses its compare-and-set from then on and finds the ``move`` record (exit 2).
+* The freeze: the mark first (a compare-and-set of its one ref), then one ``move`` record on top of every live
+  claim (and of every archived claim a retry could bring back), each leased at the tip read, in rounds until a
+  look finds none left: a transition of a clone still on the old configuration loses its compare-and-set from
+  then on and finds the ``move`` record (exit 2); one that landed before is the frozen record's parent.
 * The load: one atomic push of every claim (a record on top of what the remote has, when it differs), every
   machine's log (one batch of the events its log does not hold yet, with its cursor) and the mark ``git``
   when the remote had one: all of it lands, or none (a rerun starts again).
@@ -20,8 +21,11 @@ from ..errors import GitError
 from ..git import remote_refs
 from . import archive, judge, records
 
-#: attempts at the freeze when a claim moved between the read and the push
+#: attempts at the mark when another move's moved it between the read and the push
 ATTEMPTS = 5
+#: rounds of the freeze (each freezes every claim not frozen yet; a claim another push moved meanwhile waits
+#: for the next round)
+ROUNDS = 20
 _FETCH = [f"+{records.CLAIMS}*:{records.CLAIMS}*", f"+{records.LOGS}*:{records.PEERS}*",
           f"+{records.FINISHED}*:{records.FINISHED}*", "+refs/nerve/moved/*:refs/nerve/moved/*"]
 
@@ -62,31 +66,43 @@ class GitStore:
         return records.decode(remote_refs.read_files(self.cwd, [rev], records.CLAIM_FILE)[0])
 
     def freeze(self, target: dict) -> None:
-        """Mark this remote moved to ``target`` and freeze every claim (see the module), by compare-and-set."""
+        """Mark this remote moved to ``target`` (a spawn or a sync is refused from then on), then freeze every
+        claim, each by its own lease, until a look finds none left unfrozen (see the module)."""
         for _ in range(ATTEMPTS):
             adv = self._look()
-            updates = []
             mark_sha = adv.get(records.MOVED)
-            if not _same_target(self._mark(mark_sha), target):
-                sha = remote_refs.write_record(self.cwd, {records.MOVED_FILE: records.encode_mark(
-                    {**target, "machine": self.machine, "at": clock.now()})}, mark_sha, f"nerve moved to {target['backend']}")
-                updates.append((records.MOVED, sha, mark_sha))
-            for task, (tip, rec, live) in self._claims(adv).items():
-                if rec.verb == records.MOVE or (not live and rec.state == "COMPLETED"):
-                    continue
-                frozen = records.Record(task, rec.state, rec.previous, records.MOVE, self.machine, rec.owner,
-                                        rec.seq + 1, clock.now())
-                sha = remote_refs.write_record(self.cwd, {records.CLAIM_FILE: frozen.encode()}, tip,
-                                               f"move {task}: frozen by {self.machine}")
-                updates.append((records.CLAIMS + task, sha, tip if live else None))
-            if not updates:
-                return
-            res = remote_refs.cas_push(self.cwd, self.remote, updates)
+            if _same_target(self._mark(mark_sha), target):
+                break
+            sha = remote_refs.write_record(self.cwd, {records.MOVED_FILE: records.encode_mark(
+                {**target, "machine": self.machine, "at": clock.now()})}, mark_sha, f"nerve moved to {target['backend']}")
+            res = remote_refs.cas_push(self.cwd, self.remote, [(records.MOVED, sha, mark_sha)])
             if res.ok:
-                return
+                break
             if not res.stale:
                 raise self._failed(res)
+        else:
+            raise GitError(f"the move: the mark on {self.remote} kept moving; run the move again")
+        for _ in range(ROUNDS):
+            updates = self._freezes(self._look())
+            if not updates:
+                return
+            res = remote_refs.lease_push(self.cwd, self.remote, updates)
+            if not res.ok and not res.stale:
+                raise self._failed(res)
         raise GitError(f"the move: the claims on {self.remote} kept moving; run the move again")
+
+    def _freezes(self, adv: dict[str, str]) -> list[tuple[str, str, str | None]]:
+        """A ``move`` record on top of each claim not frozen yet, leased at its tip (an archived one: absent)."""
+        updates = []
+        for task, (tip, rec, live) in self._claims(adv).items():
+            if rec.verb == records.MOVE or (not live and rec.state == "COMPLETED"):
+                continue
+            frozen = records.Record(task, rec.state, rec.previous, records.MOVE, self.machine, rec.owner,
+                                    rec.seq + 1, clock.now())
+            sha = remote_refs.write_record(self.cwd, {records.CLAIM_FILE: frozen.encode()}, tip,
+                                           f"move {task}: frozen by {self.machine}")
+            updates.append((records.CLAIMS + task, sha, tip if live else None))
+        return updates
 
     def _claims(self, adv: dict[str, str]) -> dict[str, tuple[str, records.Record, bool]]:
         """{task: (its tip, its last record, live?)}: every live claim, and the archived ones without one."""
