@@ -20,6 +20,7 @@ Leases start afresh on the new store: no task there can be taken over before a l
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,7 +138,9 @@ def _rewrite(path: Path, wanted: dict) -> bool:
 
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
-    start = next(i for i, ln in enumerate(lines) if ln.strip() == "[shared]")
+    start = next((i for i, ln in enumerate(lines) if re.match(r"\s*\[\s*shared\s*\]\s*(#.*)?$", ln)), None)
+    if start is None:
+        raise UsageError(f"{path}: no [shared] table line to rewrite; set {wanted} in it by hand")
     end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
     kept = [ln for ln in lines[start + 1:end]
             if ln.split("=", 1)[0].strip() not in _STORE_KEYS and not ln.lstrip().startswith("# several machines")]
