@@ -184,7 +184,8 @@ def test_move_from_postgres_to_the_git_remote(tmp_path, db):
         ids = [e["id"] for e in snap.events.get(machine, [])]
         assert sorted(ids) == sorted(_produced(work, machine)) and len(set(ids)) == len(ids), machine
     _refused(ss.run(["worker", "done", "--task", "f"], three))
-    assert _row(three, "f").state == "WORKING"
+    _refused(ss.run(["nerve", "sync"], three))
+    assert _row(three, "f").state == "WORKING" and build.git(bare, "branch", "--list", "feat/f") == ""
     _publish_nerve_toml(one)
     for work in (two, three):
         _pull(work)
@@ -272,3 +273,12 @@ def test_transitions_racing_the_move_are_either_carried_or_refused(tmp_path, db,
     else:
         states = {t: r.state for t, r in GitStore(works[0], "origin", "checker").dump().claims.items()}
     assert states == {t: "WORKING" if t in took else "ASSIGNED" for t in tasks}
+
+
+def test_a_move_needs_a_store_to_move_from(tmp_path):
+    work = build.simple(tmp_path / "solo").work
+    ss.ok(["nerve", "init"], work)
+    proc = ss.run(["nerve", "init", "--shared", "postgres", "--move"], work)
+    assert proc.returncode == 2 and "nothing to move" in proc.stderr and len(proc.stderr.splitlines()) == 1, proc
+    proc = ss.run(["nerve", "init", "--move"], work)
+    assert proc.returncode == 2 and "--move goes with --shared" in proc.stderr, proc
