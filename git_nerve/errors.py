@@ -85,5 +85,11 @@ class HeldElsewhere(NerveError):
     exit_code = ExitCode.HELD_ELSEWHERE
 
 
+class StoreMoved(UsageError):
+    """Shared mode: the repository's shared state moved to another store (`git nerve init --shared X --move`)
+    and this clone's nerve.toml still names the old one: exit 2 (its configuration is out of date); nothing
+    changed here."""
+
+
 class Interrupted(NerveError):
     exit_code = ExitCode.INTERRUPTED

@@ -73,11 +73,12 @@ def clone(root: Path, url: str, machine: str) -> Path:
     return work
 
 
-def run(args: list[str], cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
-    """``git worker ...`` / ``git nerve ...`` as a real process (races need real processes)."""
+def run(args: list[str], cwd: Path, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``git worker ...`` / ``git nerve ...`` as a real process (races need real processes); ``env``: more
+    variables (``NERVE_FAULT``)."""
     prog = "git-worker" if args[0] == "worker" else "git-nerve"
     return subprocess.run([str(BIN / prog), *args[1:]], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=dict(os.environ))
+                          env={**os.environ, **(env or {})})
 
 
 def ok(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

@@ -17,13 +17,22 @@ from .common import CONTEXT_SETTINGS, echo, echo_json, warn
                    "(--shared postgres: this machine's git config nerve.database or NERVE_DATABASE_URL; the schema "
                    "is created there); recorded in nerve.toml.")
 @click.option("--remote", "shared_remote", metavar="NAME", help="With --shared: the coordination remote (default: nerve.remote, else origin).")
-def init(as_json: bool, shared: str | None, shared_remote: str | None) -> None:
+@click.option("--move", "move", is_flag=True,
+              help="With --shared: move the shared state from the store nerve.toml names now to this one (every "
+                   "claim and every machine's events; the old store then refuses clones still on the old nerve.toml). "
+                   "Rerun it after an interruption.")
+def init(as_json: bool, shared: str | None, shared_remote: str | None, move: bool) -> None:
     """Set up this repository: the bus, the hooks, the integration branch, nerve.toml."""
     from ..init import init as do_init
 
     if shared_remote and shared != "git":
         raise click.UsageError("--remote goes with --shared (the git remote)")
+    if move and not shared:
+        raise click.UsageError("--move goes with --shared git|postgres (the store to move to)")
     report = do_init()
+    if move:
+        _print_move(report, _move(shared, shared_remote), as_json)
+        return
     joined = _init_shared(report, shared_remote, shared) if shared else None
     if as_json:
         echo_json({**report.as_dict(), **({"shared": joined} if joined else {})})
@@ -61,6 +70,34 @@ def _init_shared(report, remote: str | None, backend: str) -> dict:
     done = enable(paths.common_dir, top, remote)
     return {"backend": "git", "remote": done.remote, "machine": done.machine, "nerve_toml": str(done.nerve_toml),
             "written": done.written}
+
+
+def _move(backend: str, remote: str | None) -> dict:
+    from ..paths import discover
+    from ..shared.move import move
+
+    paths = discover()
+    done = move(paths.common_dir, paths.toplevel or paths.common_dir, backend, remote)
+    return {"from": done.source, "to": done.target, "machine": done.machine, "nerve_toml": str(done.nerve_toml),
+            "written": done.written, "already": done.already, **done.counts}
+
+
+def _print_move(report, moved: dict, as_json: bool) -> None:
+    if as_json:
+        echo_json({**report.as_dict(), "moved": moved})
+        return
+    for w in report.warnings:
+        warn(w)
+    where = moved["to"].get("schema") or moved["to"].get("remote")
+    if moved["already"]:
+        echo(f"Shared:      already on {moved['to']['backend']} ({where}) in {moved['nerve_toml']}: nothing to move")
+        return
+    echo(f"Moved:       {moved['claims']} claims and {moved['events']} events of {moved['machines']} machines from "
+         f"{moved['from']['backend']} to {moved['to']['backend']} ({where}); the old store now refuses clones on the "
+         "old nerve.toml")
+    if moved["written"]:
+        echo(f"Config:      {moved['nerve_toml']} rewritten: commit and push it; every other machine: git pull"
+             + (" (and git config nerve.database <url>)" if moved["to"]["backend"] == "postgres" else ""))
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

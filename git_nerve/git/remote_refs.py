@@ -113,6 +113,17 @@ def atomic_push(cwd, remote: str, updates: list[tuple[str, str, str | None]], *,
     return _result(_run(args, cwd, timeout))
 
 
+def lease_push(cwd, remote: str, updates: list[tuple[str, str, str | None]], *, timeout: float = TIMEOUT) -> RemoteResult:
+    """:func:`cas_push` ref by ref (no ``--atomic``): each ref whose lease holds moves, the others stay (the
+    result is then ``stale``). A move's freeze of many claims, retried for those another push moved first."""
+    if any(not new for _, new, _ in updates):
+        raise ValueError("lease_push never deletes a ref")
+    args = [*_config_args({**FAST, **relative_url_config(cwd, remote)}), "push", "--porcelain", "--no-verify"]
+    args += [f"--force-with-lease={ref}:{expected or ''}" for ref, _, expected in updates]
+    args += [remote, *(f"{new}:{ref}" for ref, new, _ in updates)]
+    return _result(_run(args, cwd, timeout))
+
+
 def push_ff(cwd, remote: str, refspecs: list[str], *, timeout: float = TIMEOUT) -> RemoteResult:
     """A plain (fast-forward only) push of ``refspecs``: the machine's own append-only log."""
     args = [*_config_args({**FAST, **relative_url_config(cwd, remote)}), "push", "--porcelain", "--no-verify", remote, *refspecs]

@@ -20,7 +20,8 @@ from .judge import AUTO_STATES
 from .judge import already as _already
 from .judge import held as _held
 from .judge import refusal as _refusal
-from .judge import ours_to_take, taken_here
+from .judge import moved_claim, ours_to_take, taken_here
+from .move_git import refuse_local_mark
 from .config import SharedConfig
 
 #: compare-and-set attempts when only this clone's mirror was behind the remote
@@ -81,10 +82,14 @@ class GitRemoteState:
         ref = records.CLAIMS + task_id
         for asked in ((True,) if fresh else (False, True)):
             tip, base, current = self._claim_now(ref, task_id, expected, asked)
+            if current is not None and current.verb == records.MOVE:  # frozen by a move to another store
+                raise moved_claim(task_id, current)
             if current is not None and _already(current, new, verb, self.machine):
                 return None
             if taken_here(current, expected, new, take, self.machine):
                 return None  # a task this machine took over (or spawned) is spawned here: nothing to claim
+            if current is None and expected is not None and not asked:
+                continue  # a task this clone has no copy of the claim of (a clone that just moved here): ask
             refusal = _refusal(task_id, current, expected, take, self.machine, holder)
             if refusal is None:
                 break
@@ -113,9 +118,11 @@ class GitRemoteState:
     def _fetch_finished(self, ref: str, task_id: str, expected: str | None) -> None:
         """Every machine's archive ref from the remote; then this clone's copy of ``ref`` goes (through the door)
         when an archive keeps it (called when the remote has no such claim, or for a new task)."""
-        res = remote_refs.fetch(self.cwd, self.remote, [f"+{records.FINISHED}*:{records.FINISHED}*"])
+        res = remote_refs.fetch(self.cwd, self.remote, [f"+{records.FINISHED}*:{records.FINISHED}*",
+                                                        f"+{records.MOVED}*:{records.MOVED}*"])
         if not res.ok:
             raise self._failed(res, task_id, expected)
+        refuse_local_mark(self.cwd)  # moved to another store: a new task is not created here
         stale = refs.resolve(self.cwd, ref)  # (only when the remote said it has no such claim)
         if stale is not None:
             archive.prune_mirrors(self.cwd, {ref: stale, **remote_refs.local_refs(self.cwd, records.FINISHED)}, set())
@@ -146,6 +153,8 @@ class GitRemoteState:
             return
         if tip != pending.tip:
             current = self._record(tip)
+            if current is not None and current.verb == records.MOVE:
+                raise moved_claim(rec.task, current)
             if current is not None:
                 raise _held(rec.task, current)
 

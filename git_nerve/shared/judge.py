@@ -4,7 +4,7 @@ created only where no claim exists; ``take`` (spawn, takeover) makes this machin
 
 from __future__ import annotations
 
-from ..errors import HeldElsewhere, InvalidTransition
+from ..errors import HeldElsewhere, InvalidTransition, StoreMoved
 from .records import Record
 
 #: the claim states each ``[shared] takeover`` setting lets a sync take over (never COMPLETED or FAILED)
@@ -54,3 +54,19 @@ def ours_to_take(task_id: str, owner: str, state: str, machine: str) -> bool:
     if state in ("COMPLETED", "FAILED"):
         raise InvalidTransition(f"task {task_id} is {state} on machine {owner}: nothing to take over")
     return False
+
+
+def moved_off(mark: dict) -> StoreMoved:
+    """The old store's mark of a move (:mod:`.move`) names another store: this clone's nerve.toml is out of date."""
+    to = "PostgreSQL" if mark.get("backend") == "postgres" else f"the git remote ({mark.get('remote') or 'origin'})"
+    schema = f", schema {mark['schema']}" if mark.get("schema") else ""
+    by = f" by machine {mark['machine']}" if mark.get("machine") else ""
+    return StoreMoved(f"this repository's shared state moved to {to}{schema}{by}: pull the new nerve.toml "
+                      "(`git pull`) and run `git nerve init` (on PostgreSQL, after `git config nerve.database <url>`); "
+                      "nothing changed here")
+
+
+def moved_claim(task_id: str, rec: Record) -> StoreMoved:
+    """A claim the old store froze when a move copied it (its last record's verb is ``move``)."""
+    return StoreMoved(f"the claim of {task_id} was moved to another shared store by machine {rec.machine}: pull the "
+                      "new nerve.toml (`git pull`) and run `git nerve init`; nothing changed here")

@@ -36,16 +36,23 @@ from ..bus import shared as cache
 from ..bus import told
 from ..bus.connection import Bus
 from ..errors import DatabaseError, HeldElsewhere, UsageError
-from . import postgres_schema, records
+from . import postgres_move, postgres_schema, records
+from .postgres_sql import CLAIM_COLUMNS as _CLAIM_COLUMNS
+from .postgres_sql import cached as _cached
+from .postgres_sql import current as _current
+from .postgres_sql import move as _move
+from .postgres_sql import notify as _notify
+from .postgres_sql import record as _record
+from .postgres_sql import seen as _seen
+from .postgres_sql import tip as _tip
 from .config import SharedConfig, _git_config
 from .judge import AUTO_STATES, already, ours_to_take, refusal, taken_here
 
 #: compare-and-set attempts when the row moved between the read and the update
 ATTEMPTS = 3
 ENV_URL = "NERVE_DATABASE_URL"
-SEEN = "pg:seen"  # the cache's meta key: {machine: the last mseq of its events ingested}
+SEEN = "pg:seen"  # the cache's meta key (+ ":<schema>"): {machine: the last mseq of its events ingested}
 
-_CLAIM_COLUMNS = "task_id, state, previous, verb, machine, owner, version, extract(epoch FROM at)::float8"
 
 
 class PostgresState:
@@ -58,6 +65,11 @@ class PostgresState:
     @property
     def active(self) -> bool:
         return True
+
+    @property
+    def seen_key(self) -> str:
+        """Per schema: a move onto another schema numbers every machine's events afresh (:mod:`.move`)."""
+        return f"{SEEN}:{self.schema}"
 
     # -- the connection ----------------------------------------------------------------------------------------
     def url(self) -> str:
@@ -111,7 +123,8 @@ class PostgresState:
             f"nothing changed here ({task_id} was not created)"
         with self.session(unchanged) as conn:
             for _ in range(ATTEMPTS):
-                with conn.transaction():
+                with postgres_schema.transaction(conn, postgres_schema.where(self.url()), f"{task_id}'s {verb}"):
+                    postgres_move.refuse_moved(conn)  # a clone whose nerve.toml still names this store after a move
                     _seen(conn, self.machine)
                     current = _current(conn, task_id)
                     if current is not None and (already(current, new, verb, self.machine)
@@ -137,23 +150,22 @@ class PostgresState:
 
             spawn(self.config.common_dir, self.cwd)
 
-    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> None:
-        """Nothing rides a git push (the command's claim is a transaction of its own, after the push); but a
-        push for a task this machine no longer holds is refused before it is made: HeldElsewhere."""
-        unchanged = f"nothing changed here ({task_id} is still {expected}; nothing pushed)"
-        with self.session(unchanged) as conn:
-            current = _current(conn, task_id)
-        if current is not None and not already(current, new, verb, self.machine):
-            refused = refusal(task_id, current, expected, False, self.machine)
-            if refused is not None:
-                raise refused
-        return None
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str):
+        """The claim row locked across the command's push, judged first (HeldElsewhere: nothing pushed); the
+        transition committed once the push landed (:mod:`.postgres_push`)."""
+        from . import postgres_push
 
-    def landed(self, bus: Bus, pending: object) -> None:
-        return None
+        return postgres_push.hold(self, task_id, expected, new, verb)
 
-    def lost(self, pending: object) -> None:
-        return None
+    def landed(self, bus: Bus, pending) -> None:
+        from . import postgres_push
+
+        postgres_push.landed(self, bus, pending)
+
+    def lost(self, pending) -> None:
+        from . import postgres_push
+
+        postgres_push.lost(pending)
 
     def take(self, bus: Bus, task_id: str) -> str:
         """Take over ``task_id`` (ASSIGNED to this machine) once its holder was not seen for the lease by the
@@ -214,7 +226,7 @@ class PostgresState:
         from .sync import LAST_ERROR, SYNCED_AT, UNREACHABLE_SINCE
 
         started = time.monotonic()
-        seen = {} if rebuild else _seen_map(cache.get_meta(bus.conn, SEEN))
+        seen = {} if rebuild else _seen_map(cache.get_meta(bus.conn, self.seen_key))
         try:
             with self.session("this machine's events wait in its bus; the view stays the cached one") as conn:
                 exported = _export(conn, bus, self.machine)
@@ -244,7 +256,7 @@ class PostgresState:
                                                 "payload": e[6]} for e in events])
             cache.deliver_posts(conn, self.machine)  # other machines' posts and notes to tasks held here join
             woken = told.deliver(conn, bus.path.parent, self.machine)  # their threads and inboxes
-            cache.set_meta(conn, SEEN, json.dumps(seen, sort_keys=True))
+            cache.set_meta(conn, self.seen_key, json.dumps(seen, sort_keys=True))
             cache.set_meta(conn, cache.MACHINE, self.machine)
             cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
             cache.set_meta(conn, UNREACHABLE_SINCE, None)
@@ -272,60 +284,12 @@ class PostgresState:
         serve(self, bus, report)
 
 
-# -- the statements ---------------------------------------------------------------------------------------------
-def _seen(conn, machine: str) -> None:
-    """This machine is there (its leases hold), by the database's clock."""
-    conn.execute("INSERT INTO machines (machine) VALUES (%s) ON CONFLICT (machine) DO UPDATE SET seen_at = now()",
-                 (machine,))
-
-
-def _current(conn, task_id: str) -> records.Record | None:
-    row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE task_id = %s", (task_id,)).fetchone()
-    return _record(row) if row else None
-
-
-def _record(row) -> records.Record:
-    task_id, state, previous, verb, machine, owner, version, at = row
-    return records.Record(task=task_id, state=state, previous=previous, verb=verb, machine=machine, owner=owner,
-                          seq=int(version), ts=float(at))
-
-
-def _move(conn, task_id: str, current: records.Record | None, expected: str | None, new: str, verb: str,
-          machine: str, take: bool) -> records.Record | None:
-    """The compare-and-set (inside the caller's transaction): the new record, or None when the row moved
-    since ``current`` was read (read it again)."""
-    previous = current.state if current else expected
-    owner = machine if take or current is None else current.owner
-    if current is None:
-        row = conn.execute(
-            f"INSERT INTO claims (task_id, owner, machine, state, previous, verb, version) VALUES (%s, %s, %s, %s, %s, "
-            f"%s, 1) ON CONFLICT (task_id) DO NOTHING RETURNING {_CLAIM_COLUMNS}",
-            (task_id, owner, machine, new, previous, verb)).fetchone()
-    else:
-        row = conn.execute(
-            f"UPDATE claims SET owner = %s, machine = %s, state = %s, previous = %s, verb = %s, version = version + 1, "
-            f"at = now() WHERE task_id = %s AND version = %s RETURNING {_CLAIM_COLUMNS}",
-            (owner, machine, new, previous, verb, task_id, current.seq)).fetchone()
-    if row is None:
-        return None
-    rec = _record(row)
-    conn.execute("INSERT INTO transitions (task_id, version, previous, state, verb, machine, owner) "
-                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                 (rec.task, rec.seq, rec.previous, rec.state, rec.verb, rec.machine, rec.owner))
-    _notify(conn, {"machine": machine, "task": task_id, "state": new})
-    return rec
-
-
-def _notify(conn, payload: dict) -> None:
-    """The doorbell :mod:`.listen` waits on (inside the caller's transaction: rung at its commit; the
-    tables stay the log, the payload only says who rang)."""
-    conn.execute("SELECT pg_notify(current_schema(), %s)", (json.dumps(payload, sort_keys=True),))
-
-
+# -- the statements (the claims' own: :mod:`.postgres_sql`) ---------------------------------------------------
 def _export(conn, bus: Bus, machine: str) -> int:
     """This machine's bus records after the cursor the database keeps for it, as events, in one transaction
     with the cursor's move (the machine's row is locked meanwhile); how many."""
     with conn.transaction():
+        postgres_move.refuse_moved(conn)
         cursor, published = conn.execute(
             "INSERT INTO machines (machine) VALUES (%s) ON CONFLICT (machine) DO UPDATE SET seen_at = now() "
             "RETURNING cursor, published", (machine,)).fetchone()
@@ -350,12 +314,3 @@ def _seen_map(value: str | None) -> dict[str, int]:
     except ValueError:
         return {}
     return {k: int(v) for k, v in d.items() if isinstance(v, int)} if isinstance(d, dict) else {}
-
-
-def _tip(version: int) -> str:
-    """What stands for the claim ref's commit in the cache: the row's version."""
-    return f"pg:{version}"
-
-
-def _cached(rec: records.Record) -> cache.Claim:
-    return cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq, _tip(rec.seq), rec.ts)

@@ -1,16 +1,19 @@
 """The PostgreSQL backend's schema and connection details (:mod:`.postgres`): the versioned schema git-nerve
-creates and migrates in each repository's own namespace, the connection's options (a timeout of a few seconds
+creates and migrates in each repository's own namespace, a transaction whose COMMIT lost its connection said as
+such (its outcome unknown, never "nothing changed"), the driver's errors as one line (:func:`failing`), the connection's options (a timeout of a few seconds
 unless the URL or ``PGCONNECT_TIMEOUT`` gives one) and how a connection is named in messages (host, port and
 database: never the user or a password)."""
 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 from ..errors import DatabaseError
 
 #: the schema version this code creates and knows
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: seconds a connection may take before the command gives up (libpq's connect_timeout; PGCONNECT_TIMEOUT or
 #: the URL's own connect_timeout win)
 CONNECT_TIMEOUT = 5
@@ -56,6 +59,16 @@ CREATE TABLE events (
 );
 CREATE INDEX events_task ON events (task_id);
 INSERT INTO nerve_schema VALUES (0);
+""",
+    # the mark of a move (`init --shared X --move`, shared/postgres_move.py): where the shared state is now
+    2: """
+CREATE TABLE moved (
+    one     boolean PRIMARY KEY DEFAULT true CHECK (one),
+    backend text NOT NULL,
+    target  jsonb NOT NULL,
+    machine text NOT NULL,
+    at      timestamptz NOT NULL DEFAULT now()
+);
 """,
 }
 
@@ -124,3 +137,50 @@ def where(url: str) -> str:
 def first_line(exc: BaseException) -> str:
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     return lines[0] if lines else type(exc).__name__
+
+
+def lost_at_commit(where: str, what: str, exc: BaseException) -> DatabaseError:
+    return DatabaseError(f"the connection to the database {where} was lost while committing {what} "
+                         f"({first_line(exc)}): whether it was recorded is unknown; running the command again is safe "
+                         "(a claim that already records it counts as done)")
+
+
+@contextmanager
+def transaction(conn, where: str, what: str) -> Iterator[None]:
+    """``conn.transaction()``, except that a connection lost during its COMMIT is a DatabaseError saying the
+    outcome is unknown and a rerun safe (``what``: what was being committed)."""
+    import psycopg
+
+    tx = conn.transaction()
+    tx.__enter__()
+    try:
+        yield
+    except BaseException as exc:
+        if not tx.__exit__(type(exc), exc, exc.__traceback__):
+            raise
+        return
+    try:
+        tx.__exit__(None, None, None)
+    except psycopg.OperationalError as exc:
+        raise lost_at_commit(where, what, exc) from None
+
+
+def commit(conn, where: str, what: str) -> None:
+    """COMMIT a transaction begun by hand (``BEGIN``), a lost connection said as in :func:`transaction`."""
+    import psycopg
+
+    try:
+        conn.execute("COMMIT")
+    except psycopg.OperationalError as exc:
+        raise lost_at_commit(where, what, exc) from None
+
+
+@contextmanager
+def failing(where: str, unchanged: str) -> Iterator[None]:
+    """The driver's errors inside as one line (DatabaseError) saying ``unchanged``; the caller's own pass."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise DatabaseError(f"the database {where} failed: {first_line(exc)}; {unchanged}") from None

@@ -29,6 +29,11 @@ FINISHED = "refs/nerve/finished/"
 FINISHED_FILE = "finished.jsonl"
 #: the claim states after which a claim ref is archived (FAILED may still be retried: from the archived tip)
 FINISHED_STATES = ("COMPLETED", "FAILED")
+#: the mark of a move (`init --shared X --move`): where this repository's shared state is now (``moved.json``)
+MOVED = "refs/nerve/moved/store"
+MOVED_FILE = "moved.json"
+#: the verb of the record a move freezes a claim with (every later compare-and-set of the old store loses)
+MOVE = "move"
 #: the kind of a log line that only moves the log (lease beat): never ingested as an event
 ALIVE, ALIVE_STREAM = "alive", "a"
 _MACHINE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -129,3 +134,30 @@ def decode_finished(data: bytes | None) -> list[tuple[str, Record]]:
         if rec is not None and isinstance(d.get("tip"), str) and len(d["tip"]) >= 40:
             out.append((d["tip"], rec))
     return out
+
+
+@dataclass
+class Snapshot:
+    """Everything a shared store holds that a move carries (:mod:`.move`): every task's claim (its last record:
+    state, holder, last mover, verb, ``seq``: the version fencing compares), each machine's events in the order
+    it published them, and each machine's cursor (the last id of each of its streams published)."""
+
+    claims: dict[str, Record]
+    events: dict[str, list[dict]]
+    cursors: dict[str, dict[str, int]]
+
+    def counts(self) -> dict[str, int]:
+        return {"claims": len(self.claims), "events": sum(len(v) for v in self.events.values()),
+                "machines": len(set(self.events) | set(self.cursors))}
+
+
+def encode_mark(mark: dict) -> bytes:
+    return json.dumps(mark, sort_keys=True).encode() + b"\n"
+
+
+def decode_mark(data: bytes | None) -> dict | None:
+    try:
+        d = json.loads(data or b"null")
+    except ValueError:
+        return None
+    return d if isinstance(d, dict) and isinstance(d.get("backend"), str) else None

@@ -29,6 +29,7 @@ from ..bus.connection import Bus
 from ..errors import GitError
 from ..git import refs, remote_refs
 from . import archive, lease, records
+from .move_git import refuse_if_moved
 
 NERVE = "refs/nerve/"
 SYNCED_AT = "synced_at"
@@ -77,8 +78,13 @@ def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
     if not listed.ok:
         _failed(state, bus, listed)
     local = remote_refs.local_refs(state.cwd, NERVE)
+    refuse_if_moved(state.cwd, state.remote, adv, local)  # moved to another store: this clone's nerve.toml is old
     own = records.LOGS + state.machine
     mine = local.get(own)
+    if own in adv and adv[own] != mine and not (mine and refs.is_ancestor_quiet(state.cwd, adv[own], mine)):
+        exported = _adopt_own_log(state, bus, own)
+        local = remote_refs.local_refs(state.cwd, NERVE)
+        mine = local.get(own)
     if mine and adv.get(own) != mine:
         pushed = remote_refs.push_ff(state.cwd, state.remote, [f"{own}:{own}"])
         if not pushed.ok:
@@ -103,6 +109,16 @@ def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
     if refused:
         report["archive_refused"] = refused
     return report
+
+
+def _adopt_own_log(state, bus: Bus, own: str) -> int:
+    """The remote's log of this machine is not one this clone wrote (a move wrote it there, or this clone lost its
+    ref): take it, then export again from its cursor (what it lacks is still in the bus: nothing lost, and the
+    ids keep anything from being ingested twice)."""
+    res = remote_refs.fetch(state.cwd, state.remote, [f"+{own}:{own}"])
+    if not res.ok:
+        _failed(state, bus, res)
+    return export(state, bus)
 
 
 def _behind(state, adv: dict[str, str], local: dict[str, str]) -> bool:

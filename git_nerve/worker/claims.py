@@ -63,7 +63,8 @@ class Riding:
 
     @property
     def also(self) -> tuple:
-        return (self.pending.update,) if self.pending is not None else ()
+        update = getattr(self.pending, "update", None)  # PostgreSQL's holds a row locked, rides nothing
+        return (update,) if update is not None else ()
 
     def failed(self, bus: Bus | None = None) -> None:
         """The push failed: HeldElsewhere when it was the claim that lost (after fencing the task off here
