@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 
 from .. import locks
 from ..bus import workers
-from ..errors import NerveError
+from ..errors import NerveError, StoreMoved
 
 LOG = "listen.log"
 #: the local states of a task this clone works on (the listener stays while one is here)
@@ -125,6 +125,9 @@ def serve(state, bus, report: Callable[[dict], None], *, life=None) -> None:
                 delay = BACKOFF[0]
                 _rings(state, conn, bus, report, life)
                 return
+        except StoreMoved as exc:  # the shared state moved to another store: nothing to listen to until a pull
+            report({"error": exc.message})
+            return
         except NerveError as exc:  # the database lost (DatabaseError), the bus or the sync lock busy: again soon
             report({"error": exc.message})
         time.sleep(min(delay, life.wait()))  # only while the database is lost
