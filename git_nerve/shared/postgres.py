@@ -34,8 +34,10 @@ from typing import Iterator
 from .. import clock, locks
 from ..bus import shared as cache
 from ..bus import told
+from ..bus.followed import follow
 from ..bus.connection import Bus
-from ..errors import DatabaseError, HeldElsewhere, UsageError
+from ..errors import DatabaseError, HeldElsewhere, NerveError, UsageError
+from . import postgres_hold, postgres_rows as rows
 from . import postgres_schema, records
 from .config import SharedConfig, _git_config
 from .judge import AUTO_STATES, already, ours_to_take, refusal, taken_here
@@ -43,9 +45,9 @@ from .judge import AUTO_STATES, already, ours_to_take, refusal, taken_here
 #: compare-and-set attempts when the row moved between the read and the update
 ATTEMPTS = 3
 ENV_URL = "NERVE_DATABASE_URL"
+LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout ran out
 SEEN = "pg:seen"  # the cache's meta key: {machine: the last mseq of its events ingested}
 
-_CLAIM_COLUMNS = "task_id, state, previous, verb, machine, owner, version, extract(epoch FROM at)::float8"
 
 
 class PostgresState:
@@ -68,9 +70,10 @@ class PostgresState:
         return url
 
     @contextmanager
-    def session(self, unchanged: str) -> Iterator:
+    def session(self, unchanged: str, busy: NerveError | None = None) -> Iterator:
         """A connection (autocommit: each :meth:`conn.transaction` is one), its schema ready; every driver error
-        becomes one line saying ``unchanged``. The caller's own NerveErrors pass through."""
+        becomes one line saying ``unchanged`` (a lock not granted in time: ``busy``, when given). The caller's own
+        NerveErrors pass through."""
         try:
             import psycopg
         except ImportError:
@@ -88,6 +91,8 @@ class PostgresState:
             postgres_schema.ensure(conn, self.schema)
             yield conn
         except psycopg.Error as exc:
+            if busy is not None and getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                raise busy from None
             raise DatabaseError(f"the database {where} failed: {postgres_schema.first_line(exc)}; {unchanged}") from None
         finally:
             conn.close()
@@ -102,7 +107,12 @@ class PostgresState:
               holder: str | None = None) -> None:
         """Move ``task_id``'s claim from ``expected`` (None: a new task) to ``new`` in one transaction, before
         the local bus moves. Idempotent: a claim that already records this transition by this machine is success.
-        ``holder``: a takeover expects the task still held by that machine."""
+        ``holder``: a takeover expects the task still held by that machine. A claim this process holds locked
+        (:meth:`hold`, :meth:`hold_next`) moves inside that transaction, committed when the hold ends."""
+        held = postgres_hold.holding(self.schema, task_id)
+        if held is not None:
+            held.claim(bus, expected, new, verb)
+            return
         self._claim(bus, task_id, expected, new, verb, take=take, holder=holder)
 
     def _claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool,
@@ -112,8 +122,8 @@ class PostgresState:
         with self.session(unchanged) as conn:
             for _ in range(ATTEMPTS):
                 with conn.transaction():
-                    _seen(conn, self.machine)
-                    current = _current(conn, task_id)
+                    rows.mark_seen(conn, self.machine)
+                    current = rows.read_claim(conn, task_id)
                     if current is not None and (already(current, new, verb, self.machine)
                                                 or taken_here(current, expected, new, take, self.machine)):
                         rec = current
@@ -123,14 +133,14 @@ class PostgresState:
                             raise refused
                         if lease and current is not None:
                             self._lease_ran_out(conn, task_id, current)
-                        rec = _move(conn, task_id, current, expected, new, verb, self.machine, take)
+                        rec = rows.move(conn, task_id, current, expected, new, verb, self.machine, take)
                 if rec is not None:
                     break
             else:
                 raise DatabaseError(f"could not move the claim of {task_id}: it kept moving; {unchanged}")
         with bus.write() as c:
             cache.ensure(c)
-            cache.put_claim(c, _cached(rec))
+            cache.put_claim(c, rows.as_cached(rec))
             cache.set_meta(c, cache.MACHINE, self.machine)
         if self.config.background:  # publish this transition's messages (and what the hooks queued) soon
             from .background import spawn
@@ -142,7 +152,7 @@ class PostgresState:
         push for a task this machine no longer holds is refused before it is made: HeldElsewhere."""
         unchanged = f"nothing changed here ({task_id} is still {expected}; nothing pushed)"
         with self.session(unchanged) as conn:
-            current = _current(conn, task_id)
+            current = rows.read_claim(conn, task_id)
         if current is not None and not already(current, new, verb, self.machine):
             refused = refusal(task_id, current, expected, False, self.machine)
             if refused is not None:
@@ -159,7 +169,7 @@ class PostgresState:
         """Take over ``task_id`` (ASSIGNED to this machine) once its holder was not seen for the lease by the
         database's clock, judged in the takeover's own transaction; the state it had."""
         with self.session("nothing changed here") as conn:
-            current = _current(conn, task_id)
+            current = rows.read_claim(conn, task_id)
         if current is None:
             raise UsageError(f"no task {task_id!r} in the shared state")
         if ours_to_take(task_id, current.owner, current.state, self.machine):
@@ -167,14 +177,24 @@ class PostgresState:
         self._claim(bus, task_id, current.state, "ASSIGNED", "takeover", take=True, lease=True, holder=current.owner)
         return current.state
 
+    def hold(self, bus: Bus, task_id: str, verb: str):
+        """``task_id``'s claim row locked (``SELECT ... FOR UPDATE``, waiting at most ``HOLD_WAIT`` seconds for
+        another machine's hold) in a transaction committed when the ``with`` ends: :mod:`.postgres_hold`."""
+        return postgres_hold.hold(self, bus, task_id, verb)
+
+    def hold_next(self, bus: Bus, skip: list[str]):
+        """The next APPROVED claim of any machine in approval order that no other transaction holds (``SKIP
+        LOCKED``), locked as :meth:`hold` does; None when there is none. ``skip``: tasks this run leaves."""
+        return postgres_hold.hold_next(self, bus, skip)
+
     def learn(self, bus: Bus, task_id: str) -> records.Record | None:
         """The claim of ``task_id`` as the database holds it now, into the cache (fencing reads it); the record."""
         with self.session("nothing changed here") as conn:
-            rec = _current(conn, task_id)
+            rec = rows.read_claim(conn, task_id)
         if rec is not None:
             with bus.write() as c:
                 cache.ensure(c)
-                cache.put_claim(c, _cached(rec))
+                cache.put_claim(c, rows.as_cached(rec))
                 cache.set_meta(c, cache.MACHINE, self.machine)
         return rec
 
@@ -218,7 +238,7 @@ class PostgresState:
         try:
             with self.session("this machine's events wait in its bus; the view stays the cached one") as conn:
                 exported = _export(conn, bus, self.machine)
-                claims = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims").fetchall()
+                claims = conn.execute(f"SELECT {rows.CLAIM_COLUMNS} FROM claims").fetchall()
                 events = conn.execute(
                     "SELECT event_id, machine, mseq, ts, task_id, kind, payload FROM events WHERE machine <> %s "
                     "AND mseq > COALESCE((%s::jsonb ->> machine)::bigint, 0) ORDER BY machine, mseq",
@@ -237,13 +257,14 @@ class PostgresState:
             if rebuild:
                 cache.clear(conn)
             cached = {c.task_id: c.tip for c in cache.claims(conn)}  # (a claim the git remote cached: replaced)
-            changed = [_record(r) for r in claims if cached.get(r[0]) != _tip(r[6])]
+            changed = [rows.as_record(r) for r in claims if cached.get(r[0]) != rows.cache_tip(r[6])]
             for rec in changed:
-                cache.put_claim(conn, _cached(rec))
+                cache.put_claim(conn, rows.as_cached(rec))
             ingested = cache.add_events(conn, [{"id": e[0], "machine": e[1], "ts": e[3], "task": e[4], "kind": e[5],
                                                 "payload": e[6]} for e in events])
             cache.deliver_posts(conn, self.machine)  # other machines' posts and notes to tasks held here join
             woken = told.deliver(conn, bus.path.parent, self.machine)  # their threads and inboxes
+            followed = follow(conn, self.machine, clock.now())  # reviews and merges made elsewhere: rows follow
             cache.set_meta(conn, SEEN, json.dumps(seen, sort_keys=True))
             cache.set_meta(conn, cache.MACHINE, self.machine)
             cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
@@ -252,6 +273,7 @@ class PostgresState:
         told.mark(bus.path.parent, woken)  # again after the commit, as `git nerve tell` does
         return {"backend": "postgres", "machine": self.machine, "remote": f"{postgres_schema.where(self.url())} ({self.schema})",
                 "exported": exported, "ingested": ingested, "claims": len(changed),
+                "followed": [{"task": t, "state": st, "machine": m} for t, st, m in followed],
                 "seconds": round(time.monotonic() - started, 3)}
 
     def freshness(self, bus: Bus) -> str:
@@ -274,7 +296,7 @@ class PostgresState:
                     while True:
                         rang = list(conn.notifies(timeout=self.config.lease / 3, stop_after=1))
                         if not rang:
-                            _seen(conn, self.machine)
+                            rows.mark_seen(conn, self.machine)
                             continue
                         rang += list(conn.notifies(timeout=0.05))  # a burst is one sync
                         if any(_rung_by(n.payload) != self.machine for n in rang):
@@ -284,56 +306,7 @@ class PostgresState:
             time.sleep(retry)  # only while the database is lost
 
 
-# -- the statements ---------------------------------------------------------------------------------------------
-def _seen(conn, machine: str) -> None:
-    """This machine is there (its leases hold), by the database's clock."""
-    conn.execute("INSERT INTO machines (machine) VALUES (%s) ON CONFLICT (machine) DO UPDATE SET seen_at = now()",
-                 (machine,))
-
-
-def _current(conn, task_id: str) -> records.Record | None:
-    row = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims WHERE task_id = %s", (task_id,)).fetchone()
-    return _record(row) if row else None
-
-
-def _record(row) -> records.Record:
-    task_id, state, previous, verb, machine, owner, version, at = row
-    return records.Record(task=task_id, state=state, previous=previous, verb=verb, machine=machine, owner=owner,
-                          seq=int(version), ts=float(at))
-
-
-def _move(conn, task_id: str, current: records.Record | None, expected: str | None, new: str, verb: str,
-          machine: str, take: bool) -> records.Record | None:
-    """The compare-and-set (inside the caller's transaction): the new record, or None when the row moved
-    since ``current`` was read (read it again)."""
-    previous = current.state if current else expected
-    owner = machine if take or current is None else current.owner
-    if current is None:
-        row = conn.execute(
-            f"INSERT INTO claims (task_id, owner, machine, state, previous, verb, version) VALUES (%s, %s, %s, %s, %s, "
-            f"%s, 1) ON CONFLICT (task_id) DO NOTHING RETURNING {_CLAIM_COLUMNS}",
-            (task_id, owner, machine, new, previous, verb)).fetchone()
-    else:
-        row = conn.execute(
-            f"UPDATE claims SET owner = %s, machine = %s, state = %s, previous = %s, verb = %s, version = version + 1, "
-            f"at = now() WHERE task_id = %s AND version = %s RETURNING {_CLAIM_COLUMNS}",
-            (owner, machine, new, previous, verb, task_id, current.seq)).fetchone()
-    if row is None:
-        return None
-    rec = _record(row)
-    conn.execute("INSERT INTO transitions (task_id, version, previous, state, verb, machine, owner) "
-                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                 (rec.task, rec.seq, rec.previous, rec.state, rec.verb, rec.machine, rec.owner))
-    _notify(conn, {"machine": machine, "task": task_id, "state": new})
-    return rec
-
-
-def _notify(conn, payload: dict) -> None:
-    """The doorbell of :meth:`PostgresState.watch` (inside the caller's transaction: rung at its commit; the
-    tables stay the log, the payload only says who rang)."""
-    conn.execute("SELECT pg_notify(current_schema(), %s)", (json.dumps(payload, sort_keys=True),))
-
-
+# -- the statements (the claim's own are in :mod:`.postgres_rows`) ------------------------------------------
 def _export(conn, bus: Bus, machine: str) -> int:
     """This machine's bus records after the cursor the database keeps for it, as events, in one transaction
     with the cursor's move (the machine's row is locked meanwhile); how many."""
@@ -352,7 +325,7 @@ def _export(conn, bus: Bus, machine: str) -> int:
                   json.dumps(e.get("payload") or {}, sort_keys=True)) for i, e in enumerate(new, 1)])
         conn.execute("UPDATE machines SET cursor = %s::jsonb, published = %s WHERE machine = %s",
                      (json.dumps(after, sort_keys=True), published + len(new), machine))
-        _notify(conn, {"machine": machine, "events": len(new)})
+        rows.notify(conn, {"machine": machine, "events": len(new)})
     return len(new)
 
 
@@ -370,12 +343,3 @@ def _seen_map(value: str | None) -> dict[str, int]:
     except ValueError:
         return {}
     return {k: int(v) for k, v in d.items() if isinstance(v, int)} if isinstance(d, dict) else {}
-
-
-def _tip(version: int) -> str:
-    """What stands for the claim ref's commit in the cache: the row's version."""
-    return f"pg:{version}"
-
-
-def _cached(rec: records.Record) -> cache.Claim:
-    return cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq, _tip(rec.seq), rec.ts)

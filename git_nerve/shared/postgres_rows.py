@@ -1,0 +1,71 @@
+"""The statements on a claim row of the PostgreSQL backend (:mod:`.postgres`), shared by its transitions and by
+a claim held locked across a merge (:mod:`.postgres_hold`): each runs inside the caller's transaction on the
+caller's connection (psycopg itself is imported by :mod:`.postgres` only)."""
+
+from __future__ import annotations
+
+import json
+
+from ..bus import shared as cache
+from . import records
+
+CLAIM_COLUMNS = "task_id, state, previous, verb, machine, owner, version, extract(epoch FROM at)::float8"
+
+
+def mark_seen(conn, machine: str) -> None:
+    """This machine is there (its leases hold), by the database's clock."""
+    conn.execute("INSERT INTO machines (machine) VALUES (%s) ON CONFLICT (machine) DO UPDATE SET seen_at = now()",
+                 (machine,))
+
+
+def read_claim(conn, task_id: str) -> records.Record | None:
+    row = conn.execute(f"SELECT {CLAIM_COLUMNS} FROM claims WHERE task_id = %s", (task_id,)).fetchone()
+    return as_record(row) if row else None
+
+
+def as_record(row) -> records.Record:
+    task_id, state, previous, verb, machine, owner, version, at = row
+    return records.Record(task=task_id, state=state, previous=previous, verb=verb, machine=machine, owner=owner,
+                          seq=int(version), ts=float(at))
+
+
+def move(conn, task_id: str, current: records.Record | None, expected: str | None, new: str, verb: str,
+         machine: str, take: bool) -> records.Record | None:
+    """The compare-and-set (inside the caller's transaction): the new record, or None when the row moved
+    since ``current`` was read (read it again)."""
+    previous = current.state if current else expected
+    owner = machine if take or current is None else current.owner
+    if current is None:
+        row = conn.execute(
+            f"INSERT INTO claims (task_id, owner, machine, state, previous, verb, version) VALUES (%s, %s, %s, %s, %s, "
+            f"%s, 1) ON CONFLICT (task_id) DO NOTHING RETURNING {CLAIM_COLUMNS}",
+            (task_id, owner, machine, new, previous, verb)).fetchone()
+    else:
+        row = conn.execute(
+            f"UPDATE claims SET owner = %s, machine = %s, state = %s, previous = %s, verb = %s, version = version + 1, "
+            f"at = now() WHERE task_id = %s AND version = %s RETURNING {CLAIM_COLUMNS}",
+            (owner, machine, new, previous, verb, task_id, current.seq)).fetchone()
+    if row is None:
+        return None
+    rec = as_record(row)
+    conn.execute("INSERT INTO transitions (task_id, version, previous, state, verb, machine, owner) "
+                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                 (rec.task, rec.seq, rec.previous, rec.state, rec.verb, rec.machine, rec.owner))
+    notify(conn, {"machine": machine, "task": task_id, "state": new})
+    return rec
+
+
+def notify(conn, payload: dict) -> None:
+    """The doorbell of :meth:`PostgresState.watch` (inside the caller's transaction: rung at its commit; the
+    tables stay the log, the payload only says who rang)."""
+    conn.execute("SELECT pg_notify(current_schema(), %s)", (json.dumps(payload, sort_keys=True),))
+
+
+
+def cache_tip(version: int) -> str:
+    """What stands for the claim ref's commit in the cache: the row's version."""
+    return f"pg:{version}"
+
+
+def as_cached(rec: records.Record) -> cache.Claim:
+    return cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq, cache_tip(rec.seq), rec.ts)
