@@ -71,6 +71,15 @@ def _ready(work: Path, task: str, *, approve: bool = True) -> str:
     return build.git(wt, "rev-parse", "HEAD").strip()
 
 
+def _rounds(work: Path, task: str) -> list[tuple]:
+    """(role, content, the machine it came from) of each round of ``task``'s thread on ``work``'s machine."""
+    from git_nerve.bus import rounds
+
+    with ss.bus(work) as b:
+        found = rounds.load(b.conn, task, list(range(1, rounds.count(b.conn, task) + 1)))
+    return [(r.role, r.content, (r.metadata or {}).get("from_machine")) for r in found]
+
+
 def _merges_of(origin: Path, tip: str) -> list[str]:
     """The merge commits on origin's main that have ``tip`` as their second parent."""
     lines = build.git(origin, "rev-list", "--merges", "--parents", "main").splitlines()
@@ -84,8 +93,14 @@ def _status(work: Path) -> dict:
 def test_another_machine_merges_the_task_and_the_holder_follows_at_its_sync(tmp_path, db):
     a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False)
     origin = tmp_path / "srv" / "project.git"
-    tip = _ready(a, "t")
-    ss.ok(["nerve", "sync"], a)  # its events (the branch, the reviewed tip) reach the database
+    tip = _ready(a, "t", approve=False)
+    approved = ss.ok(["worker", "approve", "t", "--comment", "looks good from b"], b)  # b does not hold it
+    assert "Approved: t (IN_REVIEW -> APPROVED)" in approved.stdout and "Held by machine a" in approved.stdout
+    assert _row(b, "t") is None and _row(a, "t").state == "IN_REVIEW"
+    for w in (a, b, a):  # its events (the branch, the reviewed tip) reach the database; b's comment reaches a
+        ss.ok(["nerve", "sync"], w)
+    assert _row(a, "t").state == "APPROVED"
+    assert ("reviewer", "looks good from b", "b") in _rounds(a, "t")
     proc = ss.ok(["worker", "merge", "t"], c)
     assert "Merged: t into main" in proc.stdout and "(pushed)" in proc.stdout, proc.stdout
     assert "Held by machine a" in proc.stdout
@@ -94,7 +109,7 @@ def test_another_machine_merges_the_task_and_the_holder_follows_at_its_sync(tmp_
     assert _status(c)["t"]["state"] == "COMPLETED" and _status(c)["t"]["machine"] == "a"
     history = _query(db, f"SELECT state, verb, machine, owner FROM {_schema(a)}.transitions WHERE task_id = 't' "
                          "ORDER BY version")
-    assert history[-1] == ("COMPLETED", "merge", "c", "a")
+    assert history[-2:] == [("APPROVED", "approve", "b", "a"), ("COMPLETED", "merge", "c", "a")]
     worktree = Path(_row(a, "t").worktree)
     assert _row(a, "t").state == "APPROVED"  # a learns at its next sync
     ss.ok(["nerve", "sync"], c)  # (c's own message, with the merge commit, published: the background sync's job)
@@ -109,6 +124,23 @@ def test_another_machine_merges_the_task_and_the_holder_follows_at_its_sync(tmp_
     assert "already COMPLETED" in cleaned.stdout and "Worktree removed" in cleaned.stdout, cleaned.stdout
     assert build.git(a, "rev-parse", "refs/nerve/archive/t").strip() == tip and not worktree.exists()
     assert len(_merges_of(origin, tip)) == 1
+
+
+def test_another_machine_requests_changes_and_the_agent_gets_the_comment(tmp_path, db):
+    a, b = team(tmp_path, db, ["a", "b"], background=False)
+    _ready(a, "t", approve=False)
+    proc = ss.ok(["worker", "request-changes", "t", "--comment", "rename the helper"], b)
+    assert "Changes requested: t (IN_REVIEW -> WORKING)" in proc.stdout and "Held by machine a" in proc.stdout
+    refused = ss.run(["worker", "approve", "t"], b)  # the claim moved: nothing to approve
+    assert refused.returncode == 3 and "cannot approve t: it is WORKING on machine a" in refused.stderr, refused
+    for w in (b, a):
+        ss.ok(["nerve", "sync"], w)
+    assert _row(a, "t").state == "WORKING" and _row(a, "t").approved_at is None
+    assert ("reviewer", "rename the helper", "b") in _rounds(a, "t")
+    shown = ss.ok(["worker", "show", "t"], a).stdout
+    assert "IN_REVIEW -> WORKING (request changes for)" in shown and "rename the helper" in shown
+    ss.ok(["worker", "done", "--task", "t"], a)  # the holder goes on as after a local request-changes
+    assert _row(a, "t").state == "IN_REVIEW"
 
 
 def test_two_machines_merging_one_task_at_once_make_one_merge(tmp_path, db):

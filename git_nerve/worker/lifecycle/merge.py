@@ -1,8 +1,9 @@
 """`merge`: APPROVED -> COMPLETED, a ``--no-ff`` merge built in memory, pushed from a temporary checkout
 (every pre-push gate runs, :mod:`.publish`) or moved locally by compare-and-set, retried when the remote moved,
 recorded under the task's lock, then cleaned up (:mod:`.cleanup`). A task another machine holds (shared mode on
-PostgreSQL) is merged by :mod:`.merge_elsewhere`; on PostgreSQL the claim row is held across the push. Also ``unfinished_cleanups`` and how a tip the
-integration branch already holds is recorded (``_merged_as``, ``_record_merge``).
+PostgreSQL) is merged by :mod:`.merge_elsewhere`; on PostgreSQL the claim row is held across the push. Also
+``unfinished_cleanups`` and how a tip the integration branch already holds is recorded (``_merged_as``,
+``_record_merge``).
 """
 
 from __future__ import annotations
@@ -48,11 +49,8 @@ def merge(
     """
     check_argv = _parse_check(check)
     repair_leftovers(repo)
-    if workers.get(repo.bus.conn, task_id) is None:  # shared mode on PostgreSQL: another machine's task
-        from .merge_elsewhere import merge_elsewhere, merges_elsewhere
-
-        if merges_elsewhere(repo):
-            return merge_elsewhere(repo, task_id, check=check)
+    if (elsewhere := _merge_elsewhere(repo, task_id, check)) is not None:
+        return elsewhere
     w = follow_moved_worktree(repo, get(repo.bus, task_id, "merge"))
     if w.state == State.COMPLETED.value:
         res = MergeResult(None, already=True, into=w.integration)
@@ -93,6 +91,15 @@ def merge(
     faults.point("merge.after-transition")  # recorded, not cleaned up
     _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
     return res
+
+
+def _merge_elsewhere(repo: Repo, task_id: str, check: str | None) -> MergeResult | None:
+    """Shared mode on PostgreSQL: a task another machine holds is merged from here (:mod:`.merge_elsewhere`)."""
+    if workers.get(repo.bus.conn, task_id) is not None:
+        return None
+    from .merge_elsewhere import merge_elsewhere, merges_elsewhere
+
+    return merge_elsewhere(repo, task_id, check=check) if merges_elsewhere(repo) else None
 
 
 def _refuse_unmergeable(repo: Repo, w: workers.Worker, *, force: bool) -> None:
@@ -200,12 +207,20 @@ def _push_merge(repo: Repo, w: workers.Worker, commit: str, ours: str) -> bool:
 
 def unfinished_cleanups(repo: Repo) -> list[str]:
     """COMPLETED tasks whose worktree is still there, or still registered with git (a removal killed after git
-    deleted the files): a merge killed between COMPLETED and the end of its cleanup."""
+    deleted the files): a merge killed between COMPLETED and the end of its cleanup (not one another machine made)."""
     done = workers.all_workers(repo.bus.conn, states=(State.COMPLETED.value,))
     if not done:
         return []
     registered = {os.path.abspath(info.path) for info in worktrees.list_all(repo.cwd)}
-    return [w.task_id for w in done if Path(w.worktree).exists() or os.path.abspath(w.worktree) in registered]
+    return [w.task_id for w in done if (Path(w.worktree).exists() or os.path.abspath(w.worktree) in registered)
+            and not _merged_by_another_machine(repo, w.task_id)]
+
+
+def _merged_by_another_machine(repo: Repo, task_id: str) -> bool:
+    """Merged by another machine (PostgreSQL; the row followed at a sync): its worktree is kept for a person's
+    `git worker merge T`, never cleaned up as a merge of this machine's that was killed."""
+    found = messages.for_task(repo.bus.conn, task_id, kinds=("merged",))
+    return bool(found and found[-1].payload.get("machine"))
 
 
 def _merged_as(repo: Repo, w: workers.Worker, tip: str, target_ref: str) -> str | None:
