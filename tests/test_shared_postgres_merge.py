@@ -171,8 +171,8 @@ def test_merge_all_on_three_machines_at_once_merges_every_task_exactly_once(tmp_
     works = team(tmp_path, db, machines, background=False)
     origin = tmp_path / "srv" / "project.git"
     tips = {}
-    for i in range(9):  # 9 APPROVED tasks spread over the machines, approved in this order
-        tips[f"q{i}"] = _ready(works[i % 3], f"q{i}")
+    for i, m in enumerate("aabaabaab"):  # 9 APPROVED tasks, approved in this order: 6 on a, 3 on b, none on c
+        tips[f"q{i}"] = _ready(works[machines.index(m)], f"q{i}")
     for w in works:
         ss.ok(["nerve", "sync"], w)
     barrier = threading.Barrier(3)
@@ -189,7 +189,7 @@ def test_merge_all_on_three_machines_at_once_merges_every_task_exactly_once(tmp_
         reported[m] = [r["task_id"] for r in json.loads(p.stdout)["merged"]]
     merged_by = [t for ts in reported.values() for t in ts]
     assert sorted(merged_by) == sorted(tips), reported  # each task reported once, by one machine
-    assert sum(1 for ts in reported.values() if ts) >= 2, reported  # the runs shared the queue
+    assert all(reported.values()), reported  # the runs shared the queue: c, which holds none, merged some too
     for task, tip in tips.items():
         assert len(_merges_of(origin, tip)) == 1, task  # merged exactly once on origin
     claims = dict(_query(db, f"SELECT task_id, state FROM {_schema(works[0])}.claims"))
