@@ -77,10 +77,13 @@ def hold(state, bus: Bus, task_id: str, verb: str) -> Iterator[Held]:
     if existing is not None:
         yield existing
         return
-    busy = HeldElsewhere(f"task {task_id} is being {verb}d by another machine right now (its claim stayed locked "
-                         f"for {HOLD_WAIT:.0f} s); nothing changed here: run it again to see how it ended")
+    busy = HeldElsewhere(f"task {task_id} is being moved by another machine right now (a merge there held its "
+                         f"claim for over {HOLD_WAIT:.0f} s); nothing changed here ({verb} {task_id} again to see "
+                         "how it ended)")
     sql = f"SELECT {rows.CLAIM_COLUMNS} FROM claims WHERE task_id = %s FOR UPDATE"
-    with _held(state, bus, sql, (task_id,), f"nothing changed here ({task_id} did not move)", busy) as held:
+    unchanged = (f"the claim of {task_id} did not move (run it again: a merge that was pushed is found on the remote "
+                 "and recorded)")
+    with _held(state, bus, sql, (task_id,), unchanged, busy) as held:
         yield held
 
 
