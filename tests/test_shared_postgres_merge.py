@@ -198,3 +198,23 @@ def test_merge_all_on_three_machines_at_once_merges_every_task_exactly_once(tmp_
     assert sorted(history) == sorted((t, m) for m, ts in reported.items() for t in ts)  # none reports another's
     for m, ts in reported.items():  # each run took its tasks in the queue's (approval) order
         assert ts == sorted(ts, key=lambda t: int(t[1:])), (m, ts)
+
+
+def test_a_conflict_met_by_another_machines_merge_sends_the_task_back_on_its_holder(tmp_path, db):
+    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False)
+    origin = tmp_path / "srv" / "project.git"
+    _ready(a, "t")
+    build.commit_file(b, "t.txt", "b's own t.txt, straight on main\n")  # the same file, another content
+    build.git(b, "push", "-q", "origin", "HEAD:main")
+    before = build.git(origin, "rev-parse", "main").strip()
+    ss.ok(["nerve", "sync"], a)
+    proc = ss.run(["worker", "merge", "t"], c)
+    assert proc.returncode == 6 and "merging t into main conflicts; the task is back to WORKING (on machine a" \
+        in proc.stderr, proc
+    assert build.git(origin, "rev-parse", "main").strip() == before  # nothing pushed
+    assert _query(db, f"SELECT state, verb, machine FROM {_schema(a)}.claims WHERE task_id = 't'") == \
+        [("WORKING", "merge", "c")]
+    for w in (c, a):
+        ss.ok(["nerve", "sync"], w)
+    assert _row(a, "t").state == "WORKING"
+    assert "merge_conflict" in ss.ok(["worker", "show", "t"], a).stdout
