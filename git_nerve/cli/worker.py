@@ -147,7 +147,10 @@ def show(task_id: str, as_json: bool) -> None:
 @click.option("--comment", help="Review comment; also added to the task's thread.")
 @json_option
 def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) -> None:
-    """Approve reviewed work (IN_REVIEW -> APPROVED)."""
+    """Approve reviewed work (IN_REVIEW -> APPROVED).
+
+    Shared mode on PostgreSQL: also a task another machine holds (its row and
+    the agent's thread follow at that machine's next sync)."""
     from ..worker import lifecycle
 
     with _repo(create=False) as repo:
@@ -164,7 +167,11 @@ def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) ->
 @click.option("--by", help="Who asks (default: your git user).")
 @json_option
 def request_changes(task_id: str, comment: str | None, by: str | None, as_json: bool) -> None:
-    """Send work back for revision (IN_REVIEW -> WORKING)."""
+    """Send work back for revision (IN_REVIEW -> WORKING).
+
+    Shared mode on PostgreSQL: also a task another machine holds (its row
+    follows and the comment reaches the agent's thread at that machine's next
+    sync)."""
     from ..worker import lifecycle
 
     with _repo(create=False) as repo:
