@@ -65,6 +65,8 @@ def _print(report: dict, as_json: bool) -> None:
         return
     for t in report.get("taken_over", []):
         echo(f"took over {t['task']} from machine {t['from']} (its lease ran out; it was {t['state']}; now ASSIGNED here)")
+    for t in report.get("followed", []):
+        echo(_followed_line(t))
     if report.get("archive_refused"):
         warn(f"{report['remote']} refused to archive finished claims ({report['archive_refused']}): they stay live "
              "claim refs; tried again after a lease")
@@ -72,6 +74,14 @@ def _print(report: dict, as_json: bool) -> None:
     echo(f"synced with {report['remote']} as {report['machine']}: {report['exported']} events published, "
          f"{report['ingested']} ingested, {report['claims']} claims updated{archived} ({report['seconds']} s)"
          + (f"; next look{again}" if again else ""))
+
+
+def _followed_line(t: dict) -> str:
+    """A task of this machine another machine reviewed or merged (PostgreSQL), as this sync brought it here."""
+    if t["state"] == "COMPLETED":
+        return (f"{t['task']} was merged by machine {t['machine']}: COMPLETED here; its worktree stays until "
+                f"`git worker merge {t['task']}` cleans it up")
+    return f"{t['task']} is {t['state']} here: moved by machine {t['machine']}"
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

@@ -117,6 +117,12 @@ def merge(task_id: str | None, all_tasks: bool, delete_branch: bool, check: str 
     checked with one run; a failing batch is bisected, the task(s) that break
     the check go back to WORKING with its output in their thread, and the
     rest are merged.
+
+    Shared mode on PostgreSQL: TASK_ID may be a task another machine holds
+    (its pushed branch is merged from here; the holder's row follows at its
+    next sync), and --all is the queue of every machine's APPROVED tasks in
+    approval order: runs on several machines at once each take the next task
+    no other run holds, so each task is merged once.
     """
     from ..errors import UsageError
     from . import tasks

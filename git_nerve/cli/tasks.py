@@ -48,10 +48,12 @@ def run_merge(task_id: str, *, delete_branch: bool, check: str | None, force: bo
 
 def merge_json(repo, task_id: str, res) -> dict:
     """A merged task as `git worker merge --json` prints it (also used by `merge --all`)."""
-    return {**_row(repo, task_id), "merge_commit": res.commit, "pushed": res.pushed,
+    row = _row(repo, task_id) if res.holder is None else {"task_id": task_id, "state": "COMPLETED", "machine": res.holder}
+    return {**row, "merge_commit": res.commit, "pushed": res.pushed,
             "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
             "branch_deleted": res.deleted_branch, "submodule_archives": res.submodule_archives,
-            "ignored_removed": res.ignored_removed, "branch_kept": res.kept, "nothing_merged": res.nothing}
+            "ignored_removed": res.ignored_removed, "branch_kept": res.kept, "nothing_merged": res.nothing,
+            "holder": res.holder}
 
 
 def print_merge(task_id: str, res) -> None:
@@ -65,6 +67,9 @@ def print_merge(task_id: str, res) -> None:
     else:
         echo(f"Merged: {task_id} into {res.into} as {res.commit[:12] if res.commit else '?'}"
              + (" (pushed)" if res.pushed else ""))
+    if res.holder:
+        echo(f"  Held by machine {res.holder}: COMPLETED there at its next sync; its worktree stays until "
+             f"`git worker merge {task_id}` there")
     print_cleanup(res)
 
 
@@ -115,6 +120,8 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float) -
         shown = style(f"{r['state']:<11}", fg=colors.get(r["state"]))
         echo(f"{r['task_id']:<24} {shown} {r['machine']:<16} {(r['branch'] or '-'):<28} {hb:<10} {desc}"
              + (" STALE" if r["stale"] else "") + (f" (fenced off here: {r['fenced']})" if r.get("fenced") else ""))
+        if r.get("merged_elsewhere"):
+            echo(f"{'':<24} {r['merged_elsewhere']}")
         for mark in r.get("radar") or []:
             echo(style(f"{'':<24} ! {mark}", fg="red" if mark.startswith("conflict") else "yellow"))
 

@@ -54,6 +54,15 @@ def _state_line(outcome, verb_done: str, task_id: str, comment: str | None = Non
         echo(f"{verb_done}: {task_id} ({outcome.previous} -> {style(outcome.current, bold=True)})")
     else:
         echo(f"{verb_done}: {task_id} (already {outcome.current}" + ("; the comment is in its thread)" if comment and comment.strip() else ")"))
+    if getattr(outcome, "holder", None):
+        echo(f"  Held by machine {outcome.holder}: its row" + (" and the agent's thread" if comment and comment.strip() else "")
+             + " follow at its next sync")
+
+
+def _outcome_json(repo, outcome, task_id: str) -> dict:
+    if outcome.holder:  # another machine's task (PostgreSQL): the claim as moved here
+        return {"task_id": task_id, "state": outcome.current, "machine": outcome.holder, "changed": outcome.changed}
+    return _row(repo, task_id)
 
 
 task_option = click.option("--task", "task", metavar="TASK", help="Act on TASK instead of the worktree's own task.")
@@ -138,13 +147,16 @@ def show(task_id: str, as_json: bool) -> None:
 @click.option("--comment", help="Review comment; also added to the task's thread.")
 @json_option
 def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) -> None:
-    """Approve reviewed work (IN_REVIEW -> APPROVED)."""
+    """Approve reviewed work (IN_REVIEW -> APPROVED).
+
+    Shared mode on PostgreSQL: also a task another machine holds (its row and
+    the agent's thread follow at that machine's next sync)."""
     from ..worker import lifecycle
 
     with _repo(create=False) as repo:
         outcome = lifecycle.approve(repo, task_id, by=by or repo.config.get("user.name"), comment=comment)
         if as_json:
-            echo_json(_row(repo, task_id))
+            echo_json(_outcome_json(repo, outcome, task_id))
         else:
             _state_line(outcome, "Approved", task_id, comment)
 
@@ -155,13 +167,17 @@ def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) ->
 @click.option("--by", help="Who asks (default: your git user).")
 @json_option
 def request_changes(task_id: str, comment: str | None, by: str | None, as_json: bool) -> None:
-    """Send work back for revision (IN_REVIEW -> WORKING)."""
+    """Send work back for revision (IN_REVIEW -> WORKING).
+
+    Shared mode on PostgreSQL: also a task another machine holds (its row
+    follows and the comment reaches the agent's thread at that machine's next
+    sync)."""
     from ..worker import lifecycle
 
     with _repo(create=False) as repo:
         outcome = lifecycle.request_changes(repo, task_id, comment=comment, by=by or repo.config.get("user.name"))
         if as_json:
-            echo_json(_row(repo, task_id))
+            echo_json(_outcome_json(repo, outcome, task_id))
         else:
             _state_line(outcome, "Changes requested", task_id, comment)
 

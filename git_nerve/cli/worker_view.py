@@ -33,6 +33,10 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
     fresh = shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
     if fresh is not None:
         _radar_elsewhere(repo, rows, radar)
+        for r in rows:
+            w = everyone.get(r["task_id"])
+            if w is not None and merged_elsewhere_line(repo, w):
+                r["merged_elsewhere"] = merged_elsewhere_line(repo, w)
     if as_json:
         echo_json(rows)
         return
@@ -108,6 +112,8 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
                    "inbox": [e.as_dict() for e in told]})
         return
     echo(f"{style(w.task_id, bold=True)}  {w.state}  {w.branch}  {w.worktree}")
+    if merged_elsewhere_line(repo, w):
+        echo(f"  {merged_elsewhere_line(repo, w)}")
     if w.description:
         echo(f"  {w.description}")
     for line in prep_lines(repo, w):
@@ -121,6 +127,23 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
         echo("Told (git nerve tell):")
         for e in told:
             echo(f'{clock.iso(e.message.ts)}  #{e.message.id:<4} {e.message.kind:<5} "{e.message.text}"  ({e.status})')
+
+
+def merged_elsewhere_line(repo, w) -> str | None:
+    """A task of this machine another machine merged (shared mode on PostgreSQL) whose worktree is still here:
+    the one line saying so and what cleans it up; None otherwise."""
+    from pathlib import Path
+
+    from ..bus import messages
+
+    if w.state != "COMPLETED" or not Path(w.worktree).exists():
+        return None
+    merged = messages.for_task(repo.bus.conn, w.task_id, kinds=("merged",))
+    by = merged[-1].payload.get("machine") if merged else None
+    if not by:
+        return None
+    return (f"merged by machine {by}; its worktree is kept here until `git worker merge {w.task_id}` cleans it up "
+            "(archive first)")
 
 
 def _short(value):

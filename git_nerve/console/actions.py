@@ -65,7 +65,15 @@ def approve(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
     task = _task(body)
     with _open(paths) as repo:
         outcome = lifecycle.approve(repo, task, by=_by(repo, body), comment=_comment(body))
-        return {"changed": outcome.changed, "worker": row(outcome.worker, None)}
+        return _reviewed(task, outcome)
+
+
+def _reviewed(task: str, outcome) -> dict[str, Any]:
+    """A review's answer; a task another machine holds (PostgreSQL) as its claim moved, with that machine."""
+    if outcome.worker is None:
+        return {"changed": outcome.changed, "worker": {"task_id": task, "state": outcome.current,
+                                                       "machine": outcome.holder}}
+    return {"changed": outcome.changed, "worker": row(outcome.worker, None)}
 
 
 def _line_comments(body: dict[str, Any]) -> list[str]:
@@ -100,7 +108,7 @@ def request_changes(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
         comment = "\n".join(([comment.strip()] if comment and comment.strip() else []) + lines)
     with _open(paths) as repo:
         outcome = lifecycle.request_changes(repo, task, comment=comment, by=_by(repo, body))
-        return {"changed": outcome.changed, "worker": row(outcome.worker, None)}
+        return _reviewed(task, outcome)
 
 
 def _check(paths: RepoPaths, body: dict[str, Any]) -> str | None:
@@ -136,7 +144,8 @@ def _merged(repo: lifecycle.Repo, task: str, res) -> dict[str, Any]:
     return {"task_id": task, "already": res.already, "into": res.into, "merge_commit": res.commit,
             "pushed": res.pushed, "archive_ref": res.archive_ref, "worktree_removed": res.removed_worktree,
             "branch_deleted": res.deleted_branch, "warnings": res.warnings, "nothing_merged": res.nothing,
-            "branch_kept": res.kept, "state": workers.get(repo.bus.conn, task).state}
+            "branch_kept": res.kept, "holder": res.holder,
+            "state": "COMPLETED" if res.holder else workers.get(repo.bus.conn, task).state}  # (holder: PostgreSQL)
 
 
 def merge(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,10 @@ AUTO_STATES = {"idle": ("ASSIGNED", "IN_REVIEW", "APPROVED"),
 
 
 def already(rec: Record, new: str, verb: str, machine: str) -> bool:
-    """Does the claim record this very transition by this machine already (a rerun: success)?"""
-    return rec.state == new and rec.verb == verb and rec.machine == machine
+    """Does the claim record this very transition by this machine already (a rerun: success)? For the machine
+    holding the task, the same transition made by another machine counts too (a review or merge made from there,
+    PostgreSQL: this machine's row follows it)."""
+    return rec.state == new and rec.verb == verb and machine in (rec.machine, rec.owner)
 
 
 def taken_here(rec: Record | None, expected: str | None, new: str, take: bool, machine: str) -> bool:

@@ -34,9 +34,10 @@ from typing import Iterator
 from .. import clock, locks
 from ..bus import shared as cache
 from ..bus import told
+from ..bus.followed import follow
 from ..bus.connection import Bus
-from ..errors import DatabaseError, HeldElsewhere, UsageError
-from . import postgres_move, postgres_schema, records
+from ..errors import DatabaseError, HeldElsewhere, NerveError, UsageError
+from . import postgres_hold, postgres_move, postgres_schema, records
 from .postgres_sql import CLAIM_COLUMNS as _CLAIM_COLUMNS
 from .postgres_sql import cached as _cached
 from .postgres_sql import current as _current
@@ -51,6 +52,7 @@ from .judge import AUTO_STATES, already, ours_to_take, refusal, taken_here
 #: compare-and-set attempts when the row moved between the read and the update
 ATTEMPTS = 3
 ENV_URL = "NERVE_DATABASE_URL"
+LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout ran out
 SEEN = "pg:seen"  # the cache's meta key (+ ":<schema>"): {machine: the last mseq of its events ingested}
 
 
@@ -80,9 +82,10 @@ class PostgresState:
         return url
 
     @contextmanager
-    def session(self, unchanged: str) -> Iterator:
+    def session(self, unchanged: str, busy: NerveError | None = None) -> Iterator:
         """A connection (autocommit: each :meth:`conn.transaction` is one), its schema ready; every driver error
-        becomes one line saying ``unchanged``. The caller's own NerveErrors pass through."""
+        becomes one line saying ``unchanged`` (a lock not granted in time: ``busy``, when given). The caller's own
+        NerveErrors pass through."""
         try:
             import psycopg
         except ImportError:
@@ -100,6 +103,8 @@ class PostgresState:
             postgres_schema.ensure(conn, self.schema)
             yield conn
         except psycopg.Error as exc:
+            if busy is not None and getattr(exc, "sqlstate", None) == LOCK_NOT_AVAILABLE:
+                raise busy from None
             raise DatabaseError(f"the database {where} failed: {postgres_schema.first_line(exc)}; {unchanged}") from None
         finally:
             conn.close()
@@ -114,7 +119,12 @@ class PostgresState:
               holder: str | None = None) -> None:
         """Move ``task_id``'s claim from ``expected`` (None: a new task) to ``new`` in one transaction, before
         the local bus moves. Idempotent: a claim that already records this transition by this machine is success.
-        ``holder``: a takeover expects the task still held by that machine."""
+        ``holder``: a takeover expects the task still held by that machine. A claim this process holds locked
+        (:meth:`hold`, :meth:`hold_next`) moves inside that transaction, committed when the hold ends."""
+        held = postgres_hold.holding(self.schema, task_id)
+        if held is not None:
+            held.claim(bus, expected, new, verb)
+            return
         self._claim(bus, task_id, expected, new, verb, take=take, holder=holder)
 
     def _claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool,
@@ -154,6 +164,8 @@ class PostgresState:
         """The claim row locked across the command's push, judged first (HeldElsewhere: nothing pushed); the
         transition committed once the push landed (:mod:`.postgres_push`)."""
         from . import postgres_push
+        if postgres_hold.holding(self.schema, task_id) is not None:
+            return None  # a hold of this process has the row locked (a merge): the claim moves inside it
 
         return postgres_push.hold(self, task_id, expected, new, verb)
 
@@ -178,6 +190,16 @@ class PostgresState:
             return current.state
         self._claim(bus, task_id, current.state, "ASSIGNED", "takeover", take=True, lease=True, holder=current.owner)
         return current.state
+
+    def hold(self, bus: Bus, task_id: str, verb: str):
+        """``task_id``'s claim row locked (``SELECT ... FOR UPDATE``, waiting at most ``HOLD_WAIT`` seconds for
+        another machine's hold) in a transaction committed when the ``with`` ends: :mod:`.postgres_hold`."""
+        return postgres_hold.hold(self, bus, task_id, verb)
+
+    def hold_next(self, bus: Bus, skip: list[str]):
+        """The next APPROVED claim of any machine in approval order that no other transaction holds (``SKIP
+        LOCKED``), locked as :meth:`hold` does; None when there is none. ``skip``: tasks this run leaves."""
+        return postgres_hold.hold_next(self, bus, skip)
 
     def learn(self, bus: Bus, task_id: str) -> records.Record | None:
         """The claim of ``task_id`` as the database holds it now, into the cache (fencing reads it); the record."""
@@ -256,6 +278,7 @@ class PostgresState:
                                                 "payload": e[6]} for e in events])
             cache.deliver_posts(conn, self.machine)  # other machines' posts and notes to tasks held here join
             woken = told.deliver(conn, bus.path.parent, self.machine)  # their threads and inboxes
+            followed = follow(conn, self.machine, clock.now())  # reviews and merges made elsewhere: rows follow
             cache.set_meta(conn, self.seen_key, json.dumps(seen, sort_keys=True))
             cache.set_meta(conn, cache.MACHINE, self.machine)
             cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
@@ -264,6 +287,7 @@ class PostgresState:
         told.mark(bus.path.parent, woken)  # again after the commit, as `git nerve tell` does
         return {"backend": "postgres", "machine": self.machine, "remote": f"{postgres_schema.where(self.url())} ({self.schema})",
                 "exported": exported, "ingested": ingested, "claims": len(changed),
+                "followed": [{"task": t, "state": st, "machine": m} for t, st, m in followed],
                 "seconds": round(time.monotonic() - started, 3)}
 
     def freshness(self, bus: Bus) -> str:

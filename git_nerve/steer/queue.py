@@ -30,6 +30,7 @@ from ..bus import workers
 from ..bus.driver import Connection
 from ..errors import CheckFailed, ConflictError, ExitCode, InvalidTransition, NerveError
 from .drain import QUEUE_CONSUMER, Ack, Batch, DrainResult, drain, line, stop_acks
+from .queue_shared import shared_queue
 
 #: merge failures that concern one task only: the queue goes on
 TASK_FAILURES = (ConflictError, CheckFailed, InvalidTransition)
@@ -77,8 +78,10 @@ class Queue:
     with the integration branch go after the ones that conflict with nothing
     (``risky``), so a clean task never waits behind one likely to bounce."""
 
-    def __init__(self, approved: list[workers.Worker], risky: set[str] | frozenset[str] = frozenset()):
+    def __init__(self, approved: list[workers.Worker], risky: set[str] | frozenset[str] = frozenset(),
+                 lookup: Callable[[Connection, str], Any] | None = None):
         self.risky = frozenset(risky)
+        self.lookup = lookup or workers.get  #: a task's row by id (across machines: other machines' claims too)
         self.pending: list[tuple[tuple[bool, float], str]] = sorted((self._key(w), w.task_id) for w in approved)
         self.merged: set[str] = set()
         self.skipped: list[str] = []
@@ -107,7 +110,7 @@ class Queue:
                 else:
                     head = f"skip {target}: not in the merge queue, nothing to do"
             else:
-                w = workers.get(conn, target)
+                w = self.lookup(conn, target)
                 if queued:
                     head = f"add {target}: already in the merge queue"
                 elif w is None or w.state != "APPROVED":
@@ -130,6 +133,10 @@ class Queue:
 
     def pop(self) -> str:
         return self.pending.pop(0)[1]
+
+    def take(self, task_id: str) -> None:
+        """Across machines: the shared store handed this task to this run (out of pending, wherever it was)."""
+        self.pending = [p for p in self.pending if p[1] != task_id]
 
     def _key(self, w: workers.Worker) -> tuple[bool, float]:
         return (w.task_id in self.risky, _order(w))
@@ -234,6 +241,33 @@ def _merge_one(repo: Any, task_id: str, delete_branch: bool, check: str | None, 
     return True
 
 
+def _run_across(repo: Any, across: Any, queue: Queue, result: QueueResult, say: Say,
+                merge_one: Callable[[str], bool]) -> None:
+    """The queue across machines: before each merge the drain (stop, skip, add act on this run), then the next
+    APPROVED task of any machine no other run holds, in approval order (``SKIP LOCKED``), held through its merge.
+    A task this run tried is not taken again unless `add` puts it back."""
+    tried: set[str] = set()
+    while True:
+        drained = drain(repo.bus, QUEUE_CONSUMER, respond=queue.respond)
+        queue.adopt()
+        result.lines.extend(drained.lines)
+        _say_drained(drained, say)
+        tried -= set(queue.tasks)  # put back by `add`
+        if drained.stop:
+            result.stopped = drained.stop_message
+            break
+        with across.next(sorted(tried | set(queue.skipped))) as task_id:
+            if task_id is None:
+                queue.pending = []  # every APPROVED task is merged, taken by another machine's run, or left here
+                break
+            tried.add(task_id)
+            queue.take(task_id)
+            if not merge_one(task_id):
+                break
+    result.skipped = list(queue.skipped)
+    result.pending = queue.tasks
+
+
 def merge_all(
     repo: Any,
     *,
@@ -253,6 +287,12 @@ def merge_all(
     try:
         with hold(repo.lock_path("merge-all"), timeout=0, what="the merge queue lock"):
             _finish_cleanups(repo, delete_branch, force, result, say, on_merged)
+            across = None if batch > 1 and check else shared_queue(repo)
+            if across is not None:  # shared mode on PostgreSQL: every machine's APPROVED tasks
+                queue = Queue(across.approved(), lookup=across.lookup)
+                _run_across(repo, across, queue, result, say, lambda t: _merge_one(
+                    repo, t, delete_branch, check, force, result, queue, on_merged, on_failed))
+                return result
             queue = Queue(workers.all_workers(repo.bus.conn, states=("APPROVED",)), _risky(repo))
             while True:
                 drained = drain(repo.bus, QUEUE_CONSUMER, respond=queue.respond)

@@ -26,7 +26,8 @@ class Outcome:
     changed: bool
     previous: str
     current: str
-    worker: workers.Worker
+    worker: workers.Worker | None  #: None: a task another machine holds (reviewed from here, PostgreSQL)
+    holder: str | None = None  #: that machine
 
 
 def unknown(task_id: str) -> UsageError:

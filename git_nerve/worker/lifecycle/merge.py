@@ -1,55 +1,34 @@
 """`merge`: APPROVED -> COMPLETED, a ``--no-ff`` merge built in memory, pushed from a temporary checkout
-(every pre-push gate runs) or moved locally by compare-and-set, retried when the remote moved, recorded
-under the task's lock, then cleaned up (:mod:`.cleanup`). Also ``unfinished_cleanups`` and how a tip the
-integration branch already holds is recorded (``_merged_as``, ``_record_merge``).
+(every pre-push gate runs, :mod:`.publish`) or moved locally by compare-and-set, retried when the remote moved,
+recorded under the task's lock, then cleaned up (:mod:`.cleanup`). A task another machine holds (shared mode on
+PostgreSQL) is merged by :mod:`.merge_elsewhere`; on PostgreSQL the claim row is held across the push. Also
+``unfinished_cleanups`` and how a tip the integration branch already holds is recorded (``_merged_as``,
+``_record_merge``).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
 from ... import faults
 from ...bus import messages, workers
-from ...errors import CheckFailed, ConflictError, GitError, InvalidTransition
+from ...errors import ConflictError, GitError, InvalidTransition
 from ...git import refs, worktrees
-from ...git import remote as gitremote
 from ...locks import hold
 from .. import claims, repair
 from ..locking import task_lock
 from ..states import State
-from ..transitions import Outcome, get, transition
+from ..transitions import get, transition
 from .advance import _advance_local, _sync_local_integration, _undo_killed_fast_forward
 from .check import _parse_check, _run_check
 from .cleanup import _cleanup
 from .guards import _refuse_branch_gone, _refuse_dropped, _refuse_submodule_work, _remote_refused
+from .publish import (MERGE_ATTEMPTS, MergeResult, _gate_refused, _push_from_checkout,  # noqa: F401  (re-exported)
+                      after_lost_race, claim_held, merge_attempts)
 from .repo import Repo, _require_tip, integration_ref, repair_leftovers
 from .worktree import follow_moved_worktree
-
-
-MERGE_ATTEMPTS = 3
-
-
-@dataclass
-class MergeResult:
-    outcome: Outcome | None
-    commit: str | None = None
-    into: str = ""
-    pushed: bool = False
-    attempts: int = 0
-    archive_ref: str | None = None
-    removed_worktree: bool = False
-    deleted_branch: bool = False
-    already: bool = False
-    #: no merge commit was made: "empty" (an --allow-empty task) or "on-integration" (its commits got there another way)
-    nothing: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    submodule_archives: list[str] = field(default_factory=list)  # "<path>: <ref>" in each submodule's repository
-    ignored_removed: list[str] = field(default_factory=list)  # ignored paths the removal deleted (never archived)
-    #: why the branch was kept, here or on the remote (:mod:`.owned`): one line each
-    kept: list[str] = field(default_factory=list)
 
 
 def merge(
@@ -70,6 +49,8 @@ def merge(
     """
     check_argv = _parse_check(check)
     repair_leftovers(repo)
+    if (elsewhere := _merge_elsewhere(repo, task_id, check)) is not None:
+        return elsewhere
     w = follow_moved_worktree(repo, get(repo.bus, task_id, "merge"))
     if w.state == State.COMPLETED.value:
         res = MergeResult(None, already=True, into=w.integration)
@@ -91,7 +72,7 @@ def merge(
     committer = objects.identity(cwd)
     author = objects.identity(cwd, "GIT_AUTHOR_IDENT")
     message = f"Merge {w.branch} ({task_id})\n" + (f"\n{w.description}\n" if w.description else "")
-    with hold(repo.lock_path("merge"), what="the merge lock"):
+    with claim_held(repo, task_id), hold(repo.lock_path("merge"), what="the merge lock"):
         # looked at under the lock: a merge fast-forwarding this checkout makes it look dirty meanwhile
         target_wt = worktrees.find_for_branch(cwd, f"refs/heads/{integration}")
         _undo_killed_fast_forward(target_wt)
@@ -99,15 +80,26 @@ def merge(
             raise GitError(
                 f"{integration} is checked out at {target_wt.path} with uncommitted changes; commit or stash them, then merge again"
             )
-        for attempt in range(1, MERGE_ATTEMPTS + 1):
+        attempts = merge_attempts(repo)
+        for attempt in range(1, attempts + 1):
             res.attempts = attempt
             if _merge_once(repo, w, res, tip, (message, author, committer), check_argv, target_wt):
                 break
+            after_lost_race(attempt, attempts)
         else:
-            raise GitError(f"{integration} kept moving; gave up after {MERGE_ATTEMPTS} attempts (run merge again)")
+            raise GitError(f"{integration} kept moving; gave up after {attempts} attempts (run merge again)")
     faults.point("merge.after-transition")  # recorded, not cleaned up
     _cleanup(repo, w, res, delete_branch=delete_branch, force=force)
     return res
+
+
+def _merge_elsewhere(repo: Repo, task_id: str, check: str | None) -> MergeResult | None:
+    """Shared mode on PostgreSQL: a task another machine holds is merged from here (:mod:`.merge_elsewhere`)."""
+    if workers.get(repo.bus.conn, task_id) is not None:
+        return None
+    from .merge_elsewhere import merge_elsewhere, merges_elsewhere
+
+    return merge_elsewhere(repo, task_id, check=check) if merges_elsewhere(repo) else None
 
 
 def _refuse_unmergeable(repo: Repo, w: workers.Worker, *, force: bool) -> None:
@@ -213,37 +205,22 @@ def _push_merge(repo: Repo, w: workers.Worker, commit: str, ours: str) -> bool:
     return True
 
 
-def _push_from_checkout(repo: Repo, remote: str, commit: str, integration: str, expect: str,
-                        also: tuple = ()) -> gitremote.PushResult:
-    """Push the merge from a real checkout of it (a temporary detached worktree, removed afterwards), so that
-    every pre-push gate (pre-commit, lefthook, husky, the user's own) runs as for a person's push."""
-    from ..settings import main_checkout
-
-    config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
-    with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, commit, what="push") as path:
-        faults.point("merge.in-checkout")  # the temporary checkout exists, nothing pushed
-        return gitremote.push(path, remote, commit, integration, expect=expect, config=config,
-                              env_extra={"NERVE_INTERNAL_PUSH": "merge"}, also=also)
-
-
-def _gate_refused(push: gitremote.PushResult, integration: str, remote: str, task_id: str) -> CheckFailed:
-    """A pre-push hook refused the merge's push: its own output, and the promise that nothing moved."""
-    output = [ln for ln in push.output.splitlines() if ln.strip() and not ln.startswith("error: failed to push some refs")]
-    return CheckFailed(
-        f"a pre-push hook refused the push of {integration} to {remote}; nothing was merged "
-        f"({task_id} is still APPROVED: fix what it says, then run the merge again)",
-        details=output[-40:],
-    )
-
-
 def unfinished_cleanups(repo: Repo) -> list[str]:
     """COMPLETED tasks whose worktree is still there, or still registered with git (a removal killed after git
-    deleted the files): a merge killed between COMPLETED and the end of its cleanup."""
+    deleted the files): a merge killed between COMPLETED and the end of its cleanup (not one another machine made)."""
     done = workers.all_workers(repo.bus.conn, states=(State.COMPLETED.value,))
     if not done:
         return []
     registered = {os.path.abspath(info.path) for info in worktrees.list_all(repo.cwd)}
-    return [w.task_id for w in done if Path(w.worktree).exists() or os.path.abspath(w.worktree) in registered]
+    return [w.task_id for w in done if (Path(w.worktree).exists() or os.path.abspath(w.worktree) in registered)
+            and not _merged_by_another_machine(repo, w.task_id)]
+
+
+def _merged_by_another_machine(repo: Repo, task_id: str) -> bool:
+    """Merged by another machine (PostgreSQL; the row followed at a sync): its worktree is kept for a person's
+    `git worker merge T`, never cleaned up as a merge of this machine's that was killed."""
+    found = messages.for_task(repo.bus.conn, task_id, kinds=("merged",))
+    return bool(found and found[-1].payload.get("machine"))
 
 
 def _merged_as(repo: Repo, w: workers.Worker, tip: str, target_ref: str) -> str | None:

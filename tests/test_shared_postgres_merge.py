@@ -1,0 +1,220 @@
+"""Review and merge across machines on PostgreSQL (issue 29): clones of one origin, each its own machine, on a real
+PostgreSQL server started here (tests/pg_support.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from fixtures.repos import build
+from tests import shared_support as ss
+from tests.pg_support import team
+
+pytestmark = pytest.mark.real
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    from tests.pg_support import Server
+
+    server = Server()
+    server.start()
+    yield server
+    server.remove()
+
+
+@pytest.fixture
+def db(pg_server, request, monkeypatch):
+    """A database of this test's own; no connection setting of the person running the tests leaks in."""
+    import os
+
+    for key in list(os.environ):
+        if key == "NERVE_DATABASE_URL" or key.startswith("PG"):
+            monkeypatch.delenv(key)
+    name = "m_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
+    return pg_server.create_database(name)
+
+
+def _schema(work: Path) -> str:
+    from git_nerve import nerve_toml
+
+    return nerve_toml.read(work)["shared"]["schema"]
+
+
+def _query(url: str, sql: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def _row(work: Path, task: str):
+    from git_nerve.bus import workers
+
+    with ss.bus(work) as b:
+        return workers.get(b.conn, task)
+
+
+def _ready(work: Path, task: str, *, approve: bool = True) -> str:
+    """spawn, start, a commit, done (and approve) on ``work``'s machine; the task's tip."""
+    ss.ok(["worker", "spawn", task, "-d", f"the {task} task"], work)
+    ss.ok(["worker", "start", "--task", task], work)
+    wt = Path(_row(work, task).worktree)
+    build.commit_file(wt, f"{task}.txt", f"{task}'s work\n")
+    ss.ok(["worker", "done", "--task", task], work)
+    if approve:
+        ss.ok(["worker", "approve", task], work)
+    return build.git(wt, "rev-parse", "HEAD").strip()
+
+
+def _rounds(work: Path, task: str) -> list[tuple]:
+    """(role, content, the machine it came from) of each round of ``task``'s thread on ``work``'s machine."""
+    from git_nerve.bus import rounds
+
+    with ss.bus(work) as b:
+        found = rounds.load(b.conn, task, list(range(1, rounds.count(b.conn, task) + 1)))
+    return [(r.role, r.content, (r.metadata or {}).get("from_machine")) for r in found]
+
+
+def _merges_of(origin: Path, tip: str) -> list[str]:
+    """The merge commits on origin's main that have ``tip`` as their second parent."""
+    lines = build.git(origin, "rev-list", "--merges", "--parents", "main").splitlines()
+    return [ln.split()[0] for ln in lines if ln.split()[2:3] == [tip]]
+
+
+def _status(work: Path) -> dict:
+    return {r["task_id"]: r for r in json.loads(ss.ok(["worker", "status", "--json"], work).stdout)}
+
+
+def test_another_machine_merges_the_task_and_the_holder_follows_at_its_sync(tmp_path, db):
+    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False)
+    origin = tmp_path / "srv" / "project.git"
+    tip = _ready(a, "t", approve=False)
+    approved = ss.ok(["worker", "approve", "t", "--comment", "looks good from b"], b)  # b does not hold it
+    assert "Approved: t (IN_REVIEW -> APPROVED)" in approved.stdout and "Held by machine a" in approved.stdout
+    assert _row(b, "t") is None and _row(a, "t").state == "IN_REVIEW"
+    for w in (a, b, a):  # its events (the branch, the reviewed tip) reach the database; b's comment reaches a
+        ss.ok(["nerve", "sync"], w)
+    assert _row(a, "t").state == "APPROVED"
+    assert ("reviewer", "looks good from b", "b") in _rounds(a, "t")
+    proc = ss.ok(["worker", "merge", "t"], c)
+    assert "Merged: t into main" in proc.stdout and "(pushed)" in proc.stdout, proc.stdout
+    assert "Held by machine a" in proc.stdout
+    made = _merges_of(origin, tip)
+    assert len(made) == 1 and build.git(origin, "rev-parse", "main").strip() == made[0]
+    assert _status(c)["t"]["state"] == "COMPLETED" and _status(c)["t"]["machine"] == "a"
+    history = _query(db, f"SELECT state, verb, machine, owner FROM {_schema(a)}.transitions WHERE task_id = 't' "
+                         "ORDER BY version")
+    assert history[-2:] == [("APPROVED", "approve", "b", "a"), ("COMPLETED", "merge", "c", "a")]
+    worktree = Path(_row(a, "t").worktree)
+    assert _row(a, "t").state == "APPROVED"  # a learns at its next sync
+    ss.ok(["nerve", "sync"], c)  # (c's own message, with the merge commit, published: the background sync's job)
+    synced = ss.ok(["nerve", "sync"], a)
+    assert "t was merged by machine c: COMPLETED here" in synced.stdout, synced.stdout
+    assert _row(a, "t").state == "COMPLETED" and worktree.is_dir()  # nothing removed by the sync
+    shown = ss.ok(["worker", "show", "t"], a).stdout
+    assert "merged by machine c; its worktree is kept here until `git worker merge t`" in shown
+    assert made[0][:10] in shown  # the merge commit c published, in a's log
+    assert "merged by machine c" in ss.ok(["worker", "status"], a).stdout
+    cleaned = ss.ok(["worker", "merge", "t"], a)
+    assert "already COMPLETED" in cleaned.stdout and "Worktree removed" in cleaned.stdout, cleaned.stdout
+    assert build.git(a, "rev-parse", "refs/nerve/archive/t").strip() == tip and not worktree.exists()
+    assert len(_merges_of(origin, tip)) == 1
+
+
+def test_another_machine_requests_changes_and_the_agent_gets_the_comment(tmp_path, db):
+    a, b = team(tmp_path, db, ["a", "b"], background=False)
+    _ready(a, "t", approve=False)
+    proc = ss.ok(["worker", "request-changes", "t", "--comment", "rename the helper"], b)
+    assert "Changes requested: t (IN_REVIEW -> WORKING)" in proc.stdout and "Held by machine a" in proc.stdout
+    refused = ss.run(["worker", "approve", "t"], b)  # the claim moved: nothing to approve
+    assert refused.returncode == 3 and "cannot approve t: it is WORKING on machine a" in refused.stderr, refused
+    for w in (b, a):
+        ss.ok(["nerve", "sync"], w)
+    assert _row(a, "t").state == "WORKING" and _row(a, "t").approved_at is None
+    assert ("reviewer", "rename the helper", "b") in _rounds(a, "t")
+    shown = ss.ok(["worker", "show", "t"], a).stdout
+    assert "IN_REVIEW -> WORKING (request changes for)" in shown and "rename the helper" in shown
+    ss.ok(["worker", "done", "--task", "t"], a)  # the holder goes on as after a local request-changes
+    assert _row(a, "t").state == "IN_REVIEW"
+
+
+def test_two_machines_merging_one_task_at_once_make_one_merge(tmp_path, db):
+    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False)
+    origin = tmp_path / "srv" / "project.git"
+    tip = _ready(a, "t")
+    for w in (a, b, c):
+        ss.ok(["nerve", "sync"], w)
+    barrier = threading.Barrier(2)
+
+    def merge(work: Path):
+        barrier.wait()
+        return ss.run(["worker", "merge", "t"], work)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        procs = dict(zip("bc", pool.map(merge, [b, c])))
+    won = [m for m, p in procs.items() if p.returncode == 0]
+    assert len(won) == 1, {m: (p.returncode, p.stdout, p.stderr) for m, p in procs.items()}
+    loser = procs["c" if won == ["b"] else "b"]
+    assert loser.returncode == 8 and len(loser.stderr.splitlines()) == 1, loser
+    assert f"task t was merged by machine {won[0]} (held by machine a); nothing changed here" in loser.stderr
+    assert len(_merges_of(origin, tip)) == 1
+    assert _query(db, f"SELECT state, machine FROM {_schema(a)}.claims WHERE task_id = 't'") == [("COMPLETED", won[0])]
+
+
+def test_merge_all_on_three_machines_at_once_merges_every_task_exactly_once(tmp_path, db):
+    machines = ["a", "b", "c"]
+    works = team(tmp_path, db, machines, background=False)
+    origin = tmp_path / "srv" / "project.git"
+    tips = {}
+    for i, m in enumerate("aabaabaab"):  # 9 APPROVED tasks, approved in this order: 6 on a, 3 on b, none on c
+        tips[f"q{i}"] = _ready(works[machines.index(m)], f"q{i}")
+    for w in works:
+        ss.ok(["nerve", "sync"], w)
+    barrier = threading.Barrier(3)
+
+    def merge_all(work: Path):
+        barrier.wait()
+        return ss.run(["worker", "merge", "--all", "--json"], work, timeout=300)
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        procs = dict(zip(machines, pool.map(merge_all, works)))
+    reported = {}
+    for m, p in procs.items():
+        assert p.returncode == 0, (m, p.stdout, p.stderr)
+        reported[m] = [r["task_id"] for r in json.loads(p.stdout)["merged"]]
+    merged_by = [t for ts in reported.values() for t in ts]
+    assert sorted(merged_by) == sorted(tips), reported  # each task reported once, by one machine
+    assert all(reported.values()), reported  # the runs shared the queue: c, which holds none, merged some too
+    for task, tip in tips.items():
+        assert len(_merges_of(origin, tip)) == 1, task  # merged exactly once on origin
+    claims = dict(_query(db, f"SELECT task_id, state FROM {_schema(works[0])}.claims"))
+    assert claims == {t: "COMPLETED" for t in tips}
+    history = _query(db, f"SELECT task_id, machine FROM {_schema(works[0])}.transitions WHERE verb = 'merge'")
+    assert sorted(history) == sorted((t, m) for m, ts in reported.items() for t in ts)  # none reports another's
+    for m, ts in reported.items():  # each run took its tasks in the queue's (approval) order
+        assert ts == sorted(ts, key=lambda t: int(t[1:])), (m, ts)
+
+
+def test_a_conflict_met_by_another_machines_merge_sends_the_task_back_on_its_holder(tmp_path, db):
+    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False)
+    origin = tmp_path / "srv" / "project.git"
+    _ready(a, "t")
+    build.commit_file(b, "t.txt", "b's own t.txt, straight on main\n")  # the same file, another content
+    build.git(b, "push", "-q", "origin", "HEAD:main")
+    before = build.git(origin, "rev-parse", "main").strip()
+    ss.ok(["nerve", "sync"], a)
+    proc = ss.run(["worker", "merge", "t"], c)
+    assert proc.returncode == 6 and "merging t into main conflicts; the task is back to WORKING (on machine a" \
+        in proc.stderr, proc
+    assert build.git(origin, "rev-parse", "main").strip() == before  # nothing pushed
+    assert _query(db, f"SELECT state, verb, machine FROM {_schema(a)}.claims WHERE task_id = 't'") == \
+        [("WORKING", "merge", "c")]
+    for w in (c, a):
+        ss.ok(["nerve", "sync"], w)
+    assert _row(a, "t").state == "WORKING"
+    assert "merge_conflict" in ss.ok(["worker", "show", "t"], a).stdout
