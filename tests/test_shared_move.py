@@ -14,6 +14,15 @@ from fixtures.repos import build
 from tests import shared_support as ss
 from tests.pg_support import team as pg_team
 
+
+@pytest.fixture(autouse=True)
+def _no_listener_left(tmp_path):
+    """Every clone's commands may start its listener (git_nerve/listener.py): none outlives the test."""
+    from tests.pg_support import stop_listeners
+
+    yield
+    stop_listeners(tmp_path)
+
 pytestmark = pytest.mark.real
 
 EXPECTED_STATES = {"a": "ASSIGNED", "b": "WORKING", "c": "IN_REVIEW", "d": "APPROVED", "e": "COMPLETED",
@@ -167,7 +176,7 @@ def test_move_from_postgres_to_the_git_remote(tmp_path, db):
     from git_nerve.shared.move_git import GitStore
 
     machines = ["one", "two", "three"]
-    one, two, three = pg_team(tmp_path, db, machines, background=False)
+    one, two, three = pg_team(tmp_path, db, machines, background=False, listen=False)
     bare = tmp_path / "srv" / "project.git"
     _tasks_in_every_state(one, two, three)
     before = _claims_seen(one)
@@ -253,7 +262,7 @@ def test_transitions_racing_the_move_are_either_carried_or_refused(tmp_path, db,
         works = ss.team(tmp_path, str(ss.origin(tmp_path)), machines, shared="background = false\n")
         build.git(works[0], "config", "nerve.database", db)
     else:
-        works = pg_team(tmp_path, db, machines, background=False)
+        works = pg_team(tmp_path, db, machines, background=False, listen=False)
     tasks = [f"r{i}" for i in range(60)]
     with ss.bus(works[1]) as bus:
         from git_nerve.shared import open_state

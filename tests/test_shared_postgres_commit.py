@@ -13,6 +13,15 @@ from fixtures.repos import build
 from tests import shared_support as ss
 from tests.pg_support import team
 
+
+@pytest.fixture(autouse=True)
+def _no_listener_left(tmp_path):
+    """Every clone's commands may start its listener (git_nerve/listener.py): none outlives the test."""
+    from tests.pg_support import stop_listeners
+
+    yield
+    stop_listeners(tmp_path)
+
 pytestmark = pytest.mark.real
 
 
@@ -57,7 +66,7 @@ def _row(work: Path, task: str):
 
 
 def test_a_connection_lost_during_commit_says_the_outcome_is_unknown_and_a_rerun_is_safe(tmp_path, db):
-    (one,) = team(tmp_path, db, ["one"], background=False)
+    (one,) = team(tmp_path, db, ["one"], background=False, listen=False)
     schema = _schema(one)
     ss.ok(["worker", "spawn", "t"], one)
     # the server ends the session at COMMIT (a deferred trigger fires there), the first time only
@@ -84,7 +93,7 @@ def test_a_takeover_racing_dones_push_waits_and_exactly_one_outcome_matches_git(
     import subprocess
     import time
 
-    one, two = team(tmp_path, db, ["one", "two"], lease=1, background=False)
+    one, two = team(tmp_path, db, ["one", "two"], lease=1, background=False, listen=False)
     schema = _schema(one)
     bare = tmp_path / "srv" / "project.git"
     ss.ok(["worker", "spawn", "t"], one)

@@ -14,6 +14,15 @@ from fixtures.repos import build
 from tests import shared_support as ss
 from tests.pg_support import team
 
+
+@pytest.fixture(autouse=True)
+def _no_listener_left(tmp_path):
+    """Every clone's commands may start its listener (git_nerve/listener.py): none outlives the test."""
+    from tests.pg_support import stop_listeners
+
+    yield
+    stop_listeners(tmp_path)
+
 pytestmark = pytest.mark.real
 
 
@@ -91,7 +100,7 @@ def _status(work: Path) -> dict:
 
 
 def test_another_machine_merges_the_task_and_the_holder_follows_at_its_sync(tmp_path, db):
-    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False)
+    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False, listen=False)
     origin = tmp_path / "srv" / "project.git"
     tip = _ready(a, "t", approve=False)
     approved = ss.ok(["worker", "approve", "t", "--comment", "looks good from b"], b)  # b does not hold it
@@ -127,7 +136,7 @@ def test_another_machine_merges_the_task_and_the_holder_follows_at_its_sync(tmp_
 
 
 def test_another_machine_requests_changes_and_the_agent_gets_the_comment(tmp_path, db):
-    a, b = team(tmp_path, db, ["a", "b"], background=False)
+    a, b = team(tmp_path, db, ["a", "b"], background=False, listen=False)
     _ready(a, "t", approve=False)
     proc = ss.ok(["worker", "request-changes", "t", "--comment", "rename the helper"], b)
     assert "Changes requested: t (IN_REVIEW -> WORKING)" in proc.stdout and "Held by machine a" in proc.stdout
@@ -144,7 +153,7 @@ def test_another_machine_requests_changes_and_the_agent_gets_the_comment(tmp_pat
 
 
 def test_two_machines_merging_one_task_at_once_make_one_merge(tmp_path, db):
-    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False)
+    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False, listen=False)
     origin = tmp_path / "srv" / "project.git"
     tip = _ready(a, "t")
     for w in (a, b, c):
@@ -168,7 +177,7 @@ def test_two_machines_merging_one_task_at_once_make_one_merge(tmp_path, db):
 
 def test_merge_all_on_three_machines_at_once_merges_every_task_exactly_once(tmp_path, db):
     machines = ["a", "b", "c"]
-    works = team(tmp_path, db, machines, background=False)
+    works = team(tmp_path, db, machines, background=False, listen=False)
     origin = tmp_path / "srv" / "project.git"
     tips = {}
     for i, m in enumerate("aabaabaab"):  # 9 APPROVED tasks, approved in this order: 6 on a, 3 on b, none on c
@@ -201,7 +210,7 @@ def test_merge_all_on_three_machines_at_once_merges_every_task_exactly_once(tmp_
 
 
 def test_a_conflict_met_by_another_machines_merge_sends_the_task_back_on_its_holder(tmp_path, db):
-    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False)
+    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False, listen=False)
     origin = tmp_path / "srv" / "project.git"
     _ready(a, "t")
     build.commit_file(b, "t.txt", "b's own t.txt, straight on main\n")  # the same file, another content
@@ -218,3 +227,18 @@ def test_a_conflict_met_by_another_machines_merge_sends_the_task_back_on_its_hol
         ss.ok(["nerve", "sync"], w)
     assert _row(a, "t").state == "WORKING"
     assert "merge_conflict" in ss.ok(["worker", "show", "t"], a).stdout
+
+
+def test_the_holders_listener_follows_another_machines_approval_with_no_command_run_there(tmp_path, db):
+    """With the listeners on (the default), the holder's row follows another machine's approval, and the
+    reviewer's comment joins the agent's thread, within seconds, while nobody runs a command on the holder."""
+    from tests.pg_support import listening
+    from waiting import wait_until  # noqa: I001
+
+    a, b = team(tmp_path, db, ["a", "b"])
+    _ready(a, "t", approve=False)
+    wait_until(lambda: listening(a), timeout=10)
+    ss.ok(["nerve", "sync"], b)  # b learns of t (its listener would too)
+    ss.ok(["worker", "approve", "t", "--comment", "ship it, from b"], b)
+    wait_until(lambda: _row(a, "t").state == "APPROVED", timeout=5)
+    wait_until(lambda: ("reviewer", "ship it, from b", "b") in _rounds(a, "t"), timeout=10)
