@@ -16,7 +16,7 @@ import stat
 import time
 from pathlib import Path
 
-from .. import faults
+from .. import faults, waits
 from ..errors import BusBusy, BusError, DatabaseError
 from . import driver
 from ..fs import BUS_FILE, ensure_local_filesystem, make_dirs
@@ -52,11 +52,13 @@ class Bus:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self.retries = max(1, retries)
+        began = time.monotonic()
         self.conn = self._open(create)
         if ingest:
             from .spool import ingest_quietly
 
             ingest_quietly(self)
+        waits.add("bus_open", time.monotonic() - began)
 
     # -- opening -----------------------------------------------------------
     def _open(self, create: bool) -> driver.Connection:
@@ -239,7 +241,9 @@ class _Transaction:
 
     def __enter__(self) -> driver.Connection:
         conn = self.bus.conn
+        began = time.monotonic()
         self.bus._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        waits.add("bus", time.monotonic() - began)
         return conn
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -3,36 +3,17 @@
 from __future__ import annotations
 
 from ..text import clean_line
-from .common import echo, echo_json, style, warn
+from .common import echo, echo_json, style
 from .prep import prep_fields, prep_lines, prep_status_line
-from .tasks import _settings_or_none, print_shared_status, shared_rows, show_elsewhere
+from .status_rows import settings_or_none as _settings_or_none
+from .tasks import print_shared_status, show_elsewhere
 
 
 def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool) -> None:
     from .. import clock
-    from ..bus import workers
-    from ..worker.status import row
+    from .status_rows import status_rows
 
-    settings = _settings_or_none(repo)
-    if settings is not None:
-        _record_remote_merges(repo)
-    now = clock.now()
-    from ..worker.status import radar_marks
-    from .radar import marks_at
-
-    radar, radar_at = marks_at(repo.paths.common_dir)
-    everyone = {w.task_id: w for w in workers.all_workers(repo.bus.conn)}
-    rows = [row(w, settings, now) for w in workers.all_workers(repo.bus.conn, states=states or None)]
-    for r in rows:
-        r["radar"], r["radar_stale"] = radar_marks(repo.bus.conn, everyone, r["task_id"], radar.get(r["task_id"], []),
-                                                   radar_at)
-    if stale_only:
-        rows = [r for r in rows if r["stale"]]
-    for r in rows:
-        r.update(prep_fields(repo, everyone[r["task_id"]]))
-    fresh = shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
-    if fresh is not None:
-        _radar_elsewhere(repo, rows, radar)
+    rows, everyone, fresh, now = status_rows(repo, states, stale_only)
     if as_json:
         echo_json(rows)
         return
@@ -57,33 +38,6 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
         old_marks = " (stale: computed before its last commit; git worker conflicts --refresh)" if r["radar_stale"] else ""
         for mark in r["radar"]:
             echo(style(f"{'':<24} ! {mark}{old_marks}", fg="red" if mark.startswith("conflict") else "yellow"))
-
-
-def _radar_elsewhere(repo, rows: list[dict], radar: dict[str, list[str]]) -> None:
-    """Shared mode: other machines' tasks carry the radar's marks against this machine's, and a sync that
-    brought new footprints asks for a recompute in the background (the marks shown are the last ones)."""
-    from ..radar import background, remote
-
-    for r in rows:
-        if r.get("elsewhere") and not r.get("fenced"):
-            r["radar"] = radar.get(r["task_id"], [])
-    try:
-        if remote.stale(repo.paths.common_dir, repo.bus.conn):
-            background.request(repo.paths.common_dir, repo.cwd, None)
-    except OSError:
-        pass
-
-
-def _record_remote_merges(repo) -> None:
-    """APPROVED tasks whose merge reached the remote unrecorded show (and are recorded) as COMPLETED."""
-    from ..errors import NerveError
-    from ..worker import merged
-
-    try:
-        for task_id in merged.reconcile_all(repo):
-            warn(f"{task_id}: its merge had reached the remote without being recorded; recorded it as COMPLETED")
-    except NerveError as exc:  # status must work even when git cannot tell
-        warn(f"could not check the remote for unrecorded merges: {exc.message}")
 
 
 _COLORS = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIEW": "yellow",
