@@ -16,7 +16,10 @@ its run-queue wait, Linux's schedstat, given) and its own I/O. A p99 made of "re
 ``--before SRC``: the same load run first with the git-nerve whose source tree is SRC (``git archive`` of an
 older commit on PYTHONPATH): wall figures side by side (that tree reports no split unless it has waits.py).
 
+``--only alone``: start, done and status --json each alone, click-free against click's path.
+
     .venv/bin/python bench/waits.py [--workers 8,24] [--files 3000] [--real click|django] [--before SRC]
+    .venv/bin/python bench/waits.py --only alone
 """
 
 from __future__ import annotations
@@ -129,6 +132,45 @@ def beside(rec: Recorder, work: Path, env: dict, tag: str) -> list:
     return rec.take()
 
 
+def alone(work: Path, env: dict, runs: int) -> list[str]:
+    """Each agent-facing command alone, its click-free path against click's (the same arguments with one
+    repeated, which only click reads), interleaved: medians of wall and CPU (user + sys, children included)."""
+    import resource
+
+    def timed(argv, cwd):
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        took = run(argv, cwd, env, check=False)[0]
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return took, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+    for t in ("solo", "solo-done"):
+        run(["git", "worker", "spawn", t, "--no-fetch"], work, env)
+    wt, wt_done = wt_of(work, "solo"), wt_of(work, "solo-done")
+    run(["git", "worker", "start"], wt, env)
+    run(["git", "worker", "start"], wt_done, env)
+    run(["git", "worker", "done", "--allow-empty"], wt_done, env)
+    cases = {  # name: (cwd, fast argv, click argv)
+        "start (already WORKING)": (wt, ["start"], ["start", "--json", "--json"]),
+        "start --json": (wt, ["start", "--json"], ["start", "--json", "--json"]),
+        "done (already IN_REVIEW)": (wt_done, ["done"], ["done", "--allow-empty", "--allow-empty"]),
+        "status --json": (work, ["status", "--json"], ["status", "--json", "--json"]),
+    }
+    t: dict[str, list[tuple[float, float]]] = {}
+    for _ in range(runs):
+        t.setdefault("pass", []).append(timed([sys.executable, "-c", "pass"], work))
+        for name, (cwd, fast, slow) in cases.items():
+            t.setdefault(name + " fast", []).append(timed(["git", "worker", *fast], cwd))
+            t.setdefault(name + " click", []).append(timed(["git", "worker", *slow], cwd))
+    med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in t.items()}
+    p = med["pass"]
+    lines = [f"each alone, median of {runs} (interleaved); python -c pass {p[0] * 1000:5.1f} ms (cpu {p[1] * 1000:5.1f})"]
+    for name in cases:
+        f, c = med[name + " fast"], med[name + " click"]
+        lines.append(f"  {name:<26} click-free {f[0] * 1000:6.1f} ms (cpu {f[1] * 1000:5.1f}) vs click {c[0] * 1000:6.1f} ms "
+                     f"(cpu {c[1] * 1000:5.1f}): {f[0] / c[0]:4.2f}x; {f[0] / p[0]:4.1f}x python -c pass")
+    return lines
+
+
 def split(wall: float, r: dict | None) -> str:
     if r is None:
         return f"{wall:5.2f} s"
@@ -177,6 +219,9 @@ def main() -> None:
         sides.append(("now", env, "a"))
         for name, side_env, tag in sides:
             rec = Recorder(root, side_env)
+            if "alone" in only:
+                for line in alone(work, side_env, 15):
+                    print(f"[{name}] {line}", flush=True)
             if "beside" in only:
                 seen = beside(rec, work, side_env, tag)
                 print(f"[{name}] start / heartbeat beside 8 spawns (goal <= 0.2 s):", flush=True)

@@ -129,3 +129,18 @@ def test_a_spawns_checkout_runs_at_a_lower_priority_than_the_agents_commands(rep
     (hook / "post-checkout").chmod(0o755)
     assert _worker(repo.work, "spawn", "t1", "--no-fetch")[0] == 0
     assert int(seen.read_text()) == min(19, os.nice(0) + 10)
+
+
+def test_a_status_after_many_spawns_walks_a_few_new_worktrees_not_all(repo):
+    """Each worktree's disk_bytes is a walk of every file in it: a status right after many spawns walks two of
+    them (the next status the next two; each is then cached), so an orchestrator's poll stays short."""
+    _spawned(repo.work, "t1", "t2", "t3", "t4")
+
+    def measured() -> list[str]:
+        code, out, err = _worker(repo.work, "status", "--json")
+        assert code == 0, err
+        return sorted(r["task_id"] for r in json.loads(out) if r["disk_bytes"] is not None)
+
+    assert len(measured()) == 2
+    assert measured() == ["t1", "t2", "t3", "t4"]
+    assert "Disk:" in _worker(repo.work, "show", "t4")[1]  # one task's `show` measures it

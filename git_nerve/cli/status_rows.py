@@ -26,8 +26,11 @@ def status_rows(repo, states: tuple[str, ...], stale_only: bool) -> tuple[list[d
                                                    radar_at)
     if stale_only:
         rows = [r for r in rows if r["stale"]]
+    from ..worktree_prep.disk import Budget
+
+    budget = Budget()  # a few worktrees walked per status: after many spawns, not all at once
     for r in rows:
-        r.update(prep_fields(repo, everyone[r["task_id"]]))
+        r.update(prep_fields(repo, everyone[r["task_id"]], budget=budget))
     fresh = shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
     if fresh is not None:
         _radar_elsewhere(repo, rows, radar)
