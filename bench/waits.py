@@ -67,6 +67,17 @@ class Recorder:
             self.seen.append((kind, took, report))
         return took
 
+    def background(self) -> list[str]:
+        """What else reported (hooks' Python, background recomputes and syncs): count and CPU by argv."""
+        by: dict[str, list[float]] = {}
+        for f in self.dir.iterdir():
+            for line in f.read_text().splitlines():
+                r = json.loads(line)
+                key = " ".join(r["argv"][:2])
+                if r["argv"][:1] not in (["spawn"], ["start"], ["done"], ["status"], ["heartbeat"]):
+                    by.setdefault(key, []).append(r["cpu_self"] + r["cpu_children"])
+        return [f"  also ran: {k or '(no argv)'}: {len(v)}x, cpu {sum(v):5.2f} s in all" for k, v in sorted(by.items())]
+
     def take(self) -> list[tuple[str, float, dict | None]]:
         with self.lock:
             seen, self.seen = self.seen, []
@@ -231,7 +242,7 @@ def main() -> None:
                 wall, seen = load(rec, work, side_env, n, tag)
                 print(f"[{name}] {n} workers ({wall:5.1f} s; load average {os.getloadavg()[0]:.1f}) "
                       f"(goals at 24: spawn, done p99 <= 2 s, status --json p99 <= 0.5 s):", flush=True)
-                for line in summary(seen):
+                for line in summary(seen) + rec.background():
                     print(line, flush=True)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from conftest import git
 from fixtures.repos.worker import fsck_after  # noqa: F401  (autouse: `git fsck` after every test)
+from git_nerve.git.cli import BULK_NICENESS
 
 
 def _worker(cwd: Path, *args: str, env: dict | None = None, tty: bool = False) -> tuple[int, str, str]:
@@ -128,7 +129,7 @@ def test_a_spawns_checkout_runs_at_a_lower_priority_than_the_agents_commands(rep
     (hook / "post-checkout").write_text(f"#!/bin/sh\n{sys.executable} -c 'import os; print(os.nice(0))' > '{seen}'\n")
     (hook / "post-checkout").chmod(0o755)
     assert _worker(repo.work, "spawn", "t1", "--no-fetch")[0] == 0
-    assert int(seen.read_text()) == min(19, os.nice(0) + 10)
+    assert int(seen.read_text()) == min(19, os.nice(0) + BULK_NICENESS)
 
 
 def test_a_status_after_many_spawns_walks_a_few_new_worktrees_not_all(repo):

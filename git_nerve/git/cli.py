@@ -111,11 +111,11 @@ def run(
     return proc
 
 
-BULK_NICENESS = 10
+BULK_NICENESS = 5
 
 
 def _nice(bulk: bool) -> list[str]:
-    """``nice -n 10`` (POSIX, on macOS too) for bulk work, when it is on PATH; nothing otherwise."""
+    """``nice -n 5`` (POSIX, on macOS too) for bulk work, when it is on PATH; nothing otherwise."""
     if not bulk:
         return []
     import shutil
