@@ -16,7 +16,8 @@ its run-queue wait, Linux's schedstat, given) and its own I/O. A p99 made of "re
 ``--before SRC``: the same load run first with the git-nerve whose source tree is SRC (``git archive`` of an
 older commit on PYTHONPATH): wall figures side by side (that tree reports no split unless it has waits.py).
 
-``--only alone``: start, done and status --json each alone, click-free against click's path.
+``--only alone``: start, done and status --json each alone, click-free against click's path (a tree without
+the click-free paths takes click's both ways).
 
     .venv/bin/python bench/waits.py [--workers 8,24] [--files 3000] [--real click|django] [--before SRC]
     .venv/bin/python bench/waits.py --only alone
@@ -143,7 +144,7 @@ def beside(rec: Recorder, work: Path, env: dict, tag: str) -> list:
     return rec.take()
 
 
-def alone(work: Path, env: dict, runs: int) -> list[str]:
+def alone(work: Path, env: dict, runs: int, tag: str) -> list[str]:
     """Each agent-facing command alone, its click-free path against click's (the same arguments with one
     repeated, which only click reads), interleaved: medians of wall and CPU (user + sys, children included)."""
     import resource
@@ -155,8 +156,8 @@ def alone(work: Path, env: dict, runs: int) -> list[str]:
         return took, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
     for t in ("solo", "solo-done"):
-        run(["git", "worker", "spawn", t, "--no-fetch"], work, env)
-    wt, wt_done = wt_of(work, "solo"), wt_of(work, "solo-done")
+        run(["git", "worker", "spawn", tag + t, "--no-fetch"], work, env)
+    wt, wt_done = wt_of(work, tag + "solo"), wt_of(work, tag + "solo-done")
     run(["git", "worker", "start"], wt, env)
     run(["git", "worker", "start"], wt_done, env)
     run(["git", "worker", "done", "--allow-empty"], wt_done, env)
@@ -231,7 +232,7 @@ def main() -> None:
         for name, side_env, tag in sides:
             rec = Recorder(root, side_env)
             if "alone" in only:
-                for line in alone(work, side_env, 15):
+                for line in alone(work, side_env, 15, tag):
                     print(f"[{name}] {line}", flush=True)
             if "beside" in only:
                 seen = beside(rec, work, side_env, tag)
