@@ -2,9 +2,11 @@
 
 ``git worker heartbeat`` is called every few seconds by agents and wrappers;
 it takes a standard-library-only path (no click, no pygit2) unless help is
-asked for. A plain `git worker spawn`, `start`, `done` and `status --json` skip click too (:func:`_fast`). ``git nerve knowledge query`` (an agent's "where is X") takes a
-click-free path too when its arguments are plain; anything else, and any
-error, goes the click way, which reports it as documented.
+asked for. A plain `git worker spawn`, `start`, `done` and `status --json`
+skip click too (:func:`_fast`). ``git nerve knowledge query`` (an agent's
+"where is X") takes a click-free path too when its arguments are plain;
+anything else, and any error, goes the click way, which reports it as
+documented.
 """
 
 from __future__ import annotations
