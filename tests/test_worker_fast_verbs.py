@@ -1,5 +1,5 @@
-"""The agent's commands without click (issue 27): `git worker start`, `done` and `status --json` with plain
-arguments take entry.py's click-free path and print and exit exactly as their click commands do; and a spawn's
+"""The agent's commands without click (issue 27): `git worker start`, `done`, `status --json` and `show T --json`
+with plain arguments take entry.py's click-free path and print and exit exactly as their click commands do; and a spawn's
 checkout (the CPU-heavy `git worktree add`) yields the CPU to the short commands agents run meanwhile."""
 
 from __future__ import annotations
@@ -79,10 +79,11 @@ def _spawned(work: Path, *names: str) -> dict[str, Path]:
     return wts
 
 
-def test_start_done_and_status_json_run_without_click(repo):
+def test_start_done_status_and_show_json_run_without_click(repo):
     wt = _spawned(repo.work, "t1")["t1"]
     git(wt, "commit", "-q", "--allow-empty", "-m", "work")
-    for cwd, args in ((wt, ["start"]), (repo.work, ["status", "--json"]), (wt, ["done", "--json"])):
+    for cwd, args in ((wt, ["start"]), (repo.work, ["status", "--json"]), (wt, ["done", "--json"]),
+                      (repo.work, ["show", "t1", "--json"])):
         code, _out, err = _worker(cwd, *args, env={"PYTHONPROFILEIMPORTTIME": "1"})
         assert code == 0, err
         imported = [ln.rsplit("|", 1)[1].strip() for ln in err.splitlines() if ln.startswith("import time:")]
@@ -115,6 +116,8 @@ def test_the_click_free_verbs_print_and_exit_as_the_click_commands_do(repo):
     assert (status_fast[0], _norm(status_fast[1])) == (0, _norm(_worker(work, "status", "--json", "--json")[1]))
     assert _norm(_worker(work, "status", "--stale", "--json")[1]) == _norm(
         _worker(work, "status", "--stale", "--json", "--stale")[1])
+    for task in ("fast", "nope"):  # show --json, of a task and of no task (exit 2): the same bytes both ways
+        assert _worker(work, "show", task, "--json") == _worker(work, "show", task, "--json", "--json")
     states = {r["task_id"]: r["state"] for r in json.loads(status_fast[1])}
     assert states == {"fast": "IN_REVIEW", "click": "IN_REVIEW"}
 

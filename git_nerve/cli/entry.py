@@ -2,8 +2,8 @@
 
 ``git worker heartbeat`` is called every few seconds by agents and wrappers;
 it takes a standard-library-only path (no click, no pygit2) unless help is
-asked for. A plain `git worker spawn`, `start`, `done` and `status --json`
-skip click too (:func:`_fast`). ``git nerve knowledge query`` (an agent's
+asked for. A plain `git worker spawn`, `start`, `done`, `status --json` and
+`show T --json` skip click too (:func:`_fast`). ``git nerve knowledge query`` (an agent's
 "where is X") takes a click-free path too when its arguments are plain;
 anything else, and any error, goes the click way, which reports it as
 documented.
@@ -21,7 +21,7 @@ def worker_main() -> None:
         from ..worker.heartbeat import main as heartbeat_main
 
         sys.exit(heartbeat_main(argv[1:]))
-    if argv[:1] in (["spawn"], ["start"], ["done"], ["status"]) and _fast(argv[0], argv[1:]):
+    if argv[:1] in (["spawn"], ["start"], ["done"], ["status"], ["show"]) and _fast(argv[0], argv[1:]):
         sys.exit(0)
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
@@ -53,7 +53,7 @@ def nerve_main() -> None:
 
 
 def _fast(command: str, args: list[str]) -> bool:
-    """`git worker spawn`, `start`, `done` and `status --json` with plain arguments, without click (issue 27: an
+    """`git worker spawn`, `start`, `done`, `status --json` and `show T --json` with plain arguments, without click (issue 27: an
     agent runs them often): the same body as their click commands (:mod:`.spawning`, :mod:`.verbs`), and any
     error reported by click's own handler (common.run_mapped, imported only then), so both ways print and exit
     alike. False, having done nothing, for anything else (help, a completion request, arguments click must read)."""

@@ -1,4 +1,5 @@
-"""What the agent's `git worker start` and `done` and an orchestrator's `git worker status --json` do and print,
+"""What the agent's `git worker start` and `done` and an orchestrator's `git worker status --json` and `show T
+--json` do and print,
 without click (issue 27: an agent runs them often, and click's import and the commands' registration cost more
 than the command). Their click commands (cli/worker.py) and entry.py's fast path (plain arguments only: anything
 else is click's) both call these. Errors are raised: the caller reports them (common.run_mapped, the one place).
@@ -85,6 +86,31 @@ def run_done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bo
         echo(f"Ready for review: {task_id}")
 
 
+def show_json(repo, task_id: str) -> dict:
+    """What `git worker show T --json` prints: a task another machine holds (shared mode) as the cache has it,
+    else its row, its whole message history and what was told about it."""
+    from .. import clock
+    from ..shared.status import elsewhere
+    from ..steer import tell as steer_tell
+    from ..worker import lifecycle
+    from ..worker.status import row as status_row
+    from .prep import prep_fields
+
+    view = elsewhere(repo.bus, task_id)
+    if view is not None:
+        return view
+    w, msgs = lifecycle.show(repo, task_id)
+    told = steer_tell.about(repo.bus, task_id)
+    return {"worker": {**status_row(w, settings_or_none(repo)), **prep_fields(repo, w)},
+            "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload} for m in msgs],
+            "inbox": [e.as_dict() for e in told]}
+
+
+def run_show_json(task_id: str) -> None:
+    with _repo(create=False) as repo:
+        echo_json(show_json(repo, task_id))
+
+
 def run_status_json(stale: bool) -> None:
     from .status_rows import status_rows
 
@@ -98,12 +124,14 @@ def plain_args(command: str, args: list[str]) -> dict | None:
     path reads those, the documented way."""
     flags = {"start": {"--json": "as_json"},
              "done": {"--json": "as_json", "--skip-rebase": "skip_rebase", "--allow-empty": "allow_empty"},
-             "status": {"--json": "as_json", "--stale": "stale"}}.get(command)
+             "status": {"--json": "as_json", "--stale": "stale"}, "show": {"--json": "as_json"}}.get(command)
     if flags is None:
         return None
     kw: dict = {name: False for name in flags.values()}
-    if command != "status":
+    if command in ("start", "done"):
         kw["task"] = None
+    if command == "show":
+        kw["task_id"] = None
     it = iter(args)
     for a in it:
         name, eq, inline = a.partition("=") if a.startswith("--") else (a, "", "")
@@ -114,11 +142,15 @@ def plain_args(command: str, args: list[str]) -> dict | None:
             if not value or (not eq and value.startswith("-")):
                 return None
             kw["task"] = value
+        elif "task_id" in kw and kw["task_id"] is None and a and not a.startswith("-"):
+            kw["task_id"] = a
         else:
             return None
-    if command == "status" and not kw.pop("as_json"):
-        return None  # the table: click's path (its colours, --watch)
+    if command in ("status", "show") and not kw.pop("as_json"):
+        return None  # the table or text: click's path (its colours, --watch)
+    if kw.get("task_id", "") is None:
+        return None  # show without a task id: click's usage error
     return kw
 
 
-RUN = {"start": run_start, "done": run_done, "status": run_status_json}
+RUN = {"start": run_start, "done": run_done, "status": run_status_json, "show": run_show_json}

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ..text import clean_line
 from .common import echo, echo_json, style
-from .prep import prep_fields, prep_lines, prep_status_line
-from .status_rows import settings_or_none as _settings_or_none
+from .prep import prep_lines, prep_status_line
 from .tasks import print_shared_status, show_elsewhere
 
 
@@ -50,17 +49,16 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
     from ..bus import messages
     from ..steer import tell as steer_tell
     from ..worker import lifecycle
-    from ..worker.status import row
 
-    if show_elsewhere(repo.bus, task_id, as_json):  # shared mode: a task another machine holds
+    if as_json:
+        from .verbs import show_json
+
+        echo_json(show_json(repo, task_id))
+        return
+    if show_elsewhere(repo.bus, task_id, False):  # shared mode: a task another machine holds
         return
     w, msgs = lifecycle.show(repo, task_id)
     told = steer_tell.about(repo.bus, task_id)
-    if as_json:
-        echo_json({"worker": {**row(w, _settings_or_none(repo)), **prep_fields(repo, w)},
-                   "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload} for m in msgs],
-                   "inbox": [e.as_dict() for e in told]})
-        return
     echo(f"{style(w.task_id, bold=True)}  {w.state}  {w.branch}  {w.worktree}")
     if w.description:
         echo(f"  {w.description}")
