@@ -166,6 +166,7 @@ def alone(work: Path, env: dict, runs: int, tag: str) -> list[str]:
         "start --json": (wt, ["start", "--json"], ["start", "--json", "--json"]),
         "done (already IN_REVIEW)": (wt_done, ["done"], ["done", "--allow-empty", "--allow-empty"]),
         "status --json": (work, ["status", "--json"], ["status", "--json", "--json"]),
+        "show T --json": (work, ["show", tag + "solo", "--json"], ["show", tag + "solo", "--json", "--json"]),
     }
     t: dict[str, list[tuple[float, float]]] = {}
     for _ in range(runs):
