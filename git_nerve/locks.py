@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import ExitCode, NerveError
+from . import waits
 from .fs import create_file, make_dirs
 
 
@@ -47,11 +48,13 @@ def hold(path: str | os.PathLike[str], *, timeout: float | None = 600.0, what: s
     make_dirs(p.parent)
     fd = create_file(p, os.O_RDWR | os.O_CREAT)
     try:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        began = time.monotonic()
+        deadline = None if timeout is None else began + timeout
         delay = 0.005
         while True:
             try:
                 fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+                waits.add(f"lock:{p.stem.split('-')[0]}", time.monotonic() - began)
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):

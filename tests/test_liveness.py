@@ -31,6 +31,7 @@ PROC_ALLOWED = {
     "steer/notes_hook.py": "names the agent process a note was delivered to; falls back to ps",
     "workflow/adapters/process.py": "finds and stops an agent's own helper processes (process control, not files)",
     "knowledge/status.py": "tells a zombie sync process from a live one in a status line",
+    "waits.py": "a command's own wait for a CPU, reported to bench/ under NERVE_WAITS (informational)",
 }
 
 

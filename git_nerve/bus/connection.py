@@ -16,7 +16,7 @@ import stat
 import time
 from pathlib import Path
 
-from .. import faults
+from .. import faults, waits
 from ..errors import BusBusy, BusError, DatabaseError
 from ..filedoor import keep_or_remove
 from . import driver
@@ -53,11 +53,13 @@ class Bus:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
         self.retries = max(1, retries)
+        began = time.monotonic()
         self.conn = self._open(create)
         if ingest:
             from .spool import ingest_quietly
 
             ingest_quietly(self)
+        waits.add("bus_open", time.monotonic() - began)
 
     # -- opening -----------------------------------------------------------
     def _open(self, create: bool) -> driver.Connection:
@@ -242,7 +244,9 @@ class _Transaction:
 
     def __enter__(self) -> driver.Connection:
         conn = self.bus.conn
+        began = time.monotonic()
         self.bus._retry(lambda: conn.execute("BEGIN IMMEDIATE"))
+        waits.add("bus", time.monotonic() - began)
         return conn
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -2,9 +2,11 @@
 
 ``git worker heartbeat`` is called every few seconds by agents and wrappers;
 it takes a standard-library-only path (no click, no pygit2) unless help is
-asked for. ``git nerve knowledge query`` (an agent's "where is X") takes a
-click-free path too when its arguments are plain; anything else, and any
-error, goes the click way, which reports it as documented.
+asked for. A plain `git worker spawn`, `start`, `done`, `status --json` and
+`show T --json` skip click too (:func:`_fast`). ``git nerve knowledge query`` (an agent's
+"where is X") takes a click-free path too when its arguments are plain;
+anything else, and any error, goes the click way, which reports it as
+documented.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ def worker_main() -> None:
         from ..worker.heartbeat import main as heartbeat_main
 
         sys.exit(heartbeat_main(argv[1:]))
-    if argv[:1] == ["spawn"] and _spawn(argv[1:]):
+    if argv[:1] in (["spawn"], ["start"], ["done"], ["status"], ["show"]) and _fast(argv[0], argv[1:]):
         sys.exit(0)
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
@@ -50,23 +52,27 @@ def nerve_main() -> None:
     nerve(prog_name="git nerve", complete_var="_GIT_NERVE_COMPLETE")
 
 
-def _spawn(args: list[str]) -> bool:
-    """`git worker spawn` with plain arguments, without click (spawn's start-up: issue 27): the same body
-    (:mod:`.spawning`), and any error reported by click's own handler (common.run_mapped, imported only then), so
-    both ways print and exit alike. False, having done nothing, for anything else (help, a completion request,
-    arguments click must read)."""
+def _fast(command: str, args: list[str]) -> bool:
+    """`git worker spawn`, `start`, `done`, `status --json` and `show T --json` with plain arguments, without click (issue 27: an
+    agent runs them often): the same body as their click commands (:mod:`.spawning`, :mod:`.verbs`), and any
+    error reported by click's own handler (common.run_mapped, imported only then), so both ways print and exit
+    alike. False, having done nothing, for anything else (help, a completion request, arguments click must read)."""
     from ..completion import COMPLETE_VARS
-    from .spawning import plain_args
 
-    kw = plain_args(args)
+    if command == "spawn":
+        from .spawning import plain_args, run_spawn
+
+        kw, run = plain_args(args), run_spawn
+    else:
+        from . import verbs
+
+        kw, run = verbs.plain_args(command, args), verbs.RUN[command]
     if kw is None or COMPLETE_VARS["git-worker"] in os.environ:
         return False
     _before_click(None, "git-worker")  # the man pages, as click's path does first
     _enable_liveness()
-    from .spawning import run_spawn
-
     try:
-        run_spawn(**kw)
+        run(**kw)
     except BaseException as exc:  # noqa: BLE001 - handed to the one handler every command's errors meet
         if isinstance(exc, SystemExit):
             raise

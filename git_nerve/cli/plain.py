@@ -27,11 +27,11 @@ def color_enabled(stream=None) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
-def paint(text: str, *, fg: str | None = None, dim: bool = False, stream=None) -> str:
+def paint(text: str, *, fg: str | None = None, bold: bool = False, dim: bool = False, stream=None) -> str:
     """``text`` in colour as click.style writes it, when :func:`color_enabled` for ``stream`` (stdout)."""
     if not color_enabled(stream):
         return text
-    codes = ([f"\x1b[{_CODES[fg]}m"] if fg else []) + (["\x1b[2m"] if dim else [])
+    codes = ([f"\x1b[{_CODES[fg]}m"] if fg else []) + (["\x1b[1m"] if bold else []) + (["\x1b[2m"] if dim else [])
     return f"{''.join(codes)}{text}{RESET}"
 
 

@@ -16,10 +16,10 @@ def _ttl(repo) -> float:
         return DISK_TTL
 
 
-def prep_fields(repo, w, *, measure: bool = True) -> dict:
+def prep_fields(repo, w, *, measure: bool = True, budget=None) -> dict:
     from ..worktree_prep import report
 
-    return report.fields(repo.bus, w, ttl=_ttl(repo), measure=measure)
+    return report.fields(repo.bus, w, ttl=_ttl(repo), measure=measure, budget=budget)
 
 
 def prep_lines(repo, w) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .common import CONTEXT_SETTINGS, echo, echo_json, style
+from .status_rows import marks_at
 
 
 def _label(t: str, integration: str | None) -> str:
@@ -76,24 +77,6 @@ def _live_elsewhere(conn) -> set[str]:
 def marks(common_dir) -> dict[str, list[str]]:
     """Per task, what `git worker status` says of it: ``conflict: t2``, ``overlap: t3``."""
     return marks_at(common_dir)[0]
-
-
-def marks_at(common_dir) -> tuple[dict[str, list[str]], float | None]:
-    """:func:`marks` and when the radar computed them (None: never)."""
-    from ..radar import scan
-    from ..radar.cache import INTEGRATION
-
-    result = scan.cached(common_dir)
-    out: dict[str, list[str]] = {}
-    for p in result.pairs:
-        for me, other in ((p.a, p.b), (p.b, p.a)):
-            if me == INTEGRATION:
-                continue
-            name = result.integration or "integration" if other == INTEGRATION else other
-            if p.machine is not None:  # another machine's task (b), or ours as seen from it (a: "this machine")
-                name += f" (machine {p.machine})" if other == p.b else " (this machine)"
-            out.setdefault(me, []).append(f"{p.kind}: {name}")
-    return out, result.at
 
 
 WORKER_COMMANDS = [conflicts]

@@ -23,9 +23,9 @@ def run_spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bo
         for w in res.warnings:
             warn(w)
         if as_json:
-            from .tasks import _row
+            from .verbs import row
 
-            echo_json({**_row(repo, task_id), **prep_fields(repo, res.worker, measure=False)})
+            echo_json({**row(repo, task_id), **prep_fields(repo, res.worker, measure=False)})
             return
         w = res.worker
         echo(f"{'Created' if res.created else 'Exists'} worker: {w.task_id}")

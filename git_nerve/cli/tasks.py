@@ -1,34 +1,15 @@
 """What `git worker` commands share with the features' commands that extend them (`merge --all` in
 cli/steer.py): opening the repository, a task's row, and how a merge is printed. A module of its own so
 cli/worker.py (which registers those commands) and cli/steer.py do not import each other. Opening the repository
-lives in :mod:`.opening` (click-free: spawn's fast path uses it), re-exported here."""
+lives in :mod:`.opening` (click-free: spawn's fast path uses it), a task's row and the radar's recompute in
+:mod:`.verbs` (click-free too), re-exported here."""
 
 from __future__ import annotations
 
 from .common import echo, echo_json, warn
 from .opening import _install_missing_hooks, _repo, _repo_fenced, fence  # noqa: F401  (re-exported)
-
-
-def radar_after(repo, tasks: list[str] | None) -> None:
-    """What the radar compares changed (done, merge, cancel): its recompute starts in the background."""
-    from ..radar import background
-
-    background.after(repo, tasks)
-
-
-def _row(repo, task_id: str) -> dict:
-    from ..bus import workers
-    from ..worker.status import row
-
-    w = workers.get(repo.bus.conn, task_id)
-    return row(w, _settings_or_none(repo))
-
-
-def _settings_or_none(repo):
-    try:
-        return repo.settings
-    except Exception:  # status must work even when settings cannot be resolved
-        return None
+from .verbs import radar_after  # noqa: F401  (re-exported)
+from .verbs import row as _row
 
 
 def run_merge(task_id: str, *, delete_branch: bool, check: str | None, force: bool, as_json: bool) -> None:
@@ -94,13 +75,6 @@ def _print_removal(res) -> None:
         tops = sorted({p.split("/", 1)[0] + ("/" if "/" in p else "") for p in res.ignored_removed})
         echo(f"  Deleted {len(res.ignored_removed)} ignored path(s), not archived: {', '.join(tops[:10])}"
              + (f" (+{len(tops) - 10} more)" if len(tops) > 10 else ""))
-
-
-def shared_rows(bus, rows: list[dict], states: tuple[str, ...]) -> str | None:
-    """Shared mode: every machine's rows and the view's freshness (None, rows untouched, without it)."""
-    from ..shared.status import shared_rows as rows_of_every_machine
-
-    return rows_of_every_machine(bus, rows, states)
 
 
 def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float) -> None:

@@ -17,11 +17,10 @@ from .common import (
     NerveGroup,
     echo,
     echo_json,
-    style,
     warn,
 )
-from .prep import warn_setup
 from .tasks import (_repo, _row, print_cleanup, radar_after, run_merge)
+from .verbs import state_line as _state_line
 
 EXIT_CODES = """\b
 Exit codes:
@@ -47,16 +46,6 @@ def _task(repo, explicit: str | None) -> str:
     from ..context import resolve_task
 
     return resolve_task(repo.paths.git_dir, explicit)
-
-
-def _state_line(outcome, verb_done: str, task_id: str, comment: str | None = None) -> None:
-    if outcome.changed:
-        echo(f"{verb_done}: {task_id} ({outcome.previous} -> {style(outcome.current, bold=True)})")
-    else:
-        echo(f"{verb_done}: {task_id} (already {outcome.current}" + ("; the comment is in its thread)" if comment and comment.strip() else ")"))
-    if getattr(outcome, "holder", None):
-        echo(f"  Held by machine {outcome.holder}: its row" + (" and the agent's thread" if comment and comment.strip() else "")
-             + " follow at its next sync")
 
 
 def _outcome_json(repo, outcome, task_id: str) -> dict:
@@ -251,18 +240,9 @@ def retry(task_id: str, as_json: bool) -> None:
 @json_option
 def start(task: str | None, as_json: bool) -> None:
     """Begin work (ASSIGNED -> WORKING; CONFLICTED -> WORKING after `git rebase --abort`). Run inside the task's worktree."""
-    from ..worker import lifecycle
+    from .verbs import run_start
 
-    with _repo(create=False) as repo:
-        task_id = _task(repo, task)
-        outcome = lifecycle.start(repo, task_id)
-        warn_setup(repo, task_id)
-        if not outcome.changed:
-            warn(f"{task_id} is already WORKING")
-        if as_json:
-            echo_json(_row(repo, task_id))
-        else:
-            _state_line(outcome, "Started", task_id)
+    run_start(task, as_json)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
@@ -272,29 +252,9 @@ def start(task: str | None, as_json: bool) -> None:
 @json_option
 def done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bool) -> None:
     """Finish: rebase onto the integration branch, push, ask for review (-> IN_REVIEW)."""
-    from ..errors import ConflictError
-    from ..worker import lifecycle
+    from .verbs import run_done
 
-    with _repo(create=False) as repo:
-        task_id = _task(repo, task)
-        try:
-            res = lifecycle.done(repo, task_id, skip_rebase=skip_rebase, allow_empty=allow_empty)
-        except ConflictError as exc:
-            if as_json:
-                echo_json({**_row(repo, task_id), "conflicts": exc.files})
-            raise
-        radar_after(repo, [task_id])
-        if as_json:
-            echo_json({**_row(repo, task_id), "rebased": res.rebased, "pushed": res.pushed, "tip": res.tip})
-            return
-        if res.already:
-            echo(f"Ready for review: {task_id} (already)")
-            return
-        if res.rebased:
-            echo(f"Rebased {len(res.rewritten)} commit(s) onto the integration branch")
-        if res.pushed:
-            echo("Pushed")
-        echo(f"Ready for review: {task_id}")
+    run_done(task, skip_rebase, allow_empty, as_json)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)

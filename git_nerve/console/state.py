@@ -27,6 +27,7 @@ from ..steer.queue import Queue
 from ..thread import service as thread_service
 from ..worker import lifecycle
 from ..worker.status import row
+from ..worktree_prep import disk as prep_disk
 from ..worktree_prep import report as prep_report
 from .actions import allowed_actions, held_elsewhere
 
@@ -87,6 +88,7 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
     marks = _marks(radar)
     all_workers = workers.all_workers(conn)
     rows = []
+    budget = prep_disk.Budget()  # a few worktrees walked per summary after many spawns, not all at once
     for w in all_workers:
         r = row(w, settings, now)
         newest = watch.last_message_id(conn, w.task_id)
@@ -95,7 +97,7 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
         r["heartbeat_ts"] = w.last_heartbeat
         r["allowed_actions"] = allowed_actions(w.state)
         r["version"] = f"{newest}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}"
-        r.update(prep_report.fields(repo.bus, w))  # port, setup, copied, disk_bytes (cached)
+        r.update(prep_report.fields(repo.bus, w, budget=budget))  # port, setup, copied, disk_bytes (cached)
         rows.append(r)
     shared = _every_machine(repo, rows, marks, steering)
     risky = {t for p in radar.pairs if p.kind == "conflict" for t in (p.a, p.b)}

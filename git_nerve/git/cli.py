@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 
-from .. import liveness
+from .. import liveness, waits
 from ..errors import GitError
 
 #: Variables that tie a git process to one repository or worktree. Hooks run
@@ -59,14 +60,17 @@ def run(
     text: bool = True,
     timeout: float | None = None,
     capture: bool = True,
+    bulk: bool = False,
 ) -> subprocess.CompletedProcess:
     """Run ``git <args>``.
 
     By default the repository-locating GIT_* variables are stripped so that
     ``cwd`` alone says which repository is meant; pass ``inherit_location``
-    to keep them (a hook acting on its own worktree).
+    to keep them (a hook acting on its own worktree). ``bulk``: work that takes CPU for long and that nobody
+    waits on from moment to moment (a worktree's checkout) runs at a lower priority (``nice``), so the short
+    commands agents run meanwhile (start, heartbeat, status) are not queued behind it for a CPU.
     """
-    argv = ["git", *[os.fspath(a) for a in args]]
+    argv = [*_nice(bulk), "git", *[os.fspath(a) for a in args]]
     if env is None:
         env = dict(os.environ) if inherit_location else clean_env()
     # git-nerve's own git commands never take git's optional locks: a `git status` of ours (the radar's look at a
@@ -78,6 +82,7 @@ def run(
     fds, marker = liveness.before_git(cwd, args)
     if fds:
         env = {**env, liveness.FD_VAR: str(fds[0])}
+    began = time.monotonic()
     try:
         proc = subprocess.run(
             argv,
@@ -98,10 +103,25 @@ def run(
         raise GitError(f"git {args[0] if args else ''} timed out after {timeout}s") from exc
     finally:
         liveness.after_git(marker)
+        waits.add("git", time.monotonic() - began)
+        waits.add("git_n", 1)
     if check and proc.returncode != 0:
         said = message(proc.stderr) or message(proc.stdout) or f"exit {proc.returncode}"
         raise GitError(f"git {' '.join(map(str, args[:2]))} failed: {said}{disk_full_hint(said, cwd)}")
     return proc
+
+
+BULK_NICENESS = 5
+
+
+def _nice(bulk: bool) -> list[str]:
+    """``nice -n 5`` (POSIX, on macOS too) for bulk work, when it is on PATH; nothing otherwise."""
+    if not bulk:
+        return []
+    import shutil
+
+    found = shutil.which("nice")
+    return [found, "-n", str(BULK_NICENESS)] if found else []
 
 
 def disk_full_hint(said: str, cwd: str | os.PathLike[str] | None) -> str:

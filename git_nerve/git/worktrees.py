@@ -88,7 +88,7 @@ def add(cwd, path: Path, *, branch: str, start: str | None) -> None:
             args = ["worktree", "add", "--quiet", "--no-track", "-b", branch, os.fspath(path), start]
         else:
             args = ["worktree", "add", "--quiet", os.fspath(path), branch]
-        proc = cli.run(args, cwd=cwd, check=False)
+        proc = cli.run(args, cwd=cwd, check=False, bulk=True)  # the checkout: agents' short commands go first
         if proc.returncode == 0 or not _raced(proc.stderr, path) or attempt == LIST_ATTEMPTS - 1:
             break
         time.sleep(0.02 * 2**attempt)

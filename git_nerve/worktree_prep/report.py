@@ -7,16 +7,17 @@ from . import disk, ports, setup
 from .config import DISK_TTL
 
 
-def fields(bus, w, *, ttl: float = DISK_TTL, measure: bool = True) -> dict:
+def fields(bus, w, *, ttl: float = DISK_TTL, measure: bool = True, budget: disk.Budget | None = None) -> dict:
     """``port``, ``setup`` (running | done | failed | interrupted | None), ``setup_log``, ``copied`` and
-    ``disk_bytes`` (cached for ``ttl`` seconds; None when the worktree is gone) of the task ``w``."""
+    ``disk_bytes`` (cached for ``ttl`` seconds, measured within ``budget``; None when the worktree is gone or,
+    beyond the budget, not measured yet) of the task ``w``."""
     row = busprep.get(bus.conn, w.task_id)
     return {
         "port": ports.port_of(bus.conn, w.task_id),
         "setup": setup.state(row),
         "setup_log": row.setup_log if row is not None else None,
         "copied": row.copied_paths if row is not None else [],
-        "disk_bytes": disk.cached(bus, w.task_id, w.worktree, ttl) if measure else None,
+        "disk_bytes": disk.cached(bus, w.task_id, w.worktree, ttl, budget=budget) if measure else None,
     }
 
 

@@ -1,0 +1,112 @@
+"""The rows `git worker status` shows, without click: its click command (cli/worker_view.py prints them as the
+table or JSON) and entry.py's fast path for `status --json` (cli/verbs.py) both take them from here."""
+
+from __future__ import annotations
+
+from .plain import warning as warn
+
+
+def status_rows(repo, states: tuple[str, ...], stale_only: bool) -> tuple[list[dict], dict, str | None, float]:
+    """(the rows, every worker by task id, shared mode's freshness line or None, now)."""
+    from .. import clock
+    from ..bus import workers
+    from ..shared.status import shared_rows
+    from ..worker.status import radar_marks, row
+    from .prep import prep_fields
+
+    settings = settings_or_none(repo)
+    if settings is not None:
+        _record_remote_merges(repo)
+    now = clock.now()
+    radar, radar_at = marks_at(repo.paths.common_dir)
+    everyone = {w.task_id: w for w in workers.all_workers(repo.bus.conn)}
+    rows = [row(w, settings, now) for w in workers.all_workers(repo.bus.conn, states=states or None)]
+    for r in rows:
+        r["radar"], r["radar_stale"] = radar_marks(repo.bus.conn, everyone, r["task_id"], radar.get(r["task_id"], []),
+                                                   radar_at)
+    if stale_only:
+        rows = [r for r in rows if r["stale"]]
+    from ..worktree_prep.disk import Budget
+
+    budget = Budget()  # a few worktrees walked per status: after many spawns, not all at once
+    for r in rows:
+        r.update(prep_fields(repo, everyone[r["task_id"]], budget=budget))
+    fresh = shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
+    if fresh is not None:
+        _radar_elsewhere(repo, rows, radar)
+        for r in rows:
+            w = everyone.get(r["task_id"])
+            line = merged_elsewhere_line(repo, w) if w is not None else None
+            if line:
+                r["merged_elsewhere"] = line
+    return rows, everyone, fresh, now
+
+
+def merged_elsewhere_line(repo, w) -> str | None:
+    """A task of this machine another machine merged (shared mode on PostgreSQL) whose worktree is still here:
+    the one line saying so and what cleans it up; None otherwise."""
+    from pathlib import Path
+
+    from ..bus import messages
+
+    if w.state != "COMPLETED" or not Path(w.worktree).exists():
+        return None
+    merged = messages.for_task(repo.bus.conn, w.task_id, kinds=("merged",))
+    by = merged[-1].payload.get("machine") if merged else None
+    if not by:
+        return None
+    return (f"merged by machine {by}; its worktree is kept here until `git worker merge {w.task_id}` cleans it up "
+            "(archive first)")
+
+
+def settings_or_none(repo):
+    try:
+        return repo.settings
+    except Exception:  # status must work even when settings cannot be resolved
+        return None
+
+
+def marks_at(common_dir) -> tuple[dict[str, list[str]], float | None]:
+    """Per task, what `git worker status` says of it (``conflict: t2``, ``overlap: t3``), and when the radar
+    computed them (None: never)."""
+    from ..radar import scan
+    from ..radar.cache import INTEGRATION
+
+    result = scan.cached(common_dir)
+    out: dict[str, list[str]] = {}
+    for p in result.pairs:
+        for me, other in ((p.a, p.b), (p.b, p.a)):
+            if me == INTEGRATION:
+                continue
+            name = result.integration or "integration" if other == INTEGRATION else other
+            if p.machine is not None:  # another machine's task (b), or ours as seen from it (a: "this machine")
+                name += f" (machine {p.machine})" if other == p.b else " (this machine)"
+            out.setdefault(me, []).append(f"{p.kind}: {name}")
+    return out, result.at
+
+
+def _radar_elsewhere(repo, rows: list[dict], radar: dict[str, list[str]]) -> None:
+    """Shared mode: other machines' tasks carry the radar's marks against this machine's, and a sync that
+    brought new footprints asks for a recompute in the background (the marks shown are the last ones)."""
+    from ..radar import background, remote
+
+    for r in rows:
+        if r.get("elsewhere") and not r.get("fenced"):
+            r["radar"] = radar.get(r["task_id"], [])
+    try:
+        if remote.stale(repo.paths.common_dir, repo.bus.conn):
+            background.request(repo.paths.common_dir, repo.cwd, None)
+    except OSError:
+        pass
+
+
+def _record_remote_merges(repo) -> None:
+    """APPROVED tasks whose merge reached the remote unrecorded show (and are recorded) as COMPLETED."""
+    from ..errors import NerveError
+    from ..worker import merged
+
+    try:
+        for task_id in merged.reconcile_all(repo):
+            warn(f"{task_id}: its merge had reached the remote without being recorded; recorded it as COMPLETED")
+    except NerveError as exc:  # status must work even when git cannot tell
+        warn(f"could not check the remote for unrecorded merges: {exc.message}")
