@@ -242,3 +242,24 @@ def test_the_holders_listener_follows_another_machines_approval_with_no_command_
     ss.ok(["worker", "approve", "t", "--comment", "ship it, from b"], b)
     wait_until(lambda: _row(a, "t").state == "APPROVED", timeout=5)
     wait_until(lambda: ("reviewer", "ship it, from b", "b") in _rounds(a, "t"), timeout=10)
+
+
+def test_a_holder_that_missed_the_approval_follows_the_merge_made_on_a_third_machine(tmp_path, db):
+    """Approved on b, merged on c, and the holder a synced at neither: at its next sync a's row goes through the
+    approval it missed to COMPLETED (it used to stay IN_REVIEW for good), with both steps in its log."""
+    from git_nerve.bus import messages
+
+    a, b, c = team(tmp_path, db, ["a", "b", "c"], background=False, listen=False)
+    _ready(a, "t", approve=False)
+    ss.ok(["nerve", "sync"], a)  # t's events (its branch, the tip to review) reach the database
+    ss.ok(["worker", "approve", "t", "--comment", "fine by b"], b)
+    ss.ok(["nerve", "sync"], b)
+    ss.ok(["worker", "merge", "t"], c)
+    ss.ok(["nerve", "sync"], c)
+    assert _row(a, "t").state == "IN_REVIEW"
+    ss.ok(["nerve", "sync"], a)
+    assert _row(a, "t").state == "COMPLETED"
+    with ss.bus(a) as bus:
+        kinds = [(m.kind, m.payload.get("machine")) for m in messages.for_task(bus.conn, "t")]
+    assert ("review_approved", "b") in kinds and ("merged", "c") in kinds
+    assert kinds.index(("review_approved", "b")) < kinds.index(("merged", "c"))

@@ -23,36 +23,57 @@ FOLLOW = {
 }
 
 
+#: (this machine's row, the verb that moved the claim elsewhere) -> the step that must have come between, which
+#: this machine missed when no sync ran between two other machines' moves (approved on one, merged on another)
+MISSED = {("IN_REVIEW", "merge"): ("APPROVED", "approve")}
+
+
 def follow(conn: sqlite3.Connection, machine: str, ts: float) -> list[tuple[str, str, str]]:
     """Move each row of a task ``machine`` (this one) holds whose claim another machine moved as :data:`FOLLOW`
-    allows; (task, new state, that machine) of each."""
+    allows (through the step it missed, :data:`MISSED`); (task, new state, that machine) of each."""
     found = conn.execute(
         "SELECT w.task_id, w.state, c.state, c.verb, c.machine FROM workers w JOIN shared_claims c "
         "ON c.task_id = w.task_id WHERE c.owner = ? AND c.machine != ? AND c.state != w.state ORDER BY w.task_id",
         (machine, machine)).fetchall()
     moved = []
     for task, local, new, verb, by in found:
-        kind = FOLLOW.get((local, new, verb))
-        if kind is None:
+        steps = [(local, new, verb)]
+        if steps[0] not in FOLLOW and (local, verb) in MISSED:
+            mid, mid_verb = MISSED[(local, verb)]
+            steps = [(local, mid, mid_verb), (mid, new, verb)]
+        if any(step not in FOLLOW for step in steps):
             continue
-        columns = {"approved_at": ts} if new == "APPROVED" else {"approved_at": None} if new == "WORKING" else {}
-        if not workers.set_state(conn, task, local, new, ts, **columns):
-            continue
-        messages.publish(conn, task, "state_change", {"from": local, "to": new, "by": verb, "machine": by}, ts)
-        messages.publish(conn, task, kind, {**_published(conn, task, by, kind), "machine": by}, ts)
-        moved.append((task, new, by))
+        if all(_step(conn, task, *step, by if step[2] == verb else None, ts) for step in steps):
+            moved.append((task, new, by))
     return moved
 
 
-def _published(conn: sqlite3.Connection, task_id: str, machine: str, kind: str) -> dict:
-    """What ``machine`` published of the transition (its last ``kind`` event of the task), if it arrived."""
-    row = conn.execute("SELECT payload FROM shared_events WHERE task_id = ? AND machine = ? AND kind = ? "
-                       "ORDER BY ts DESC, event_id DESC LIMIT 1", (task_id, machine, kind)).fetchone()
+def _step(conn: sqlite3.Connection, task: str, local: str, new: str, verb: str, by: str | None, ts: float) -> bool:
+    """This machine's row from ``local`` to ``new`` as machine ``by`` moved the claim (None: a step this machine
+    missed, by whichever machine published it), with the messages a local transition writes."""
+    kind = FOLLOW[(local, new, verb)]
+    columns = {"approved_at": ts} if new == "APPROVED" else {"approved_at": None} if new == "WORKING" else {}
+    if not workers.set_state(conn, task, local, new, ts, **columns):
+        return False
+    published, by = _published(conn, task, by, kind)
+    messages.publish(conn, task, "state_change", {"from": local, "to": new, "by": verb, "machine": by}, ts)
+    messages.publish(conn, task, kind, {**published, "machine": by}, ts)
+    return True
+
+
+def _published(conn: sqlite3.Connection, task_id: str, machine: str | None, kind: str) -> tuple[dict, str | None]:
+    """What ``machine`` (None: any machine) published of the transition (its last ``kind`` event of the task), if
+    it arrived, and that machine."""
+    row = conn.execute("SELECT payload, machine FROM shared_events WHERE task_id = ? AND (? IS NULL OR machine = ?) "
+                       "AND kind = ? ORDER BY ts DESC, event_id DESC LIMIT 1",
+                       (task_id, machine, machine, kind)).fetchone()
+    if row is None:
+        return {}, machine
     try:
-        payload = json.loads(row[0]) if row else {}
+        payload = json.loads(row[0])
     except ValueError:
-        return {}
-    return payload if isinstance(payload, dict) else {}
+        return {}, row[1]
+    return (payload if isinstance(payload, dict) else {}), row[1]
 
 
 __all__ = ["FOLLOW", "follow"]
