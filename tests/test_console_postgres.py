@@ -110,6 +110,8 @@ def test_machine_bs_console_approves_and_merges_machine_as_task(tmp_path, db):
         assert status == 200, done
         assert done["changed"] and done["worker"] == {"task_id": "t", "state": "APPROVED", "machine": "a"}
         assert _offered(c, "t", "APPROVED") == ["request_changes", "merge"]
+        status, told = _post(c, "tell", {"task": "t", "text": "mind the changelog"})  # as `tell` does: for a's sync
+        assert status == 200 and (told["told"]["machine"], told["told"]["pending"]) == ("a", True), told
         ss.ok(["nerve", "sync"], a)  # a's row follows the approval (its listener would, in a clone that has one)
         assert _row(a, "t").state == "APPROVED"
 

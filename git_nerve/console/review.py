@@ -89,6 +89,10 @@ def _pushed_head(repo: lifecycle.Repo, task_id: str, held: dict[str, Any]) -> st
     if (current is None or current != info.tip) and not fresh:
         fetch_branches(repo, remote, [info.branch])
         _fetched[key] = (time.monotonic(), info.tip)
+        current = refs.resolve(repo.cwd, ref)
+    if current is None:
+        raise UsageError(f"task {task_id} is held by machine {held['machine']}, whose branch {info.branch} is not on "
+                         f"{remote} yet (its `git worker done` pushes it): no diff to show here")
     return ref
 
 
