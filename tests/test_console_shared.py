@@ -87,3 +87,38 @@ def test_a_shared_table_nerve_toml_gets_wrong_is_said_and_the_console_goes_on(re
         assert worker_row(state, "t1")["allowed_actions"] == ["cancel"]
     finally:
         assert c.stop() == 0
+
+
+def test_on_the_git_remote_another_machines_task_in_review_shows_its_pushed_diff_and_stays_read_only(tmp_path):
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"])
+    ss.ok(["worker", "spawn", "t", "-d", "the feature"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    rows = {r["task_id"]: r for r in json.loads(ss.ok(["worker", "status", "--json"], one).stdout)}
+    wt = Path(rows["t"]["worktree"])
+    build.commit_file(wt, "feature.txt", "the feature\n")
+    ss.ok(["worker", "done", "--task", "t"], one)  # pushes its branch
+    tip = build.git(wt, "rev-parse", "HEAD").strip()
+    for w in (one, two):
+        ss.ok(["nerve", "sync"], w)
+    claim = _claim_tip(bare, "t")
+    c = Console(two)
+    try:
+        t = worker_row(json.loads(c.request("GET", "/api/state")[1]), "t")
+        assert (t["state"], t["machine"], t["allowed_actions"]) == ("IN_REVIEW", "one", [])
+        assert t["held_elsewhere"] == ("held by machine one: read-only here; run `git worker approve t` or "
+                                       "`git worker request-changes t` on machine one")
+        status, text = c.request("GET", "/api/task/t/files")  # its diff: the branch machine one pushed
+        assert status == 200, text
+        assert (json.loads(text)["head"], [f["path"] for f in json.loads(text)["files"]]) == (tip, ["feature.txt"])
+        status, text = c.request("GET", "/api/task/t/diff?path=feature.txt")
+        assert status == 200 and "the feature" in text, text
+        for action in ("approve", "request-changes", "merge"):
+            status, text = c.request("POST", f"/api/{action}", body={"task": "t", "comment": "from two"})
+            refusal = json.loads(text)
+            assert (status, refusal["code"]) == (409, 8), text
+            assert f"on machine one (it holds the task's row, worktree and thread); nothing changed here" in refusal[
+                "error"]
+    finally:
+        assert c.stop() == 0
+    assert _claim_tip(bare, "t") == claim

@@ -221,22 +221,41 @@ RULES: dict[str, tuple[str, frozenset[str] | None]] = {
 }
 
 
-def allowed_actions(state: str, *, elsewhere: bool = False) -> list[str]:
+#: the actions that, on PostgreSQL, run here on a task another machine holds (as the CLI runs them from any
+#: machine: :mod:`..worker.lifecycle.review_elsewhere`, :mod:`..worker.lifecycle.merge_elsewhere`)
+FROM_ANY_MACHINE = ("approve", "request_changes", "merge")
+
+
+def reviews_here(repo: lifecycle.Repo) -> bool:
+    """Does this repository's shared store run review and merge of another machine's task here (PostgreSQL)? The
+    test `git worker merge` itself makes (:func:`..worker.lifecycle.merge_elsewhere.merges_elsewhere`)."""
+    from ..worker.lifecycle.merge_elsewhere import merges_elsewhere
+
+    return merges_elsewhere(repo)
+
+
+def allowed_actions(state: str, *, elsewhere: bool = False, from_here: bool = False) -> list[str]:
     """The task actions the state machine (worker/states.py) allows from ``state``; the server refuses the rest
-    anyway (the lifecycle's own refusal). None for a task another machine holds (shared mode, ``elsewhere``):
-    it is read-only here, as the CLI refuses every verb on it (exit 8; see :func:`held_elsewhere`)."""
+    anyway (the lifecycle's own refusal). For a task another machine holds (shared mode, ``elsewhere``): on
+    PostgreSQL (``from_here``) its review and merge (:data:`FROM_ANY_MACHINE`), else none: it is read-only here,
+    as the CLI refuses every verb on it (exit 8; see :func:`held_elsewhere`)."""
     from ..worker.states import can_transition
 
+    allowed = [a for a, (to, froms) in RULES.items() if (froms is None or state in froms) and can_transition(state, to)]
     if elsewhere:
-        return []
-    return [a for a, (to, froms) in RULES.items() if (froms is None or state in froms) and can_transition(state, to)]
+        return [a for a in allowed if a in FROM_ANY_MACHINE] if from_here else []
+    return allowed
 
 
-def held_elsewhere(task_id: str, state: str, machine: str) -> str:
-    """What the console shows instead of a task's actions when another machine holds it: the commands to run
-    on that machine, those the CLI's refusal names (:data:`..worker.claims.RUN_THERE`)."""
+def held_elsewhere(task_id: str, state: str, machine: str, *, from_here: bool = False) -> str:
+    """What the console shows with a task another machine holds: the commands to run on that machine, those the
+    CLI's refusal names (:data:`..worker.claims.RUN_THERE`); on PostgreSQL (``from_here``) that its review and
+    merge run here, the rest (cancel, retry, its worktree) on that machine."""
     from ..worker.claims import RUN_THERE
 
+    if from_here:
+        return (f"held by machine {machine}: its review and merge run from here (the shared store is PostgreSQL); "
+                f"cancel, retry and its worktree stay on machine {machine}")
     there = [f"git worker {a.replace('_', '-')} {task_id}" for a in allowed_actions(state)
              if a.replace("_", "-") in RUN_THERE.values()]
     return (f"held by machine {machine}: read-only here"
@@ -247,5 +266,5 @@ ACTIONS = {"tell": tell, "approve": approve, "request-changes": request_changes,
            "merge": merge, "cancel": cancel, "retry": retry, "spawn": spawn, "merge_all": merge_all,
            "merge-all": merge_all}
 
-__all__ = ["ACTIONS", "RULES", "allowed_actions", "approve", "cancel", "held_elsewhere", "merge", "merge_all",
-           "request_changes", "retry", "spawn", "tell"]
+__all__ = ["ACTIONS", "FROM_ANY_MACHINE", "RULES", "allowed_actions", "approve", "cancel", "held_elsewhere", "merge",
+           "merge_all", "request_changes", "retry", "reviews_here", "spawn", "tell"]

@@ -1,7 +1,8 @@
 """The console's review reads: a task's changed files, one file's diff, its commits, its agent's output.
 
 Every route here is a GET behind the :class:`~.security.Guard` (token, Host) and only reads: git objects
-through :mod:`..git.diffs` (no checkout, no ref moves), the radar's last result through
+through :mod:`..git.diffs` (no checkout, no ref moves but one: a task another machine holds, in shared mode, is
+shown from the branch it pushed, fetched into its remote-tracking ref), the radar's last result through
 :mod:`..radar.flags`, the run logs through :mod:`..workflow.runlog`. Answers are JSON; the page escapes
 what it shows (diffs and output are agent-written text).
 """
@@ -22,6 +23,7 @@ from ..git import refs
 from ..git.diffs import Diffs
 from ..paths import RepoPaths
 from ..radar import flags as radar_flags
+from ..shared.status import elsewhere
 from ..workflow import runlog
 from ..worker import lifecycle
 
@@ -34,24 +36,64 @@ def error(exc: NerveError) -> JSONResponse:
 
 
 class _Task:
-    """What a review read needs of one task: its row, the open objects, the range it changed."""
+    """What a review read needs of one task: its state, the open objects, the range it changed. A task another
+    machine holds (shared mode): its branch as that machine pushed it (:func:`_pushed_head`), read-only."""
 
     def __init__(self, repo: lifecycle.Repo, task_id: str):
-        self.w = lifecycle.get(repo.bus, task_id)
-        self.diffs = Diffs(repo.paths.common_dir)
-        self.integration = self.w.integration or repo.settings.integration
-        self.integration_tip = _integration_tip(repo, self.diffs, self.integration)
-        head = self.diffs.tip(f"refs/heads/{self.w.branch}") if self.w.branch else None
-        head = head or self.diffs.tip(refs.archive_name(task_id))
+        held = elsewhere(repo.bus, task_id)
+        if held is not None:
+            pushed, state = _pushed_head(repo, task_id, held), held["state"]
+            self.integration = repo.settings.integration
+            self.diffs = Diffs(repo.paths.common_dir)  # opened after the fetch: it sees the objects fetched
+            head = self.diffs.tip(pushed)
+        else:
+            w = lifecycle.get(repo.bus, task_id)
+            self.diffs, state = Diffs(repo.paths.common_dir), w.state
+            self.integration = w.integration or repo.settings.integration
+            head = self.diffs.tip(f"refs/heads/{w.branch}") if w.branch else None
+            head = head or self.diffs.tip(refs.archive_name(task_id))
         if head is None:
             raise UsageError(f"{task_id} has no branch tip to show (its branch is gone and no archive holds it)")
+        self.integration_tip = _integration_tip(repo, self.diffs, self.integration)
         self.head = head
         base = self.diffs.task_range(head, self.integration_tip)[0] if self.integration_tip else head
         self.hide = self.integration_tip  # its commits: those the integration branch does not have
-        if base == head and self.integration_tip and self.w.state == "COMPLETED":
+        if base == head and self.integration_tip and state == "COMPLETED":
             merged = self.diffs.merged_base(head, self.integration_tip)  # merged: what the merge brought
             base = self.hide = merged or base
         self.base = base
+
+
+#: seconds a task's pushed branch, fetched for its diff, is not fetched again while its published tip is the same
+FETCH_TTL = 5.0
+_fetched: dict[tuple[str, str], tuple[float, str | None]] = {}
+
+
+def _pushed_head(repo: lifecycle.Repo, task_id: str, held: dict[str, Any]) -> str:
+    """The remote-tracking ref of the branch the holder published for ``task_id`` (its ``task_assign``), fetched
+    through :mod:`..git.remote` when it is not at the tip the holder asked review for (or, before that, at most
+    every :data:`FETCH_TTL` seconds). The task's rows, worktree and thread stay on the holder."""
+    from ..worker.lifecycle.merge_elsewhere import from_cache
+    from ..worker.locking import fetch_branches
+
+    info = from_cache(repo, task_id)
+    remote = repo.settings.remote
+    if info is None or not remote:
+        raise UsageError(f"task {task_id} is held by machine {held['machine']}, which has not published its branch "
+                         f"{'yet (at its next `git nerve sync`)' if remote else 'to a remote'}: no diff to show here")
+    ref = f"refs/remotes/{remote}/{info.branch}"
+    key = (str(repo.paths.common_dir), info.branch)
+    last = _fetched.get(key)
+    current = refs.resolve(repo.cwd, ref)
+    fresh = last is not None and last[1] == info.tip and time.monotonic() - last[0] < FETCH_TTL
+    if (current is None or current != info.tip) and not fresh:
+        fetch_branches(repo, remote, [info.branch])
+        _fetched[key] = (time.monotonic(), info.tip)
+        current = refs.resolve(repo.cwd, ref)
+    if current is None:
+        raise UsageError(f"task {task_id} is held by machine {held['machine']}, whose branch {info.branch} is not on "
+                         f"{remote} yet (its `git worker done` pushes it): no diff to show here")
+    return ref
 
 
 #: seconds the integration branch's remote, read from git config, is reused (each read is a git process)

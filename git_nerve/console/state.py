@@ -5,7 +5,8 @@ row `git worker status --json` prints, plus its radar marks, its last commit
 and a ``version`` that changes whenever something about the task changes),
 the conflict radar, the merge queue and the outbox. In shared mode (issue 24) the rows are every machine's,
 as `git worker status --json` gives them (:func:`..shared.status.shared_rows`): each names its ``machine``,
-a task another machine holds offers no actions (``held_elsewhere`` says where to run them), and ``shared``
+a task another machine holds offers no actions on the git remote, its review and merge on PostgreSQL (as the CLI
+runs them from any machine; ``held_elsewhere`` says what runs where), and ``shared``
 carries this machine's name and how fresh the view is. :func:`task_detail` is
 one task's whole story (thread, message history, what was told about it);
 the page fetches it again when the selected task's ``version`` moves.
@@ -29,7 +30,7 @@ from ..worker import lifecycle
 from ..worker.status import row
 from ..worktree_prep import disk as prep_disk
 from ..worktree_prep import report as prep_report
-from .actions import allowed_actions, held_elsewhere
+from .actions import allowed_actions, held_elsewhere, reviews_here
 
 #: outbox lines every event carries (the newest)
 OUTBOX_LINES = 200
@@ -114,7 +115,8 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
 
 def _every_machine(repo, rows: list[dict[str, Any]], marks: dict, steering: tuple) -> dict[str, str] | None:
     """Shared mode: the rows of the tasks other machines hold added (as `git worker status --json` adds them),
-    every row naming its machine, those held elsewhere read-only; ``{"machine", "view"}``. None (rows as they
+    every row naming its machine, those held elsewhere read-only but for their review and merge on PostgreSQL;
+    ``{"machine", "view"}``. None (rows as they
     were) without shared mode."""
     from ..shared import for_bus
 
@@ -125,13 +127,16 @@ def _every_machine(repo, rows: list[dict[str, Any]], marks: dict, steering: tupl
         return {"machine": None, "view": exc.message}
     if fresh is None:
         return None
+    from_here = reviews_here(repo)  # PostgreSQL: review and merge of another machine's task run from here
     for r in rows:
         if not r.get("elsewhere"):
             continue
         if not r.get("fenced"):
             r["radar"] = marks.get(r["task_id"], [])  # as `git worker status` marks them against this machine's
-        r["allowed_actions"] = allowed_actions(r["state"], elsewhere=True)
-        r["held_elsewhere"] = held_elsewhere(r["task_id"], r["state"], r["machine"])
+        # a task taken over from this machine (fenced: its row here) stays read-only, as the CLI refuses it
+        here = from_here and not r.get("fenced")
+        r["allowed_actions"] = allowed_actions(r["state"], elsewhere=True, from_here=here)
+        r["held_elsewhere"] = held_elsewhere(r["task_id"], r["state"], r["machine"], from_here=here)
         r.setdefault("last_commit", None)
         r.setdefault("heartbeat_ts", None)
         seq = (r.get("last_transition") or {}).get("seq", "")
@@ -160,7 +165,10 @@ def _detail_elsewhere(repo, held: dict[str, Any]) -> dict[str, Any]:
     task_id = held["task_id"]
     worker = {"task_id": task_id, "state": held["state"], "machine": held["machine"], "branch": None,
               "worktree": None, "description": "", "view": held["view"], "last_transition": held["last_transition"],
-              "elsewhere": True, "held_elsewhere": held_elsewhere(task_id, held["state"], held["machine"])}
+              "elsewhere": True}
+    from_here = reviews_here(repo)
+    worker["allowed_actions"] = allowed_actions(held["state"], elsewhere=True, from_here=from_here)
+    worker["held_elsewhere"] = held_elsewhere(task_id, held["state"], held["machine"], from_here=from_here)
     return {"worker": worker, "thread": _thread(repo, task_id), "told": [],
             "messages": [{"id": e["id"], "ts": e["ts"], "kind": e["kind"], "payload": e["payload"],
                           "machine": e["machine"]} for e in held["events"]][-HISTORY:]}

@@ -99,10 +99,10 @@ def _judge(rec, task_id: str, machine: str) -> None:
 
 def _published(repo: Repo, state, task_id: str) -> Published:
     """The holder's word on the task from the cache, synced once when it has not arrived yet."""
-    found = _from_cache(repo, task_id)
+    found = from_cache(repo, task_id)
     if found is None:
         state.sync(repo.bus)
-        found = _from_cache(repo, task_id)
+        found = from_cache(repo, task_id)
     if found is None:
         c = cache.claim(repo.bus.conn, task_id)
         if c is None:
@@ -112,7 +112,9 @@ def _published(repo: Repo, state, task_id: str) -> Published:
     return found
 
 
-def _from_cache(repo: Repo, task_id: str) -> Published | None:
+def from_cache(repo: Repo, task_id: str) -> Published | None:
+    """What the holder published of the task, from the cache of the last sync (no sync: the console's diff reads
+    it too); None before its ``task_assign`` arrived."""
     branch, tip, description = None, None, ""
     for _id, _machine, _ts, _task, kind, payload in cache.events(repo.bus.conn, task_id):
         if kind == "task_assign" and payload.get("branch"):
