@@ -101,6 +101,32 @@ def cli(args: list[str] | str, cwd: Path, *, input: str | None = None, prog: str
     return Result(res.exit_code, res.stdout, res.stderr)
 
 
+@pytest.fixture(scope="session")
+def pg_server():
+    """A real PostgreSQL (tests/pg_support.py), one per test process, started on first use."""
+    from tests.pg_support import Server
+
+    server = Server()
+    server.start()
+    yield server
+    server.remove()
+
+
+@pytest.fixture
+def db(pg_server, request, monkeypatch, tmp_path):
+    """A database of this test's own (named after its node id); no connection setting of the person running the
+    tests leaks in. Every clone's commands start its listener (git_nerve/listener.py): none outlives the test."""
+    import hashlib
+
+    from tests.pg_support import stop_listeners
+
+    for key in list(os.environ):
+        if key == "NERVE_DATABASE_URL" or key.startswith("PG"):
+            monkeypatch.delenv(key)
+    yield pg_server.create_database("t_" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:20])
+    stop_listeners(tmp_path)
+
+
 @pytest.fixture
 def gw():
     """``gw("spawn t1", cwd)``: `git worker` in process."""

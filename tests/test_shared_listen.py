@@ -17,15 +17,8 @@ import pytest
 from git_nerve.bus import shared as cache
 from tests import shared_support as ss
 from tests.pg_support import listening, stop_listeners, team
-from tests.test_shared_postgres import db, pg_server  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.real
-
-
-@pytest.fixture(autouse=True)
-def _no_listener_left(tmp_path):
-    yield
-    stop_listeners(tmp_path)
 
 
 def _wait(check, within: float, step: float = 0.01) -> float:
@@ -115,6 +108,35 @@ def test_the_listener_stops_after_listen_idle_without_a_live_task(tmp_path, db):
     assert "stopped" in _log(one).splitlines()[-1]
     ss.ok(["worker", "status"], one)  # the next command starts it again
     _listening(one)
+
+
+def test_the_listener_of_a_removed_clone_stops(tmp_path, db):
+    """A person removes a clone whose listener runs (a live task in it): the listener stops instead of keeping
+    the removed bus open for good."""
+    import shutil
+
+    from git_nerve import locks
+
+    (one,) = team(tmp_path, db, ["one"], lease=3)  # the listener wakes every lease/3 s
+    ss.ok(["worker", "spawn", "t"], one)
+    _listening(one)
+    pid = locks.holder(one / ".git" / "nerve" / "locks" / "listen.lock")
+    shutil.rmtree(one)
+    _wait(lambda: not _alive(pid), 15, step=0.1)
+
+
+def _alive(pid: int) -> bool:
+    if os.path.isdir("/proc/self"):  # Linux: a zombie waiting for its reaper counts as gone
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_listen_false_starts_nothing(tmp_path, db):

@@ -21,35 +21,6 @@ from tests.pg_support import stop_listeners, team
 pytestmark = pytest.mark.real
 
 
-@pytest.fixture(scope="session")
-def pg_server():
-    from tests.pg_support import Server
-
-    server = Server()
-    server.start()
-    yield server
-    server.remove()
-
-
-@pytest.fixture
-def db(pg_server, request, monkeypatch):
-    """A database of this test's own; no connection setting of the person running the tests leaks in."""
-    for key in list(os.environ):
-        if key == "NERVE_DATABASE_URL" or key.startswith("PG"):
-            monkeypatch.delenv(key)
-    name = "t_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
-    return pg_server.create_database(name)
-
-
-@pytest.fixture(autouse=True)
-def _no_listener_left(tmp_path):
-    """Every clone's commands start its listener (git_nerve/listener.py): none outlives the test."""
-    from tests.pg_support import stop_listeners
-
-    yield
-    stop_listeners(tmp_path)
-
-
 def _schema(work: Path) -> str:
     from git_nerve import nerve_toml
 

@@ -14,34 +14,7 @@ from tests import shared_support as ss
 from tests.pg_support import team
 
 
-@pytest.fixture(autouse=True)
-def _no_listener_left(tmp_path):
-    """Every clone's commands may start its listener (git_nerve/listener.py): none outlives the test."""
-    from tests.pg_support import stop_listeners
-
-    yield
-    stop_listeners(tmp_path)
-
 pytestmark = pytest.mark.real
-
-
-@pytest.fixture(scope="module")
-def pg_server():
-    from tests.pg_support import Server
-
-    server = Server()
-    server.start()
-    yield server
-    server.remove()
-
-
-@pytest.fixture
-def db(pg_server, request, monkeypatch):
-    for key in list(os.environ):
-        if key == "NERVE_DATABASE_URL" or key.startswith("PG"):
-            monkeypatch.delenv(key)
-    name = "c_" + "".join(c if c.isalnum() else "_" for c in request.node.name.lower())[:50]
-    return pg_server.create_database(name)
 
 
 def _query(url: str, sql: str) -> list[tuple]:

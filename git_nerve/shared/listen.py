@@ -21,6 +21,7 @@ No polling loop: nothing here looks at anything on a timer but the lease's beat 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -100,7 +101,14 @@ class Idle:
         except NerveError:
             return True  # cannot tell: stay
 
+    def gone(self) -> bool:
+        """The clone this listener serves was removed (its common dir or its bus is no longer there): nothing
+        is left to keep fresh (an open connection would otherwise keep reading the removed bus for good)."""
+        return not (os.path.isdir(self.common_dir) and os.path.exists(self.bus.path))
+
     def keep(self) -> bool:
+        if self.gone():
+            return False
         now = time.monotonic()
         if self.busy():
             self.since = now
