@@ -175,6 +175,15 @@ def _followed(work: Path, task: str) -> list[tuple]:
                 for m in messages.for_task(b.conn, task, kinds=("state_change",)) if m.payload.get("machine")]
 
 
+def _rounds(work: Path, task: str) -> list[tuple]:
+    """(role, content, the machine it came from) of each round of ``task``'s thread on ``work``'s machine."""
+    from git_nerve.bus import rounds
+
+    with ss.bus(work) as b:
+        found = rounds.load(b.conn, task, list(range(1, rounds.count(b.conn, task) + 1)))
+    return [(r.role, r.content, (r.metadata or {}).get("from_machine")) for r in found]
+
+
 def _merges_of(origin: Path, tip: str) -> list[str]:
     lines = build.git(origin, "rev-list", "--merges", "--parents", "main").splitlines()
     return [ln.split()[0] for ln in lines if ln.split()[2:3] == [tip]]
@@ -362,6 +371,7 @@ def _restart(run: Run, pg_server) -> None:
     finally:
         pg_server.start()
     run.tips["m2-a"] = _done(m2, "m2-a")
+    assert _rounds(m2, "m2-a").count(("reviewer", "say it twice", "m4")) == 1
     ss.ok(["worker", "approve", "m1-a", "--comment", "approved by m3"], run.works["m3"])
 
 
@@ -374,6 +384,7 @@ def _back(run: Run, proxy: Proxy) -> None:
     ss.ok(["nerve", "sync"], cut)
     assert _row(cut, f"{CUT}-a").state == "COMPLETED"
     assert _followed(cut, f"{CUT}-a") == [("IN_REVIEW", "APPROVED", "m1"), ("APPROVED", "COMPLETED", "m2")]
+    assert _rounds(cut, f"{CUT}-a").count(("reviewer", "approved by m1", "m1")) == 1  # the comment: once
     cleaned = ss.ok(["worker", "merge", f"{CUT}-a"], cut)
     assert "already COMPLETED" in cleaned.stdout and "Worktree removed" in cleaned.stdout, cleaned.stdout
 
