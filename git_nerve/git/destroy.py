@@ -32,8 +32,8 @@ import json
 import os
 import stat
 import time
+from collections import namedtuple
 from pathlib import Path
-from typing import NamedTuple
 
 from ..errors import GitError  # noqa: F401  (what the door raises when git refuses)
 from ..filedoor import Refused, keep_or_remove, remove_own_file  # noqa: F401  (the door's single files: re-exported)
@@ -46,18 +46,14 @@ OWNED_DIR = ("nerve", "owned")
 TMP_DIR = ("nerve", "tmp")
 
 
-class Scope(NamedTuple):
+class Scope(namedtuple("Scope", ["common", "main", "worktree_root", "owners", "live"])):  # typing's costs more
     """What a proof needs to know about the repository (built once per command by the worker layer).
 
-    ``owners``: realpath of every worker row's worktree -> its task id; ``live``: those of rows in a
-    non-final state.
+    ``common`` (Path), ``main`` (Path | None), ``worktree_root`` (Path); ``owners``: realpath of every worker row's
+    worktree -> its task id; ``live``: those of rows in a non-final state (frozenset).
     """
 
-    common: Path
-    main: Path | None
-    worktree_root: Path
-    owners: dict
-    live: frozenset
+    __slots__ = ()
 
     @property
     def tmp_root(self) -> Path:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass
 
+from ..record import record
 from ..errors import GitError
 from . import cli
 
@@ -82,7 +82,7 @@ def has_branch(cwd, remote: str, branch: str) -> bool:
     return proc.returncode == 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PushResult:
     ok: bool
     rejected: bool  #: the remote moved (non-fast-forward / stale lease): retry after fetching

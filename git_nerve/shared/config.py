@@ -22,9 +22,9 @@ when it connects (:mod:`.postgres`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..record import record
 from .. import nerve_toml
 from ..errors import UsageError
 from ..git import config as gitconfig
@@ -38,7 +38,7 @@ DEFAULT_SCHEMA = "nerve"
 _SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SharedConfig:
     backend: str
     remote: str | None

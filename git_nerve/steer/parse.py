@@ -16,8 +16,8 @@ their task id from the text (``t2`` or ``skip t2``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ..record import record
 from ..errors import UsageError
 
 KINDS = ("stop", "skip", "add", "note")
@@ -28,7 +28,7 @@ _STOP = re.compile(r"\s*stop\b", re.IGNORECASE)
 _TARGETED = re.compile(rf"\s*(skip|add)[\s:]+(?:task\s+)?#?{_ID}", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Parsed:
     kind: str
     target: str | None = None  #: the task id named by skip/add

@@ -26,8 +26,8 @@ cache).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
+from ..record import record
 from .. import clock
 from ..bus import messages, shared as cache, workers
 from ..bus.connection import Bus
@@ -41,7 +41,7 @@ LIVE = (State.ASSIGNED.value, State.WORKING.value, State.CONFLICTED.value, State
         State.APPROVED.value)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fenced:
     task_id: str
     holder: str

@@ -14,16 +14,16 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from ..record import record
 from ..errors import UsageError
 from ..git import config as gitconfig
 from ..git import remote as gitremote
 from ..paths import RepoPaths
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Settings:
     remote: str | None
     #: None when it cannot be told (nothing configured, no remote, the main checkout detached)

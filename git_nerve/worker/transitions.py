@@ -9,9 +9,9 @@ the message log always replays to the workers table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable
+from collections.abc import Iterable
 
+from ..record import record
 from .. import clock
 from ..bus import messages, rounds, workers
 from ..bus.connection import Bus
@@ -20,8 +20,12 @@ from .claims import before_transition, refuse_elsewhere
 from .fencing import refuse_fenced
 from .states import State, can_transition
 
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Outcome:
     changed: bool
     previous: str

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..record import field, record
 from .. import nerve_toml
 from ..errors import UsageError
 
@@ -16,7 +16,7 @@ DEFAULT_BLOCK = 10
 DISK_TTL = 60.0  # seconds a measured disk_bytes is reused
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PrepConfig:
     include: tuple[str, ...] = ()
     clone_dirs: tuple[str, ...] = ()

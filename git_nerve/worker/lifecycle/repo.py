@@ -142,3 +142,14 @@ def _archived_tip(repo: Repo, task_id: str) -> str:
     if refs.commit_subject(repo.cwd, sha).startswith("nerve snapshot"):
         return refs.rev_parse(repo.cwd, f"{sha}^1")
     return sha
+
+
+def show(repo: Repo, task_id: str) -> tuple[workers.Worker, list[messages.Message]]:
+    """A task's row and its whole message history (`git worker show`): here, not beside cancel, so that a reader
+    imports no verb."""
+    w = workers.get(repo.bus.conn, task_id)
+    if w is None:
+        from ..transitions import unknown
+
+        raise unknown(task_id)
+    return w, messages.for_task(repo.bus.conn, task_id)

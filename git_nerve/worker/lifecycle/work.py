@@ -4,9 +4,9 @@ memory or, on a conflict, with git's own rebase; push; ask for review).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...record import field, record
 from ... import clock, faults
 from ...bus import messages, workers
 from ...errors import ConflictError, GitError, InvalidTransition, UsageError
@@ -54,7 +54,7 @@ def fail(repo: Repo, task_id: str, reason: str) -> Outcome:
     )
 
 
-@dataclass
+@record
 class DoneResult:
     outcome: Outcome | None
     rebased: bool = False
