@@ -82,52 +82,69 @@ def _make(cls, frozen: bool):
     for f in _own_fields(cls):
         by_name[f.name] = f
     fs = tuple(by_name.values())
+    required = [f.name for f in fs if f.default is _MISSING and f.default_factory is _MISSING]
+    for before, after in zip(fs, fs[1:]):
+        if after.name in required and before.name not in required:
+            raise TypeError(f"non-default argument {after.name!r} follows default argument")
     cls.__record_fields__ = fs
-    glob: dict = {"_MISSING": _MISSING, "_cls": cls, "_Frozen": FrozenInstanceError, "_setattr": object.__setattr__}
-    params, body = [], []
-    for f in fs:
-        if f.default is not _MISSING:
-            glob[f"_d_{f.name}"] = f.default
-            params.append(f"{f.name}=_d_{f.name}")
-            value = f.name
-        elif f.default_factory is not _MISSING:
-            glob[f"_f_{f.name}"] = f.default_factory
-            params.append(f"{f.name}=_MISSING")
-            value = f"_f_{f.name}() if {f.name} is _MISSING else {f.name}"
-        else:
-            if params and params[-1].find("=") > 0:
-                raise TypeError(f"non-default argument {f.name!r} follows default argument")
-            params.append(f.name)
-            value = f.name
-        body.append(f"_setattr(self, {f.name!r}, {value})" if frozen else f"self.{f.name} = {value}")
-    if "__post_init__" in dir(cls):
-        body.append("self.__post_init__()")
-    compared = [f.name for f in fs if f.compare]
-    own = "".join(f"self.{n}," for n in compared)
-    other = "".join(f"other.{n}," for n in compared)
-    reprs = ", ".join(f"{f.name}={{self.{f.name}!r}}" for f in fs)
-    src = [f"def __init__(self, {', '.join(params)}):", *(f"  {b}" for b in body or ["pass"]),
-           "def __repr__(self):", f"  return self.__class__.__qualname__ + f\"({reprs})\"",
-           "def __eq__(self, other):", f"  return ({own}) == ({other}) if other.__class__ is self.__class__ else NotImplemented",
-           "def __hash__(self):", f"  return hash(({own}))",
-           "def __setattr__(self, name, value):",
-           "  if type(self) is _cls or name in _names: raise _Frozen(f'cannot assign to field {name!r}')",
-           "  super(_cls, self).__setattr__(name, value)",
-           "def __delattr__(self, name):",
-           "  if type(self) is _cls or name in _names: raise _Frozen(f'cannot delete field {name!r}')",
-           "  super(_cls, self).__delattr__(name)"]
-    glob["_names"] = frozenset(f.name for f in fs)
-    made: dict = {}
-    exec("\n".join(src), glob, made)  # noqa: S102 - code made of the class's own field names, as dataclasses does
-    for name in ("__init__", "__repr__", "__eq__"):  # as dataclasses: what the class defines itself is kept
-        if name not in cls.__dict__:
-            _put(cls, name, made[name])
+    # plain functions over the fields, no generated code: compiling it (as dataclasses does) cost ~0.4 ms a class
+    names = tuple(f.name for f in fs)
+    compared = tuple(f.name for f in fs if f.compare)
+    put = object.__setattr__ if frozen else setattr
+    post_init = hasattr(cls, "__post_init__")
+
+    def __init__(self, *args, **kwargs):
+        if len(args) > len(fs):
+            raise TypeError(f"__init__() takes {len(fs) + 1} positional arguments but {len(args) + 1} were given")
+        for i, f in enumerate(fs):
+            if i < len(args):
+                if f.name in kwargs:
+                    raise TypeError(f"__init__() got multiple values for argument {f.name!r}")
+                value = args[i]
+            elif f.name in kwargs:
+                value = kwargs.pop(f.name)
+            elif f.default is not _MISSING:
+                value = f.default
+            elif f.default_factory is not _MISSING:
+                value = f.default_factory()
+            else:
+                raise TypeError(f"__init__() missing 1 required positional argument: {f.name!r}")
+            put(self, f.name, value)
+        if kwargs:
+            raise TypeError(f"__init__() got an unexpected keyword argument {next(iter(kwargs))!r}")
+        if post_init:
+            self.__post_init__()
+
+    def __repr__(self):
+        return f"{self.__class__.__qualname__}({', '.join(f'{n}={getattr(self, n)!r}' for n in names)})"
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return tuple(getattr(self, n) for n in compared) == tuple(getattr(other, n) for n in compared)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, n) for n in compared))
+
+    def __setattr__(self, name, value):
+        if type(self) is cls or name in names:
+            raise FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self, name):
+        if type(self) is cls or name in names:
+            raise FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    for name, fn in (("__init__", __init__), ("__repr__", __repr__), ("__eq__", __eq__)):
+        if name not in cls.__dict__:  # as dataclasses: what the class defines itself is kept
+            _put(cls, name, fn)
     if "__hash__" not in cls.__dict__ or cls.__dict__["__hash__"] is None:
-        cls.__hash__ = _put(cls, "__hash__", made["__hash__"]) if frozen else None
+        cls.__hash__ = _put(cls, "__hash__", __hash__) if frozen else None
     if frozen:
-        _put(cls, "__setattr__", made["__setattr__"])
-        _put(cls, "__delattr__", made["__delattr__"])
-    cls.__match_args__ = tuple(f.name for f in fs)
+        _put(cls, "__setattr__", __setattr__)
+        _put(cls, "__delattr__", __delattr__)
+    cls.__match_args__ = names
     return cls
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import time
 from collections import namedtuple
@@ -329,7 +330,7 @@ def remove_dead_temporaries(directory: Path) -> list[Path]:
     except OSError:
         return removed
     for name in names:
-        m = LOCKED_TEMPORARY.match(name)
+        m = re.match(LOCKED_TEMPORARY, name)
         if m is None:
             continue
         path = directory / name

@@ -35,7 +35,7 @@ BACKENDS = ("local", "git", "postgres")
 TAKEOVER = ("manual", "idle", "auto")
 #: the PostgreSQL backend's namespace when nerve.toml names none
 DEFAULT_SCHEMA = "nerve"
-_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA = r"^[a-z_][a-z0-9_]{0,62}$"  # re.match compiles it when a schema is read
 
 
 @record(frozen=True)
@@ -125,7 +125,7 @@ def _seconds(table: dict, key: str, default: float) -> float:
 
 
 def valid_schema(name: str) -> bool:
-    return bool(_SCHEMA.match(name)) and not name.startswith("pg_")
+    return bool(re.match(_SCHEMA, name)) and not name.startswith("pg_")
 
 
 def machine(cwd) -> str:

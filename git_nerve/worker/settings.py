@@ -49,13 +49,13 @@ class Settings:
         return self.integration_branch
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_DURATION = r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$"  # re.match compiles it when a duration is set
 
 
 def parse_duration(value: str | None, default: float, key: str) -> float:
     if value is None or value == "":
         return default
-    m = _DURATION.match(value)
+    m = re.match(_DURATION, value)
     if not m:
         raise UsageError(f"git config {key}={value!r} is not a duration (e.g. 300, 90s, 5m, 1h)")
     return float(m[1]) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
