@@ -99,7 +99,7 @@ def load(paths: RepoPaths, cfg: gitconfig.GitConfig) -> Settings:
     remote = choose_remote(cfg, remotes)
     integration = cfg.get("nerve.integration")
     if not integration and remote:
-        integration = gitremote.default_branch(cwd, remote)
+        integration = gitremote.default_branch(cwd, remote, paths.common_dir)
     if not integration:
         integration = _head_branch(paths.common_dir)
     root_cfg = cfg.get("nerve.worktreeDir")
