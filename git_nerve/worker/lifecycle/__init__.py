@@ -19,7 +19,8 @@ its modules, lowest first:
 * :mod:`.worktree`: a live task's worktree followed, recreated, verified.
 * :mod:`.guards`: the refusals several verbs share.
 * :mod:`.spawn`: ``spawn``.
-* :mod:`.work`: ``start``, ``fail``, ``heartbeat``, ``done`` (and its rebase).
+* :mod:`.begin`: ``start``.
+* :mod:`.work`: ``fail``, ``heartbeat``, ``done`` (and its rebase).
 * :mod:`.review`: ``approve``, ``request_changes``.
 * :mod:`.advance`: moving the local integration branch (fast-forward, sync).
 * :mod:`.check`: ``parse_check``, a check run in a temporary checkout, ``check_combination``.
@@ -57,7 +58,7 @@ _LAZY = {
     "approve": ".review", "request_changes": ".review",
     "SpawnResult": ".spawn", "spawn": ".spawn",
     "REBASE_STEPS": ".work", "DoneResult": ".work", "done": ".work", "fail": ".work", "heartbeat": ".work",
-    "start": ".work",
+    "start": ".begin",
     "follow_moved_worktree": ".worktree",
 }
 #: the verbs named like the module that defines them
