@@ -6,8 +6,8 @@ import os
 import re
 import time
 
-from ..record import record
 from ..errors import GitError
+from ..record import record
 from . import cli
 
 

@@ -9,9 +9,9 @@ import threading
 import time
 from pathlib import Path
 
-from ..record import record
 from ..errors import GitError
 from ..fs import make_dirs
+from ..record import record
 from . import cli, ident
 
 

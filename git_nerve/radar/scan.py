@@ -14,12 +14,12 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..record import field, record
 from .. import clock
 from ..bus import workers as bus_workers
 from ..errors import GitError, NerveError
 from ..git import refs, worktrees
 from ..locks import hold
+from ..record import field, record
 from . import cache
 
 TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only

@@ -24,10 +24,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..record import record
 from .. import nerve_toml
 from ..errors import UsageError
 from ..git import config as gitconfig
+from ..record import record
 
 BACKENDS = ("local", "git", "postgres")
 #: ``[shared] takeover``: manual (only `git worker takeover`), idle (a sync takes over the tasks nobody works on:

@@ -19,10 +19,10 @@ before any agent sees it.
 from __future__ import annotations
 
 
-from ..record import record
 from .. import clock
 from ..bus import messages, steer, workers
 from ..bus.connection import Bus
+from ..record import record
 from ..text import clean
 from .drain import quoted, task_consumer
 

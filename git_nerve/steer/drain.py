@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..record import field, record
 from .. import clock
 from ..bus import steer, workers
 from ..bus.connection import Bus
 from ..bus.driver import Connection
+from ..record import field, record
 
 QUEUE_CONSUMER = "merge-all"
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import re
 
-from ..record import record
 from ..errors import UsageError
+from ..record import record
 
 KINDS = ("stop", "skip", "add", "note")
 COMMANDS = ("stop", "skip", "add")

@@ -32,12 +32,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..record import record
 from .. import clock
 from ..bus import rounds, steer, told, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
 from ..locks import is_held
+from ..record import record
 from .hook import merge_queue_lock, run_lock, worker_run_lock
 from . import delivery, pending, remote
 from .drain import QUEUE_CONSUMER, task_consumer

@@ -27,12 +27,12 @@ from __future__ import annotations
 
 import sys
 
-from ..record import record
 from .. import clock
 from ..bus import messages, shared as cache, workers
 from ..bus.connection import Bus
 from ..errors import GitError, HeldElsewhere
 from ..fs import notes_marker, set_marker
+from ..record import record
 from .states import State
 
 VERB = "fence"

@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..record import record
 from ..errors import UsageError
 from ..git import config as gitconfig
 from ..git import remote as gitremote
 from ..paths import RepoPaths
+from ..record import record
 
 
 @record(frozen=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..record import record
 from .. import clock
 from ..bus import messages, rounds, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
+from ..record import record
 from .claims import before_transition, refuse_elsewhere
 from .fencing import refuse_fenced
 from .states import State, can_transition

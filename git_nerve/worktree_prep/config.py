@@ -7,9 +7,9 @@ import os
 import shlex
 from pathlib import Path
 
-from ..record import field, record
 from .. import nerve_toml
 from ..errors import UsageError
+from ..record import field, record
 
 DEFAULT_PORTS = (20000, 30000)  # [start, end): NERVE_PORT blocks are taken from here
 DEFAULT_BLOCK = 10

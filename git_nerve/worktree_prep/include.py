@@ -15,8 +15,8 @@ import stat
 from pathlib import Path
 
 
-from ..record import field, record
 from ..git import tracked as gittracked
+from ..record import field, record
 
 FILE = ".worktreeinclude"
 ALREADY = "the new worktree already has it"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..record import field, record
 from ..bus import prep as busprep
 from ..errors import NerveError
 from ..git import worktrees
+from ..record import field, record
 from . import clone, include, ports, secrets, setup
 from .config import PrepConfig, load, main_checkout
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...record import field, record
 from ... import faults
 from ...bus import workers
 from ...errors import GitError
@@ -16,6 +15,7 @@ from ...locks import hold
 from ..locking import task_lock
 from ..states import State
 from ..transitions import Outcome, get, transition
+from ...record import field, record
 from ...worktree_prep.prepare import prepare
 from .cleanup import _cleanup
 from .guards import _refuse_branch_gone, _refuse_merged_on_remote, _refuse_unsaved

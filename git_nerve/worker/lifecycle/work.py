@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...record import field, record
 from ... import clock, faults
 from ...bus import messages, workers
 from ...errors import ConflictError, GitError, InvalidTransition, UsageError
 from ...git import checkout, cli, history, refs, worktrees
 from ...git import remote as gitremote
+from ...record import field, record
 from .. import claims, repair
 from ..states import State
 from ..transitions import Outcome, get, transition
