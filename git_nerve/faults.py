@@ -20,7 +20,6 @@ list the points and check that rerunning the killed command converges.
 from __future__ import annotations
 
 import os
-import signal
 
 ENV = "NERVE_FAULT"
 
@@ -40,4 +39,6 @@ def point(name: str) -> str | None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     if action == "sqlite-full":
         return action
+    import signal  # here: every command imports this module, few ever die in it
+
     os.kill(os.getpid(), signal.SIGKILL)

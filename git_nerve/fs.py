@@ -8,7 +8,6 @@ nothing of git_nerve but :mod:`errors` and :mod:`filedoor` (a marker is removed 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 NERVE = "nerve"
@@ -142,7 +141,8 @@ def clear_marker(path: str | os.PathLike[str]) -> str | None:
 
 
 #: the temporaries of a locked :func:`replace_file` whose name is ``.<name>.nerve-<pid>.tmp`` (the hook installer's)
-_LOCKED_TEMPORARY = re.compile(r"^\.(?P<name>[^/]+)\.nerve-(?P<pid>\d+)\.tmp$")
+#: the pattern (a string: ``re.match`` compiles it when a removal first needs it, not every command that imports this)
+_LOCKED_TEMPORARY = r"^\.(?P<name>[^/]+)\.nerve-(?P<pid>\d+)\.tmp$"
 
 
 def locked_tmp_name(path: str | os.PathLike[str]) -> str:

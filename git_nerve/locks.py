@@ -14,7 +14,7 @@ import fcntl
 import os
 import time
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from .errors import ExitCode, NerveError
 from . import waits

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
-from typing import Any, Iterator
+from collections.abc import Iterator
+
+from ..record import record
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Round:
     round: int
     ts: float

@@ -10,13 +10,14 @@ one commit (or not at all). Standard library only.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+
+from ..record import record
 
 SCOPES = ("task", "all", "queue")
 KINDS = ("stop", "skip", "add", "note")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class InboxMessage:
     id: int
     ts: float
@@ -27,7 +28,7 @@ class InboxMessage:
     text: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class OutboxLine:
     id: int
     ts: float
@@ -157,7 +158,7 @@ def outbox_for(conn: sqlite3.Connection, inbox_ids: list[int]) -> list[OutboxLin
 # -- deliveries: notes handed to a running agent -------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Delivery:
     inbox_id: int
     task_id: str

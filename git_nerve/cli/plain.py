@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
 from ..text import clean, clean_styled, json_safe
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: click.style's codes for the styles these commands use
 _CODES = {"cyan": "36", "yellow": "33", "red": "31"}

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
+from ..record import field, record
 from . import cli
 
 
-@dataclass
+@record
 class GitConfig:
     values: dict[str, list[str]] = field(default_factory=dict)
 

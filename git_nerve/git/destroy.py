@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import time
+from collections import namedtuple
 from pathlib import Path
-from typing import NamedTuple
 
 from ..errors import GitError  # noqa: F401  (what the door raises when git refuses)
 from ..filedoor import Refused, keep_or_remove, remove_own_file  # noqa: F401  (the door's single files: re-exported)
@@ -46,18 +47,14 @@ OWNED_DIR = ("nerve", "owned")
 TMP_DIR = ("nerve", "tmp")
 
 
-class Scope(NamedTuple):
+class Scope(namedtuple("Scope", ["common", "main", "worktree_root", "owners", "live"])):  # typing's costs more
     """What a proof needs to know about the repository (built once per command by the worker layer).
 
-    ``owners``: realpath of every worker row's worktree -> its task id; ``live``: those of rows in a
-    non-final state.
+    ``common`` (Path), ``main`` (Path | None), ``worktree_root`` (Path); ``owners``: realpath of every worker row's
+    worktree -> its task id; ``live``: those of rows in a non-final state (frozenset).
     """
 
-    common: Path
-    main: Path | None
-    worktree_root: Path
-    owners: dict
-    live: frozenset
+    __slots__ = ()
 
     @property
     def tmp_root(self) -> Path:
@@ -333,7 +330,7 @@ def remove_dead_temporaries(directory: Path) -> list[Path]:
     except OSError:
         return removed
     for name in names:
-        m = LOCKED_TEMPORARY.match(name)
+        m = re.match(LOCKED_TEMPORARY, name)
         if m is None:
             continue
         path = directory / name

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import re
 import time
-from dataclasses import dataclass
 
 from ..errors import GitError
+from ..record import record
 from . import cli
 
 
@@ -16,14 +16,42 @@ def remotes(cwd) -> list[str]:
     return out.split() if out else []
 
 
-def default_branch(cwd, remote: str) -> str | None:
-    """The remote's default branch as recorded locally (refs/remotes/<remote>/HEAD)."""
+def default_branch(cwd, remote: str, common_dir=None) -> str | None:
+    """The remote's default branch as recorded locally (refs/remotes/<remote>/HEAD). ``common_dir``: read from
+    the ref's own file when it is a plain symbolic ref there (what git's files backend keeps: a symbolic ref is
+    never packed), without starting git; anything else (no such file, a symlink, reftable, an odd remote name)
+    asks git."""
+    if common_dir is not None:
+        found = _symref_file(common_dir, remote)
+        if found is not None:
+            return found
     proc = cli.run(["symbolic-ref", "-q", f"refs/remotes/{remote}/HEAD"], cwd=cwd, check=False)
     ref = proc.stdout.strip()
     prefix = f"refs/remotes/{remote}/"
     if proc.returncode == 0 and ref.startswith(prefix):
         return ref[len(prefix):]
     return None
+
+
+def _symref_file(common_dir, remote: str) -> str | None:
+    """The branch ``<common_dir>/refs/remotes/<remote>/HEAD`` names when it is a regular file saying
+    ``ref: refs/remotes/<remote>/<branch>``; None (ask git) otherwise."""
+    if not remote or remote.startswith(".") or not all(c.isalnum() or c in "._-" for c in remote):
+        return None
+    path = os.path.join(os.fspath(common_dir), "refs", "remotes", remote, "HEAD")
+    try:
+        if os.path.islink(path) or os.path.isdir(os.path.join(os.fspath(common_dir), "reftable")):
+            return None
+        with open(path, "rb") as fh:
+            text = fh.read(4096).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    prefix = f"ref: refs/remotes/{remote}/"
+    branch = text[len(prefix):-1]
+    # only the form git writes, exactly (one line, no spaces or control characters): anything else is git's to read
+    if not (text.startswith(prefix) and text.endswith("\n") and branch and branch.isprintable() and " " not in branch):
+        return None
+    return branch
 
 
 def ask_default_branch(cwd, remote: str, timeout: float = 20) -> tuple[str | None, str]:
@@ -82,7 +110,7 @@ def has_branch(cwd, remote: str, branch: str) -> bool:
     return proc.returncode == 0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PushResult:
     ok: bool
     rejected: bool  #: the remote moved (non-fast-forward / stale lease): retry after fetching

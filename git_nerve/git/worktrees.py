@@ -7,15 +7,15 @@ import itertools
 import os
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitError
 from ..fs import make_dirs
+from ..record import record
 from . import cli, ident
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WorktreeInfo:
     path: Path
     head: str | None

@@ -12,9 +12,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from ..paths import make_dirs, replace_file
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE = "radar.json"
 INTEGRATION = "@integration"

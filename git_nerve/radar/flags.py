@@ -8,10 +8,13 @@ compared again in memory with the task first, from the inputs the cache recorded
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from ..errors import NerveError
 from . import cache, scan
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: flagged lines of one file at most (a conflict over a whole generated file says enough by then)
 MAX_PER_FILE = 5000

@@ -12,22 +12,25 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import clock
 from ..bus import workers as bus_workers
 from ..errors import GitError, NerveError
 from ..git import refs, worktrees
 from ..locks import hold
+from ..record import field, record
 from . import cache
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: The states whose work is still on its way to the integration branch.
 LIVE = ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")
 
 
-@dataclass
+@record
 class Pair:
     a: str
     b: str  #: a task id, or cache.INTEGRATION
@@ -44,7 +47,7 @@ class Pair:
         return out
 
 
-@dataclass
+@record
 class Scan:
     pairs: list[Pair] = field(default_factory=list)  #: every overlapping or conflicting pair
     at: float | None = None

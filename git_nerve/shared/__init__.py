@@ -28,10 +28,15 @@ PostgreSQL database, issue 29).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
 
 from ..bus.connection import Bus
 from .config import SharedConfig, load
+
+TYPE_CHECKING = False  # every command reads [shared] through this package: typing would cost it more than that
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # the interface below is for readers and type checkers; nothing checks it at run time
 
 
 class SharedState(Protocol):

@@ -22,12 +22,12 @@ when it connects (:mod:`.postgres`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import nerve_toml
 from ..errors import UsageError
 from ..git import config as gitconfig
+from ..record import record
 
 BACKENDS = ("local", "git", "postgres")
 #: ``[shared] takeover``: manual (only `git worker takeover`), idle (a sync takes over the tasks nobody works on:
@@ -35,10 +35,10 @@ BACKENDS = ("local", "git", "postgres")
 TAKEOVER = ("manual", "idle", "auto")
 #: the PostgreSQL backend's namespace when nerve.toml names none
 DEFAULT_SCHEMA = "nerve"
-_SCHEMA = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SCHEMA = r"^[a-z_][a-z0-9_]{0,62}$"  # re.match compiles it when a schema is read
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SharedConfig:
     backend: str
     remote: str | None
@@ -125,7 +125,7 @@ def _seconds(table: dict, key: str, default: float) -> float:
 
 
 def valid_schema(name: str) -> bool:
-    return bool(_SCHEMA.match(name)) and not name.startswith("pg_")
+    return bool(re.match(_SCHEMA, name)) and not name.startswith("pg_")
 
 
 def machine(cwd) -> str:

@@ -24,7 +24,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from .. import locks
 from ..bus import workers

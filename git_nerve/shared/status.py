@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from .. import clock
 from ..bus import shared as cache
@@ -11,6 +10,10 @@ from ..bus import workers
 from ..bus.connection import Bus
 from ..paths import discover
 from . import for_bus, open_state
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def run_sync(cwd=None, *, rebuild: bool = False) -> dict:

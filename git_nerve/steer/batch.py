@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import ConflictError
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @dataclass

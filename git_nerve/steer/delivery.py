@@ -18,14 +18,17 @@ before any agent sees it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
 
 from .. import clock
 from ..bus import messages, steer, workers
 from ..bus.connection import Bus
+from ..record import record
 from ..text import clean
 from .drain import quoted, task_consumer
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: outbox kinds of the lines written here (messages' own kinds are stop/skip/add/note)
 DELIVERED = "delivered"
@@ -143,7 +146,7 @@ def for_agent(notes: list[steer.InboxMessage]) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NoteStatus:
     """Where one note stands for one task: queued, delivered, acted on."""
 

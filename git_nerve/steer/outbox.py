@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from .. import clock
 from ..text import clean, clean_line
 from ..bus import steer
 from ..bus.connection import Bus
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: seconds between two looks at the outbox under --follow
 POLL = 0.5

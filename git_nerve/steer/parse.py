@@ -16,19 +16,20 @@ their task id from the text (``t2`` or ``skip t2``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..record import record
 
 KINDS = ("stop", "skip", "add", "note")
 COMMANDS = ("stop", "skip", "add")
 
 _ID = r"([A-Za-z0-9][A-Za-z0-9._-]*)"
-_STOP = re.compile(r"\s*stop\b", re.IGNORECASE)
-_TARGETED = re.compile(rf"\s*(skip|add)[\s:]+(?:task\s+)?#?{_ID}", re.IGNORECASE)
+#: patterns, compiled by re.match when a note is first parsed (not by every command that imports this)
+_STOP = r"\s*stop\b"
+_TARGETED = rf"\s*(skip|add)[\s:]+(?:task\s+)?#?{_ID}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Parsed:
     kind: str
     target: str | None = None  #: the task id named by skip/add
@@ -57,9 +58,9 @@ def parse(text: str, kind: str | None = None, *, commands: tuple[str, ...] = COM
                 raise UsageError(f"--kind {kind} needs a task id as the message (e.g. `git nerve tell --kind {kind} t2`)")
             return Parsed(kind, match.group(1).rstrip("."), explicit=True)
         return Parsed(kind, explicit=True)
-    if "stop" in commands and _STOP.match(text):
+    if "stop" in commands and re.match(_STOP, text, re.IGNORECASE):
         return Parsed("stop")
-    match = _TARGETED.match(text)
+    match = re.match(_TARGETED, text, re.IGNORECASE)
     if match is not None and match.group(1).lower() in commands:
         return Parsed(match.group(1).lower(), _target(match))
     return Parsed("note")

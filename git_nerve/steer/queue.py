@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .. import clock
 from ..bus import workers
@@ -31,6 +30,10 @@ from ..bus.driver import Connection
 from ..errors import CheckFailed, ConflictError, ExitCode, InvalidTransition, NerveError
 from .drain import QUEUE_CONSUMER, Ack, Batch, DrainResult, drain, line, stop_acks
 from .queue_shared import shared_queue
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: merge failures that concern one task only: the queue goes on
 TASK_FAILURES = (ConflictError, CheckFailed, InvalidTransition)

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Any, Iterator
+from collections.abc import Iterator
 
 from ..bus import shared as cache
 from ..bus import workers
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class SharedQueue:

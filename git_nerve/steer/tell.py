@@ -30,19 +30,22 @@ consumer runs. Bad input (empty message, unknown kind or task) raises
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .. import clock
 from ..bus import rounds, steer, told, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
 from ..locks import is_held
+from ..record import record
 from .hook import merge_queue_lock, run_lock, worker_run_lock
 from . import delivery, pending, remote
 from .drain import QUEUE_CONSUMER, task_consumer
 from .parse import COMMANDS, parse
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 #: the role of the rounds `tell` appends to a thread
 ROLE = told.ROLE
@@ -50,7 +53,7 @@ ROLE = told.ROLE
 FINISHED = ("COMPLETED", "FAILED")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Told:
     """A queued message, and the thread rounds its note became."""
 
@@ -220,7 +223,7 @@ def tell_here(
 # -- what was told about a task (`git worker show`) ------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Entry:
     message: steer.InboxMessage
     answers: tuple[steer.OutboxLine, ...]  #: the outbox lines of the consumers that concern the task

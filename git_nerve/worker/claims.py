@@ -6,7 +6,7 @@ made before the local bus row moves, so that a machine losing a race changes not
 from __future__ import annotations
 
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..bus import workers
 from ..bus.connection import Bus

@@ -26,13 +26,13 @@ cache).
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
 from .. import clock
 from ..bus import messages, shared as cache, workers
 from ..bus.connection import Bus
 from ..errors import GitError, HeldElsewhere
 from ..fs import notes_marker, set_marker
+from ..record import record
 from .states import State
 
 VERB = "fence"
@@ -41,7 +41,7 @@ LIVE = (State.ASSIGNED.value, State.WORKING.value, State.CONFLICTED.value, State
         State.APPROVED.value)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fenced:
     task_id: str
     holder: str

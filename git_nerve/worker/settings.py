@@ -14,16 +14,16 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
 from ..git import config as gitconfig
 from ..git import remote as gitremote
 from ..paths import RepoPaths
+from ..record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Settings:
     remote: str | None
     #: None when it cannot be told (nothing configured, no remote, the main checkout detached)
@@ -49,13 +49,13 @@ class Settings:
         return self.integration_branch
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_DURATION = r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$"  # re.match compiles it when a duration is set
 
 
 def parse_duration(value: str | None, default: float, key: str) -> float:
     if value is None or value == "":
         return default
-    m = _DURATION.match(value)
+    m = re.match(_DURATION, value)
     if not m:
         raise UsageError(f"git config {key}={value!r} is not a duration (e.g. 300, 90s, 5m, 1h)")
     return float(m[1]) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
@@ -99,7 +99,7 @@ def load(paths: RepoPaths, cfg: gitconfig.GitConfig) -> Settings:
     remote = choose_remote(cfg, remotes)
     integration = cfg.get("nerve.integration")
     if not integration and remote:
-        integration = gitremote.default_branch(cwd, remote)
+        integration = gitremote.default_branch(cwd, remote, paths.common_dir)
     if not integration:
         integration = _head_branch(paths.common_dir)
     root_cfg = cfg.get("nerve.worktreeDir")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .. import clock
 from ..bus.workers import Worker
 from .settings import Settings
+
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 LIVE = ("ASSIGNED", "WORKING", "CONFLICTED")
 

@@ -9,19 +9,23 @@ the message log always replays to the workers table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable
+from collections.abc import Iterable
 
 from .. import clock
 from ..bus import messages, rounds, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
+from ..record import record
 from .claims import before_transition, refuse_elsewhere
 from .fencing import refuse_fenced
 from .states import State, can_transition
 
+TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Outcome:
     changed: bool
     previous: str

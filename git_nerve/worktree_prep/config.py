@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import nerve_toml
 from ..errors import UsageError
+from ..record import field, record
 
 DEFAULT_PORTS = (20000, 30000)  # [start, end): NERVE_PORT blocks are taken from here
 DEFAULT_BLOCK = 10
 DISK_TTL = 60.0  # seconds a measured disk_bytes is reused
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PrepConfig:
     include: tuple[str, ...] = ()
     clone_dirs: tuple[str, ...] = ()

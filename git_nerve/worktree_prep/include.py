@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 
 
 from ..git import tracked as gittracked
+from ..record import field, record
 
 FILE = ".worktreeinclude"
 ALREADY = "the new worktree already has it"
 
 
-@dataclass
+@record
 class CopyReport:
     copied: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -14,18 +14,19 @@ Rules every function here keeps:
 The package re-exports every name other modules use from ``git_nerve.worker.lifecycle``;
 its modules, lowest first:
 
-* :mod:`.repo`: ``Repo``, ``open_repo``, ``refuse_bare``, ``integration_ref``, ``repair_leftovers``,
+* :mod:`.repo`: ``Repo``, ``open_repo``, ``refuse_bare``, ``integration_ref``, ``repair_leftovers``, ``show``,
   ``door_scope`` and the small shared helpers (the fetch and task locks are :mod:`..locking`'s).
 * :mod:`.worktree`: a live task's worktree followed, recreated, verified.
 * :mod:`.guards`: the refusals several verbs share.
 * :mod:`.spawn`: ``spawn``.
-* :mod:`.work`: ``start``, ``fail``, ``heartbeat``, ``done`` (and its rebase).
+* :mod:`.begin`: ``start``.
+* :mod:`.work`: ``fail``, ``heartbeat``, ``done`` (and its rebase).
 * :mod:`.review`: ``approve``, ``request_changes``.
 * :mod:`.advance`: moving the local integration branch (fast-forward, sync).
 * :mod:`.check`: ``parse_check``, a check run in a temporary checkout, ``check_combination``.
 * :mod:`.cleanup`: the one cleanup of a task (merge and ``cancel --cleanup``).
 * :mod:`.merge`: ``merge``, ``unfinished_cleanups``.
-* :mod:`.cancel`: ``cancel``, ``retry``, ``show``.
+* :mod:`.cancel`: ``cancel``, ``retry`` (``show``, a reader, is :mod:`.repo`'s).
 
 Only :mod:`.repo` is imported with the package: a reader (``status``, ``conflicts``, the radar) opens the
 repository and nothing else, and importing every verb cost it more than starting Python. The other names are
@@ -39,7 +40,7 @@ import importlib
 import sys
 import types
 
-from .repo import Repo, door_scope, integration_ref, open_repo, refuse_bare, repair_leftovers
+from .repo import Repo, door_scope, integration_ref, open_repo, refuse_bare, repair_leftovers, show
 
 __all__ = [
     "Repo", "open_repo", "spawn", "start", "done", "fail", "approve", "request_changes", "merge", "cancel",
@@ -50,14 +51,14 @@ __all__ = [
 #: that defines it, imported on first use
 _LAZY = {
     "fetch_branches": "..locking", "task_lock": "..locking", "get": "..transitions",
-    "CancelResult": ".cancel", "cancel": ".cancel", "retry": ".cancel", "show": ".cancel",
+    "CancelResult": ".cancel", "cancel": ".cancel", "retry": ".cancel",
     "check_combination": ".check", "parse_check": ".check",
     "MERGE_ATTEMPTS": ".merge", "MergeResult": ".merge", "merge": ".merge", "unfinished_cleanups": ".merge",
     "FF_MARKER": ".advance",
     "approve": ".review", "request_changes": ".review",
     "SpawnResult": ".spawn", "spawn": ".spawn",
     "REBASE_STEPS": ".work", "DoneResult": ".work", "done": ".work", "fail": ".work", "heartbeat": ".work",
-    "start": ".work",
+    "start": ".begin",
     "follow_moved_worktree": ".worktree",
 }
 #: the verbs named like the module that defines them

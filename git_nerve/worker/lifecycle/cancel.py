@@ -1,21 +1,21 @@
 """`cancel` (any live state -> FAILED, ``--cleanup`` through :mod:`.cleanup`), `retry` (FAILED -> ASSIGNED,
-its worktree back first) and `show`.
+its worktree back first). (`show`, a reader, is :mod:`.repo`'s.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import faults
-from ...bus import messages, workers
+from ...bus import workers
 from ...errors import GitError
 from ...fs import notes_marker, set_marker
 from ...git import destroy, refs
 from ...locks import hold
 from ..locking import task_lock
 from ..states import State
-from ..transitions import Outcome, get, transition, unknown
+from ..transitions import Outcome, get, transition
+from ...record import field, record
 from ...worktree_prep.prepare import prepare
 from .cleanup import _cleanup
 from .guards import _refuse_branch_gone, _refuse_merged_on_remote, _refuse_unsaved
@@ -23,7 +23,7 @@ from .repo import Repo, _archived_tip, door_scope, repair_leftovers
 from .worktree import _ensure_worktree, follow_moved_worktree
 
 
-@dataclass
+@record
 class CancelResult:
     outcome: Outcome
     archive_ref: str | None = None
@@ -129,10 +129,3 @@ def _undo_retry(repo: Repo, w: workers.Worker, *, made_dir: bool, made_branch: b
                                       row_branch=w.branch, old=tip)
     except Exception:  # noqa: BLE001 - a rollback must not hide the cause
         pass
-
-
-def show(repo: Repo, task_id: str) -> tuple[workers.Worker, list[messages.Message]]:
-    w = workers.get(repo.bus.conn, task_id)
-    if w is None:
-        raise unknown(task_id)
-    return w, messages.for_task(repo.bus.conn, task_id)

@@ -16,14 +16,16 @@ from ... import clock
 from ...bus import messages, workers
 from ...bus.connection import Bus
 from ...errors import GitError
-from ...git import destroy, refs
 from ...git import config as gitconfig
+from ...git import refs
 from ...paths import RepoPaths, discover
-from .. import repair
-from ..locking import add_lock, fetch_branches
 from ..settings import Settings
 from ..settings import load as load_settings
 from ..states import State
+
+TYPE_CHECKING = False  # the door (git/destroy.py), the repair and the locks: imported where used, not by a reader
+if TYPE_CHECKING:
+    from ...git import destroy
 
 
 class Repo:
@@ -97,6 +99,8 @@ def integration_ref(repo: Repo, integration: str, *, fetch: bool) -> str:
     remote = repo.settings.remote
     if remote:
         if fetch:
+            from ..locking import fetch_branches
+
             fetch_branches(repo, remote, [integration])
         ref = f"refs/remotes/{remote}/{integration}"
         if refs.exists(repo.cwd, ref):
@@ -109,12 +113,16 @@ def integration_ref(repo: Repo, integration: str, *, fetch: bool) -> str:
 
 def repair_leftovers(repo: Repo) -> list[str]:
     """Remove what killed git processes left (dead `git worktree add`s, stale lock files); one line each."""
-    return repair.clean_git_leftovers(repo.paths.common_dir, cwd=repo.cwd, worktree_lock=repo.lock_path("worktrees"),
+    from ..leftovers import clean_git_leftovers
+    from ..locking import add_lock
+
+    return clean_git_leftovers(repo.paths.common_dir, cwd=repo.cwd, worktree_lock=repo.lock_path("worktrees"),
                                       scope=lambda: door_scope(repo), add_lock=lambda path: add_lock(repo, path))
 
 
 def door_scope(repo: Repo) -> destroy.Scope:
     """What the door for destruction (:mod:`..git.destroy`) proves against: the roots, every task's worktree."""
+    from ...git import destroy
     from ..settings import main_checkout
 
     final = (State.COMPLETED.value, State.FAILED.value)
@@ -142,3 +150,14 @@ def _archived_tip(repo: Repo, task_id: str) -> str:
     if refs.commit_subject(repo.cwd, sha).startswith("nerve snapshot"):
         return refs.rev_parse(repo.cwd, f"{sha}^1")
     return sha
+
+
+def show(repo: Repo, task_id: str) -> tuple[workers.Worker, list[messages.Message]]:
+    """A task's row and its whole message history (`git worker show`): here, not beside cancel, so that a reader
+    imports no verb."""
+    w = workers.get(repo.bus.conn, task_id)
+    if w is None:
+        from ..transitions import unknown
+
+        raise unknown(task_id)
+    return w, messages.for_task(repo.bus.conn, task_id)

@@ -1,10 +1,9 @@
-"""The agent's commands: `start`, `fail`, `heartbeat`, and `done` (rebase onto the integration branch in
+"""The agent's commands: `fail`, `heartbeat`, and `done` (rebase onto the integration branch in
 memory or, on a conflict, with git's own rebase; push; ask for review).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import clock, faults
@@ -12,35 +11,13 @@ from ...bus import messages, workers
 from ...errors import ConflictError, GitError, InvalidTransition, UsageError
 from ...git import checkout, cli, history, refs, worktrees
 from ...git import remote as gitremote
+from ...record import field, record
 from .. import claims, repair
 from ..states import State
 from ..transitions import Outcome, get, transition
 from .guards import _refuse_branch_gone, _refuse_dropped, _remote_refused
 from .repo import Repo, _publish, _require_tip, integration_ref, repair_leftovers
 from .worktree import follow_moved_worktree
-
-
-def start(repo: Repo, task_id: str) -> Outcome:
-    """ASSIGNED -> WORKING, with a first heartbeat. Idempotent when already WORKING.
-
-    Also CONFLICTED -> WORKING once the agent has aborted the stopped rebase
-    (``git rebase --abort``) to go on working before trying ``done`` again.
-    """
-    repair_leftovers(repo)
-    w = get(repo.bus, task_id)
-    if w.state == State.CONFLICTED.value:
-        wt = Path(w.worktree)
-        if wt.is_dir() and worktrees.operation_in_progress(worktrees.git_dir_of(wt)) == "rebase":
-            raise ConflictError(
-                f"the rebase of {task_id} is still in progress in {wt}",
-                files=worktrees.conflicted_files(wt),
-                details=[*REBASE_STEPS, "or, to go back to work first: git rebase --abort, then git worker start"],
-            )
-    ts = clock.now()
-    return transition(
-        repo.bus, task_id, State.WORKING, allowed_from=[State.ASSIGNED, State.CONFLICTED], already=[State.WORKING], verb="start",
-        extra_messages=[("heartbeat", {"source": "start"})], columns={"last_heartbeat": ts},
-    )
 
 
 def fail(repo: Repo, task_id: str, reason: str) -> Outcome:
@@ -54,7 +31,7 @@ def fail(repo: Repo, task_id: str, reason: str) -> Outcome:
     )
 
 
-@dataclass
+@record
 class DoneResult:
     outcome: Outcome | None
     rebased: bool = False

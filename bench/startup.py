@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The CPU an agent-facing command spends alone (issue 27). Prints, asserts nothing.
+
+Under load (24-64 workers on 2 cores) a command's wall time is almost all waiting for a CPU, so its p99 scales
+with its own CPU time (bench/waits.py); most of that was starting Python and importing modules. Each command
+alone, interleaved with ``python -c pass`` (the floor) and, with ``--before SRC``, the same command run with the
+git-nerve whose source tree is SRC (a checkout of an older commit, on PYTHONPATH): median CPU (user + system,
+its git children included) and wall time, their ratios to the floor and to before, side by side in one run.
+
+    .venv/bin/python bench/startup.py [--runs 15] [--before /tmp/old-checkout]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import bytecode_cache  # noqa: E402
+from fixtures.repos import build  # noqa: E402
+
+HOOK = ("import sys; sys.path[:] = [p for p in sys.path if p] + [sys.argv[1]]; "
+        "from git_nerve.hooks.run import main; sys.exit(main(sys.argv[2:]))")
+
+
+def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run, its children's CPU included."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    took = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+
+
+def setup(root: Path, env: dict) -> tuple[Path, Path, Path]:
+    """A repository, a WORKING task (start, heartbeat, show run on it) and an IN_REVIEW one (done runs on it)."""
+    work = build.many_files(root, 300).work
+    for task in ("solo", "finished", "third"):
+        subprocess.run(["git", "worker", "spawn", task, "--no-fetch"], cwd=work, env=env, check=True, capture_output=True)
+    wt, wt_done = (work.parent / f"{work.name}.worktrees" / t for t in ("solo", "finished"))
+    for where in (wt, wt_done):
+        subprocess.run(["git", "worker", "start"], cwd=where, env=env, check=True, capture_output=True)
+    subprocess.run(["git", "worker", "done", "--allow-empty"], cwd=wt_done, env=env, check=True, capture_output=True)
+    return work, wt, wt_done
+
+
+def cases(work: Path, wt: Path, wt_done: Path, src: Path) -> dict[str, tuple[Path, list[str], dict]]:
+    """name: (cwd, argv, extra env); the post-commit hook's Python part as its shim starts it (in the background,
+    when other workers exist)."""
+    return {
+        "start (already WORKING)": (wt, ["git", "worker", "start"], {}),
+        "start --json": (wt, ["git", "worker", "start", "--json"], {}),
+        "done (already IN_REVIEW)": (wt_done, ["git", "worker", "done"], {}),
+        "heartbeat": (wt, ["git", "worker", "heartbeat"], {}),
+        "status --json": (work, ["git", "worker", "status", "--json"], {}),
+        "show T --json": (work, ["git", "worker", "show", "solo", "--json"], {}),
+        "post-commit hook (Python)": (wt, [sys.executable, "-S", "-c", HOOK, str(src), "post-commit"],
+                                      {"NERVE_HOOK_BACKGROUND": "1"}),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--before", type=Path, help="the source tree of the git-nerve to compare with")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="nerve-startup-", ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp)
+        env = build.hermetic_env(root / "home")
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        bytecode_cache(env, root / "pycache")
+        work, wt, wt_done = setup(root, env)
+        sides = {"now": (ROOT, env)}
+        if args.before:
+            sides["before"] = (args.before.resolve(), {**env, "PYTHONPATH": str(args.before.resolve())})
+        t: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for _ in range(args.runs):  # interleaved: drift on the shared machine hits every figure alike
+            t.setdefault(("pass", ""), []).append(timed([sys.executable, "-c", "pass"], work, env))
+            for side, (src, side_env) in sides.items():
+                for name, (cwd, argv, extra) in cases(work, wt, wt_done, src).items():
+                    t.setdefault((name, side), []).append(timed(argv, cwd, {**side_env, **extra}))
+        med = {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for k, v in t.items()}
+        floor = med[("pass", "")]
+        print(f"median of {args.runs}, interleaved; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}; "
+              f"python -c pass: cpu {floor[1] * 1000:5.1f} ms, wall {floor[0] * 1000:5.1f} ms")
+        print(f"  {'command':<27} {'cpu ms':>7} {'wall ms':>8} {'cpu/pass':>9} {'wall/pass':>10}"
+              + (f" | {'before cpu':>10} {'wall':>6} {'cpu/pass':>9} | {'cpu now/before':>14}" if args.before else ""))
+        for name in cases(work, wt, wt_done, ROOT):
+            w, c = med[(name, "now")]
+            line = f"  {name:<27} {c * 1000:7.1f} {w * 1000:8.1f} {c / floor[1]:9.2f} {w / floor[0]:10.2f}"
+            if args.before:
+                bw, bc = med[(name, "before")]
+                line += f" | {bc * 1000:10.1f} {bw * 1000:6.1f} {bc / floor[1]:9.2f} | {c / bc:14.2f}"
+            print(line, flush=True)
+        print(f"  (load average at the end {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()
