@@ -206,7 +206,7 @@ def scale(root: Path, tasks: int, machines: int, runs: int) -> None:
 
 
 def _with_lease(state, seconds: float):
-    from git_nerve.record import replace
+    from dataclasses import replace
 
     from git_nerve.shared.gitremote import GitRemoteState
 

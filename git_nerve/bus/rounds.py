@@ -8,18 +8,18 @@ as the budget is met: the cost depends on the window, not the thread length.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import json
 import sqlite3
 from collections.abc import Iterator
 
-from ..record import record
 
 TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
 if TYPE_CHECKING:
     from typing import Any
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Round:
     round: int
     ts: float

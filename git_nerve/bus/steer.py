@@ -9,15 +9,15 @@ one commit (or not at all). Standard library only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import sqlite3
 
-from ..record import record
 
 SCOPES = ("task", "all", "queue")
 KINDS = ("stop", "skip", "add", "note")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class InboxMessage:
     id: int
     ts: float
@@ -28,7 +28,7 @@ class InboxMessage:
     text: str
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class OutboxLine:
     id: int
     ts: float
@@ -158,7 +158,7 @@ def outbox_for(conn: sqlite3.Connection, inbox_ids: list[int]) -> list[OutboxLin
 # -- deliveries: notes handed to a running agent -------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Delivery:
     inbox_id: int
     task_id: str

@@ -5,13 +5,13 @@ runs without pygit2)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..record import record
 from . import cli
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Outcome:
     """How a git command that may stop half-way ended: ``ok`` (exit 0) and what git said on stderr."""
 

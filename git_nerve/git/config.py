@@ -7,14 +7,14 @@ per command, parsed once.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import os
 from collections.abc import Mapping
 
-from ..record import field, record
 from . import cli
 
 
-@record
+@dataclass
 class GitConfig:
     values: dict[str, list[str]] = field(default_factory=dict)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import os
 import re
 import time
 
 from ..errors import GitError
-from ..record import record
 from . import cli
 
 
@@ -110,7 +110,7 @@ def has_branch(cwd, remote: str, branch: str) -> bool:
     return proc.returncode == 0
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class PushResult:
     ok: bool
     rejected: bool  #: the remote moved (non-fast-forward / stale lease): retry after fetching

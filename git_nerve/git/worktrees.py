@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 import itertools
 import os
 import threading
@@ -11,11 +12,10 @@ from pathlib import Path
 
 from ..errors import GitError
 from ..fs import make_dirs
-from ..record import record
 from . import cli, ident
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class WorktreeInfo:
     path: Path
     head: str | None

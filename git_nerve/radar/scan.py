@@ -9,6 +9,7 @@ others are reused from the cache. The comparison itself is in memory
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import itertools
 import time
 from collections.abc import Iterable
@@ -19,7 +20,6 @@ from ..bus import workers as bus_workers
 from ..errors import GitError, NerveError
 from ..git import refs, worktrees
 from ..locks import hold
-from ..record import field, record
 from . import cache
 
 TYPE_CHECKING = False  # typing costs a command more than its work (issue 27): its names for readers only
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 LIVE = ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")
 
 
-@record
+@dataclass
 class Pair:
     a: str
     b: str  #: a task id, or cache.INTEGRATION
@@ -47,7 +47,7 @@ class Pair:
         return out
 
 
-@record
+@dataclass
 class Scan:
     pairs: list[Pair] = field(default_factory=list)  #: every overlapping or conflicting pair
     at: float | None = None

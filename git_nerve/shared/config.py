@@ -21,13 +21,13 @@ when it connects (:mod:`.postgres`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import re
 from pathlib import Path
 
 from .. import nerve_toml
 from ..errors import UsageError
 from ..git import config as gitconfig
-from ..record import record
 
 BACKENDS = ("local", "git", "postgres")
 #: ``[shared] takeover``: manual (only `git worker takeover`), idle (a sync takes over the tasks nobody works on:
@@ -38,7 +38,7 @@ DEFAULT_SCHEMA = "nerve"
 _SCHEMA = r"^[a-z_][a-z0-9_]{0,62}$"  # re.match compiles it when a schema is read
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class SharedConfig:
     backend: str
     remote: str | None

@@ -18,11 +18,11 @@ before any agent sees it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 from .. import clock
 from ..bus import messages, steer, workers
 from ..bus.connection import Bus
-from ..record import record
 from ..text import clean
 from .drain import quoted, task_consumer
 
@@ -146,7 +146,7 @@ def for_agent(notes: list[steer.InboxMessage]) -> str:
     return "\n".join(lines)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class NoteStatus:
     """Where one note stands for one task: queued, delivered, acted on."""
 

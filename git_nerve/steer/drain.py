@@ -22,12 +22,12 @@ What a batch means (:func:`classify`, pure):
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from .. import clock
 from ..bus import steer, workers
 from ..bus.connection import Bus
 from ..bus.driver import Connection
-from ..record import field, record
 
 QUEUE_CONSUMER = "merge-all"
 
@@ -38,7 +38,7 @@ def task_consumer(task_id: str) -> str:
     return f"task:{task_id}"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Batch:
     """The meaning of the messages one drain read (pure data)."""
 
@@ -74,7 +74,7 @@ def classify(messages: list[steer.InboxMessage] | tuple[steer.InboxMessage, ...]
     )
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Ack:
     """One outbox line answering one message."""
 
@@ -120,7 +120,7 @@ def default_acks(conn: Connection, batch: Batch) -> list[Ack]:
 Respond = Callable[[Connection, Batch], list[Ack]]
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class DrainResult:
     consumer: str
     batch: Batch = field(default_factory=Batch)

@@ -15,10 +15,10 @@ their task id from the text (``t2`` or ``skip t2``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import re
 
 from ..errors import UsageError
-from ..record import record
 
 KINDS = ("stop", "skip", "add", "note")
 COMMANDS = ("stop", "skip", "add")
@@ -29,7 +29,7 @@ _STOP = r"\s*stop\b"
 _TARGETED = rf"\s*(skip|add)[\s:]+(?:task\s+)?#?{_ID}"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Parsed:
     kind: str
     target: str | None = None  #: the task id named by skip/add

@@ -29,6 +29,7 @@ consumer runs. Bad input (empty message, unknown kind or task) raises
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import os
 from pathlib import Path
 
@@ -37,7 +38,6 @@ from ..bus import rounds, steer, told, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
 from ..locks import is_held
-from ..record import record
 from .hook import merge_queue_lock, run_lock, worker_run_lock
 from . import delivery, pending, remote
 from .drain import QUEUE_CONSUMER, task_consumer
@@ -53,7 +53,7 @@ ROLE = told.ROLE
 FINISHED = ("COMPLETED", "FAILED")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Told:
     """A queued message, and the thread rounds its note became."""
 
@@ -223,7 +223,7 @@ def tell_here(
 # -- what was told about a task (`git worker show`) ------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Entry:
     message: steer.InboxMessage
     answers: tuple[steer.OutboxLine, ...]  #: the outbox lines of the consumers that concern the task

@@ -25,6 +25,7 @@ cache).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import sys
 
 from .. import clock
@@ -32,7 +33,6 @@ from ..bus import messages, shared as cache, workers
 from ..bus.connection import Bus
 from ..errors import GitError, HeldElsewhere
 from ..fs import notes_marker, set_marker
-from ..record import record
 from .states import State
 
 VERB = "fence"
@@ -41,7 +41,7 @@ LIVE = (State.ASSIGNED.value, State.WORKING.value, State.CONFLICTED.value, State
         State.APPROVED.value)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Fenced:
     task_id: str
     holder: str

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import re
 from pathlib import Path
 
@@ -20,10 +21,9 @@ from ..errors import UsageError
 from ..git import config as gitconfig
 from ..git import remote as gitremote
 from ..paths import RepoPaths
-from ..record import record
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Settings:
     remote: str | None
     #: None when it cannot be told (nothing configured, no remote, the main checkout detached)

@@ -10,12 +10,12 @@ the message log always replays to the workers table.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .. import clock
 from ..bus import messages, rounds, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, UsageError
-from ..record import record
 from .claims import before_transition, refuse_elsewhere
 from .fencing import refuse_fenced
 from .states import State, can_transition
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Outcome:
     changed: bool
     previous: str

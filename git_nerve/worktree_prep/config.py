@@ -3,20 +3,20 @@ and the caps on live worktrees. One clear line for a bad value."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import os
 import shlex
 from pathlib import Path
 
 from .. import nerve_toml
 from ..errors import UsageError
-from ..record import field, record
 
 DEFAULT_PORTS = (20000, 30000)  # [start, end): NERVE_PORT blocks are taken from here
 DEFAULT_BLOCK = 10
 DISK_TTL = 60.0  # seconds a measured disk_bytes is reused
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class PrepConfig:
     include: tuple[str, ...] = ()
     clone_dirs: tuple[str, ...] = ()

@@ -10,19 +10,19 @@ from a path whose real location leaves the main checkout.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import os
 import stat
 from pathlib import Path
 
 
 from ..git import tracked as gittracked
-from ..record import field, record
 
 FILE = ".worktreeinclude"
 ALREADY = "the new worktree already has it"
 
 
-@record
+@dataclass
 class CopyReport:
     copied: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -5,19 +5,19 @@ problem is a warning), except that a bad ``[worktree]`` table was refused before
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bus import prep as busprep
 from ..errors import NerveError
 from ..git import worktrees
-from ..record import field, record
 from . import clone, include, ports, secrets, setup
 from .config import PrepConfig, load, main_checkout
 
 GUARD_MARKER = "copied-files"  # the name hooks/git-nerve-hook tests for
 
 
-@record
+@dataclass
 class PrepResult:
     copied: list[str] = field(default_factory=list)
     cloned: list[str] = field(default_factory=list)

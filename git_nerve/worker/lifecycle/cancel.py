@@ -4,6 +4,7 @@ its worktree back first). (`show`, a reader, is :mod:`.repo`'s.)
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import faults
@@ -15,7 +16,6 @@ from ...locks import hold
 from ..locking import task_lock
 from ..states import State
 from ..transitions import Outcome, get, transition
-from ...record import field, record
 from ...worktree_prep.prepare import prepare
 from .cleanup import _cleanup
 from .guards import _refuse_branch_gone, _refuse_merged_on_remote, _refuse_unsaved
@@ -23,7 +23,7 @@ from .repo import Repo, _archived_tip, door_scope, repair_leftovers
 from .worktree import _ensure_worktree, follow_moved_worktree
 
 
-@record
+@dataclass
 class CancelResult:
     outcome: Outcome
     archive_ref: str | None = None

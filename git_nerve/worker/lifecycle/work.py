@@ -4,6 +4,7 @@ memory or, on a conflict, with git's own rebase; push; ask for review).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ... import clock, faults
@@ -11,7 +12,6 @@ from ...bus import messages, workers
 from ...errors import ConflictError, GitError, InvalidTransition, UsageError
 from ...git import checkout, cli, history, refs, worktrees
 from ...git import remote as gitremote
-from ...record import field, record
 from .. import claims, repair
 from ..states import State
 from ..transitions import Outcome, get, transition
@@ -31,7 +31,7 @@ def fail(repo: Repo, task_id: str, reason: str) -> Outcome:
     )
 
 
-@record
+@dataclass
 class DoneResult:
     outcome: Outcome | None
     rebased: bool = False
