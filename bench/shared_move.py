@@ -14,9 +14,7 @@ Run from the repository root with the venv's interpreter (tens of seconds):
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.shared_postgres import _median_ms, _state  # noqa: E402
+from bench.common import postgres_bench  # noqa: E402
 from fixtures.repos import build  # noqa: E402
 from tests import shared_support as ss  # noqa: E402
 
@@ -98,35 +97,25 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=60)
     ap.add_argument("--events", type=int, default=100)
     args = ap.parse_args()
-    from tests.pg_support import Server, team
+    from tests.pg_support import team
 
-    with tempfile.TemporaryDirectory(prefix="nerve-bench-move-") as tmp:
-        root = Path(tmp)
-        os.environ.update(build.hermetic_env(root / "home"))
-        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-        for key in [k for k in os.environ if k == "NERVE_DATABASE_URL" or k.startswith("PG")]:
-            del os.environ[key]
-        server = Server()
-        server.start()
-        try:
-            (root / "lat").mkdir()
-            (lat,) = team(root / "lat", server.create_database("latency"), ["lat"], background=False)
-            checked, bare = _latency(lat, args.runs)
-            print(f"PostgreSQL transition latency (median of {args.runs}): with the move's mark check {checked:6.2f} ms"
-                  f" | without {bare:6.2f} ms | ratio {checked / bare:4.2f}x")
-            machines = [f"m{i}" for i in range(args.clones)]
-            works = ss.team(root, str(ss.origin(root)), machines, shared="background = false\n")
-            build.git(works[0], "config", "nerve.database", server.create_database("moved"))
-            _fill(works, machines, args.tasks, args.events)
-            to_pg = _move(works[0], "postgres")
-            pg_bad = _check(works[0], machines, works, args.tasks)
-            to_git = _move(works[0], "git")
-            git_bad = _check(works[0], machines, works, args.tasks)
-            print(f"move of {args.tasks} claims and {args.clones}x{args.events}+ events: git remote -> PostgreSQL "
-                  f"{to_pg:5.2f} s (claims / events lost or doubled: {pg_bad[0]} / {pg_bad[1]}) | PostgreSQL -> git "
-                  f"remote {to_git:5.2f} s ({git_bad[0]} / {git_bad[1]})")
-        finally:
-            server.remove()
+    with postgres_bench("nerve-bench-move-") as (root, server):
+        (root / "lat").mkdir()
+        (lat,) = team(root / "lat", server.create_database("latency"), ["lat"], background=False)
+        checked, bare = _latency(lat, args.runs)
+        print(f"PostgreSQL transition latency (median of {args.runs}): with the move's mark check {checked:6.2f} ms"
+              f" | without {bare:6.2f} ms | ratio {checked / bare:4.2f}x")
+        machines = [f"m{i}" for i in range(args.clones)]
+        works = ss.team(root, str(ss.origin(root)), machines, shared="background = false\n")
+        build.git(works[0], "config", "nerve.database", server.create_database("moved"))
+        _fill(works, machines, args.tasks, args.events)
+        to_pg = _move(works[0], "postgres")
+        pg_bad = _check(works[0], machines, works, args.tasks)
+        to_git = _move(works[0], "git")
+        git_bad = _check(works[0], machines, works, args.tasks)
+        print(f"move of {args.tasks} claims and {args.clones}x{args.events}+ events: git remote -> PostgreSQL "
+              f"{to_pg:5.2f} s (claims / events lost or doubled: {pg_bad[0]} / {pg_bad[1]}) | PostgreSQL -> git "
+              f"remote {to_git:5.2f} s ({git_bad[0]} / {git_bad[1]})")
 
 
 if __name__ == "__main__":

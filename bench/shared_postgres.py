@@ -19,16 +19,15 @@ Run from the repository root with the venv's interpreter (tens of seconds):
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import postgres_bench  # noqa: E402
 from fixtures.repos import build  # noqa: E402
 from tests import shared_support as ss  # noqa: E402
 
@@ -121,40 +120,29 @@ def main() -> None:
     ap.add_argument("--clones", type=int, default=4)
     ap.add_argument("--events", type=int, default=200)
     args = ap.parse_args()
-    from tests.pg_support import Server, stop_listeners, team
+    from tests.pg_support import team
 
-    with tempfile.TemporaryDirectory(prefix="nerve-bench-pg-") as tmp:
-        root = Path(tmp)
-        os.environ.update(build.hermetic_env(root / "home"))
-        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-        for key in [k for k in os.environ if k == "NERVE_DATABASE_URL" or k.startswith("PG")]:
-            del os.environ[key]
-        server = Server()
-        server.start()
-        try:
-            machines = [f"m{i:02d}" for i in range(args.clones)]
-            (root / "git").mkdir()
-            (root / "pg").mkdir()
-            gworks = ss.team(root / "git", str(ss.origin(root / "git")), machines, init=True)
-            pworks = team(root / "pg", server.create_database("bench"), machines, background=False)
-            local = _local_ms(gworks[0], args.runs)
-            git_ms = _claims_ms(gworks[0], args.runs)
-            pg_ms = _claims_ms(pworks[0], args.runs)
-            print(f"transition latency (median of {args.runs}, uncontended): local SQLite bus {local:6.2f} ms | "
-                  f"git remote (file://) {git_ms:6.1f} ms | PostgreSQL {pg_ms:6.1f} ms | "
-                  f"git/PostgreSQL {git_ms / pg_ms:4.1f}x")
-            g_rate, g_lost, g_dup = _events_per_s(gworks, machines, args.events)
-            p_rate, p_lost, p_dup = _events_per_s(pworks, machines, args.events)
-            print(f"events per second ({args.clones} clones x {args.events} events, two sync rounds): git remote "
-                  f"{g_rate:8.0f}/s (lost {g_lost}, duplicated {g_dup}) | PostgreSQL {p_rate:8.0f}/s (lost {p_lost}, "
-                  f"duplicated {p_dup}) | PostgreSQL/git {p_rate / g_rate:4.1f}x")
-            med, worst = _listener_ms(pworks, args.runs)
-            print(f"another machine's transition in this clone's view, no command run here (median/worst of "
-                  f"{args.runs}): PostgreSQL listener {med:6.1f} / {worst:6.1f} ms | git remote sync --watch at best "
-                  f"2000 ms (poll_min) | git/PostgreSQL {2000 / med:4.0f}x")
-        finally:
-            stop_listeners(root / "pg")
-            server.remove()
+    with postgres_bench("nerve-bench-pg-") as (root, server):
+        machines = [f"m{i:02d}" for i in range(args.clones)]
+        (root / "git").mkdir()
+        (root / "pg").mkdir()
+        gworks = ss.team(root / "git", str(ss.origin(root / "git")), machines, init=True)
+        pworks = team(root / "pg", server.create_database("bench"), machines, background=False)
+        local = _local_ms(gworks[0], args.runs)
+        git_ms = _claims_ms(gworks[0], args.runs)
+        pg_ms = _claims_ms(pworks[0], args.runs)
+        print(f"transition latency (median of {args.runs}, uncontended): local SQLite bus {local:6.2f} ms | "
+              f"git remote (file://) {git_ms:6.1f} ms | PostgreSQL {pg_ms:6.1f} ms | "
+              f"git/PostgreSQL {git_ms / pg_ms:4.1f}x")
+        g_rate, g_lost, g_dup = _events_per_s(gworks, machines, args.events)
+        p_rate, p_lost, p_dup = _events_per_s(pworks, machines, args.events)
+        print(f"events per second ({args.clones} clones x {args.events} events, two sync rounds): git remote "
+              f"{g_rate:8.0f}/s (lost {g_lost}, duplicated {g_dup}) | PostgreSQL {p_rate:8.0f}/s (lost {p_lost}, "
+              f"duplicated {p_dup}) | PostgreSQL/git {p_rate / g_rate:4.1f}x")
+        med, worst = _listener_ms(pworks, args.runs)
+        print(f"another machine's transition in this clone's view, no command run here (median/worst of "
+              f"{args.runs}): PostgreSQL listener {med:6.1f} / {worst:6.1f} ms | git remote sync --watch at best "
+              f"2000 ms (poll_min) | git/PostgreSQL {2000 / med:4.0f}x")
 
 
 if __name__ == "__main__":

@@ -182,3 +182,19 @@ def stop_listeners(root: Path) -> list[int]:
             os.kill(pid, signal.SIGKILL)
         stopped.append(pid)
     return stopped
+
+
+def schema_of(work: Path) -> str:
+    """The PostgreSQL schema the clone at ``work`` records in nerve.toml."""
+    from git_nerve import nerve_toml
+
+    return nerve_toml.read(work)["shared"]["schema"]
+
+
+def query(url: str, sql: str, args: tuple = ()) -> list[tuple]:
+    """Run ``sql`` on the database at ``url``: its rows ([] for a statement that returns none)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(sql, args)
+        return cur.fetchall() if cur.description else []

@@ -185,3 +185,11 @@ def daemon(tmp_path):
     d.start()
     yield d
     d.stop()
+
+
+def row(work: Path, task: str):
+    """``task``'s worker row in the bus of the clone at ``work`` (None when it has none)."""
+    from git_nerve.bus import workers
+
+    with bus(work) as b:
+        return workers.get(b.conn, task)

@@ -17,12 +17,7 @@ from tests.pg_support import team
 
 pytestmark = pytest.mark.real
 
-
-def _row(work: Path, task: str):
-    from git_nerve.bus import workers
-
-    with ss.bus(work) as b:
-        return workers.get(b.conn, task)
+_row = ss.row
 
 
 def _in_review(work: Path, task: str) -> str:

@@ -14,6 +14,9 @@ from fixtures.repos import build
 from git_nerve.git import destroy
 from tests import shared_support as ss
 
+
+_row = ss.row
+
 QUIET = "background = false\n"
 
 
@@ -38,13 +41,6 @@ def _view(work: Path) -> list[tuple[str, str, str]]:
 
 def _sync(work: Path, *more: str) -> dict:
     return json.loads(ss.ok(["nerve", "sync", "--json", *more], work).stdout)
-
-
-def _row(work: Path, task: str):
-    from git_nerve.bus import workers
-
-    with ss.bus(work) as b:
-        return workers.get(b.conn, task)
 
 
 def test_finished_claims_are_archived_and_every_machine_still_knows_them(tmp_path):

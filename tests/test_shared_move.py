@@ -12,27 +12,16 @@ import pytest
 
 from fixtures.repos import build
 from tests import shared_support as ss
-from tests.pg_support import team as pg_team
+from tests.pg_support import query, team as pg_team
 
 
 pytestmark = pytest.mark.real
 
+_row = ss.row
+_query = query
+
 EXPECTED_STATES = {"a": "ASSIGNED", "b": "WORKING", "c": "IN_REVIEW", "d": "APPROVED", "e": "COMPLETED",
                    "f": "WORKING"}
-
-
-def _query(url: str, sql: str) -> list[tuple]:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(sql).fetchall()
-
-
-def _row(work: Path, task: str):
-    from git_nerve.bus import workers
-
-    with ss.bus(work) as b:
-        return workers.get(b.conn, task)
 
 
 def _done(work: Path, task: str) -> None:

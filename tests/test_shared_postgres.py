@@ -16,30 +16,13 @@ import pytest
 
 from fixtures.repos import build
 from tests import shared_support as ss
-from tests.pg_support import stop_listeners, team
+from tests.pg_support import query, schema_of, stop_listeners, team
 
 pytestmark = pytest.mark.real
 
-
-def _schema(work: Path) -> str:
-    from git_nerve import nerve_toml
-
-    return nerve_toml.read(work)["shared"]["schema"]
-
-
-def _query(url: str, sql: str, args: tuple = ()) -> list[tuple]:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        cur = conn.execute(sql, args)
-        return cur.fetchall() if cur.description else []
-
-
-def _local_row(work: Path, task: str):
-    from git_nerve.bus import workers
-
-    with ss.bus(work) as b:
-        return workers.get(b.conn, task)
+_local_row = ss.row
+_schema = schema_of
+_query = query
 
 
 def _state(work: Path):

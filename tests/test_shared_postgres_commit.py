@@ -11,31 +11,14 @@ import pytest
 
 from fixtures.repos import build
 from tests import shared_support as ss
-from tests.pg_support import team
+from tests.pg_support import query, schema_of, team
 
 
 pytestmark = pytest.mark.real
 
-
-def _query(url: str, sql: str) -> list[tuple]:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        cur = conn.execute(sql)
-        return cur.fetchall() if cur.description else []
-
-
-def _schema(work: Path) -> str:
-    from git_nerve import nerve_toml
-
-    return nerve_toml.read(work)["shared"]["schema"]
-
-
-def _row(work: Path, task: str):
-    from git_nerve.bus import workers
-
-    with ss.bus(work) as b:
-        return workers.get(b.conn, task)
+_row = ss.row
+_schema = schema_of
+_query = query
 
 
 def test_a_connection_lost_during_commit_says_the_outcome_is_unknown_and_a_rerun_is_safe(tmp_path, db):

@@ -12,30 +12,14 @@ import pytest
 
 from fixtures.repos import build
 from tests import shared_support as ss
-from tests.pg_support import team
+from tests.pg_support import query, schema_of, team
 
 
 pytestmark = pytest.mark.real
 
-
-def _schema(work: Path) -> str:
-    from git_nerve import nerve_toml
-
-    return nerve_toml.read(work)["shared"]["schema"]
-
-
-def _query(url: str, sql: str) -> list[tuple]:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(sql).fetchall()
-
-
-def _row(work: Path, task: str):
-    from git_nerve.bus import workers
-
-    with ss.bus(work) as b:
-        return workers.get(b.conn, task)
+_row = ss.row
+_schema = schema_of
+_query = query
 
 
 def _ready(work: Path, task: str, *, approve: bool = True) -> str:

@@ -19,10 +19,14 @@ import pytest
 
 from fixtures.repos import build
 from tests import shared_support as ss
-from tests.pg_support import listener_lock, team
+from tests.pg_support import listener_lock, query, schema_of, team
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.real
+
+_row = ss.row
+_schema = schema_of
+_query = query
 
 MACHINES = ["m1", "m2", "m3", "m4", "m5"]
 CUT = "m5"  # the machine cut off from the database for a while
@@ -112,27 +116,6 @@ class Proxy:
             except OSError:
                 pass
             c.close()
-
-
-def _schema(work: Path) -> str:
-    from git_nerve import nerve_toml
-
-    return nerve_toml.read(work)["shared"]["schema"]
-
-
-def _query(url: str, sql: str, args: tuple = ()) -> list[tuple]:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        cur = conn.execute(sql, args)
-        return cur.fetchall() if cur.description else []
-
-
-def _row(work: Path, task: str):
-    from git_nerve.bus import workers
-
-    with ss.bus(work) as b:
-        return workers.get(b.conn, task)
 
 
 def _commit(work: Path, task: str, n: int) -> str:

@@ -16,6 +16,7 @@ from tests import shared_support as ss
 from tests.shared_support import daemon  # noqa: F401  (the fixture)
 
 
+_local_row = ss.row
 
 
 def _claims_on(bare: Path) -> dict[str, str]:
@@ -34,13 +35,6 @@ def _chain(bare: Path, task: str) -> list[dict]:
                     tip = tip or (d["tip"] if d["task"] == task else "")
     shas = build.git(bare, "rev-list", "--reverse", tip).split()
     return [json.loads(build.git(bare, "cat-file", "blob", f"{s}:record.json")) for s in shas]
-
-
-def _local_row(work: Path, task: str):
-    from git_nerve.bus import workers
-
-    with ss.bus(work) as b:
-        return workers.get(b.conn, task)
 
 
 def test_init_shared_probes_then_records_and_leaves_no_probe(tmp_path):

@@ -15,13 +15,7 @@ from tests import shared_support as ss
 from tests.shared_support import daemon  # noqa: F401  (the fixture)
 
 
-
-
-def _row(work: Path, task: str):
-    from git_nerve.bus import workers
-
-    with ss.bus(work) as b:
-        return workers.get(b.conn, task)
+_row = ss.row
 
 
 def _quiet(work: Path) -> None:
