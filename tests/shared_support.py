@@ -193,3 +193,18 @@ def row(work: Path, task: str):
 
     with bus(work) as b:
         return workers.get(b.conn, task)
+
+
+def rounds_of(work: Path, task: str) -> list[tuple]:
+    """(role, content, the machine it came from) of each round of ``task``'s thread on ``work``'s machine."""
+    from git_nerve.bus import rounds
+
+    with bus(work) as b:
+        found = rounds.load(b.conn, task, list(range(1, rounds.count(b.conn, task) + 1)))
+    return [(r.role, r.content, (r.metadata or {}).get("from_machine")) for r in found]
+
+
+def merges_of(origin: Path, tip: str, branch: str = "main") -> list[str]:
+    """The merge commits on ``origin``'s ``branch`` whose second parent is ``tip``."""
+    lines = build.git(origin, "rev-list", "--merges", "--parents", branch).splitlines()
+    return [ln.split()[0] for ln in lines if ln.split()[2:3] == [tip]]

@@ -34,19 +34,10 @@ def _ready(work: Path, task: str, *, approve: bool = True) -> str:
     return build.git(wt, "rev-parse", "HEAD").strip()
 
 
-def _rounds(work: Path, task: str) -> list[tuple]:
-    """(role, content, the machine it came from) of each round of ``task``'s thread on ``work``'s machine."""
-    from git_nerve.bus import rounds
-
-    with ss.bus(work) as b:
-        found = rounds.load(b.conn, task, list(range(1, rounds.count(b.conn, task) + 1)))
-    return [(r.role, r.content, (r.metadata or {}).get("from_machine")) for r in found]
+_rounds = ss.rounds_of
 
 
-def _merges_of(origin: Path, tip: str) -> list[str]:
-    """The merge commits on origin's main that have ``tip`` as their second parent."""
-    lines = build.git(origin, "rev-list", "--merges", "--parents", "main").splitlines()
-    return [ln.split()[0] for ln in lines if ln.split()[2:3] == [tip]]
+_merges_of = ss.merges_of
 
 
 def _status(work: Path) -> dict:

@@ -139,18 +139,10 @@ def _followed(work: Path, task: str) -> list[tuple]:
                 for m in messages.for_task(b.conn, task, kinds=("state_change",)) if m.payload.get("machine")]
 
 
-def _rounds(work: Path, task: str) -> list[tuple]:
-    """(role, content, the machine it came from) of each round of ``task``'s thread on ``work``'s machine."""
-    from git_nerve.bus import rounds
-
-    with ss.bus(work) as b:
-        found = rounds.load(b.conn, task, list(range(1, rounds.count(b.conn, task) + 1)))
-    return [(r.role, r.content, (r.metadata or {}).get("from_machine")) for r in found]
+_rounds = ss.rounds_of
 
 
-def _merges_of(origin: Path, tip: str) -> list[str]:
-    lines = build.git(origin, "rev-list", "--merges", "--parents", "main").splitlines()
-    return [ln.split()[0] for ln in lines if ln.split()[2:3] == [tip]]
+_merges_of = ss.merges_of
 
 
 def _status(work: Path) -> dict[str, tuple[str, str]]:
@@ -335,6 +327,9 @@ def _restart(run: Run, pg_server) -> None:
     finally:
         pg_server.start()
     run.tips["m2-a"] = _done(m2, "m2-a")
+    # the comment travels in m4's published events (its background sync), which may come after the claim moved
+    wait_until(lambda: ("reviewer", "say it twice", "m4") in _rounds(m2, "m2-a"), timeout=30,
+               what="m4's comment in m2-a's thread")
     assert _rounds(m2, "m2-a").count(("reviewer", "say it twice", "m4")) == 1
     ss.ok(["worker", "approve", "m1-a", "--comment", "approved by m3"], run.works["m3"])
 

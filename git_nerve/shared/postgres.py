@@ -40,6 +40,7 @@ from ..errors import DatabaseError, HeldElsewhere, NerveError, UsageError
 from . import postgres_hold, postgres_move, postgres_schema, records
 from .postgres_sql import CLAIM_COLUMNS as _CLAIM_COLUMNS
 from .postgres_sql import cached as _cached
+from .postgres_sql import insert_events
 from .postgres_sql import current as _current
 from .postgres_sql import move as _move
 from .postgres_sql import notify as _notify
@@ -320,12 +321,7 @@ def _export(conn, bus: Bus, machine: str) -> int:
         new, after = cache.local_events(bus.conn, machine, {k: int(v) for k, v in (cursor or {}).items()})
         if not new:
             return 0
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO events (event_id, machine, mseq, ts, task_id, kind, payload) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING",
-                [(e["id"], machine, published + i, e["ts"], e.get("task"), e["kind"],
-                  json.dumps(e.get("payload") or {}, sort_keys=True)) for i, e in enumerate(new, 1)])
+        insert_events(conn, machine, published, new)
         conn.execute("UPDATE machines SET cursor = %s::jsonb, published = %s WHERE machine = %s",
                      (json.dumps(after, sort_keys=True), published + len(new), machine))
         _notify(conn, {"machine": machine, "events": len(new)})

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from . import judge, records
+from . import postgres_sql as pgsql
 
 _LOCK = "SELECT pg_advisory_xact_lock{}(hashtext('git-nerve-move:' || current_schema()))"
 
@@ -85,13 +86,7 @@ def _load_machine(conn, machine: str, snap: records.Snapshot) -> int:
         "RETURNING published", (machine,)).fetchone()[0]
     have = {r[0] for r in conn.execute("SELECT event_id FROM events WHERE machine = %s", (machine,))}
     new = [e for e in snap.events.get(machine, []) if e["id"] not in have]
-    if new:
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO events (event_id, machine, mseq, ts, task_id, kind, payload) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
-                [(e["id"], machine, published + i, e["ts"], e.get("task"), e["kind"],
-                  json.dumps(e.get("payload") or {}, sort_keys=True)) for i, e in enumerate(new, 1)])
+    pgsql.insert_events(conn, machine, published, new)
     conn.execute("UPDATE machines SET cursor = %s::jsonb, published = %s WHERE machine = %s",
                  (json.dumps(snap.cursors.get(machine, {}), sort_keys=True), published + len(new), machine))
     return len(new)

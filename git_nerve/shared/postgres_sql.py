@@ -68,3 +68,16 @@ def tip(version: int) -> str:
 
 def cached(rec: records.Record) -> cache.Claim:
     return cache.Claim(rec.task, rec.owner, rec.machine, rec.state, rec.verb, rec.seq, tip(rec.seq), rec.ts)
+
+
+def insert_events(conn, machine: str, published: int, events: list[dict]) -> None:
+    """``events`` of ``machine`` into the events table, numbered on from ``published`` (inside the caller's
+    transaction; an event already there, by its id, is kept as it is)."""
+    if not events:
+        return
+    with conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO events (event_id, machine, mseq, ts, task_id, kind, payload) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING",
+            [(e["id"], machine, published + i, e["ts"], e.get("task"), e["kind"],
+              json.dumps(e.get("payload") or {}, sort_keys=True)) for i, e in enumerate(events, 1)])
