@@ -112,7 +112,7 @@ def test_the_listener_stops_after_listen_idle_without_a_live_task(tmp_path, db):
 
 def test_the_listener_of_a_removed_clone_stops(tmp_path, db):
     """A person removes a clone whose listener runs (a live task in it): the listener stops instead of keeping
-    the removed bus open for good."""
+    the removed bus open for good, even when a process of that clone still running made its directories again."""
     import shutil
 
     from git_nerve import locks
@@ -121,7 +121,10 @@ def test_the_listener_of_a_removed_clone_stops(tmp_path, db):
     ss.ok(["worker", "spawn", "t"], one)
     _listening(one)
     pid = locks.holder(one / ".git" / "nerve" / "locks" / "listen.lock")
+    bus = one / ".git" / "nerve" / "bus.db"
     shutil.rmtree(one)
+    bus.parent.mkdir(parents=True)  # what a process of the removed clone still running may make again
+    bus.write_bytes(b"")
     _wait(lambda: not _alive(pid), 15, step=0.1)
 
 
