@@ -58,6 +58,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
                       "a marker of our own multi-step git work, written before it began"),
     "knowledge-queue": (r"\d+-\d+\.files", _NERVE, "a list of files the post-commit hook queued for the index"),
     "radar-request": (r"[^./][^/]*", _NERVE, "a recompute request radar.queue.add made (radar-pending/<task>)"),
+    "snapshot-index": (r"snapshot-(?P<pid>\d+)-[^/]+", _NERVE,
+                       "the temporary index of a snapshot this process takes (git/worktrees.snapshot)"),
     "radar-notice": (r"radar-notice\.(?P<pid>\d+)", _NERVE, "the radar notice this process claimed by renaming it"),
     "mcp-record": (r"mcp\.json", _NERVE, "the record of what `git nerve mcp install` added"),
     "git-lock": (r"[^/]+\.lock", _GITDIR, "a lock file a dead git of ours made (its dead liveness token)"),

@@ -513,7 +513,7 @@ def test_remove_dead_temporaries_removes_only_a_dead_writers_temporary(tmp_path)
         holder.wait()
 
 
-def test_remove_own_temp_file_refuses_anything_but_this_processs_own_file_in_a_nerve_dir(repo, monkeypatch):
+def test_a_snapshots_index_is_removed_only_when_it_is_this_processs_own_file_in_a_nerve_dir(repo, monkeypatch):
     """The snapshot's temporary index goes through the door: only a regular file of this process's name, directly
     in a ``nerve`` directory; the checkout, the cwd, a parent, a link, a directory, another process's file are kept."""
     nerve = repo.work / ".git" / "nerve"
@@ -534,12 +534,12 @@ def test_remove_own_temp_file_refuses_anything_but_this_processs_own_file_in_a_n
                           (Path(os.getcwd()), nerve), (repo.work.parent, nerve), (nerve, nerve.parent),
                           (outside, nerve), (mine, repo.work)):
         with pytest.raises(destroy.Refused):
-            destroy.remove_own_temp_file(target, nerve_dir=where, prefix="snapshot-")
+            destroy.remove_own_file(target, within=where, kind="snapshot-index")
     assert link.is_symlink() and person.read_text() == "mine\n" and a_dir.is_dir() and other.exists()
     assert outside.exists() and repo.work.is_dir() and nerve.is_dir()
-    destroy.remove_own_temp_file(mine, nerve_dir=nerve, prefix="snapshot-")  # gone already: nothing to do
+    destroy.remove_own_file(mine, within=nerve, kind="snapshot-index")  # gone already: nothing to do
     mine.write_text("index")
-    destroy.remove_own_temp_file(mine, nerve_dir=nerve, prefix="snapshot-")
+    destroy.remove_own_file(mine, within=nerve, kind="snapshot-index")
     assert not mine.exists()
 
 

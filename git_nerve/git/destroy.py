@@ -269,25 +269,6 @@ def remove_own_tempdir(path, *, prefix: str) -> None:
     _rmtree(real)
 
 
-def remove_own_temp_file(path, *, nerve_dir, prefix: str) -> None:
-    """A temporary file this process made directly in ``nerve_dir`` (a git dir's own ``nerve`` directory), named
-    ``<prefix><this pid>-...``: removed when it is a regular file, nothing when it is gone already; anything
-    else (another directory, another process's name, a symbolic link, a directory) is kept: :class:`Refused`."""
-    raw = os.fspath(path)
-    home = os.path.abspath(os.fspath(nerve_dir))
-    name = os.path.basename(raw)
-    if (os.path.basename(home) != "nerve" or os.path.dirname(os.path.abspath(raw)) != home
-            or not name.startswith(f"{prefix}{os.getpid()}-")):
-        raise Refused(f"kept {raw}: not a temporary file {prefix}{os.getpid()}-* of this process in {home}")
-    try:
-        st = os.lstat(raw)
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"kept {raw}: not a regular file")
-    os.unlink(raw)
-
-
 def remove_recorded_link(records: Path, link: str) -> None:
     """Remove the symbolic link ``link`` (absolute) only when an ownership record under ``records`` (kind
     ``manlink``: :mod:`..manlink`'s man page links, recorded before each is made) says git-nerve made it and it

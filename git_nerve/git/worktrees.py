@@ -213,7 +213,7 @@ def _drop_index(tmp_index: Path, *, quietly: bool = False) -> None:
     from . import destroy
 
     try:
-        destroy.remove_own_temp_file(tmp_index, nerve_dir=tmp_index.parent, prefix="snapshot-")
+        destroy.remove_own_file(tmp_index, within=tmp_index.parent, kind="snapshot-index")
     except destroy.Refused:
         if not quietly:
             raise
