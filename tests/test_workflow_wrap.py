@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -159,3 +160,20 @@ def test_a_tick_can_stop_the_command_and_its_group(task, monkeypatch, tmp_path):
 def test_help(gw):
     res = gw(["run", "--help"], Path.cwd())
     assert res.code == 0 and "--done" in res.out and "nerve.heartbeatInterval" in res.out
+
+
+def test_a_signal_before_the_command_started_is_forwarded_once_it_has(tmp_path):
+    """`git worker run` installs its forwarding before it starts the command: a Ctrl-C that arrives in between
+    reaches the command (it used to end the wrapper with 130 and leave the command running: a flaky CI run)."""
+    from git_nerve.workflow.wrap import _Forwarding
+
+    script = ("import signal, sys, time\n"
+              "signal.signal(signal.SIGINT, lambda n, f: sys.exit(7))\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(30)\n")
+    with _Forwarding() as forwarding:
+        os.kill(os.getpid(), signal.SIGINT)  # before the command exists: kept, not a KeyboardInterrupt
+        proc = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+        assert proc.stdout.readline() == "ready\n"
+        forwarding.started(proc)
+        assert proc.wait(timeout=20) == 7

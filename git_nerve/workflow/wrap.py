@@ -246,40 +246,60 @@ def _runnable(repo, task: str | None, argv: list[str], here: Path):
 
 def _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace, out_sink, err_sink):
     """Start ``argv`` in its own process group, heartbeat while it runs; (its status, the heartbeats)."""
-    try:
-        proc = subprocess.Popen(
-            argv, cwd=run_dir, env=gitcli.clean_env(ports.env_for(repo.bus.conn, task_id)),  # + NERVE_PORT
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )
-    except OSError as exc:
-        raise UsageError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
-    out = Capture(proc.stdout, 64 * 1024, out_sink)
-    err = Capture(proc.stderr, 64 * 1024, err_sink)
-    beats = _Heartbeats(repo.paths.bus_path, task_id, f"running {name}", interval, proc, on_tick, grace)
-    beats.start()
-    code = _wait_forwarding(proc)
+    with _Forwarding() as forwarding:  # from before the start: a Ctrl-C right after it goes to the command too
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=run_dir, env=gitcli.clean_env(ports.env_for(repo.bus.conn, task_id)),  # + NERVE_PORT
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            )
+        except OSError as exc:
+            raise UsageError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+        forwarding.started(proc)
+        out = Capture(proc.stdout, 64 * 1024, out_sink)
+        err = Capture(proc.stderr, 64 * 1024, err_sink)
+        beats = _Heartbeats(repo.paths.bus_path, task_id, f"running {name}", interval, proc, on_tick, grace)
+        beats.start()
+        code = proc.wait()
     beats.stop_event.set()
     beats.join()
     out.join(2.0), err.join(0.5)
     return code, beats
 
 
-def _wait_forwarding(proc: subprocess.Popen) -> int:
-    """Wait for ``proc``, forwarding SIGINT and SIGTERM to its process group meanwhile."""
-    if threading.current_thread() is not threading.main_thread():
-        return proc.wait()
+class _Forwarding:
+    """While the ``with`` runs (main thread only), SIGINT and SIGTERM go to the command's process group instead of
+    ending this wrapper; one that arrives before the command was started (:meth:`started`) is sent to it as soon
+    as it has been: installed before the start, so no signal in between ends the wrapper and leaves the command."""
 
-    def forward(signum, frame):
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.early: list[int] = []
+        self.previous: dict = {}
+
+    def __enter__(self) -> "_Forwarding":
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.proc is None:
+            self.early.append(signum)
+        else:
+            self._send(signum)
+
+    def _send(self, signum: int) -> None:
         try:
-            os.killpg(proc.pid, signum)
+            os.killpg(self.proc.pid, signum)
         except ProcessLookupError:
             pass
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        return proc.wait()
-    finally:
-        for s, handler in previous.items():
+    def started(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        while self.early:
+            self._send(self.early.pop(0))
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self.previous.items():
             signal.signal(s, handler)
 
 
