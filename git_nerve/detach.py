@@ -3,7 +3,9 @@
 The one way git-nerve starts ``python -m git_nerve.<module>`` detached: a new session (no terminal, no signal
 from the command's process group), stdin from /dev/null, stdout and stderr appended to a log under
 ``<git-common-dir>/nerve/``, no inherited descriptors, this package first on PYTHONPATH (the child imports the
-same git_nerve as its parent, wherever it was run from). The background sync (``shared/background.py``), the
+same git_nerve as its parent, wherever it was run from), at a lower priority (``nice``, :data:`BACKGROUND_NICENESS`):
+on a machine whose cores are all busy with agents, the agents' own short commands (start, heartbeat, status,
+done) get a CPU before work that nobody waits on. The background sync (``shared/background.py``), the
 radar's recompute (``radar/background.py``), the knowledge sync (``knowledge/trigger.py``) and the listener
 (``listener.py``) use it.
 """
@@ -18,6 +20,32 @@ from pathlib import Path
 from .fs import create_file, make_dirs
 
 
+#: the niceness of work nobody waits on (the radar's recompute, the knowledge sync, the listener, the background
+#: sync; the post-commit hook's background part, hooks/run.py)
+BACKGROUND_NICENESS = 10
+
+
+def lower_priority(niceness: int) -> list[str]:
+    """The ``nice -n K`` that runs a command at ``niceness`` (POSIX ``nice``, on macOS too), or nothing when this
+    process already runs at that niceness or lower priority, or when ``nice`` is not on PATH. Absolute, not added
+    on: work started by work already lowered is not lowered again."""
+    import shutil
+
+    inc = niceness - os.nice(0)
+    found = shutil.which("nice") if inc > 0 else None
+    return [found, "-n", str(inc)] if found else []
+
+
+def lower_own_priority(niceness: int = BACKGROUND_NICENESS) -> None:
+    """Run this process at ``niceness`` (no-op when it already runs at that or lower priority)."""
+    try:
+        inc = niceness - os.nice(0)
+        if inc > 0:
+            os.nice(inc)
+    except OSError:
+        pass
+
+
 def start(module: str, args: list[str], *, cwd: str | os.PathLike[str], log: str | os.PathLike[str],
           env: dict[str, str]) -> subprocess.Popen:
     """Start ``python -m <module> <args>`` in ``cwd`` detached, its output appended to ``log``; ``env`` is the
@@ -29,7 +57,7 @@ def start(module: str, args: list[str], *, cwd: str | os.PathLike[str], log: str
     make_dirs(Path(log).parent)
     out = create_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
-        return subprocess.Popen([sys.executable, "-m", module, *args], cwd=os.fspath(cwd), env=child,
+        return subprocess.Popen([*lower_priority(BACKGROUND_NICENESS), sys.executable, "-m", module, *args], cwd=os.fspath(cwd), env=child,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
                                 close_fds=True)
     finally:

@@ -150,3 +150,25 @@ def test_a_change_made_in_the_second_the_index_was_written_is_seen(repo, gw):
     assert gw("conflicts --refresh", work).code == 0
     assert ("t1", "t2", "conflict") in pairs(gw, work), pairs(gw, work)
     assert git(t2, "show", ":src/app.py") == APP.strip()  # looked at, not touched
+
+
+def test_a_link_or_directory_planted_among_the_requests_does_not_keep_the_runner_busy(repo, tmp_path):
+    """What is not a request of ours is neither taken nor counted: the runner finishes (it used to go round
+    forever, the pending directory never empty) and the planted things are where they were."""
+    import threading
+
+    common = repo.work / ".git"
+    queue.add(common, ["a"])
+    person = tmp_path / "person.txt"
+    person.write_text("mine\n")
+    (queue.pending_dir(common) / "planted-link").symlink_to(person)
+    (queue.pending_dir(common) / "planted-dir").mkdir()
+    steps: list = []
+    done: list[int] = []
+    runner = threading.Thread(target=lambda: done.append(queue.run(common, steps.append)), daemon=True)
+    runner.start()
+    runner.join(10)
+    assert not runner.is_alive(), "the runner never finished"
+    assert done == [1] and steps == [{"a"}] and not queue.waiting(common)
+    assert (queue.pending_dir(common) / "planted-link").is_symlink() and person.read_text() == "mine\n"
+    assert (queue.pending_dir(common) / "planted-dir").is_dir()

@@ -118,10 +118,9 @@ def _nice(bulk: bool) -> list[str]:
     """``nice -n 5`` (POSIX, on macOS too) for bulk work, when it is on PATH; nothing otherwise."""
     if not bulk:
         return []
-    import shutil
+    from ..detach import lower_priority
 
-    found = shutil.which("nice")
-    return [found, "-n", str(BULK_NICENESS)] if found else []
+    return lower_priority(BULK_NICENESS)
 
 
 def disk_full_hint(said: str, cwd: str | os.PathLike[str] | None) -> str:

@@ -11,6 +11,7 @@ Only pre-push's own refusals (see :mod:`.runtime`) and pre-commit's (:mod:`.prec
 
 from __future__ import annotations
 
+import os
 import sys
 
 HOOKS = ("post-commit", "post-merge", "post-rewrite", "pre-push", "pre-commit")
@@ -23,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(USAGE + "\n")
         return 0 if argv else 2
     hook, args = argv[0], argv[1:]
+    if os.environ.get("NERVE_HOOK_BACKGROUND"):  # the shim's part nobody waits on (the radar's request)
+        from ..detach import lower_own_priority
+
+        lower_own_priority()
     if hook not in HOOKS:
         sys.stderr.write(f"warning: git-nerve: no hook named {hook!r} (it handles {', '.join(HOOKS)}); nothing done\n")
         return 0

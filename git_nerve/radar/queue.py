@@ -69,10 +69,22 @@ def take(common_dir: str | os.PathLike[str]) -> tuple[bool, set[str] | None]:
 
 
 def waiting(common_dir: str | os.PathLike[str]) -> bool:
+    """Is a request pending: a regular file :func:`take` would take (a link or a directory somebody put there is
+    no request; counting it would keep a runner looking at it forever)."""
+    import stat
+
+    d = pending_dir(common_dir)
     try:
-        return bool(os.listdir(pending_dir(common_dir)))
+        names = os.listdir(d)
     except OSError:
         return False
+    for name in names:
+        try:
+            if stat.S_ISREG(os.lstat(d / name).st_mode):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def run(common_dir: str | os.PathLike[str], step, busy=None) -> int:
