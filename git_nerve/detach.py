@@ -29,11 +29,21 @@ def lower_priority(niceness: int) -> list[str]:
     """The ``nice -n K`` that runs a command at ``niceness`` (POSIX ``nice``, on macOS too), or nothing when this
     process already runs at that niceness or lower priority, or when ``nice`` is not on PATH. Absolute, not added
     on: work started by work already lowered is not lowered again."""
-    import shutil
-
     inc = niceness - os.nice(0)
-    found = shutil.which("nice") if inc > 0 else None
+    found = _on_path("nice") if inc > 0 else None
     return [found, "-n", str(inc)] if found else []
+
+
+def _on_path(name: str) -> str | None:
+    """``shutil.which(name)`` for a plain name, without importing shutil (and its compression modules) into
+    every spawn (start-up); only absolute directories of PATH (never the current one: an agent's worktree)."""
+    for d in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if not os.path.isabs(d):
+            continue
+        candidate = os.path.join(d, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 def lower_own_priority(niceness: int = BACKGROUND_NICENESS) -> None:
