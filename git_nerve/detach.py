@@ -67,8 +67,8 @@ def start(module: str, args: list[str], *, cwd: str | os.PathLike[str], log: str
     make_dirs(Path(log).parent)
     out = create_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
-        return subprocess.Popen([*lower_priority(BACKGROUND_NICENESS), sys.executable, "-m", module, *args], cwd=os.fspath(cwd), env=child,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                                close_fds=True)
+        argv = [*lower_priority(BACKGROUND_NICENESS), sys.executable, "-m", module, *args]
+        return subprocess.Popen(argv, cwd=os.fspath(cwd), env=child, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=out, start_new_session=True, close_fds=True)
     finally:
         os.close(out)
