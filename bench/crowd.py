@@ -342,7 +342,8 @@ def main() -> None:
         bytecode_cache(env, root / "pycache")
         work = real_repo(args.real, root, env) if args.real else build.many_files(root, args.files).work
         files = int(build.git(work, "ls-files", "-z", env=env).count("\0"))
-        print(f"repository: {args.real or 'generated'}, {files} files; {os.cpu_count()} cores")
+        print(f"repository: {args.real or 'generated'}, {files} files; {os.cpu_count()} cores; warm reader "
+              + ("off (NERVE_WARM=0)" if env.get("NERVE_WARM") == "0" else "on (from 4 live tasks)"))
         run(["git", "worker", "spawn", "warmup", "--no-fetch"], work, env)  # the bus, the hooks
         only = set(args.only.split(","))
         lines = []

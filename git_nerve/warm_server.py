@@ -303,7 +303,8 @@ def _command(argv: list[str]) -> int | str:
 
 
 def _package_files() -> list[str]:
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """Every module of this git-nerve (git_nerve/**/*.py)."""
+    root = os.path.dirname(os.path.abspath(__file__))
     found = []
     for d, dirs, files in os.walk(root):
         dirs[:] = [x for x in dirs if x != "__pycache__"]

@@ -91,6 +91,9 @@ def answer(argv: list[str]) -> int | None:
             missing = found[1]
         _trace(f"direct {why}")
         return None
+    if not _printable(reply["out"]):
+        _trace("direct unprintable")
+        return None
     _trace(f"served {reply.get('pid')}")
     return _print(reply)
 
@@ -151,6 +154,17 @@ def _parse(raw: bytes) -> tuple[dict | None, str]:
             or not all(isinstance(c, list) and len(c) == 2 and c[0] in (1, 2) and isinstance(c[1], str) for c in out):
         return None, "malformed answer"
     return reply, ""
+
+
+def _printable(out: list) -> bool:
+    """Every chunk can be written by this process's streams (else the direct path meets the same error, its way)."""
+    try:
+        for fd, text in out:
+            stream = sys.stdout if fd == 1 else sys.stderr
+            text.encode(stream.encoding or "utf-8", stream.errors or "strict")
+    except (UnicodeError, LookupError, AttributeError):
+        return False
+    return True
 
 
 def _print(reply: dict) -> int:
