@@ -5,11 +5,13 @@ with it and the command answers itself)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -128,12 +130,12 @@ def test_served_answers_are_the_commands_own_bytes_in_every_state(warm):
     ]
     for args, cwd, extra in cases:
         served = clone.served(args, cwd, **extra)
-        assert served.returncode == 0 and served.stdout.startswith(b"{") or served.stdout.startswith(b"["), served
+        assert served.returncode == 0 and served.stdout[:1] in (b"{", b"["), served
         _same(served, clone.direct(args, cwd, **extra))
     missing = clone.served(["show", "nope", "--json"])  # an unknown task: exit 2, one line on stderr
     assert missing.returncode == 2 and b"unknown task 'nope'" in missing.stderr and missing.stdout == b""
     _same(missing, clone.direct(["show", "nope", "--json"]))
-    states = {r["task_id"]: r["state"] for r in __import__("json").loads(clone.served(["status", "--json"]).stdout)}
+    states = {r["task_id"]: r["state"] for r in json.loads(clone.served(["status", "--json"]).stdout)}
     assert states == {"t1": "WORKING", "t2": "IN_REVIEW", "t3": "ASSIGNED", "t4": "ASSIGNED"}
 
 
@@ -141,7 +143,7 @@ def test_with_no_task_the_served_answer_is_the_direct_one(warm):
     clone = warm(tasks=())
     assert clone.direct(["status", "--json"]).returncode == 0  # the bus made; no server (no live task)
     assert not clone.log.exists()
-    server = subprocess.Popen([os.sys.executable, "-m", "git_nerve.warm_server", "--common", str(clone.common)],
+    server = subprocess.Popen([sys.executable, "-m", "git_nerve.warm_server", "--common", str(clone.common)],
                               cwd=clone.work, env=clone.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_until(clone.running, what="the warm reader listening", alive=server)
@@ -233,7 +235,7 @@ def test_a_server_of_another_version_is_not_used_and_stops(warm):
     code = ("import sys, git_nerve; git_nerve.__version__ = '0.0.0-other'\n"
             "from git_nerve.warm import client\n"
             "print(client.answer(['status', '--json']))\n")
-    res = subprocess.run([os.sys.executable, "-c", code], cwd=clone.work, env=clone.env, capture_output=True,
+    res = subprocess.run([sys.executable, "-c", code], cwd=clone.work, env=clone.env, capture_output=True,
                          text=True)
     assert res.stdout == "None\n" and res.stderr == ""  # nothing printed: the command answers itself
     assert clone.lines()[-1].split()[1:] == ["direct", "refused:", "another", "git-nerve"]
@@ -258,7 +260,7 @@ def test_something_planted_at_the_socket_is_kept_and_commands_answer(warm, plant
         assert clone.lines()[-1].split()[1] == "direct"
     assert not locks.is_held(clone.lock) and not clone.log.exists()  # no server was even started
     # a server started by hand keeps it too, and stops
-    subprocess.run([os.sys.executable, "-m", "git_nerve.warm_server", "--common", str(clone.common)], cwd=clone.work,
+    subprocess.run([sys.executable, "-m", "git_nerve.warm_server", "--common", str(clone.common)], cwd=clone.work,
                    env=clone.env, timeout=60, check=True, capture_output=True)
     if planted == "file":
         assert clone.sock.read_text(encoding="utf-8") == "a person's file\n"
@@ -282,3 +284,22 @@ def test_a_killed_servers_socket_is_replaced_by_the_next_server(warm):
     _same(res, clone.direct(["status", "--json"]))
     wait_until(lambda: clone.running() and clone.server_pid() != pid, what="a new server")
     clone.served(["status", "--json"])
+
+
+def test_it_stops_when_its_package_changes(warm):
+    """An upgrade or an edit of git-nerve's files: the running server would answer with the old code; it stops."""
+    import git_nerve.scripted_model as some_module
+
+    clone = warm()
+    clone.start()
+    clone.served(["status", "--json"])
+    path = Path(some_module.__file__)
+    st = path.stat()
+    try:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        wait_until(lambda: not locks.is_held(clone.lock), what="the server of the changed package stopped")
+    finally:
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # its bytecode stays valid for the other tests
+    assert "its package changed" in clone.log.read_text(encoding="utf-8")
+    res = clone.git(["worker", "status", "--json"])
+    assert res.returncode == 0 and clone.lines()[-1].split()[1:] == ["direct", "none"]
