@@ -311,3 +311,55 @@ def test_it_stops_when_its_package_changes(warm):
     assert "its package changed" in clone.log.read_text(encoding="utf-8")
     res = clone.git(["worker", "status", "--json"])
     assert res.returncode == 0 and clone.lines()[-1].split()[1:] == ["direct", "none"]
+
+
+def _on_a_terminal(clone: Clone, args: list[str], **extra) -> tuple[int, bytes, bytes]:
+    """(exit code, stdout, what reached the terminal) of the command with its stderr on a pseudo-terminal."""
+    import pty
+
+    main, side = pty.openpty()
+    try:
+        proc = subprocess.run(["git", "worker", *args], cwd=clone.work, env={**clone.env, **extra},
+                              stdout=subprocess.PIPE, stderr=side, timeout=120)
+        os.close(side)
+        side = -1
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal's other side closed: all read
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(main)
+        if side >= 0:
+            os.close(side)
+    return proc.returncode, proc.stdout, seen
+
+
+def test_on_a_terminal_the_served_answer_has_the_same_colours(warm):
+    clone = warm()
+    clone.start()
+    for extra in ({"NO_COLOR": ""}, {"NO_COLOR": "1"}):  # (the test environment sets it)
+        before = len(clone.lines())
+        served = _on_a_terminal(clone, ["show", "nope", "--json"], **extra)
+        assert clone.lines()[before:][-1].split()[1] == "served"
+        direct = _on_a_terminal(clone, ["show", "nope", "--json"], NERVE_WARM="0", **extra)
+        assert served == direct and served[0] == 2
+        assert (b"\x1b[" in served[2]) is (not extra["NO_COLOR"])  # red `error:` on a terminal, none with NO_COLOR
+
+
+def test_many_commands_at_once_are_each_answered_alike(warm):
+    import concurrent.futures
+
+    clone = warm()
+    clone.start()
+    _settled(clone)
+    want = clone.direct(["status", "--json"])
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: clone.git(["worker", "status", "--json"]), range(16)))
+    for res in got:
+        _same(res, want)
+    assert sum(1 for ln in clone.lines() if ln.split()[1] == "served") >= 16
