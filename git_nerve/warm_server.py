@@ -284,12 +284,18 @@ def _run(req: dict) -> dict:
 
 
 def _command(argv: list[str]) -> int | str:
-    """The exit code of the command (a string: why it is not answered here)."""
+    """The exit code of the command (a string: why it is not answered here). Python's warnings as a new process
+    gives them (a warning shown once per process is shown again: catch_warnings resets that memory, and puts the
+    filters back after). The git children of these commands write to pipes of theirs, never to this process's
+    own descriptors (git/cli.run captures both)."""
+    import warnings
+
     from .cli import entry
 
     try:
-        if not entry._fast(argv[0], argv[1:]):
-            return "not a plain command"
+        with warnings.catch_warnings():
+            if not entry._fast(argv[0], argv[1:]):
+                return "not a plain command"
     except SystemExit as exc:
         if exc.code is None:
             return 0
