@@ -50,6 +50,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # this clone's server runs already
     try:
         why = _serve(common)
+    except _Stop as stop:  # a signal before it listened
+        why = str(stop)
+    except Exception as exc:  # noqa: BLE001 - said in its log; the commands answer themselves meanwhile
+        import traceback
+
+        traceback.print_exc()
+        why = f"error: {exc}"
     finally:
         held.__exit__(None, None, None)
     _log(f"stopped: {why}")
@@ -75,7 +82,8 @@ def _serve(common: str) -> str:
     if life.bus_id is None:
         return "no bus"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    mask = os.umask(0o177)
+    mine = None
+    mask = os.umask(0o177)  # made 0600 at once
     try:
         sock.bind(path)
     finally:
@@ -88,7 +96,7 @@ def _serve(common: str) -> str:
         return _loop(sock, life)
     finally:
         sock.close()
-        _remove_own(path, common, mine if "mine" in locals() else None)
+        _remove_own(path, common, mine)
 
 
 def _clear(path: str, common: str) -> str | None:
