@@ -6,6 +6,8 @@ with its own CPU time (bench/waits.py); most of that was starting Python and imp
 alone, interleaved with ``python -c pass`` (the floor) and, with ``--before SRC``, the same command run with the
 git-nerve whose source tree is SRC (a checkout of an older commit, on PYTHONPATH): median CPU (user + system,
 its git children included) and wall time, their ratios to the floor and to before, side by side in one run.
+`status --json` and `show T --json` each twice: answered by the clone's warm reader (git_nerve/warm: the
+command's own CPU, then the server's per answer, from /proc where there is one) and directly (NERVE_WARM=0).
 
     .venv/bin/python bench/startup.py [--runs 15] [--before /tmp/old-checkout]
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,7 +48,7 @@ def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, float]:
 def setup(root: Path, env: dict) -> tuple[Path, Path, Path]:
     """A repository, a WORKING task (start, heartbeat, show run on it) and an IN_REVIEW one (done runs on it)."""
     work = build.many_files(root, 300).work
-    for task in ("solo", "finished", "third"):
+    for task in ("solo", "finished", "third", "fourth"):  # four live tasks: the clone gets a warm reader
         subprocess.run(["git", "worker", "spawn", task, "--no-fetch"], cwd=work, env=env, check=True, capture_output=True)
     wt, wt_done = (work.parent / f"{work.name}.worktrees" / t for t in ("solo", "finished"))
     for where in (wt, wt_done):
@@ -62,11 +65,38 @@ def cases(work: Path, wt: Path, wt_done: Path, src: Path) -> dict[str, tuple[Pat
         "start --json": (wt, ["git", "worker", "start", "--json"], {}),
         "done (already IN_REVIEW)": (wt_done, ["git", "worker", "done"], {}),
         "heartbeat": (wt, ["git", "worker", "heartbeat"], {}),
-        "status --json": (work, ["git", "worker", "status", "--json"], {}),
-        "show T --json": (work, ["git", "worker", "show", "solo", "--json"], {}),
+        "status --json (direct)": (work, ["git", "worker", "status", "--json"], {"NERVE_WARM": "0"}),
+        "status --json (served)": (work, ["git", "worker", "status", "--json"], {}),
+        "show T --json (direct)": (work, ["git", "worker", "show", "solo", "--json"], {"NERVE_WARM": "0"}),
+        "show T --json (served)": (work, ["git", "worker", "show", "solo", "--json"], {}),
         "post-commit hook (Python)": (wt, [sys.executable, "-S", "-c", HOOK, str(src), "post-commit"],
                                       {"NERVE_HOOK_BACKGROUND": "1"}),
     }
+
+
+def warm_reader(work: Path, env: dict) -> int | None:
+    """Start the clone's warm reader (a direct `status --json` does, at four live tasks) and wait until it answers;
+    its pid (None when it did not start: e.g. a socket path too long)."""
+    from git_nerve import locks
+
+    lock = work / ".git" / "nerve" / "locks" / "warm.lock"
+    subprocess.run(["git", "worker", "status", "--json"], cwd=work, env=env, check=True, capture_output=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if locks.is_held(lock) and (work / ".git" / "nerve" / "warm.sock").exists():
+            return locks.holder(lock)
+        time.sleep(0.05)
+    print("(no warm reader started: the served figures are direct ones)")
+    return None
+
+
+def server_cpu(pid: int | None) -> float:
+    """Seconds of CPU the process ``pid`` has used (Linux /proc; -1 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return -1.0
 
 
 def main() -> None:
@@ -80,9 +110,11 @@ def main() -> None:
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
         bytecode_cache(env, root / "pycache")
         work, wt, wt_done = setup(root, env)
+        server = warm_reader(work, env)
         sides = {"now": (ROOT, env)}
         if args.before:
             sides["before"] = (args.before.resolve(), {**env, "PYTHONPATH": str(args.before.resolve())})
+        server_cpu_at_start = server_cpu(server) if server is not None else 0.0
         t: dict[tuple[str, str], list[tuple[float, float]]] = {}
         for _ in range(args.runs):  # interleaved: drift on the shared machine hits every figure alike
             t.setdefault(("pass", ""), []).append(timed([sys.executable, "-c", "pass"], work, env))
@@ -102,7 +134,14 @@ def main() -> None:
                 bw, bc = med[(name, "before")]
                 line += f" | {bc * 1000:10.1f} {bw * 1000:6.1f} {bc / floor[1]:9.2f} | {c / bc:14.2f}"
             print(line, flush=True)
+        if server is not None:
+            served = sum(len(v) for (name, _), v in t.items() if name.endswith("(served)"))
+            spent = server_cpu(server) - server_cpu_at_start
+            print(f"  warm reader (pid {server}): cpu {spent / max(served, 1) * 1000:5.1f} ms per answer "
+                  f"({served} answers; /proc's clock ticks)" if spent >= 0 else "  warm reader: its CPU unknown here")
         print(f"  (load average at the end {os.getloadavg()[0]:.1f})")
+        if server is not None:
+            os.kill(server, signal.SIGTERM)  # (it would stop anyway once its clone is removed)
 
 
 if __name__ == "__main__":

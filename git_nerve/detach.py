@@ -7,7 +7,8 @@ same git_nerve as its parent, wherever it was run from), at a lower priority (``
 on a machine whose cores are all busy with agents, the agents' own short commands (start, heartbeat, status,
 done) get a CPU before work that nobody waits on. The background sync (``shared/background.py``), the
 radar's recompute (``radar/background.py``), the knowledge sync (``knowledge/trigger.py``) and the listener
-(``listener.py``) use it.
+(``listener.py``) use it; so does the warm reader (``warm/start.py``), at the caller's priority: it answers
+commands someone waits for.
 """
 
 from __future__ import annotations
@@ -57,17 +58,19 @@ def lower_own_priority(niceness: int = BACKGROUND_NICENESS) -> None:
 
 
 def start(module: str, args: list[str], *, cwd: str | os.PathLike[str], log: str | os.PathLike[str],
-          env: dict[str, str]) -> subprocess.Popen:
+          env: dict[str, str], niceness: int | None = BACKGROUND_NICENESS) -> subprocess.Popen:
     """Start ``python -m <module> <args>`` in ``cwd`` detached, its output appended to ``log``; ``env`` is the
     child's environment (the caller's, with git's location variables taken out), PYTHONPATH put in front.
-    Raises OSError when it cannot start."""
+    ``niceness``: the priority it runs at (:func:`lower_priority`); None: the caller's (the warm reader, which
+    answers commands someone waits for). Raises OSError when it cannot start."""
     child = dict(env)
     root = str(Path(__file__).resolve().parents[1])
     child["PYTHONPATH"] = root + (os.pathsep + child["PYTHONPATH"] if child.get("PYTHONPATH") else "")
     make_dirs(Path(log).parent)
     out = create_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     try:
-        argv = [*lower_priority(BACKGROUND_NICENESS), sys.executable, "-m", module, *args]
+        nice = lower_priority(niceness) if niceness is not None else []
+        argv = [*nice, sys.executable, "-m", module, *args]
         return subprocess.Popen(argv, cwd=os.fspath(cwd), env=child, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=out, start_new_session=True, close_fds=True)
     finally:

@@ -11,7 +11,7 @@ trees, worktrees, branches and refs, re-exports it; it lives here, at the bottom
 * it lies strictly inside ``within`` once its directory is resolved (no ``..``, no symlinked directory leads
   out), ``within`` being the git-nerve directory the kind lives in (a ``nerve`` directory of a git dir or inside
   one; a git dir for git's lock files; a hooks directory; the directory of the bus being built);
-* ``lstat`` says it is a regular file: a symbolic link planted at the name is kept (its target is never followed,
+* ``lstat`` says it is a regular file (a Unix socket for the kinds in :data:`SOCKETS`): a symbolic link planted at the name is kept (its target is never followed,
   and the link is no file git-nerve made: links git-nerve makes, its man page links, are removed only by
   ``destroy.remove_recorded_link``, which checks their record), so is a directory.
 
@@ -67,7 +67,12 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "mcp-config": (r"[^/]+", _RECORDED, "an MCP config file `git nerve mcp install` created (its record)"),
     "reset-added": (r"[^/]+", _RECORDED, "a file our killed reset created in a task's worktree (absent at the "
                     "commit the repair marker, written before the reset, names as its start)"),
+    "warm-socket": (r"warm\.sock", _NERVE, "the warm reader's socket (git_nerve/warm): its server, holding the "
+                    "server lock, removes its own, or a dead server's it replaces"),
 }
+
+#: the kinds that are a Unix socket, not a regular file (a regular file or anything else at their name is kept)
+SOCKETS = frozenset({"warm-socket"})
 
 
 def _refuse(path: str, why: str):
@@ -104,7 +109,10 @@ def _prove(path, within, kind: str, record: dict | None) -> tuple[str, str] | No
         return None
     if stat.S_ISLNK(st.st_mode):
         _refuse(raw, "it is a symbolic link (its target is not ours to remove, nor is a link git-nerve did not record)")
-    if not stat.S_ISREG(st.st_mode):
+    if kind in SOCKETS:
+        if not stat.S_ISSOCK(st.st_mode):
+            _refuse(raw, "not a socket")
+    elif not stat.S_ISREG(st.st_mode):
         _refuse(raw, "not a regular file")
     if where == _HOOKS and not _has_marker(target):
         _refuse(raw, "not a hook git-nerve's installer wrote")
@@ -149,4 +157,4 @@ def keep_or_remove(path, *, within, kind: str, record: dict | None = None) -> st
     return None
 
 
-__all__ = ["HOOK_MARKER", "KINDS", "Refused", "keep_or_remove", "remove_own_file"]
+__all__ = ["HOOK_MARKER", "KINDS", "SOCKETS", "Refused", "keep_or_remove", "remove_own_file"]

@@ -77,56 +77,16 @@ def discover(cwd: str | os.PathLike[str] | None = None, *, inherit_location: boo
     return RepoPaths(Path(git_dir), Path(common_dir), Path(toplevel) if toplevel else None)
 
 
-#: environment that changes how git finds a repository: find_by_files leaves those cases to git
-_GIT_LOCATION_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_CEILING_DIRECTORIES",
-                     "GIT_DISCOVERY_ACROSS_FILESYSTEM")
-
-
 def find_by_files(cwd: str | os.PathLike[str] | None = None) -> RepoPaths | None:
     """The repository containing ``cwd`` found the way git finds it, by reading files, without starting git;
-    None whenever anything is unusual (then :func:`discover` asks git): git's location variables set, no
-    ``.git`` on this filesystem, ``cwd`` inside a git dir, a ``.git`` that is neither a directory nor a
-    ``gitdir:`` file, or a work tree or git dir owned by another user (git's safe.directory check)."""
-    if any(v in os.environ for v in _GIT_LOCATION_ENV) or not hasattr(os, "getuid"):
+    None whenever anything is unusual (then :func:`discover` asks git): see :func:`git_nerve.dotgit.locate`."""
+    from .dotgit import locate
+
+    found = locate(os.fspath(cwd) if cwd is not None else None)
+    if found is None:
         return None
-    try:
-        start = os.path.abspath(cwd if cwd is not None else os.getcwd())
-        top, dev = start, os.stat(start).st_dev
-        while not os.path.lexists(os.path.join(top, ".git")):
-            parent = os.path.dirname(top)
-            if parent == top or os.stat(parent).st_dev != dev:
-                return None
-            top = parent
-        git_dir = _git_dir_of(os.path.join(top, ".git"))
-        if git_dir is None or not os.path.isfile(os.path.join(git_dir, "HEAD")):
-            return None
-        if os.path.commonpath([start, git_dir]) == git_dir:
-            return None  # inside the git dir: git has no work tree there
-        uid = os.getuid()
-        if os.stat(top).st_uid != uid or os.stat(git_dir).st_uid != uid:
-            return None
-        try:
-            with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as fh:
-                pointer = fh.read().strip()
-        except FileNotFoundError:
-            pointer = ""
-        common = os.path.normpath(os.path.join(git_dir, pointer)) if pointer else git_dir
-    except (OSError, ValueError):
-        return None
+    git_dir, common, top = found
     return RepoPaths(Path(git_dir), Path(common), Path(top))
-
-
-def _git_dir_of(dot_git: str) -> str | None:
-    """``.git`` itself when it is a directory, the target of its ``gitdir: <path>`` line when it is a file."""
-    if os.path.isdir(dot_git) and not os.path.islink(dot_git):
-        return dot_git
-    if not os.path.isfile(dot_git) or os.path.islink(dot_git):
-        return None
-    with open(dot_git, encoding="utf-8") as fh:
-        line = fh.readline().strip()
-    if not line.startswith("gitdir: "):
-        return None
-    return os.path.normpath(os.path.join(os.path.dirname(dot_git), line[len("gitdir: "):]))
 
 
 def stop_request_path(git_dir: str | os.PathLike[str]) -> Path:

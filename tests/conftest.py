@@ -37,6 +37,8 @@ def hermetic(tmp_path_factory, monkeypatch):
     env = build.hermetic_env(home)
     # our console scripts (git-worker, git-nerve) first, so `git worker` is this checkout's
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    # no warm reader (git_nerve/warm) outlives a test: tests/test_warm.py turns it on for its own clones
+    env["NERVE_WARM"] = "0"
     for key in list(os.environ):
         if key not in env:
             monkeypatch.delenv(key, raising=False)

@@ -229,3 +229,32 @@ def test_a_link_planted_at_a_marker_or_log_name_is_never_followed(tmp_path):
     with pytest.raises(OSError):
         create_file(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     assert victim.read_text() == "kept\n"
+
+
+def test_the_warm_readers_socket_is_removed_only_when_it_is_a_socket(nerve):
+    """The warm reader's socket (kind warm-socket) goes through the door like any file of ours; a regular file, a
+    directory or a link planted at its name is kept (then no server runs: tests/test_warm.py)."""
+    import socket
+
+    d, person = nerve
+    path = d / "warm.sock"
+    if len(os.fsencode(path)) >= 100:
+        pytest.skip(f"{path} is too long for a Unix socket here")
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(path))
+    assert destroy.remove_own_file(path, within=d, kind="warm-socket") is True
+    assert not path.exists()
+    path.write_text("a person's file\n", encoding="utf-8")
+    _refused(path, within=d, kind="warm-socket", match="not a socket")
+    assert path.read_text(encoding="utf-8") == "a person's file\n"
+    path.unlink()
+    path.symlink_to(person)
+    _refused(path, within=d, kind="warm-socket", match="symbolic link")
+    path.unlink()
+    path.mkdir()
+    _refused(path, within=d, kind="warm-socket", match="not a socket")
+    other = d / "other.sock"
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(other))
+    _refused(other, within=d, kind="warm-socket", match="not one git-nerve gives")
+    assert other.exists()

@@ -3,7 +3,8 @@
 ``git worker heartbeat`` is called every few seconds by agents and wrappers;
 it takes a standard-library-only path (no click, no pygit2) unless help is
 asked for. A plain `git worker spawn`, `start`, `done`, `status --json` and
-`show T --json` skip click too (:func:`_fast`). ``git nerve knowledge query`` (an agent's
+`show T --json` skip click too (:func:`_fast`); the last two first ask the
+clone's warm reader, when one runs (:mod:`git_nerve.warm`). ``git nerve knowledge query`` (an agent's
 "where is X") takes a click-free path too when its arguments are plain;
 anything else, and any error, goes the click way, which reports it as
 documented.
@@ -21,6 +22,12 @@ def worker_main() -> None:
         from ..worker.heartbeat import main as heartbeat_main
 
         sys.exit(heartbeat_main(argv[1:]))
+    if argv[:1] in (["status"], ["show"]):
+        from ..warm.client import answer  # the clone's warm reader first (os, sys, _socket, json only)
+
+        code = answer(argv)
+        if code is not None:
+            sys.exit(code)
     if argv[:1] in (["spawn"], ["start"], ["done"], ["status"], ["show"]) and _fast(argv[0], argv[1:]):
         sys.exit(0)
     if argv[:1] == ["help"]:
@@ -83,7 +90,20 @@ def _fast(command: str, args: list[str]) -> bool:
 
         run_mapped(again)
         raise
+    if command in ("status", "show"):
+        _warm_up()
     return True
+
+
+def _warm_up() -> None:
+    """No warm reader answered for this clone (:mod:`git_nerve.warm.client`): one is started when it is worth it,
+    after this command answered itself (never in the warm reader itself, which asks none)."""
+    from ..warm import client
+
+    if client.missing is not None:
+        from ..warm.start import after_direct
+
+        after_direct(client.missing)
 
 
 def _serve_mcp(args: list[str]) -> bool:

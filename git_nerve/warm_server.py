@@ -1,0 +1,350 @@
+"""The warm reader's server: ``python -m git_nerve.warm_server --common DIR``, one per clone (issue 27). Beside the
+``warm`` package, not in it: it runs the commands' own path (cli/entry.py), which imports that package.
+
+It answers `git worker status --json` and `git worker show T --json` for :mod:`.warm.client`, one request at a time
+(single-threaded), by running the very function the command's click-free path runs (cli/entry.py ``_fast``): for
+each request the current directory, the whole environment, the umask and ``sys.argv`` are the client's, stdout and
+stderr are captured (in the order written, each saying whether it is a terminal as the client's does), and all of
+it is put back afterwards. Nothing is kept between requests: each opens the repository and the bus afresh, as a
+new process would (the modules these commands load keep no state of the repository at module level: constants,
+this process's liveness token, a counter of temporary names).
+
+It refuses (the client then answers itself) a request of another git-nerve version, install or Python, and then
+stops; so it does when its package's files changed, when its clone is gone (the bus is no longer the file it
+opened: device and inode, not the path), when ``[worker] warm`` turned false, and after ``NERVE_WARM_IDLE``
+(default 300) seconds without a request. One per clone: it holds ``<common>/nerve/locks/warm.lock`` while it
+runs; its socket ``<common>/nerve/warm.sock`` (mode 0600) is made and removed only by the holder, through the
+door for single files (kind ``warm-socket``): a dead server's socket is replaced, anything else at the name is
+kept and no server runs. Its log, ``<common>/nerve/warm.log``, gets a line when it starts and when it stops.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import select
+import signal
+import stat
+import sys
+import time
+
+from .warm import client, start
+
+#: the most a request may weigh (its environment is most of it)
+MAX_REQUEST = 1 << 22
+#: seconds a connected client has to send its request
+READ_TIMEOUT = 5.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from . import locks
+
+    parser = argparse.ArgumentParser(prog=start.MODULE)
+    parser.add_argument("--common", required=True)
+    common = os.path.realpath(parser.parse_args(argv).common)
+    held = locks.try_hold(start.lock_path(common))
+    if held is None:
+        return 0  # this clone's server runs already
+    try:
+        why = _serve(common)
+    except _Stop as stop:  # a signal before it listened
+        why = str(stop)
+    except Exception as exc:  # noqa: BLE001 - said in its log; the commands answer themselves meanwhile
+        import traceback
+
+        traceback.print_exc()
+        why = f"error: {exc}"
+    finally:
+        held.__exit__(None, None, None)
+    _log(f"stopped: {why}")
+    return 0
+
+
+def _log(line: str) -> None:
+    print(f"warm {time.time():.3f} pid {os.getpid()}: {line}", flush=True)
+
+
+def _serve(common: str) -> str:
+    import socket
+
+    if not start.enabled(common):
+        return "[worker] warm is false"
+    path = client.socket_path(common)
+    if path is None:
+        return "the socket's path is too long"
+    kept = _clear(path, common)
+    if kept:
+        return kept
+    life = _Life(common)
+    if life.bus_id is None:
+        return "no bus"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    mine = None
+    mask = os.umask(0o177)  # made 0600 at once
+    try:
+        sock.bind(path)
+    finally:
+        os.umask(mask)
+    try:
+        mine = os.lstat(path).st_ino
+        os.chmod(path, 0o600)
+        sock.listen(128)
+        _log(f"started ({sys.executable}, idle {life.idle:g} s)")
+        return _loop(sock, life)
+    finally:
+        sock.close()
+        _remove_own(path, common, mine)
+
+
+def _clear(path: str, common: str) -> str | None:
+    """Make room for the socket: a dead server's socket is removed (this process holds the server lock, so no live
+    server has it), through the door; anything else at the name is kept (then no server runs). The reason kept."""
+    from .filedoor import keep_or_remove
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISSOCK(st.st_mode):
+        return f"kept {path}: not a socket"
+    return keep_or_remove(path, within=os.path.join(common, "nerve"), kind="warm-socket")
+
+
+def _remove_own(path: str, common: str, inode: int | None) -> None:
+    from .filedoor import keep_or_remove
+
+    try:
+        if inode is None or os.lstat(path).st_ino != inode:
+            return  # not the socket this server made
+    except OSError:
+        return
+    kept = keep_or_remove(path, within=os.path.join(common, "nerve"), kind="warm-socket")
+    if kept:
+        _log(kept)
+
+
+class _Life:
+    """When the server stops: idle too long, its clone gone, its package changed, turned off, asked to (SIGTERM)."""
+
+    def __init__(self, common: str):
+        self.common = common
+        self.bus_id = _file_id(start.bus_path(common))
+        try:
+            self.idle = float(os.environ.get(start.ENV_IDLE) or start.IDLE)
+        except ValueError:
+            self.idle = start.IDLE
+        self.since = time.monotonic()
+        self.files = _package_files()
+        self.stamp = _stamp(self.files)
+        self.me = client.identity()
+        self.stop: str | None = None
+        self.busy = False
+        signal.signal(signal.SIGTERM, self._term)
+        signal.signal(signal.SIGINT, self._term)
+
+    def _term(self, signum, frame) -> None:
+        self.stop = f"signal {signum}"
+        if not self.busy:
+            raise _Stop(self.stop)
+
+    def over(self) -> str | None:
+        """Why the server stops now, or None."""
+        if self.stop:
+            return self.stop
+        if _file_id(start.bus_path(self.common)) != self.bus_id:
+            return "its clone is gone (the bus is not the file it opened)"
+        if _stamp(self.files) != self.stamp:
+            return "its package changed"
+        if time.monotonic() - self.since >= self.idle:
+            return f"idle for {self.idle:g} s"
+        return None
+
+    def refusal(self, req) -> tuple[str | None, bool]:
+        """(why this request is not answered here, whether the server stops) or (None, False)."""
+        if not isinstance(req, dict):
+            return "malformed request", False
+        mine = {k: req.get(k) for k in self.me}
+        if mine != self.me:
+            return "another git-nerve", True
+        why = self.over() or (None if start.enabled(self.common) else "[worker] warm is false")
+        if why:
+            return why, True
+        if not (isinstance(req.get("argv"), list) and client.plain(req["argv"]) and isinstance(req.get("env"), dict)
+                and isinstance(req.get("cwd"), str) and isinstance(req.get("umask"), int)
+                and isinstance(req.get("argv0"), str) and isinstance(req.get("tty"), list) and len(req["tty"]) == 2):
+            return "malformed request", False
+        return None, False
+
+    def wait(self) -> float:
+        return max(0.01, min(1.0, self.idle - (time.monotonic() - self.since)))
+
+
+class _Stop(Exception):
+    pass
+
+
+def _loop(sock, life: _Life) -> str:
+    try:
+        while True:
+            why = life.over()
+            if why:
+                return why
+            ready, _, _ = select.select([sock], [], [], life.wait())
+            if not ready:
+                continue
+            conn, _ = sock.accept()
+            life.busy = True
+            try:
+                why = _handle(conn, life)
+            finally:
+                life.busy = False
+                conn.close()
+            life.since = time.monotonic()
+            if why:
+                return why
+    except _Stop as stop:
+        return str(stop)
+
+
+def _handle(conn, life: _Life) -> str | None:
+    """Answer one request; the reason to stop, or None."""
+    conn.settimeout(READ_TIMEOUT)
+    chunks, size = [], 0
+    try:
+        while size <= MAX_REQUEST:
+            data = conn.recv(1 << 16)
+            if not data:
+                break
+            chunks.append(data)
+            size += len(data)
+        req = json.loads(b"".join(chunks).decode("utf-8", "surrogateescape"))
+    except (OSError, ValueError):
+        return None
+    why, stop = life.refusal(req)
+    reply = {"refused": why} if why else _run(req)
+    reply["pid"] = os.getpid()
+    try:
+        conn.sendall(json.dumps(reply).encode("utf-8", "surrogateescape"))
+    except OSError:
+        pass
+    return why if stop else None
+
+
+class _Capture(io.TextIOBase):
+    """stdout or stderr of one request: what is written, in order with the other stream's, and a terminal exactly
+    when the client's is one (colour is decided by that, as in the client's own process)."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def __init__(self, fd: int, out: list, tty: bool):
+        super().__init__()
+        self.fd, self.out, self.tty = fd, out, bool(tty)
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        if text:
+            if self.out and self.out[-1][0] == self.fd:
+                self.out[-1][1] += text
+            else:
+                self.out.append([self.fd, text])
+        return len(text)
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def writable(self) -> bool:
+        return True
+
+
+def _run(req: dict) -> dict:
+    """The command run as the client's own process would run it; {"code", "out"}, or {"refused"} when it did not
+    finish as a command does (the client then runs it itself, and prints whatever the direct path prints)."""
+    saved = (dict(os.environ), os.getcwd(), sys.argv, sys.stdout, sys.stderr)
+    mask = os.umask(0o022)
+    out: list = []
+    try:
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in req["env"].items()})
+        os.umask(req["umask"])
+        sys.argv = [req["argv0"], *req["argv"]]
+        sys.stdout, sys.stderr = _Capture(1, out, req["tty"][0]), _Capture(2, out, req["tty"][1])
+        code = _command(req["argv"])
+    except OSError as exc:  # its directory gone, ...
+        code = f"{exc}"
+    finally:
+        env, cwd, sys.argv, sys.stdout, sys.stderr = saved
+        os.environ.clear()
+        os.environ.update(env)
+        os.umask(mask)
+        try:
+            os.chdir(cwd)
+        except OSError:
+            os.chdir("/")
+    if isinstance(code, str):
+        return {"refused": code}
+    return {"code": code, "out": out}
+
+
+def _command(argv: list[str]) -> int | str:
+    """The exit code of the command (a string: why it is not answered here). Python's warnings as a new process
+    gives them (a warning shown once per process is shown again: catch_warnings resets that memory, and puts the
+    filters back after). The git children of these commands write to pipes of theirs, never to this process's
+    own descriptors (git/cli.run captures both)."""
+    import warnings
+
+    from .cli import entry
+
+    try:
+        with warnings.catch_warnings():
+            if not entry._fast(argv[0], argv[1:]):
+                return "not a plain command"
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0
+        if isinstance(exc.code, int):
+            return exc.code
+        sys.stderr.write(f"{exc.code}\n")
+        return 1
+    except BaseException as exc:  # noqa: BLE001 - a traceback is the direct path's to print: the client runs it
+        return f"{type(exc).__name__}"
+    return 0
+
+
+def _package_files() -> list[str]:
+    """Every module of this git-nerve (git_nerve/**/*.py)."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    found = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs if x != "__pycache__"]
+        found += [os.path.join(d, f) for f in files if f.endswith(".py")]
+    return sorted(found)
+
+
+def _stamp(files: list[str]) -> list:
+    """What changes when any of the package's files is replaced or edited."""
+    stamps = []
+    for f in files:
+        try:
+            st = os.stat(f)
+            stamps.append((st.st_ino, st.st_size, st.st_mtime_ns))
+        except OSError:
+            stamps.append(None)
+    return stamps
+
+
+def _file_id(path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+if __name__ == "__main__":
+    sys.exit(main())
