@@ -202,6 +202,17 @@ def test_no_server_below_four_live_tasks_one_at_four(warm):
     assert oct(clone.sock.stat().st_mode & 0o777) == oct(0o600)
 
 
+def test_the_spawn_that_makes_the_fourth_live_task_starts_the_server(warm):
+    """An orchestrator spawns its tasks, then polls: the polls are answered warm from the first."""
+    clone = warm(tasks=())
+    for t in TASKS[:3]:
+        assert clone.git(["worker", "spawn", t, "--no-fetch"]).returncode == 0
+    assert not clone.log.exists() and not locks.is_held(clone.lock)  # three live tasks: no server
+    assert clone.git(["worker", "spawn", TASKS[3], "--no-fetch"]).returncode == 0
+    wait_until(clone.running, what="the warm reader listening after the fourth spawn")
+    clone.served(["status", "--json"])
+
+
 def test_turned_off_in_nerve_toml_no_server_and_a_running_one_stops(warm):
     clone = warm()
     clone.start()

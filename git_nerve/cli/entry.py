@@ -92,6 +92,10 @@ def _fast(command: str, args: list[str]) -> bool:
         raise
     if command in ("status", "show"):
         _warm_up()
+    elif command == "spawn":
+        from ..warm.start import after_spawn
+
+        after_spawn()
     return True
 
 

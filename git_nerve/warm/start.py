@@ -3,7 +3,8 @@
 A clone gets one only when it is worth a process: ``[worker] warm`` in nerve.toml is not ``false``, ``NERVE_WARM``
 is not ``0``, and the bus has at least :data:`THRESHOLD` live tasks (a person with one task never gets a
 background process). The command that found none (:mod:`.client` says so) answers itself first, then calls
-:func:`after_direct`, which starts the server detached (:mod:`git_nerve.detach`) at the caller's priority (it
+:func:`after_direct` (and so does a spawn, :func:`after_spawn`: the polls after a burst of spawns are served from the
+first), which starts the server detached (:mod:`git_nerve.detach`) at the caller's priority (it
 answers commands someone waits for), unless one runs (its lock, ``<common>/nerve/locks/warm.lock``) or something
 that is not a socket sits at ``<common>/nerve/warm.sock`` (kept: no server then, every command answers itself).
 """
@@ -78,6 +79,20 @@ def after_direct(common_dir: str) -> bool:
     except Exception:  # noqa: BLE001 - a server is an optimisation: the command's answer stands
         return False
     return True
+
+
+def after_spawn() -> bool:
+    """A spawn that left the clone with :data:`THRESHOLD` live tasks or more starts its warm reader when none runs,
+    so that the `status --json` polls which follow a burst of spawns are answered warm from the first. Never fails
+    the spawn; True when one was started."""
+    from .client import UNUSUAL
+
+    if os.environ.get(ENV_OFF) == "0" or any(v in os.environ for v in UNUSUAL):
+        return False
+    from ..dotgit import locate
+
+    found = locate()
+    return found is not None and after_direct(found[1])
 
 
 def _planted(path: str) -> bool:
