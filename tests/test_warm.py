@@ -461,3 +461,24 @@ def test_conflicts_json_needing_a_recompute_is_answered_by_the_command_itself(wa
                                                                   direct.stderr)
     assert clone.running()  # the reader is still there, and answers now that the result needs no recompute
     _same_radar(clone.served(["conflicts", "--json"]), clone.direct(["conflicts", "--json"]))
+
+
+def test_conflicts_json_after_other_machines_footprints_changed_is_answered_by_the_command_itself(warm):
+    """Shared mode: a sync that brought other machines' footprints or claims makes the radar's pairs across machines
+    out of date (radar/remote.stale); the warm reader refuses, the command recomputes, and the reader answers the
+    next poll."""
+    from git_nerve.bus import shared
+    from git_nerve.bus.connection import Bus
+
+    clone = warm()
+    assert clone.direct(["conflicts", "--refresh"]).returncode == 0
+    clone.start()
+    clone.served(["conflicts", "--json"])
+    with Bus(clone.common / "nerve" / "bus.db") as bus, bus.write() as conn:
+        shared.ensure(conn)  # what the first sync makes: the remote inputs' stamp is no longer the result's
+    before = len(clone.lines())
+    res = clone.git(["worker", "conflicts", "--json"])
+    assert [ln.split(None, 1)[1] for ln in clone.lines()[before:]] == ["direct refused: the radar needs a recompute"]
+    data = json.loads(res.stdout)  # recomputed by the command (a result read as it is counts no pair either way)
+    assert res.returncode == 0 and data["computed"] + data["reused"] > 0
+    _same_radar(clone.served(["conflicts", "--json"]), clone.direct(["conflicts", "--json"]))
