@@ -279,6 +279,8 @@ def bench_radar(work: Path, env, busy: int) -> list[str]:
 
     threads = [threading.Thread(target=churn, args=(t,)) for t in busy_tasks]
     commit_s = float("nan")
+    polls: list[float] = []
+    traced: list[str] = []
     for th in threads:
         th.start()
     try:
@@ -294,8 +296,11 @@ def bench_radar(work: Path, env, busy: int) -> list[str]:
         commit_s = run(["git", "commit", "-q", "-m", "rb: planted"], wt_of(work, "rb"), env)[0]
         t0 = time.perf_counter()  # from the end of the commit (its own cost is the floor printed)
         seen = None
+        traced = _trace(env)
         while time.perf_counter() - t0 < 30:
-            pairs = json.loads(run(["git", "worker", "conflicts", "--json"], work, env)[1].stdout)["pairs"]
+            took, proc = run(["git", "worker", "conflicts", "--json"], work, env)
+            polls.append(took)
+            pairs = json.loads(proc.stdout)["pairs"]
             if any({p["a"], p["b"]} == {"ra", "rb"} and p["kind"] == "conflict" for p in pairs):
                 seen = time.perf_counter() - t0
                 break
@@ -310,8 +315,20 @@ def bench_radar(work: Path, env, busy: int) -> list[str]:
     if computed is not None:
         shown += (f" (the radar runner had it {computed:4.2f} s after the commit started, {computed - commit_s:+5.2f} s "
                   f"from its end; the rest is the reader, `conflicts --json`)")
+    said = [ln.split()[1] for ln in _trace(env)[len(traced):]]
     return [f"radar: a new conflict shows after {shown} with {busy} workers committing  (goal <= 1 s; "
-            f"floor: the commit itself took {commit_s:4.2f} s, starting a python that imports pygit2 {floor:4.2f} s)"]
+            f"floor: the commit itself took {commit_s:4.2f} s, starting a python that imports pygit2 {floor:4.2f} s)",
+            f"  its reader meanwhile: {len(polls)} `conflicts --json` polls, p50 {statistics.median(polls or [0]):4.2f} s, "
+            f"max {max(polls or [0]):4.2f} s ({said.count('served')} served by the warm reader, "
+            f"{said.count('direct')} direct)"]
+
+
+def _trace(env) -> list[str]:
+    """The warm reader's client trace so far: one line per command that asked it (``served`` or ``direct``)."""
+    try:
+        return Path(env["NERVE_WARM_TRACE"]).read_text(encoding="utf-8").splitlines()
+    except (KeyError, OSError):
+        return []
 
 
 def _first_pass_after(work: Path, wall0: float) -> float | None:

@@ -6,8 +6,9 @@ with its own CPU time (bench/waits.py); most of that was starting Python and imp
 alone, interleaved with ``python -c pass`` (the floor) and, with ``--before SRC``, the same command run with the
 git-nerve whose source tree is SRC (a checkout of an older commit, on PYTHONPATH): median CPU (user + system,
 its git children included) and wall time, their ratios to the floor and to before, side by side in one run.
-`status --json` and `show T --json` each twice: answered by the clone's warm reader (git_nerve/warm: the
-command's own CPU, then the server's per answer, from /proc where there is one) and directly (NERVE_WARM=0).
+`status --json`, `show T --json` and `conflicts --json` (the radar's last result) each twice: answered by the
+clone's warm reader (git_nerve/warm: the command's own CPU, then the server's per answer, from /proc where there is
+one) and directly (NERVE_WARM=0).
 
     .venv/bin/python bench/startup.py [--runs 15] [--before /tmp/old-checkout]
 """
@@ -54,6 +55,8 @@ def setup(root: Path, env: dict) -> tuple[Path, Path, Path]:
     for where in (wt, wt_done):
         subprocess.run(["git", "worker", "start"], cwd=where, env=env, check=True, capture_output=True)
     subprocess.run(["git", "worker", "done", "--allow-empty"], cwd=wt_done, env=env, check=True, capture_output=True)
+    # the radar computed once: `conflicts --json` then reads its result (served; a recompute never is)
+    subprocess.run(["git", "worker", "conflicts", "--refresh"], cwd=work, env=env, check=True, capture_output=True)
     return work, wt, wt_done
 
 
@@ -69,6 +72,8 @@ def cases(work: Path, wt: Path, wt_done: Path, src: Path) -> dict[str, tuple[Pat
         "status --json (served)": (work, ["git", "worker", "status", "--json"], {}),
         "show T --json (direct)": (work, ["git", "worker", "show", "solo", "--json"], {"NERVE_WARM": "0"}),
         "show T --json (served)": (work, ["git", "worker", "show", "solo", "--json"], {}),
+        "conflicts --json (direct)": (work, ["git", "worker", "conflicts", "--json"], {"NERVE_WARM": "0"}),
+        "conflicts --json (served)": (work, ["git", "worker", "conflicts", "--json"], {}),
         "post-commit hook (Python)": (wt, [sys.executable, "-S", "-c", HOOK, str(src), "post-commit"],
                                       {"NERVE_HOOK_BACKGROUND": "1"}),
     }
@@ -141,7 +146,10 @@ def main() -> None:
                   f"({served} answers; /proc's clock ticks)" if spent >= 0 else "  warm reader: its CPU unknown here")
         print(f"  (load average at the end {os.getloadavg()[0]:.1f})")
         if server is not None:
-            os.kill(server, signal.SIGTERM)  # (it would stop anyway once its clone is removed)
+            try:
+                os.kill(server, signal.SIGTERM)  # (it would stop anyway once its clone is removed)
+            except ProcessLookupError:  # it stopped already (with --before: the other install's request stops it)
+                pass
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The warm reader's server: ``python -m git_nerve.warm_server --common DIR``, one per clone (issue 27). Beside the
 ``warm`` package, not in it: it runs the commands' own path (cli/entry.py), which imports that package.
 
-It answers `git worker status --json` and `git worker show T --json` for :mod:`.warm.client`, one request at a time
+It answers `git worker status --json`, `git worker show T --json` and `git worker conflicts --json` (only while
+the radar's last result needs no recompute) for :mod:`.warm.client`, one request at a time
 (single-threaded), by running the very function the command's click-free path runs (cli/entry.py ``_fast``): for
 each request the current directory, the whole environment, the umask and ``sys.argv`` are the client's, stdout and
 stderr are captured (in the order written, each saying whether it is a terminal as the client's does), and all of
@@ -295,14 +296,16 @@ def _command(argv: list[str]) -> int | str:
     """The exit code of the command (a string: why it is not answered here). Python's warnings as a new process
     gives them (a warning shown once per process is shown again: catch_warnings resets that memory, and puts the
     filters back after). The git children of these commands write to pipes of theirs, never to this process's
-    own descriptors (git/cli.run captures both)."""
+    own descriptors (git/cli.run captures both). `conflicts --json` is answered only from the radar's last result
+    as it is: when it needs a recompute first (long git work, which would hold every other command behind it) the
+    command says so before printing anything (cli/verbs.Recompute) and the client runs it itself."""
     import warnings
 
-    from .cli import entry
+    from .cli import entry, verbs
 
     try:
         with warnings.catch_warnings():
-            if not entry._fast(argv[0], argv[1:]):
+            if not entry._fast(argv[0], argv[1:], served=True):
                 return "not a plain command"
     except SystemExit as exc:
         if exc.code is None:
@@ -311,6 +314,8 @@ def _command(argv: list[str]) -> int | str:
             return exc.code
         sys.stderr.write(f"{exc.code}\n")
         return 1
+    except verbs.Recompute as exc:
+        return str(exc)
     except BaseException as exc:  # noqa: BLE001 - a traceback is the direct path's to print: the client runs it
         return f"{type(exc).__name__}"
     return 0

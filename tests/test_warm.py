@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -374,3 +375,110 @@ def test_many_commands_at_once_are_each_answered_alike(warm):
     for res in got:
         _same(res, want)
     assert sum(1 for ln in clone.lines() if ln.split()[1] == "served") >= 16
+
+
+def _aged(out: bytes) -> bytes:
+    """The radar result's age when printed (`age_s`, in tenths of a second) differs between two runs."""
+    return re.sub(rb'"age_s": [0-9.]+', b'"age_s": _', out)
+
+
+def _same_radar(a: subprocess.CompletedProcess, b: subprocess.CompletedProcess) -> None:
+    assert (a.returncode, _aged(a.stdout), a.stderr) == (b.returncode, _aged(b.stdout), b.stderr)
+
+
+def _pairs(res: subprocess.CompletedProcess) -> list[tuple[str, str, str]]:
+    assert res.returncode == 0, res
+    return [(p["a"], p["b"], p["kind"]) for p in json.loads(res.stdout)["pairs"]]
+
+
+def _edit_line(clone: Clone, task: str, word: str, hooks: bool = False) -> None:
+    """``task`` edits the line every task shares and commits it (our hooks skipped unless ``hooks``: then the
+    post-commit hook asks the radar for a recompute in the background)."""
+    wt = clone.wt(task)
+    (wt / "src" / "app.py").write_text(f"def greet(name):\n    return f'{word} {{name}}'\n", encoding="utf-8")
+    skip = [] if hooks else ["-c", "core.hooksPath=/dev/null"]
+    res = subprocess.run(["git", *skip, "commit", "-qam", f"{task}: {word}"], cwd=wt, env=clone.env,
+                         capture_output=True, timeout=120)
+    assert res.returncode == 0, res
+
+
+def test_conflicts_json_is_served_from_the_radars_last_result(warm):
+    """An orchestrator polls `conflicts --json` to see new conflicts: served, with the command's own bytes, with no
+    pairs, with a conflict pair between two tasks, and from a worktree's subdirectory."""
+    clone = warm()
+    clone.start()
+    assert clone.direct(["conflicts", "--refresh", "--json"]).returncode == 0
+    served = clone.served(["conflicts", "--json"])
+    assert _pairs(served) == []
+    _same_radar(served, clone.direct(["conflicts", "--json"]))
+    _edit_line(clone, "t1", "hi")
+    _edit_line(clone, "t2", "howdy")
+    assert clone.direct(["conflicts", "--refresh"]).returncode == 0
+    for cwd in (clone.work, clone.wt("t3") / "src"):
+        served = clone.served(["conflicts", "--json"], cwd)
+        assert _pairs(served) == [("t1", "t2", "conflict")]
+        _same_radar(served, clone.direct(["conflicts", "--json"], cwd))
+    before = len(clone.lines())
+    for args in (["conflicts"], ["conflicts", "--json", "--refresh"]):  # the text, a recompute: never asked
+        assert clone.git(["worker", *args]).returncode == 0
+    assert len(clone.lines()) == before
+
+
+def test_a_new_conflict_from_a_commit_is_served_once_the_background_recompute_is_done(warm):
+    clone = warm()
+    _edit_line(clone, "t1", "hi")
+    assert clone.direct(["conflicts", "--refresh"]).returncode == 0
+    clone.start()
+    assert _pairs(clone.served(["conflicts", "--json"])) == []
+    _edit_line(clone, "t2", "howdy", hooks=True)  # the post-commit hook: a recompute in the background
+    wait_until(lambda: _pairs(clone.served(["conflicts", "--json"])), 60, interval=0.2,
+               what="the new conflict served")
+    served = clone.served(["conflicts", "--json"])
+    assert _pairs(served) == [("t1", "t2", "conflict")]
+    _same_radar(served, clone.direct(["conflicts", "--json"]))
+
+
+def _timeless(out: bytes) -> bytes:
+    """A result computed by two runs: when, how old and how long differ."""
+    return re.sub(rb'"(at|age_s|duration_s)": ("[^"]*"|[0-9.]+)', rb'"\1": _', out)
+
+
+def test_conflicts_json_needing_a_recompute_is_answered_by_the_command_itself(warm):
+    """The radar never computed: a recompute is long git work that would hold the warm reader (and every status
+    behind it), so the reader refuses before printing anything and the command recomputes itself."""
+    clone = warm()
+    clone.start()
+    before = len(clone.lines())
+    res = clone.git(["worker", "conflicts", "--json"])
+    said = clone.lines()[before:]
+    assert [ln.split(None, 1)[1] for ln in said] == ["direct refused: the radar needs a recompute"], said
+    # the command computed it (computed > 0): the reader did not (then the command would have read its result)
+    data = json.loads(res.stdout)
+    assert res.returncode == 0 and res.stderr == b"" and data["computed"] > 0 and data["pairs"] == []
+    (clone.common / "nerve" / "radar.json").unlink()  # never computed again: the same answer, directly
+    direct = clone.direct(["conflicts", "--json"])
+    assert (res.returncode, _timeless(res.stdout), res.stderr) == (direct.returncode, _timeless(direct.stdout),
+                                                                  direct.stderr)
+    assert clone.running()  # the reader is still there, and answers now that the result needs no recompute
+    _same_radar(clone.served(["conflicts", "--json"]), clone.direct(["conflicts", "--json"]))
+
+
+def test_conflicts_json_after_other_machines_footprints_changed_is_answered_by_the_command_itself(warm):
+    """Shared mode: a sync that brought other machines' footprints or claims makes the radar's pairs across machines
+    out of date (radar/remote.stale); the warm reader refuses, the command recomputes, and the reader answers the
+    next poll."""
+    from git_nerve.bus import shared
+    from git_nerve.bus.connection import Bus
+
+    clone = warm()
+    assert clone.direct(["conflicts", "--refresh"]).returncode == 0
+    clone.start()
+    clone.served(["conflicts", "--json"])
+    with Bus(clone.common / "nerve" / "bus.db") as bus, bus.write() as conn:
+        shared.ensure(conn)  # what the first sync makes: the remote inputs' stamp is no longer the result's
+    before = len(clone.lines())
+    res = clone.git(["worker", "conflicts", "--json"])
+    assert [ln.split(None, 1)[1] for ln in clone.lines()[before:]] == ["direct refused: the radar needs a recompute"]
+    data = json.loads(res.stdout)  # recomputed by the command (a result read as it is counts no pair either way)
+    assert res.returncode == 0 and data["computed"] + data["reused"] > 0
+    _same_radar(clone.served(["conflicts", "--json"]), clone.direct(["conflicts", "--json"]))

@@ -1,12 +1,14 @@
-"""The agent's commands without click (issue 27): `git worker start`, `done`, `status --json` and `show T --json`
-with plain arguments take entry.py's click-free path and print and exit exactly as their click commands do; and a spawn's
-checkout (the CPU-heavy `git worktree add`) yields the CPU to the short commands agents run meanwhile."""
+"""The agent's commands without click (issue 27): `git worker start`, `done`, `status --json`, `show T --json` and
+`conflicts --json` with plain arguments take entry.py's click-free path and print and exit exactly as their click
+commands do; and a spawn's checkout (the CPU-heavy `git worktree add`) yields the CPU to the short commands agents run
+meanwhile."""
 
 from __future__ import annotations
 
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -120,6 +122,38 @@ def test_the_click_free_verbs_print_and_exit_as_the_click_commands_do(repo):
         assert _worker(work, "show", task, "--json") == _worker(work, "show", task, "--json", "--json")
     states = {r["task_id"]: r["state"] for r in json.loads(status_fast[1])}
     assert states == {"fast": "IN_REVIEW", "click": "IN_REVIEW"}
+
+
+def _aged(out: str) -> str:
+    """The radar result's age when printed (`age_s`, in tenths of a second) differs between two runs."""
+    return re.sub(r'"age_s": [0-9.]+', '"age_s": _', out)
+
+
+def test_conflicts_json_runs_without_click_and_prints_as_the_click_command(repo):
+    """An orchestrator polls `conflicts --json` to see new conflicts: the radar's last result, without click or
+    pygit2; the same stdout, stderr and exit code as click's path (a repeated --json sends it there), from the main
+    checkout, a worktree's subdirectory, and outside any repository (exit 2, one line)."""
+    work = repo.work
+    wts = _spawned(work, "t1", "t2", "t3")
+    for name, word in (("t1", "hi"), ("t2", "howdy")):  # the same line, committed in both: a conflict pair
+        (wts[name] / "src" / "app.py").write_text(f"def greet(name):\n    return f'{word} {{name}}'\n")
+        git(wts[name], "-c", "core.hooksPath=/dev/null", "commit", "-qam", word)  # no background recompute
+    assert _worker(work, "conflicts", "--refresh")[0] == 0
+    for cwd in (work, wts["t3"] / "src", work.parent):
+        env = {"PYTHONPROFILEIMPORTTIME": "1"}
+        fast, slow = (_worker(cwd, "conflicts", *args, env=env) for args in (["--json"], ["--json", "--json"]))
+        loaded = [[ln.rsplit("|", 1)[1].strip() for ln in err.splitlines() if ln.startswith("import time:")]
+                  for _code, _out, err in (fast, slow)]
+        if cwd != work.parent:
+            assert fast[0] == 0 and "click" in loaded[1], fast
+            assert not {"click", "pygit2"} & set(loaded[0]), cwd
+            pairs = [(p["a"], p["b"], p["kind"]) for p in json.loads(fast[1])["pairs"]]
+            assert pairs == [("t1", "t2", "conflict")]
+        else:
+            assert fast[0] == 2 and "not a git repository" in fast[2] and fast[1] == ""
+        quiet = ["".join(ln + "\n" for ln in err.splitlines() if not ln.startswith("import time:"))
+                 for _code, _out, err in (fast, slow)]
+        assert (fast[0], _aged(fast[1]), quiet[0]) == (slow[0], _aged(slow[1]), quiet[1]), cwd
 
 
 def test_a_spawns_checkout_runs_at_a_lower_priority_than_the_agents_commands(repo):

@@ -2,9 +2,10 @@
 
 ``git worker heartbeat`` is called every few seconds by agents and wrappers;
 it takes a standard-library-only path (no click, no pygit2) unless help is
-asked for. A plain `git worker spawn`, `start`, `done`, `status --json` and
-`show T --json` skip click too (:func:`_fast`); the last two first ask the
-clone's warm reader, when one runs (:mod:`git_nerve.warm`). ``git nerve knowledge query`` (an agent's
+asked for. A plain `git worker spawn`, `start`, `done`, `status --json`,
+`show T --json` and `conflicts --json` skip click too (:func:`_fast`); the
+last three first ask the clone's warm reader, when one runs
+(:mod:`git_nerve.warm`). ``git nerve knowledge query`` (an agent's
 "where is X") takes a click-free path too when its arguments are plain;
 anything else, and any error, goes the click way, which reports it as
 documented.
@@ -22,13 +23,13 @@ def worker_main() -> None:
         from ..worker.heartbeat import main as heartbeat_main
 
         sys.exit(heartbeat_main(argv[1:]))
-    if argv[:1] in (["status"], ["show"]):
+    if argv[:1] in (["status"], ["show"], ["conflicts"]):
         from ..warm.client import answer  # the clone's warm reader first (os, sys, _socket, json only)
 
         code = answer(argv)
         if code is not None:
             sys.exit(code)
-    if argv[:1] in (["spawn"], ["start"], ["done"], ["status"], ["show"]) and _fast(argv[0], argv[1:]):
+    if argv[:1] in (["spawn"], ["start"], ["done"], ["status"], ["show"], ["conflicts"]) and _fast(argv[0], argv[1:]):
         sys.exit(0)
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
@@ -59,13 +60,16 @@ def nerve_main() -> None:
     nerve(prog_name="git nerve", complete_var="_GIT_NERVE_COMPLETE")
 
 
-def _fast(command: str, args: list[str]) -> bool:
-    """`git worker spawn`, `start`, `done`, `status --json` and `show T --json` with plain arguments, without click (issue 27: an
-    agent runs them often): the same body as their click commands (:mod:`.spawning`, :mod:`.verbs`), and any
-    error reported by click's own handler (common.run_mapped, imported only then), so both ways print and exit
-    alike. False, having done nothing, for anything else (help, a completion request, arguments click must read)."""
+def _fast(command: str, args: list[str], *, served: bool = False) -> bool:
+    """`git worker spawn`, `start`, `done`, `status --json`, `show T --json` and `conflicts --json` with plain
+    arguments, without click (issue 27: an agent runs them often): the same body as their click commands
+    (:mod:`.spawning`, :mod:`.verbs`), and any error reported by click's own handler (common.run_mapped, imported
+    only then), so both ways print and exit alike. False, having done nothing, for anything else (help, a
+    completion request, arguments click must read). ``served``: run by the warm reader, where `conflicts --json`
+    raises :class:`.verbs.Recompute` (printing nothing) instead of recomputing the radar."""
     from ..completion import COMPLETE_VARS
 
+    passed: tuple = (SystemExit,)  # what goes up as it is, not to the handler
     if command == "spawn":
         from .spawning import plain_args, run_spawn
 
@@ -73,7 +77,8 @@ def _fast(command: str, args: list[str]) -> bool:
     else:
         from . import verbs
 
-        kw, run = verbs.plain_args(command, args), verbs.RUN[command]
+        kw, run = verbs.plain_args(command, args, served=served), verbs.RUN[command]
+        passed = (SystemExit, verbs.Recompute)
     if kw is None or COMPLETE_VARS["git-worker"] in os.environ:
         return False
     _before_click(None, "git-worker")  # the man pages, as click's path does first
@@ -81,7 +86,7 @@ def _fast(command: str, args: list[str]) -> bool:
     try:
         run(**kw)
     except BaseException as exc:  # noqa: BLE001 - handed to the one handler every command's errors meet
-        if isinstance(exc, SystemExit):
+        if isinstance(exc, passed):
             raise
         from .common import run_mapped
 
@@ -90,7 +95,7 @@ def _fast(command: str, args: list[str]) -> bool:
 
         run_mapped(again)
         raise
-    if command in ("status", "show"):
+    if command in ("status", "show", "conflicts"):
         _warm_up()
     elif command == "spawn":
         from ..warm.start import after_spawn

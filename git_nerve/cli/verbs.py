@@ -1,10 +1,9 @@
-"""What the agent's `git worker start` and `done` and an orchestrator's `git worker status --json` and `show T
---json` do and print,
-without click (issue 27: an agent runs them often, and click's import and the commands' registration cost more
-than the command). Their click commands (cli/worker.py) and entry.py's fast path (plain arguments only: anything
-else is click's) both call these. Errors are raised: the caller reports them (common.run_mapped, the one place).
-Also what `git worker` commands share that needs no click: a task's row, a state change's line, the radar's
-recompute after a verb."""
+"""What the agent's `git worker start` and `done` and an orchestrator's `git worker status --json`, `show T
+--json` and `conflicts` (the radar's reader) do and print, without click (issue 27: an agent runs them often, and
+click's import and the commands' registration cost more than the command). Their click commands (cli/worker.py,
+cli/radar.py) and entry.py's fast path (plain arguments only: anything else is click's) both call these. Errors
+are raised: the caller reports them (common.run_mapped, the one place). Also what `git worker` commands share that
+needs no click: a task's row, a state change's line, the radar's recompute after a verb."""
 
 from __future__ import annotations
 
@@ -121,13 +120,85 @@ def run_status_json(stale: bool) -> None:
         echo_json(status_rows(repo, (), stale)[0])
 
 
-def plain_args(command: str, args: list[str]) -> dict | None:
+class Recompute(Exception):
+    """`git worker conflicts --json` in the warm reader (``recompute=False``) when the radar's last result must be
+    recomputed first: raised before anything is printed, so the reader refuses and the command runs itself (a
+    recompute is long git work: the single-threaded reader would hold every other command behind it)."""
+
+
+def run_conflicts(refresh: bool, as_json: bool, recompute: bool = True) -> None:
+    """What `git worker conflicts` does and prints: the radar's last result, recomputed first (and the agents told
+    of new conflicts) when asked (``refresh``), never computed, or stale (other machines' footprints changed);
+    only the pairs of tasks still live. ``recompute=False``: :class:`Recompute` instead of recomputing."""
+    from ..bus import workers
+    from ..radar import remote, scan
+    from ..worker.lifecycle import open_repo
+
+    with open_repo(ingest=False) as repo:  # the pairs come from git and radar.json, not from the spooled commits
+        result = scan.cached(repo.paths.common_dir)
+        if refresh or result.at is None or remote.stale(repo.paths.common_dir, repo.bus.conn):
+            if not recompute:
+                raise Recompute("the radar needs a recompute")
+            from ..radar import notify  # only a recompute tells anyone
+
+            result = scan.recompute(repo)
+            notify.tell(repo, result.new_conflicts, result.integration)
+        live = {w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE)}
+        result = scan.among(result, live | _live_elsewhere(repo.bus.conn))
+        if as_json:
+            echo_json(result.as_dict())
+        else:
+            _print_pairs(result)
+
+
+def _print_pairs(result) -> None:
+    from .. import clock
+
+    if not result.pairs:
+        echo("no overlaps between live workers")
+    for p in sorted(result.pairs, key=lambda p: (p.kind != "conflict", p.a, p.b)):
+        kind = paint("CONFLICT", fg="red", bold=True) if p.kind == "conflict" else paint("overlap ", fg="yellow")
+        theirs = _label(p.b, result.integration) + (f" (machine {p.machine})" if p.machine else "")
+        echo(f"{kind}  {_label(p.a, result.integration)} <-> {theirs}: {_where(p)}")
+    echo(f"computed {clock.ago(result.at)} ago" if result.at else "")
+
+
+def _label(t: str, integration: str | None) -> str:
+    from ..radar.cache import INTEGRATION
+
+    return f"integration ({integration})" if t == INTEGRATION else t
+
+
+def _where(pair) -> str:
+    parts = []
+    for f in pair.files:
+        if f in pair.conflicts:
+            ranges = pair.conflicts[f]
+            lines = ", ".join(f"{a}-{b}" if a != b else str(a) for a, b in ranges)
+            parts.append(f"{f} (lines {lines} of {pair.a})" if lines else f"{f}")
+        else:
+            parts.append(f"{f} (merges cleanly)")
+    return ", ".join(parts)
+
+
+def _live_elsewhere(conn) -> set[str]:
+    """Shared mode: the live tasks other machines hold, as the last sync saw them."""
+    from ..bus import shared
+    from ..radar.remote import LIVE_CLAIMS, machine_here
+
+    here = machine_here(conn)
+    return {c.task_id for c in shared.claims(conn) if c.owner != here and c.state in LIVE_CLAIMS} if here else set()
+
+
+def plain_args(command: str, args: list[str], *, served: bool = False) -> dict | None:
     """The keyword arguments of ``run_<command>`` from plain arguments (each flag at most once; ``--task`` with a
     value that is not an option); None for anything else (help, an unknown option, a stray argument): click's
-    path reads those, the documented way."""
+    path reads those, the documented way. ``served``: in the warm reader, where `conflicts --json` may not
+    recompute (:class:`Recompute`)."""
     flags = {"start": {"--json": "as_json"},
              "done": {"--json": "as_json", "--skip-rebase": "skip_rebase", "--allow-empty": "allow_empty"},
-             "status": {"--json": "as_json", "--stale": "stale"}, "show": {"--json": "as_json"}}.get(command)
+             "status": {"--json": "as_json", "--stale": "stale"}, "show": {"--json": "as_json"},
+             "conflicts": {"--json": "as_json"}}.get(command)
     if flags is None:
         return None
     kw: dict = {name: False for name in flags.values()}
@@ -149,6 +220,8 @@ def plain_args(command: str, args: list[str]) -> dict | None:
             kw["task_id"] = a
         else:
             return None
+    if command == "conflicts":  # exactly `conflicts --json`: the text and --refresh are click's path
+        return {"refresh": False, "as_json": True, "recompute": not served} if kw["as_json"] else None
     if command in ("status", "show") and not kw.pop("as_json"):
         return None  # the table or text: click's path (its colours, --watch)
     if kw.get("task_id", "") is None:
@@ -156,4 +229,5 @@ def plain_args(command: str, args: list[str]) -> dict | None:
     return kw
 
 
-RUN = {"start": run_start, "done": run_done, "status": run_status_json, "show": run_show_json}
+RUN = {"start": run_start, "done": run_done, "status": run_status_json, "show": run_show_json,
+       "conflicts": run_conflicts}

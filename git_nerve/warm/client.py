@@ -1,5 +1,5 @@
-"""The warm reader's client: what `git worker status --json` and `git worker show T --json` try before anything
-else is imported (cli/entry.py's worker_main). Standard library only, and of it only ``os``, ``sys``, ``_socket``
+"""The warm reader's client: what `git worker status --json`, `git worker show T --json` and `git worker
+conflicts --json` try before anything else is imported (cli/entry.py's worker_main). Standard library only, and of it only ``os``, ``sys``, ``_socket``
 and ``json`` (``socket`` itself costs its enums; ``_socket`` is what it wraps): the whole point is a command that
 costs about what starting Python costs.
 
@@ -41,8 +41,10 @@ missing: str | None = None
 
 
 def plain(argv: list[str]) -> bool:
-    """``status --json [--stale]`` or ``show TASK --json``, each flag once, nothing else (cli/verbs.plain_args reads
-    the same shapes; the server checks with it again)."""
+    """``status --json [--stale]``, ``show TASK --json`` or ``conflicts --json``, each flag once, nothing else
+    (cli/verbs.plain_args reads the same shapes; the server checks with it again)."""
+    if argv == ["conflicts", "--json"]:
+        return True
     if argv[:1] == ["status"]:
         rest = argv[1:]
         return "--json" in rest and len(set(rest)) == len(rest) and set(rest) <= {"--json", "--stale"}
