@@ -306,20 +306,23 @@ def test_a_killed_servers_socket_is_replaced_by_the_next_server(warm):
     clone.served(["status", "--json"])
 
 
-def test_it_stops_when_its_package_changes(warm):
-    """An upgrade or an edit of git-nerve's files: the running server would answer with the old code; it stops."""
-    import git_nerve.scripted_model as some_module
-
-    clone = warm()
+def test_it_stops_when_its_package_changes(warm, tmp_path):
+    """An upgrade or an edit of git-nerve's files: the running server would answer with the old code; it stops.
+    On a copy of the package of its own (commands and server import it through PYTHONPATH): an edit of the real
+    one would stop the servers of the tests running beside this one."""
+    copy = tmp_path / "pkg"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "git_nerve", copy / "git_nerve",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    clone = warm(PYTHONPATH=str(copy))
     clone.start()
-    clone.served(["status", "--json"])
-    path = Path(some_module.__file__)
-    st = path.stat()
-    try:
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-        wait_until(lambda: not locks.is_held(clone.lock), what="the server of the changed package stopped")
-    finally:
-        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # its bytecode stays valid for the other tests
+    res = clone.served(["status", "--json"])
+    assert res.returncode == 0
+    ps = subprocess.run(["ps", "-o", "args=", "-p", str(clone.server_pid())], capture_output=True, text=True).stdout
+    assert "git_nerve.warm_server" in ps
+    edited = copy / "git_nerve" / "scripted_model" / "__init__.py"
+    st = edited.stat()
+    os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    wait_until(lambda: not locks.is_held(clone.lock), what="the server of the changed package stopped")
     assert "its package changed" in clone.log.read_text(encoding="utf-8")
     res = clone.git(["worker", "status", "--json"])
     assert res.returncode == 0 and clone.lines()[-1].split()[1:] == ["direct", "none"]
