@@ -159,6 +159,16 @@ NETWORK_FS = {
 }
 
 
+def file_id(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, None when there is none: which file a long-lived process opened,
+    whatever path leads to it now (the listener's and the warm reader's "is my clone still there")."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def filesystem_type(path: str | os.PathLike[str], mounts_file: str = "/proc/mounts") -> str | None:
     """The filesystem type of the mount holding ``path`` (Linux), else None."""
     try:

@@ -30,6 +30,7 @@ import stat
 import sys
 import time
 
+from .fs import file_id
 from .warm import client, start
 
 #: the most a request may weigh (its environment is most of it)
@@ -132,7 +133,7 @@ class _Life:
 
     def __init__(self, common: str):
         self.common = common
-        self.bus_id = _file_id(start.bus_path(common))
+        self.bus_id = file_id(start.bus_path(common))
         try:
             self.idle = float(os.environ.get(start.ENV_IDLE) or start.IDLE)
         except ValueError:
@@ -155,7 +156,7 @@ class _Life:
         """Why the server stops now, or None."""
         if self.stop:
             return self.stop
-        if _file_id(start.bus_path(self.common)) != self.bus_id:
+        if file_id(start.bus_path(self.common)) != self.bus_id:
             return "its clone is gone (the bus is not the file it opened)"
         if _stamp(self.files) != self.stamp:
             return "its package changed"
@@ -341,14 +342,6 @@ def _stamp(files: list[str]) -> list:
         except OSError:
             stamps.append(None)
     return stamps
-
-
-def _file_id(path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from .. import locks
 from ..bus import workers
 from ..errors import NerveError, StoreMoved
+from ..fs import file_id
 
 LOG = "listen.log"
 #: the local states of a task this clone works on (the listener stays while one is here)
@@ -91,7 +92,7 @@ class Idle:
 
     def __init__(self, bus, common_dir, idle: float, beat: float):
         self.bus, self.common_dir, self.idle, self.beat = bus, common_dir, idle, beat
-        self.bus_id = _file_id(bus.path)
+        self.bus_id = file_id(bus.path)
         self.since = time.monotonic()
 
     def busy(self) -> bool:
@@ -106,7 +107,7 @@ class Idle:
         """The clone this listener serves was removed (its bus is no longer the file this listener opened, or
         not there at all: a process of the removed clone may have made its directories again): nothing is left
         to keep fresh (an open connection would otherwise keep reading the removed bus for good)."""
-        return _file_id(self.bus.path) != self.bus_id
+        return file_id(self.bus.path) != self.bus_id
 
     def keep(self) -> bool:
         if self.gone():
@@ -119,14 +120,6 @@ class Idle:
     def wait(self) -> float:
         left = self.idle - (time.monotonic() - self.since)
         return max(0.01, min(self.beat, left + 0.01))
-
-
-def _file_id(path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def serve(state, bus, report: Callable[[dict], None], *, life=None) -> None:
