@@ -176,3 +176,49 @@ def test_concurrent_merges_from_several_terminals_keep_their_temporary_checkouts
     assert all(wfx.state(work, t) == "COMPLETED" for t in tasks)
     assert os.listdir(work / ".git" / "nerve" / "tmp") == []
     assert os.listdir(work / ".git" / "nerve" / "alive") == []
+
+
+KILLED_WRITING_A_MARKER = """
+import os, signal, sys
+from pathlib import Path
+from git_nerve import liveness
+from git_nerve.git import cli
+from git_nerve.worker import repair
+
+liveness.enable()
+cli.run(["rev-parse", "HEAD"], cwd=sys.argv[1])  # a command of ours: it holds a liveness token
+def killed(src, dst):  # SIGKILL between the marker's write and its rename
+    os.kill(os.getpid(), signal.SIGKILL)
+os.replace = killed
+repair.set_marker(Path(sys.argv[2]), "integration-ff", {"from": "a", "to": "b"})
+"""
+
+
+def test_a_repair_markers_temporary_a_killed_command_left_is_removed_by_the_next_command(repo):
+    """`merge` writes a marker before it fast-forwards the integration checkout; a kill between the marker's write
+    and its rename left `nerve/integration-ff.<pid>.tmp` for good (a random-kill run found it). The temporary is
+    now flocked while written and the next command's leftover check removes it once its writer is gone; a live
+    writer's temporary and a person's file of that look are kept."""
+    common = repo.work / ".git"
+    proc = subprocess.run([sys.executable, "-c", KILLED_WRITING_A_MARKER, str(repo.work), str(common)],
+                          cwd=repo.work, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    left = [p for p in (common / "nerve").iterdir() if p.name.endswith(".tmp")]
+    assert len(left) == 1 and re.fullmatch(r"\.integration-ff\.nerve-\d+\.tmp", left[0].name), left
+    person = common / "nerve" / "integration-ff.1234.tmp"  # not our name: kept
+    person.write_text("a person's")
+    live = common / "nerve" / ".done-reset.nerve-1.tmp"  # its writer still holds it: kept
+    live.write_text("being written")
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1]); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(live)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        res = rs.run([GW, "spawn", "t9", "--no-fetch"], repo.work)
+        assert res.code == 0, res.err
+        assert f"removed {left[0]}, a repair marker a killed command was writing" in res.err, res.err
+        assert not left[0].exists() and not (common / "nerve" / "integration-ff").exists()
+        assert person.read_text() == "a person's" and live.read_text() == "being written"
+    finally:
+        holder.kill()
+        holder.wait()

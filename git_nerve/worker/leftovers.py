@@ -302,6 +302,8 @@ def clean_git_leftovers(common: Path, *, cwd: Path, worktree_lock: Path | None =
             fix.unfinished_adds(admins, sc)
         fix.temporary_checkouts(listed_tmp, sc)
         fix.locks(locks, sc)
+        if sc.dead:  # a command of ours was killed: it may have been writing a repair marker
+            _marker_temporaries(common, listing, fix.repaired)
         for d in sc.dead:
             if id(d) not in fix.blocked:
                 d.consume()
@@ -326,6 +328,18 @@ def _hooks_temporaries(common: Path, repaired: list[str]) -> None:
 
     for tmp in remove_dead_temporaries(common / "hooks"):
         repaired.append(f"removed {tmp}, a half-written hook a killed install left")
+
+
+def _marker_temporaries(common: Path, listing: list[tuple[str, set[str] | None]], repaired: list[str]) -> None:
+    """The temporaries of repair markers (:func:`.repair.set_marker`: ``.<marker>.nerve-<pid>.tmp``, flocked
+    while written) a killed command left in the main worktree's or a linked worktree's ``nerve`` dir; each removed
+    only once its writer is proven gone (its flock can be taken: :func:`..git.destroy.remove_dead_temporaries`)."""
+    from ..git.destroy import remove_dead_temporaries
+
+    dirs = [common / "nerve"] + [Path(admin) / "nerve" for admin, here in listing if here is None or "nerve" in here]
+    for d in dirs:
+        for tmp in remove_dead_temporaries(d):
+            repaired.append(f"removed {tmp}, a repair marker a killed command was writing")
 
 
 def _say_all(repaired: list[str], kept: list[str]) -> list[str]:
