@@ -14,6 +14,7 @@ from fixtures.repos import build
 from fixtures.repos import worker as wfx
 from git_nerve.git import destroy
 from tests import crash_support as cs
+from tests import reliability_support as rs
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -482,20 +483,13 @@ def test_remove_own_tempdir_refuses_anything_but_a_private_temporary_directory_o
 def test_remove_dead_temporaries_removes_only_a_dead_writers_temporary(tmp_path):
     """A killed write's temporary (ours by name, its writer's flock free) goes; a live writer's, a symlink with our
     name, a person's file and a directory stay."""
-    import subprocess
-    import sys
-
     hooks = tmp_path / "hooks"
     hooks.mkdir()
     dead = hooks / ".pre-push.nerve-999999.tmp"
     dead.write_text("half a hook")
     live = hooks / ".post-commit.nerve-1.tmp"
     live.write_text("being written")
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1]); "
-                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(live)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with rs.flock_held(live):
         target = tmp_path / "precious"
         target.write_text("keep me")
         (hooks / ".post-merge.nerve-999998.tmp").symlink_to(target)
@@ -508,9 +502,6 @@ def test_remove_dead_temporaries_removes_only_a_dead_writers_temporary(tmp_path)
         assert live.read_text() == "being written"
         assert (hooks / ".post-merge.nerve-999998.tmp").is_symlink() and target.read_text() == "keep me"
         assert (hooks / "pre-commit").exists() and (hooks / ".post-rewrite.nerve-999997.tmp").is_dir()
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_a_snapshots_index_is_removed_only_when_it_is_this_processs_own_file_in_a_nerve_dir(repo, monkeypatch):

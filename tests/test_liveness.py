@@ -209,16 +209,9 @@ def test_a_repair_markers_temporary_a_killed_command_left_is_removed_by_the_next
     person.write_text("a person's")
     live = common / "nerve" / ".done-reset.nerve-1.tmp"  # its writer still holds it: kept
     live.write_text("being written")
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1]); "
-                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(live)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with rs.flock_held(live):
         res = rs.run([GW, "spawn", "t9", "--no-fetch"], repo.work)
         assert res.code == 0, res.err
         assert f"removed {left[0]}, a repair marker a killed command was writing" in res.err, res.err
         assert not left[0].exists() and not (common / "nerve" / "integration-ff").exists()
         assert person.read_text() == "a person's" and live.read_text() == "being written"
-    finally:
-        holder.kill()
-        holder.wait()
