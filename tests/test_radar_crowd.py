@@ -172,3 +172,27 @@ def test_a_link_or_directory_planted_among_the_requests_does_not_keep_the_runner
     assert done == [1] and steps == [{"a"}] and not queue.waiting(common)
     assert (queue.pending_dir(common) / "planted-link").is_symlink() and person.read_text() == "mine\n"
     assert (queue.pending_dir(common) / "planted-dir").is_dir()
+
+
+def test_a_runner_whose_looker_could_not_open_the_repository_finishes(tmp_path):
+    """The recompute runs from a worktree; when that worktree is removed (its task merged) the looker thread cannot
+    open the repository and ends. What is asked of it later is nobody's to do: the runner used to wait for it for
+    ever, holding the radar's run lock, so no recompute ran in that clone again (a CI run left one behind)."""
+    import threading
+
+    from git_nerve.radar.looker import Looker
+
+    looker = Looker(str(tmp_path / "removed-worktree"))
+    looker.thread.join(10)
+    assert not looker.thread.is_alive()
+    looker.ask(["t1"])
+    assert not looker.busy()
+    common = tmp_path / "common"
+    queue.add(common, ["t1"])
+    done: list[int] = []
+    runner = threading.Thread(target=lambda: done.append(queue.run(common, lambda tasks: looker.ask(["t2"]),
+                                                                    busy=looker.busy)), daemon=True)
+    runner.start()
+    runner.join(10)
+    assert not runner.is_alive() and done == [1]
+    looker.close()

@@ -27,8 +27,11 @@ class Looker:
             self.cv.notify_all()
 
     def busy(self) -> bool:
+        """Work handed on is under way. A looker whose thread has ended (it could not open the repository: its
+        worktree was removed meanwhile) is never busy: what is asked of it then is nobody's to do, and the runner
+        holding the radar's run lock until it is done would wait for ever (and no other runner could start)."""
         with self.cv:
-            return bool(self.todo) or self.working
+            return self.thread.is_alive() and (bool(self.todo) or self.working)
 
     def close(self) -> None:
         with self.cv:
