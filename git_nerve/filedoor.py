@@ -11,9 +11,10 @@ trees, worktrees, branches and refs, re-exports it; it lives here, at the bottom
 * it lies strictly inside ``within`` once its directory is resolved (no ``..``, no symlinked directory leads
   out), ``within`` being the git-nerve directory the kind lives in (a ``nerve`` directory of a git dir or inside
   one; a git dir for git's lock files; a hooks directory; the directory of the bus being built);
-* ``lstat`` says it is a regular file (a Unix socket for the kinds in :data:`SOCKETS`): a symbolic link planted at the name is kept (its target is never followed,
-  and the link is no file git-nerve made: links git-nerve makes, its man page links, are removed only by
-  ``destroy.remove_recorded_link``, which checks their record), so is a directory.
+* ``lstat`` says it is a regular file (a Unix socket for the kinds in :data:`SOCKETS`): a symbolic link planted
+  at the name is kept (its target is never followed, and the link is no file git-nerve made: links git-nerve
+  makes, its man page links, are removed only by ``destroy.remove_recorded_link``, which checks their record),
+  so is a directory.
 
 Anything else is kept: :class:`Refused` (a ``GitError``, exit 4) saying why, and nothing removed. A file already
 gone is no error (False). :func:`keep_or_remove` is the same, returning the ``kept ...`` line instead of raising,

@@ -116,17 +116,17 @@ def _ask(path: str, argv: list[str]) -> tuple[dict | None, str]:
     server's), else what went wrong."""
     import _socket
 
-    try:
-        request = _request(argv)
-    except (OSError, ValueError) as exc:
-        return None, f"request: {exc}"
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(TIMEOUT)
         try:
             sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError):
-            return None, "none"
+            return None, "none"  # the usual case without a server: no request built (json, the environment)
+        try:
+            request = _request(argv)
+        except (OSError, ValueError) as exc:
+            return None, f"request: {exc}"
         sock.sendall(request)
         sock.shutdown(_socket.SHUT_WR)
         chunks = []
