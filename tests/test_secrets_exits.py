@@ -132,3 +132,73 @@ def test_no_false_refusal_without_copies(remote_repo, gw):
     git(wt, "commit", "-q", "-m", "notes")
     assert _run(wt, "git", "push", "origin", branch).returncode == 0
     assert gw("done", wt).code == 0
+
+
+OPENAI = "sk-test-0123456789abcdef"
+MASK = "[value from .env hidden by git-nerve]"
+
+
+def _nothing_holds(root: Path, *values: str) -> None:
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            for value in values:
+                assert value.encode() not in data, path
+
+
+def test_what_the_agent_printed_is_masked_in_the_round_log_show_thread_and_console(remote_repo, gw, tmp_path):
+    import os
+
+    from conftest import run
+    from console_support import Console
+
+    wt, _branch = task_with_env(remote_repo, gw)
+    work = remote_repo.work
+    env = {**os.environ, "OPENAI_API_KEY": OPENAI}
+    res = run(["git", "worker", "run", "--", "sh", "-c", 'cat .env; echo "key: $OPENAI_API_KEY"'], wt, env=env)
+    assert res.code == 0, res
+    assert SECRET in res.out  # the terminal gets what the command printed
+    run(["git", "worker", "heartbeat", "--status", f"using {SECRET}"], wt, env=env)
+    assert run(["git", "nerve", "post", "--role", "coder", f"the key is {OPENAI} and {SECRET}"], wt, env=env).code == 0
+
+    nerve = work / ".git" / "nerve"
+    logs = list((nerve / "runs" / "t1").glob("*.log"))
+    assert len(logs) == 1, logs
+    log = logs[0].read_text()
+    assert f"API_KEY={MASK}" in log and "key: [redacted]" in log, log
+    _nothing_holds(nerve, SECRET, OPENAI)
+
+    for argv in (["git", "worker", "show", "t1"], ["git", "worker", "show", "t1", "--json"],
+                 ["git", "nerve", "thread", "t1"], ["git", "nerve", "thread", "t1", "--json"]):
+        shown = run(argv, work, env=env)
+        assert shown.code == 0, shown
+        assert SECRET not in shown.out + shown.err and OPENAI not in shown.out + shown.err, argv
+    thread = run(["git", "nerve", "thread", "t1"], work, env=env).out
+    assert MASK in thread and "[redacted]" in thread, thread
+    assert f"using {MASK}" in run(["git", "worker", "show", "t1", "--json"], work, env=env).out
+
+    console = Console(work, env=env)
+    try:
+        status, text = console.request("GET", "/api/task/t1/output")
+    finally:
+        assert console.stop() == 0
+    assert status == 200, text
+    out = json.loads(text)
+    assert MASK in out["text"] and SECRET not in out["text"] and OPENAI not in out["text"], out
+
+
+def test_one_redaction_masks_a_value_known_literally_or_only_by_its_hash_the_same_way():
+    from git_nerve import redact
+
+    salt = b"0123456789abcdef"
+    table = redact.by_length([[len(SECRET), redact.digest(salt, SECRET), ".env"]])
+    text = f"line one\nexport API_KEY='{SECRET}' # and {SECRET}x\nkey {OPENAI}\n"
+    by_hash = redact.Redactor(["sk-test-0123456789abcdef"], salt=salt, hashed=table)
+    literal = redact.Redactor(["sk-test-0123456789abcdef"], copied={SECRET: ".env"})
+    want = f"line one\nexport API_KEY='{MASK}' # and {MASK}x\nkey [redacted]\n"
+    assert by_hash.text(text) == literal.text(text) == want
+    assert by_hash.data(text.encode()) == literal.data(text.encode()) == want.encode()
+    assert by_hash.find(f"x = '{SECRET}'") == literal.find(f"x = '{SECRET}'") == (5, len(SECRET), ".env")
+    assert by_hash.value({"a": [f"v {SECRET}"], "n": 1}) == {"a": [f"v {MASK}"], "n": 1}
+    assert not redact.Redactor.of_env({"HOME": "/root", "API_KEY": "short"})  # nothing to mask: free
+    assert literal.held(b"using s3cr3t-Val") == len("s3cr3t-Val")  # a stream waits for the rest of a value

@@ -18,10 +18,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from ..redact import ENV_MASK, Redactor, by_length, copied_mask, digest, env_secrets, find_hashed
+from ..redact import Redactor, by_length, digest, env_secrets
 
 MIN_VALUE = 8
-_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(.*?)\s*$")
+_LINE = r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.-]*)\s*[=:]\s*(.*?)\s*$"  # compiled on first use (start-up)
 
 
 def is_env_file(rel: str) -> bool:
@@ -35,7 +35,7 @@ def env_values(text: str) -> list[str]:
     for line in text.splitlines():
         if line.lstrip().startswith("#"):
             continue
-        m = _LINE.match(line)
+        m = re.match(_LINE, line)
         if not m:
             continue
         value = m.group(2)
@@ -66,29 +66,27 @@ def new_salt() -> str:
     return os.urandom(16).hex()
 
 
-def _finding(added_files: list[str], added_lines: list[tuple[str, str]], copied: list[str], salt_hex: str | None,
-             hashes: list[list]) -> tuple[str, str | None] | None:
+def _finding(added_files: list[str], added_lines: list[tuple[str, str]], copied: list[str],
+             values: Redactor) -> tuple[str, str | None] | None:
     """THE rule: (the copied file a commit adds, None), or (the file that adds a line holding a copied value, the
-    copied file the value is from), or None."""
+    copied file the value is from), or None. ``values``: the task's copied values (literally or by hash)."""
     copied_set = set(copied)
     for f in added_files:
         if f in copied_set:
             return f, None
-    if not hashes or not salt_hex:
+    if not values:
         return None
-    salt, table = bytes.fromhex(salt_hex), by_length(hashes)
     for f, text in added_lines:
-        found = find_hashed(text, salt, table)
+        found = values.find(text)
         if found:
             return f, found[2]
     return None
 
 
-def check(added_files: list[str], added_lines: list[tuple[str, str]], copied: list[str], salt_hex: str | None,
-          hashes: list[list]) -> str | None:
+def check(added_files: list[str], added_lines: list[tuple[str, str]], copied: list[str], values: Redactor) -> str | None:
     """The refusal line for a commit being made (pre-commit), or None. ``added_lines``: (file, text) of each line
-    the commit adds."""
-    found = _finding(added_files, added_lines, copied, salt_hex, hashes)
+    the commit adds; ``values``: the task's copied values (:func:`redactor` with no environment)."""
+    found = _finding(added_files, added_lines, copied, values)
     if found is None:
         return None
     f, src = found
@@ -110,8 +108,9 @@ def published_refusal(conn, task_id: str, commits: Callable[[], list[str]], *, c
     row = busprep.get(conn, task_id)
     if row is None or not row.copied_paths:
         return None
+    values = redactor(conn, task_id, env={})  # known literally from the worktree where it still holds them: fast
     for commit, files, lines in staged.commit_additions(cwd, commits(), inherit_location=inherit_location):
-        found = _finding(files, lines, row.copied_paths, row.salt, row.hashes)
+        found = _finding(files, lines, row.copied_paths, values)
         if found is None:
             continue
         f, src = found
@@ -129,23 +128,40 @@ def redactor(conn, task_id: str | None, worktree=None, env=None) -> Redactor:
     it (checked against the recorded hash), else looked for by hash."""
     from ..bus import prep as busprep
 
-    literal = {v: ENV_MASK for v in env_secrets(env)}
+    env_values_ = env_secrets(env)
     row = busprep.get(conn, task_id) if task_id else None
     if row is None or not row.hashes or not row.salt:
-        return Redactor(literal)
+        return Redactor(env_values_)
     salt, table = bytes.fromhex(row.salt), by_length(row.hashes)
     if worktree is None:
         from ..bus import workers
 
         w = workers.get(conn, task_id)
         worktree = w.worktree if w is not None else None
+    copied: dict[str, str] = {}
     for src in sorted({h[2] for h in row.hashes}):
         for value in _values_in(worktree, src):
-            known = table.get(len(value))
-            if known is not None and known.get(digest(salt, value)) == src:
-                literal[value] = copied_mask(src)
-                del known[digest(salt, value)]
-    return Redactor(literal, salt, table)
+            known, h = table.get(len(value)), digest(salt, value)
+            if known is not None and known.get(h) == src:
+                copied[value] = src
+                del known[h]
+    return Redactor(env_values_, copied, salt, table)
+
+
+def redactor_at(common_dir, task_id: str | None, worktree=None, env=None) -> Redactor:
+    """:func:`redactor` for a caller with no bus open: the bus opened for the read (its existing file only); the
+    environment's values alone when it cannot be read."""
+    from ..bus import Bus
+    from ..errors import NerveError
+
+    try:
+        bus = Bus(Path(common_dir) / "nerve" / "bus.db", create=False)
+    except (NerveError, OSError):
+        return Redactor(env_secrets(env))
+    try:
+        return redactor(bus.conn, task_id, worktree, env)
+    finally:
+        bus.close()
 
 
 def _values_in(worktree, rel: str) -> list[str]:
