@@ -202,3 +202,15 @@ def test_one_redaction_masks_a_value_known_literally_or_only_by_its_hash_the_sam
     assert by_hash.value({"a": [f"v {SECRET}"], "n": 1}) == {"a": [f"v {MASK}"], "n": 1}
     assert not redact.Redactor.of_env({"HOME": "/root", "API_KEY": "short"})  # nothing to mask: free
     assert literal.held(b"using s3cr3t-Val") == len("s3cr3t-Val")  # a stream waits for the rest of a value
+
+
+def test_a_value_the_worktree_no_longer_holds_is_still_found_by_its_hash(remote_repo, gw):
+    wt, branch = task_with_env(remote_repo, gw)
+    write(wt, ".env", "API_KEY=changed-by-the-agent\n")  # the copy edited: the value is known only by its hash now
+    write(wt, "config.py", f"API_KEY = {SECRET!r}\n")
+    git(wt, "add", "config.py")
+    assert _run(wt, "git", "commit", "-q", "--no-verify", "-m", "config").returncode == 0
+    leak = git(wt, "rev-parse", "HEAD")
+    done = gw("done", wt)
+    assert done.code == 7, done
+    _one_refusal(done.out + done.err, leak, "config.py")
