@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 
+from git_nerve import redact
 from git_nerve.workflow import runlog
 
 
 def _tee(tmp_path, env):
     fd = os.open(tmp_path / "r.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    return runlog.Tee(tmp_path / "r.log", fd, runlog.secrets_of(env))
+    return runlog.Tee(tmp_path / "r.log", fd, redact.Redactor.of_env(env))
 
 
 def test_a_line_on_stdout_and_one_on_stderr_never_cut_into_each_other(tmp_path):
@@ -31,6 +32,6 @@ def test_a_secret_split_across_reads_is_still_redacted_and_an_unfinished_line_is
 
 
 def test_the_author_identity_is_not_taken_for_a_secret_but_an_auth_variable_is():
-    found = runlog.secrets_of({"GIT_AUTHOR_EMAIL": "nerve@example.invalid", "GIT_AUTHOR_NAME": "Nerve Test",
+    found = redact.env_secrets({"GIT_AUTHOR_EMAIL": "nerve@example.invalid", "GIT_AUTHOR_NAME": "Nerve Test",
                                "HTTP_AUTH": "basic-abcdef", "OPENAI_API_KEY": "sk-0123456789"})
-    assert found == [b"sk-0123456789", b"basic-abcdef"]
+    assert found == ["sk-0123456789", "basic-abcdef"]

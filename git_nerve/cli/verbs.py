@@ -101,11 +101,15 @@ def show_json(repo, task_id: str) -> dict:
     view = elsewhere(repo.bus, task_id)
     if view is not None:
         return view
+    from ..worktree_prep.secrets import redactor
+
     w, msgs = lifecycle.show(repo, task_id)
     told = steer_tell.about(repo.bus, task_id)
+    masking = redactor(repo.bus.conn, task_id, w.worktree)  # what an agent wrote, masked (git_nerve/redact.py)
     return {"worker": {**status_row(w, settings_or_none(repo)), **prep_fields(repo, w)},
-            "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload} for m in msgs],
-            "inbox": [e.as_dict() for e in told]}
+            "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": masking.value(m.payload)}
+                         for m in msgs],
+            "inbox": [masking.value(e.as_dict()) for e in told]}
 
 
 def run_show_json(task_id: str) -> None:

@@ -58,8 +58,11 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
         return
     if show_elsewhere(repo.bus, task_id, False):  # shared mode: a task another machine holds
         return
+    from ..worktree_prep.secrets import redactor
+
     w, msgs = lifecycle.show(repo, task_id)
     told = steer_tell.about(repo.bus, task_id)
+    masking = redactor(repo.bus.conn, task_id, w.worktree)  # what an agent wrote, masked (git_nerve/redact.py)
     echo(f"{style(w.task_id, bold=True)}  {w.state}  {w.branch}  {w.worktree}")
     if merged_elsewhere_line(repo, w):
         echo(f"  {merged_elsewhere_line(repo, w)}")
@@ -71,11 +74,12 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
         if isinstance(m, int):
             echo(f"{'':20}  ({m} heartbeat{'s' if m > 1 else ''})")
         else:
-            echo(f"{clock.iso(m.ts)}  {m.kind:<16} {_summary(m.kind, m.payload)}")
+            echo(f"{clock.iso(m.ts)}  {m.kind:<16} {_summary(m.kind, masking.value(m.payload))}")
     if told:
         echo("Told (git nerve tell):")
         for e in told:
-            echo(f'{clock.iso(e.message.ts)}  #{e.message.id:<4} {e.message.kind:<5} "{e.message.text}"  ({e.status})')
+            echo(f'{clock.iso(e.message.ts)}  #{e.message.id:<4} {e.message.kind:<5} "{masking.text(e.message.text)}"  '
+                 f'({e.status})')
 
 
 def _short(value):

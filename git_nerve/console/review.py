@@ -161,7 +161,12 @@ def commits(paths: RepoPaths, task_id: str) -> list[dict[str, Any]]:
 def output(paths: RepoPaths, task_id: str, round_: int | None, after: int | None) -> dict[str, Any]:
     with _open(paths) as repo:
         lifecycle.get(repo.bus, task_id)  # an unknown task: the CLI's refusal
-        return {"task_id": task_id, **runlog.read(repo.paths.common_dir, task_id, round_, after)}
+        from ..worktree_prep.secrets import redactor
+
+        # masked again as read (git_nerve/redact.py), by the values known literally: a scan by hash of 256 KiB
+        # would take seconds, and a log is masked as it is written
+        masking = redactor(repo.bus.conn, task_id).literal_only()
+        return {"task_id": task_id, **runlog.read(repo.paths.common_dir, task_id, round_, after, masking=masking)}
 
 
 def _int(request: Request, name: str) -> int | None:

@@ -1,4 +1,5 @@
-"""pre-push: in a worker's worktree, a heartbeat, and a refusal of pushes that would carry broken work."""
+"""pre-push: in a worker's worktree, a heartbeat, and a refusal of pushes that would carry broken work or a copied
+secret."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from ..text import clean
 from ..worker import heartbeat
 from ..worker.states import State
 from .common import NEXT_AFTER_REBASE, Where, guarded, open_bus, operation_in_progress, worker_context
-from .push_checks import RefUpdate, integration_tip, is_nerve_remote, marked_files, parse_updates, warn_if_conflicting
+from .push_checks import (RefUpdate, copied_secret, integration_tip, is_nerve_remote, marked_files, parse_updates,
+                          warn_if_conflicting)
 
 #: pre-push's exit status when it refuses (the shim lets any other failure of ours through).
 REFUSED = int(ExitCode.CHECK_FAILED)
@@ -51,6 +53,9 @@ def pre_push(where: Where, remote: str, stdin: str, url: str = "") -> int:
                 f"this push updates {worker.integration}, the integration branch; only `git worker merge` does that "
                 f"(push {ctx.branch} instead)"
             )
+    secret = guarded(hook, "copied files not checked", copied_secret, where, ctx.task_id, worker, updates)
+    if secret:
+        reasons.append(secret)
     marked = guarded(hook, "conflict-marker check skipped", marked_files, worker, updates)
     tips = {u.local_sha for u in updates}
     base = None

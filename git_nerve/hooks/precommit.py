@@ -37,14 +37,15 @@ def pre_commit(where) -> int:
         bus = Bus(where.common_dir / "nerve" / "bus.db", create=False, busy_timeout=5, retries=1)
         try:
             row = busprep.get(bus.conn, ctx.task_id)
+            if row is None or not row.copied_paths:
+                return 0
+            from ..worktree_prep.secrets import check, redactor
+
+            values = redactor(bus.conn, ctx.task_id, where.toplevel, env={})  # read back from the worktree: fast
         finally:
             bus.close()
-        if row is None or not row.copied_paths:
-            return 0
         added, lines = staged_additions()
-        from ..worktree_prep.secrets import check
-
-        reason = check(added, lines, row.copied_paths, row.salt, row.hashes)
+        reason = check(added, lines, row.copied_paths, values)
     except Exception as exc:  # noqa: BLE001 - fail open, in one line
         sys.stderr.write(clean(f"warning: git-nerve pre-commit: copied files not checked: {type(exc).__name__}: {exc}") + "\n")
         return 0

@@ -1,5 +1,5 @@
-"""The git-side checks of pre-push: which remote is git-nerve's, the pushed conflict blocks, the integration
-branch's tip and whether the pushed branch would conflict with it (pygit2, imported only when it runs)."""
+"""The git-side checks of pre-push: which remote is git-nerve's, the pushed conflict blocks and copied secrets, the
+integration branch's tip and whether the pushed branch would conflict with it (pygit2, imported only when it runs)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import namedtuple
 
 from ..bus import workers
 from ..git import here, refs
-from .common import Where, load_site_packages, warn
+from .common import Where, load_site_packages, open_bus, warn
 
 ZERO = frozenset({"0" * 40, "0" * 64})
 
@@ -50,16 +50,32 @@ def is_nerve_remote(remote: str, url: str) -> bool:
     return remote == ours or (bool(url) and url in urls.get(ours, [])) or (remote in urls.get(ours, []))
 
 
-def marked_files(worker: workers.Worker | None, updates: list[RefUpdate]):
-    """The conflict blocks in the commits this push carries that the remote does not have yet."""
+def pushed_commits(worker: workers.Worker | None, updates: list[RefUpdate]) -> list[str]:
+    """The commits this push carries that the remote does not have yet (nor the integration branch), oldest first."""
     from ..git import conflicts
 
     tips = [u.local_sha for u in updates if not u.deletes]
     exclude = ["--remotes", *(u.remote_sha for u in updates if u.remote_sha not in ZERO)]
     if worker is not None:
         exclude.append(f"refs/heads/{worker.integration}")
-    commits = conflicts.pushed_commits(None, tips, exclude, inherit_location=True)
-    return conflicts.conflict_blocks(None, commits, inherit_location=True)
+    return conflicts.pushed_commits(None, tips, exclude, inherit_location=True)
+
+
+def marked_files(worker: workers.Worker | None, updates: list[RefUpdate]):
+    """The conflict blocks in the commits this push carries that the remote does not have yet."""
+    from ..git import conflicts
+
+    return conflicts.conflict_blocks(None, pushed_commits(worker, updates), inherit_location=True)
+
+
+def copied_secret(where: Where, task_id: str, worker: workers.Worker | None, updates: list[RefUpdate]) -> str | None:
+    """The refusal when a commit this push carries adds a file or a value git-nerve copied into the task's worktree
+    (the one check of every exit, :func:`git_nerve.worktree_prep.secrets.published_refusal`); a task given no copies
+    costs one read of the bus."""
+    from ..worktree_prep.secrets import published_refusal
+
+    with open_bus(where.common_dir, ingest=False) as bus:
+        return published_refusal(bus.conn, task_id, lambda: pushed_commits(worker, updates), inherit_location=True)
 
 
 def integration_tip(remote: str, integration: str) -> tuple[str, str] | None:

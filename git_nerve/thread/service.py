@@ -239,6 +239,10 @@ def post_anywhere(
     (None, the holding machine)."""
     role = check_role(role)
     meta = check_metadata(metadata)
+    from ..worktree_prep.secrets import redactor
+
+    masking = redactor(bus.conn, thread_id)  # what an agent posts is stored masked (git_nerve/redact.py)
+    content, metadata, meta = masking.value(content), masking.value(metadata), masking.value(meta)
     with bus.write() as conn:
         if _known(conn, thread_id):
             return append(conn, thread_id, role=role, content=content, metadata=metadata, ts=ts), None

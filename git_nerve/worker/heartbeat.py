@@ -29,6 +29,9 @@ def record(
     ts = clock.now()
     payload: dict = {"source": source}
     if status is not None:
+        from ..worktree_prep.secrets import redactor  # only with a status: the agent's words, stored masked
+
+        status = redactor(bus.conn, task_id).text(status)
         payload["status"] = status
     if progress is not None:
         payload["progress"] = progress

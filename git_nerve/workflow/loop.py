@@ -101,6 +101,10 @@ class Runner:
         return Thread(self.start, tuple(rounds.load(conn, self.start.task_id, numbers)))
 
     def _append(self, role: str, content: str, metadata: dict[str, Any]) -> int:
+        from ..worktree_prep.secrets import redactor
+
+        masking = redactor(self.bus.conn, self.start.task_id)  # what the agent said is stored masked (redact.py)
+        content, metadata = masking.text(content), masking.value(metadata)
         with self.bus.write() as conn:
             return rounds.append(conn, self.start.task_id, role=role, content=content, metadata=metadata, ts=clock.now())
 

@@ -7,8 +7,10 @@ kept after the round ends (finished rounds stay readable). While a writer has th
 exclusive ``flock`` on it (the kernel drops it when the writer dies): that is what "running" means.
 
 Secrets never reach the log: the values of the agent's environment variables whose names say they are
-secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``...) are replaced by ``[redacted]``, as the HTTP
-adapter redacts its key (a value split across two reads is still caught: bytes that could begin one wait for the next read).
+secret (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``...) are replaced by ``[redacted]``, and the values of
+a ``.env`` file copied into the task's worktree by ``[value from <file> hidden by git-nerve]``: the one redaction,
+:mod:`git_nerve.redact` (a value split across two reads is still caught: bytes that could begin one wait for the
+next read). A reader (:func:`read`) masks again what it returns (a log written before a value was known).
 Each pipe is written in whole lines (an unfinished line waits for its end, up to ``LINE_HOLD`` bytes), so a line
 on stdout and one on stderr never cut into each other.
 """
@@ -25,15 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from ..fs import NERVE, create_file, make_dirs, replace_file
+from ..redact import NOTHING, Redactor
 
 RUNS = "runs"
-REDACTED = b"[redacted]"
-#: environment variable names whose values are secrets
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH(?!OR)", re.I)
 #: a pipe's unfinished line is held back (so two pipes' lines never cut into each other) up to this size
 LINE_HOLD = 64 * 1024
-#: shortest value redacted (shorter ones would hide ordinary words)
-MIN_SECRET = 6
 #: bytes one read returns at most
 READ_LIMIT = 256 * 1024
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -48,20 +46,21 @@ def log_path(common_dir: str | os.PathLike[str], task_id: str, round_: int, role
     return task_dir(common_dir, task_id) / f"{int(round_)}-{_SAFE.sub('_', role or 'agent')}.log"
 
 
-def secrets_of(env: Mapping[str, str] | None) -> list[bytes]:
-    """The values of ``env`` that must never be written (longest first)."""
-    found = {v.encode("utf-8", "surrogateescape") for k, v in (env or {}).items()
-             if SECRET_NAME.search(k) and isinstance(v, str) and len(v) >= MIN_SECRET}
-    return sorted(found, key=len, reverse=True)
+def masking_for(common_dir, task_id: str, env: Mapping[str, str] | None, worktree=None) -> Redactor:
+    """What a round's log of ``task_id`` masks: the secret values of ``env`` (the agent's) and the task's copied
+    values (:func:`git_nerve.worktree_prep.secrets.redactor`, read from its bus row; env only when it cannot be)."""
+    from ..worktree_prep.secrets import redactor_at
+
+    return redactor_at(common_dir, task_id, worktree, env={} if env is None else env)
 
 
 class Tee:
     """One round's log, appended to from the agent's two pipes (thread-safe), secrets redacted."""
 
-    def __init__(self, path: Path, fd: int, secrets: list[bytes]):
+    def __init__(self, path: Path, fd: int, masking: Redactor = NOTHING):
         self.path = path
         self._fd = fd
-        self._secrets = secrets
+        self._masking = masking
         self._pending: dict[str, bytes] = {}
         self._lock = threading.Lock()
 
@@ -70,9 +69,7 @@ class Tee:
         return lambda chunk: self.write(stream, chunk)
 
     def _redact(self, data: bytes) -> bytes:
-        for s in self._secrets:
-            data = data.replace(s, REDACTED)
-        return data
+        return self._masking.data(data)
 
     def write(self, stream: str, chunk: bytes) -> None:
         with self._lock:
@@ -89,13 +86,7 @@ class Tee:
 
     def _held(self, data: bytes) -> int:
         """How many bytes at the end of ``data`` could begin a secret (they wait for the next read)."""
-        held = 0
-        for s in self._secrets:
-            for k in range(min(len(s) - 1, len(data)), held, -1):
-                if data.endswith(s[:k]):
-                    held = k
-                    break
-        return held
+        return self._masking.held(data)
 
     def _out(self, data: bytes) -> None:
         try:
@@ -116,8 +107,9 @@ class Tee:
 
 
 def open_tee(common_dir, task_id: str, round_: int, role: str, adapter: str,
-             env: Mapping[str, str] | None) -> Tee | None:
-    """Start (or, for a second call in the same round, continue) a round's log; None when it cannot be written."""
+             env: Mapping[str, str] | None, worktree=None) -> Tee | None:
+    """Start (or, for a second call in the same round, continue) a round's log; None when it cannot be written.
+    ``env``: the agent's environment, ``worktree``: where it runs (the copied values it may print are there)."""
     from ..git import destroy
 
     path = log_path(common_dir, task_id, round_, role)
@@ -131,7 +123,7 @@ def open_tee(common_dir, task_id: str, round_: int, role: str, adapter: str,
     except OSError:
         return None
     fcntl.flock(fd, fcntl.LOCK_EX)
-    return Tee(path, fd, secrets_of(env))
+    return Tee(path, fd, masking_for(common_dir, task_id, env, worktree))
 
 
 def _running(path: Path) -> bool:
@@ -173,10 +165,11 @@ def rounds(common_dir, task_id: str) -> list[dict[str, Any]]:
 
 
 def read(common_dir, task_id: str, round_: int | None = None, after: int | None = None,
-         limit: int = READ_LIMIT) -> dict[str, Any]:
-    """One round's output from byte ``after`` (default: the last ``limit`` bytes); the newest round by default.
+         limit: int = READ_LIMIT, masking: Redactor | None = None) -> dict[str, Any]:
+    """One round's output from byte ``after`` (default: the last ``limit`` bytes); the newest round by default,
+    masked by ``masking``.
 
-    ``next`` is the offset to ask from next time; text never ends inside a UTF-8 character."""
+    ``next`` is the offset to ask from next time (in the log's bytes); text never ends inside a UTF-8 character."""
     found = rounds(common_dir, task_id)
     pick = [r for r in found if round_ is None or r["round"] == round_]
     listing = [{k: v for k, v in r.items() if k != "_path"} for r in found]
@@ -189,9 +182,9 @@ def read(common_dir, task_id: str, round_: int | None = None, after: int | None 
         fh.seek(start)
         data = fh.read(min(limit, size - start))
     data = data[:_complete(data)]
+    text = (masking or NOTHING).text(data.decode("utf-8", "replace"))
     return {"rounds": listing, "round": chosen["round"], "role": chosen["role"], "adapter": chosen["adapter"],
-            "running": chosen["running"], "text": data.decode("utf-8", "replace"), "start": start,
-            "next": start + len(data)}
+            "running": chosen["running"], "text": text, "start": start, "next": start + len(data)}
 
 
 def _complete(data: bytes) -> int:
@@ -206,4 +199,4 @@ def _complete(data: bytes) -> int:
     return len(data)
 
 
-__all__ = ["READ_LIMIT", "RUNS", "Tee", "log_path", "open_tee", "read", "rounds", "secrets_of", "task_dir"]
+__all__ = ["READ_LIMIT", "RUNS", "Tee", "log_path", "masking_for", "open_tee", "read", "rounds", "task_dir"]

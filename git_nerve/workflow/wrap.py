@@ -12,7 +12,9 @@ CMD's (128+N when a signal N ended it). Every commit the command made is
 recorded on the bus, even one that bypassed the hooks.
 
 Only the command's name is recorded, never its arguments (they may hold a
-prompt or a secret).
+prompt or a secret). What CMD prints is written masked (:mod:`git_nerve.redact`) to the round's log
+(``<common>/nerve/runs/<task>/<round>-<role>.log``, which the console follows) and to the round's tail; the
+terminal gets it as CMD printed it.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from ..bus.connection import Bus
 from ..errors import InvalidTransition, NerveError, UsageError
 from ..locks import hold
 from ..git import cli as gitcli
+from ..redact import NOTHING, Redactor
 from ..worktree_prep import ports
-from . import ground
+from . import ground, runlog
 from .adapters.command import DEFAULT_GRACE, Capture, kill_group
 
 TAIL_LINES = 40
@@ -85,18 +88,20 @@ class _Tail:
             while self._size - len(self._chunks[0]) >= self._limit:
                 self._size -= len(self._chunks.popleft())
 
-    def text(self, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    def text(self, lines: int = TAIL_LINES, chars: int = TAIL_CHARS, masking: Redactor = NOTHING) -> str:
         with self._lock:
             data = b"".join(self._chunks)
-        text = data.decode("utf-8", "replace").rstrip()
+        text = masking.text(data.decode("utf-8", "replace")).rstrip()  # masked before it is cut: no half value
         kept = text.splitlines()[-lines:]
         out = "\n".join(kept)
         return out[-chars:] if len(out) > chars else out
 
 
-def _tee(stream: BinaryIO | None, tail: _Tail) -> Callable[[bytes], None]:
+def _tee(stream: BinaryIO | None, tail: _Tail, log: Callable[[bytes], None] | None = None) -> Callable[[bytes], None]:
     def on_chunk(chunk: bytes) -> None:
         tail.add(chunk)
+        if log is not None:
+            log(chunk)
         if stream is not None:
             try:
                 stream.write(chunk)
@@ -184,9 +189,10 @@ def run_command(
         name = os.path.basename(argv[0])
         before = ground.tip(worktree, w.branch)
         tail = _Tail()
+        masking, log, sinks = _masked_log(repo, task_id, role or name, worktree, tail, stdout, stderr)
         t0 = time.monotonic()
-        code, beats = _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace,
-                                      _tee(stdout, tail), _tee(stderr, tail))
+        with contextlib.closing(log) if log is not None else contextlib.nullcontext():
+            code, beats = _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace, *sinks)
         duration = round(time.monotonic() - t0, 1)
         exit_code = code if code >= 0 else 128 - code
         metadata = _exit_facts(name, code, exit_code, duration, beats)
@@ -196,7 +202,7 @@ def run_command(
         problem = ground.verdict(obs, must_commit=done, branch=w.branch)
         if problem:
             metadata["git_error"] = problem
-        content = tail.text() or "(no output)"
+        content = tail.text(masking=masking) or "(no output)"
         with repo.bus.write() as conn:
             number = rounds.append(conn, task_id, role=role or name, content=content, metadata=metadata, ts=clock.now())
         result = WrapResult(task_id, exit_code, number, duration, started, -code if code < 0 else None, beats.stopped,
@@ -210,6 +216,18 @@ def run_command(
     finally:
         running.close()
         repo.close()
+
+
+def _masked_log(repo, task_id: str, role: str, worktree: Path, tail: _Tail, stdout, stderr):
+    """What CMD's output is masked by (git_nerve/redact.py: the secret values of the environment it is given, the
+    task's copied values); its round's log under <common>/nerve/runs/<task>/ (the console follows it), masked as it
+    is written (None when it cannot be written); the sinks of CMD's stdout and stderr."""
+    from ..worktree_prep.secrets import redactor
+
+    masking = redactor(repo.bus.conn, task_id, worktree)
+    log = runlog.open_tee(repo.paths.common_dir, task_id, rounds.last_round(repo.bus.conn, task_id) + 1, role, "run",
+                          os.environ, worktree)
+    return masking, log, (_tee(stdout, tail, log and log.sink("stdout")), _tee(stderr, tail, log and log.sink("stderr")))
 
 
 def _exit_facts(name: str, code: int, exit_code: int, duration: float, beats: "_Heartbeats") -> dict[str, Any]:

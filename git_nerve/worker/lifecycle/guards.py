@@ -1,6 +1,7 @@
 """The refusals several verbs share, each checked before anything changes: a branch deleted by hand,
 unsaved work a removal would lose (a stopped operation, uncommitted changes, submodule work), commits the
-integration branch dropped, a merge that already reached the remote; and the remote's own refusal of a push.
+integration branch dropped, a merge that already reached the remote, a commit carrying a copied secret; and the
+remote's own refusal of a push.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...bus import workers
-from ...errors import GitError, InvalidTransition
-from ...git import worktrees
+from ...errors import CheckFailed, GitError, InvalidTransition
+from ...git import history, worktrees
 from ...git import remote as gitremote
 from .. import repair
 from ..states import State
@@ -76,3 +77,15 @@ def _remote_refused(push: gitremote.PushResult, branch: str, remote: str, then: 
     """The remote's own hook (pre-receive, update) declined the push: the remote's words, as the remote's."""
     return GitError(f"{remote} refused the push of {branch}: its own hook (pre-receive or update) declined it; {then}",
                     details=list(push.remote_said[-40:]) or [push.message])
+
+
+def _refuse_copied_secrets(repo: Repo, w: workers.Worker, cwd, tip: str, onto: str) -> None:
+    """CheckFailed (exit 7) before anything is published when a commit ``tip`` brings that ``onto`` lacks adds a file
+    or a value git-nerve copied into the task's worktree (`done` and `merge` call it before their push; the pre-push
+    hook asks the same function): a `git commit --no-verify` publishes no secret."""
+    from ...worktree_prep.secrets import published_refusal
+
+    reason = published_refusal(repo.bus.conn, w.task_id,
+                               lambda: history.rev_list(cwd, [tip], excluding=[onto], reverse=True), cwd=cwd)
+    if reason:
+        raise CheckFailed(f"refused: {reason}; nothing was published ({w.task_id} is still {w.state})")

@@ -24,7 +24,8 @@ from ..transitions import get, transition
 from .advance import _advance_local, _sync_local_integration, _undo_killed_fast_forward
 from .check import _parse_check, _run_check
 from .cleanup import _cleanup
-from .guards import _refuse_branch_gone, _refuse_dropped, _refuse_submodule_work, _remote_refused
+from .guards import (_refuse_branch_gone, _refuse_copied_secrets, _refuse_dropped, _refuse_submodule_work,
+                     _remote_refused)
 from .publish import (MERGE_ATTEMPTS, MergeResult, _gate_refused, _push_from_checkout,  # noqa: F401  (re-exported)
                       after_lost_race, claim_held, merge_attempts)
 from .repo import Repo, _require_tip, integration_ref, repair_leftovers
@@ -142,6 +143,7 @@ def _merge_once(repo: Repo, w: workers.Worker, res: MergeResult, tip: str, signe
             _record_merge(repo, w, res, made, tip, target_ref, target_wt)
         return True
     _refuse_dropped(repo, w, tip, ours, target_ref)
+    _refuse_copied_secrets(repo, w, cwd, tip, ours)  # before the push (or the local move): nothing moves
     mr = objects.merge_commit(repo.paths.common_dir, ours, tip, message, author, committer)
     if mr.commit is None:
         _merge_conflict(repo, w, mr.conflicts, ours)

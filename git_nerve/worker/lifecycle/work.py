@@ -15,7 +15,7 @@ from ...git import remote as gitremote
 from .. import claims, repair
 from ..states import State
 from ..transitions import Outcome, get, transition
-from .guards import _refuse_branch_gone, _refuse_dropped, _remote_refused
+from .guards import _refuse_branch_gone, _refuse_copied_secrets, _refuse_dropped, _remote_refused
 from .repo import Repo, _publish, _require_tip, integration_ref, repair_leftovers
 from .worktree import follow_moved_worktree
 
@@ -77,6 +77,7 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bo
             f"nothing to review: {task_id} has no commits that are not on {w.integration}; commit the work first "
             "(or pass --allow-empty to finish it with nothing to merge)"
         )
+    _refuse_copied_secrets(repo, w, wt, tip, onto)  # before the rebase and the push: nothing moves
 
     if not refs.is_ancestor(wt, onto, tip):
         _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")

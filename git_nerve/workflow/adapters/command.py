@@ -156,7 +156,8 @@ class CommandAdapter:
             if self.prepare is not None:
                 self.prepare(self, inv)
             started = time.monotonic()
-            tee = runlog.open_tee(common_dir, ctx.task_id, ctx.round, ctx.role, self.name, inv.env) if ctx.round else None
+            tee = (runlog.open_tee(common_dir, ctx.task_id, ctx.round, ctx.role, self.name, inv.env, ctx.workdir)
+                   if ctx.round else None)
             try:
                 stdout, _ = run_process(
                     inv.argv, name=self.name, cwd=ctx.workdir, input_text=prompt if self.prompt_via == "stdin" else None,

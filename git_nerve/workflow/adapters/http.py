@@ -39,7 +39,9 @@ REDACTED = "[redacted]"
 
 def redact(text: str, secret: str | None) -> str:
     if secret and len(secret) >= 4:
-        return text.replace(secret, REDACTED)
+        from ...redact import Redactor  # the one redaction (git_nerve/redact.py)
+
+        return Redactor([secret]).text(text)
     return text
 
 
