@@ -20,7 +20,7 @@ from .. import faults, waits
 from ..errors import BusBusy, BusError, DatabaseError
 from ..filedoor import keep_or_remove
 from . import driver
-from ..fs import BUS_FILE, ensure_local_filesystem, make_dirs
+from ..fs import BUS_FILE, create_file, ensure_local_filesystem, make_dirs
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 30_000
@@ -124,6 +124,7 @@ class Bus:
             if kept:  # a link or directory planted at our own name: never built through
                 raise DatabaseError(f"cannot create the bus {self.path}: {kept}")
         try:
+            os.close(create_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL))  # 0600: SQLite gives its WAL the same
             conn = self._connect(tmp)
             try:
                 conn.execute("PRAGMA journal_mode=WAL").fetchone()

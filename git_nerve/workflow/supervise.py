@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NerveError
+from ..fs import make_dirs, replace_file
 from ..git import destroy
 from .adapters.base import AdapterAborted
 
@@ -73,8 +74,8 @@ class StopRequest:
             if reason is None:
                 destroy.remove_own_file(path, within=path.parent, kind="stop-request")
                 return
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(reason + "\n", encoding="utf-8")
+            make_dirs(path.parent)
+            replace_file(path, reason + "\n")
             self._written = path
         except (NerveError, OSError) as exc:
             if reason is not None:
