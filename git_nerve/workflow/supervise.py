@@ -10,6 +10,7 @@ process group); an adapter that ignores the abort is given up on after :data:`AB
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NerveError
-from ..fs import make_dirs, replace_file
+from ..fs import create_file, make_dirs
 from ..git import destroy
 from .adapters.base import AdapterAborted
 
@@ -75,7 +76,8 @@ class StopRequest:
                 destroy.remove_own_file(path, within=path.parent, kind="stop-request")
                 return
             make_dirs(path.parent)
-            replace_file(path, reason + "\n")
+            with os.fdopen(create_file(path), "w", encoding="utf-8") as fh:  # 0600, as every file under nerve/
+                fh.write(reason + "\n")
             self._written = path
         except (NerveError, OSError) as exc:
             if reason is not None:

@@ -5,12 +5,13 @@ problem is a warning), except that a bad ``[worktree]`` table was refused before
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bus import prep as busprep
 from ..errors import NerveError
-from ..fs import make_dirs, replace_file
+from ..fs import create_file, make_dirs
 from ..git import worktrees
 from . import clone, include, ports, secrets, setup
 from .config import PrepConfig, load, main_checkout
@@ -124,4 +125,5 @@ def _mark_guarded(worktree: Path) -> None:
     marker = worktrees.git_dir_of(worktree) / "nerve" / GUARD_MARKER
     make_dirs(marker.parent)
     if not marker.exists():
-        replace_file(marker, "git-nerve: this worktree holds copied ignored files; pre-commit keeps them out of git\n")
+        with os.fdopen(create_file(marker), "w", encoding="utf-8") as fh:  # 0600, as every file under nerve/
+            fh.write("git-nerve: this worktree holds copied ignored files; pre-commit keeps them out of git\n")
