@@ -50,6 +50,14 @@ def test_init_refuses_a_committed_hooks_dir_and_writes_nothing(repo, sh):
     assert (work / ".githooks" / "pre-commit").read_text() == TEAM_HOOK
     assert git(work, "status", "--porcelain") == ""
 
+    # spawn says so in a warning and writes nothing there either (its worktree's hooks live in its git dir)
+    res = sh(["git", "worker", "spawn", "t1", "--no-fetch"], work)
+    assert res.code == 0 and "git tracks .githooks/pre-commit" in res.err, res
+    assert sorted(p.name for p in (work / ".githooks").iterdir()) == before
+    assert (work / ".githooks" / "pre-commit").read_text() == TEAM_HOOK
+    assert git(work, "status", "--porcelain") == ""
+    assert git(wk.worktree(work, "t1"), "status", "--porcelain") == ""
+
 
 def test_team_hooks_that_chain_git_nerve_keep_status_clean_through_init_spawn_done_merge(repo, gw, sh):
     work = repo.work
