@@ -98,6 +98,7 @@ def _take_lock(path: Path) -> int:
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.ftruncate(fd, 0)  # the last setup's pid goes at once: :func:`stop` waits for this one's
             return fd
         except OSError:
             if time.monotonic() >= deadline:
