@@ -263,7 +263,7 @@ def _handle(conn, life: _Life) -> str | None:
 def _read(conn) -> tuple[object, str | None]:
     """(the request, None) or (None, why it is refused): a peer of another user, too large, not JSON."""
     if client.peer_uid(conn) != os.getuid():
-        return None, "not this user's server"
+        return None, "a client of another user"
     chunks, size = [], 0
     while size <= MAX_REQUEST:
         data = conn.recv(1 << 16)

@@ -174,6 +174,6 @@ def test_git_worker_setup_runs_an_interrupted_setup_again(repo, gw):
     assert js.code == 0 and json.loads(js.out)["setup"] == "done", js
     assert gw("cancel t1 --cleanup --force", work).code == 0
     res = gw("setup t1", work)
-    assert res.code == 3 and "no worktree" in res.err, res
+    assert res.code == 3 and "is FAILED" in res.err and len(res.err.strip().splitlines()) == 1, res
     res = gw("setup nope", work)
     assert res.code != 0 and len(res.err.strip().splitlines()) == 1, res

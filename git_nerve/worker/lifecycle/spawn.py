@@ -71,13 +71,16 @@ def spawn(
 
 def setup_again(repo: Repo, task_id: str, *, wait: bool = False):
     """`git worker setup T`: run the task's ``[worktree] setup`` again in its worktree (a running one is stopped
-    first, its whole process group); its PrepResult. A task without a worktree (COMPLETED, FAILED after a cleanup)
+    first, its whole process group); its PrepResult. A COMPLETED or FAILED task, or one whose worktree is gone,
     is refused (exit 3), so is a repository without a setup (exit 2)."""
     from ..transitions import get
 
     w = get(repo.bus, task_id)
-    if w.state in (State.COMPLETED.value, State.FAILED.value) or not Path(w.worktree).is_dir():
-        raise InvalidTransition(f"task {task_id} is {w.state} and has no worktree to set up; nothing started")
+    if w.state in (State.COMPLETED.value, State.FAILED.value):
+        raise InvalidTransition(f"task {task_id} is {w.state}: nothing started (a FAILED one: `git worker retry "
+                                f"{task_id}` first)")
+    if not Path(w.worktree).is_dir():
+        raise InvalidTransition(f"task {task_id} has no worktree at {w.worktree}: nothing started")
     res = resume_setup(repo.paths, repo.bus, task_id, Path(w.worktree), wait=wait, again=True)
     if res is None:
         raise UsageError("no [worktree] setup in nerve.toml: nothing to run")
