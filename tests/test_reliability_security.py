@@ -88,6 +88,7 @@ def _flow(tmp_path: Path, umask: int, seen: list, *, shared: bool = False) -> No
     work = build.simple(tmp_path).work
     if shared:
         build.git(work, "config", "core.sharedRepository", "group")
+        (work / ".git" / "nerve").mkdir(exist_ok=True)  # as an older git-nerve left it: group-writable
         for d in [work / ".git", *(p for p in (work / ".git").rglob("*") if p.is_dir())]:
             d.chmod(0o2775)
     (work / "knowledge.yaml").write_text('include:\n  - "**/*.md"\n', encoding="utf-8")

@@ -82,8 +82,8 @@ needs_root = pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0,
 
 @pytest.fixture
 def shared_clone(hermetic):
-    """A clone with four live tasks in a directory every user may traverse (pytest's own is its user's only),
-    its nerve dir group-writable as an older git-nerve left it in a `git init --shared=group` repository."""
+    """A clone with four live tasks in a directory every user may traverse (pytest's own is its user's only), in a
+    `git init --shared=group` repository."""
     top = Path(tempfile.mkdtemp(prefix="nw", dir="/tmp"))
     top.chmod(0o1777)
     env = {k: v for k, v in hermetic.items() if k != "NERVE_WARM"}
@@ -94,7 +94,7 @@ def shared_clone(hermetic):
         res = clone.git(["worker", "spawn", t, "--no-fetch"], NERVE_WARM="0")
         assert res.returncode == 0, res
     build.git(work, "config", "core.sharedRepository", "group")
-    for d in [top / "c", work, work / ".git", clone.common / "nerve"]:
+    for d in [top / "c", work, work / ".git"]:
         d.chmod(0o2775)
     yield clone, top
     _stop(clone)
@@ -128,6 +128,9 @@ def _heard(proc: subprocess.Popen, out: Path, stop: Path) -> dict:
 def test_a_socket_another_user_planted_receives_nothing_and_the_command_answers_itself(shared_clone):
     clone, top = shared_clone
     _settled(clone)
+    # the nerve dir as an older git-nerve left it (group-writable; the next bus opening makes it 0700 again):
+    # another user of the group plants a listener before the person's next command
+    (clone.common / "nerve").chmod(0o2775)
     proc, out, stop = _listen(top, clone.sock, "plant")
     assert clone.sock.lstat().st_uid == NOBODY
 
@@ -139,6 +142,7 @@ def test_a_socket_another_user_planted_receives_nothing_and_the_command_answers_
     assert clone.lines()[-1].split(None, 1)[1] == "direct the socket is not this user's"
     _same(res, clone.direct(["status", "--json"]))
     assert clone.sock.lstat().st_uid == NOBODY  # kept: no server of ours replaced it or started
+    assert (clone.common / "nerve").stat().st_mode & 0o077 == 0  # the direct answer's bus opening closed it
 
 
 @needs_root
