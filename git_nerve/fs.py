@@ -17,11 +17,11 @@ CTX_FILE = ".worker-ctx.json"
 
 # -- creating files ---------------------------------------------------------
 
-#: Modes for what git-nerve creates under ``<git-common-dir>/nerve/``: the umask
-#: still applies (022 gives 755/644, 077 gives 700/600), but even under umask
-#: 000 nothing is world-writable.
-DIR_MODE = 0o775
-FILE_MODE = 0o664
+#: Modes for what git-nerve creates under ``<git-common-dir>/nerve/`` (and a worktree's ``<git-dir>/nerve/``):
+#: its owner's only, whatever the umask, so in a group-shared git dir (`git init --shared=group`, umask 002)
+#: no other user reads, plants or replaces a socket, lock or record of ours (issue 35).
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 
 def make_dirs(path: str | os.PathLike[str]) -> Path:

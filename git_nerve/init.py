@@ -93,13 +93,14 @@ def init(cwd=None) -> InitReport:
 
 def _refuse_shared_hooks(paths: RepoPaths) -> None:
     """UsageError, before anything is written, when the hooks would have to go into a hooks directory other
-    repositories may share (git-nerve never writes there; a repository without its hooks records no commits)."""
+    repositories may share, or one git tracks (a team's committed ``.githooks``): git-nerve never writes there;
+    a repository without its hooks records no commits."""
     from .errors import UsageError
     from .hooks import install as hooks_install
 
     if hooks_install.forward_dir(paths) is not None or hooks_install.installed(paths):
         return
-    why = hooks_install.not_this_repositorys(paths)
+    why = hooks_install.not_this_repositorys(paths) or hooks_install.tracked_hooks(paths)
     if why:
         raise UsageError(f"nothing was set up: {why}")
 

@@ -69,7 +69,7 @@ class _Token:
         self._n += 1
         path = f"{self.path}.{self._n}"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o664)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError:
             return None
         try:
@@ -100,8 +100,8 @@ class _Token:
 
 
 def _make_dirs(directory: str) -> None:
-    """``mkdir -p`` whose new directories get 0o775 minus the umask (``os.makedirs`` gives intermediate ones
-    0o777: world-writable under umask 000)."""
+    """``mkdir -p`` whose new directories get 0o700, its owner's only (``os.makedirs`` gives intermediate ones
+    0o777 minus the umask: group-writable in a shared git dir)."""
     missing = []
     d = directory
     while not os.path.isdir(d):
@@ -112,7 +112,7 @@ def _make_dirs(directory: str) -> None:
         d = parent
     for d in reversed(missing):
         try:
-            os.mkdir(d, 0o775)
+            os.mkdir(d, 0o700)
         except FileExistsError:
             pass
 
@@ -129,7 +129,7 @@ def token(common: str | os.PathLike[str]) -> _Token | None:
     ident = f"{os.getpid()}-{time.time_ns() & 0xffffffffffff:x}"
     try:
         _make_dirs(directory)
-        fd = os.open(os.path.join(directory, ident), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o664)
+        fd = os.open(os.path.join(directory, ident), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError:
         return None
     try:

@@ -112,6 +112,8 @@ def _clear(path: str, common: str) -> str | None:
         return None
     if not stat.S_ISSOCK(st.st_mode):
         return f"kept {path}: not a socket"
+    if st.st_uid != os.getuid():
+        return f"kept {path}: another user's socket"
     return keep_or_remove(path, within=os.path.join(common, "nerve"), kind="warm-socket")
 
 
@@ -166,8 +168,10 @@ class _Life:
         return None
 
     def refusal(self, req) -> tuple[str | None, bool]:
-        """(why this request is not answered here, whether the server stops) or (None, False)."""
-        if not isinstance(req, dict):
+        """(why this request is not answered here, whether the server stops) or (None, False). A malformed request
+        is refused and the server serves on; only another git-nerve's (every identity key there, some other value)
+        stops it."""
+        if not isinstance(req, dict) or not all(k in req for k in self.me):
             return "malformed request", False
         mine = {k: req.get(k) for k in self.me}
         if mine != self.me:
@@ -175,14 +179,32 @@ class _Life:
         why = self.over() or (None if start.enabled(self.common) else "[worker] warm is false")
         if why:
             return why, True
-        if not (isinstance(req.get("argv"), list) and client.plain(req["argv"]) and isinstance(req.get("env"), dict)
-                and isinstance(req.get("cwd"), str) and isinstance(req.get("umask"), int)
-                and isinstance(req.get("argv0"), str) and isinstance(req.get("tty"), list) and len(req["tty"]) == 2):
-            return "malformed request", False
-        return None, False
+        return malformed(req), False
 
     def wait(self) -> float:
         return max(0.01, min(1.0, self.idle - (time.monotonic() - self.since)))
+
+
+def _text(value) -> bool:
+    """A string the operating system can take (no NUL byte)."""
+    return isinstance(value, str) and "\0" not in value
+
+
+def malformed(req: dict) -> str | None:
+    """Why the fields of a request cannot be run as a command (the wrong types, a NUL byte in the directory, the
+    environment or the arguments, a umask out of 0..0o777), or None."""
+    argv, env, tty, umask = req.get("argv"), req.get("env"), req.get("tty"), req.get("umask")
+    if not (isinstance(argv, list) and all(_text(a) for a in argv) and client.plain(argv)):
+        return "malformed request: argv"
+    if not (isinstance(env, dict) and all(_text(k) and k and "=" not in k and _text(v) for k, v in env.items())):
+        return "malformed request: env"
+    if not (_text(req.get("cwd")) and os.path.isabs(req["cwd"]) and _text(req.get("argv0"))):
+        return "malformed request: cwd or argv0"
+    if type(umask) is not int or not 0 <= umask <= 0o777:
+        return "malformed request: umask"
+    if not (isinstance(tty, list) and len(tty) == 2 and all(type(t) is bool for t in tty)):
+        return "malformed request: tty"
+    return None
 
 
 class _Stop(Exception):
@@ -204,6 +226,9 @@ def _loop(sock, life: _Life) -> str:
             life.busy = True
             try:
                 why = _handle(conn, life)
+            except Exception as exc:  # noqa: BLE001 - one request's failure is logged; the next is served
+                _log(f"request failed: {type(exc).__name__}: {exc}")
+                why = None
             finally:
                 life.busy = False
                 conn.close()
@@ -216,20 +241,16 @@ def _loop(sock, life: _Life) -> str:
 
 
 def _handle(conn, life: _Life) -> str | None:
-    """Answer one request; the reason to stop, or None."""
+    """Answer one request; the reason to stop, or None. Whatever the request holds, the answer is the command's or
+    a refusal: the server serves on (a request of another git-nerve stops it after its refusal)."""
     conn.settimeout(READ_TIMEOUT)
-    chunks, size = [], 0
     try:
-        while size <= MAX_REQUEST:
-            data = conn.recv(1 << 16)
-            if not data:
-                break
-            chunks.append(data)
-            size += len(data)
-        req = json.loads(b"".join(chunks).decode("utf-8", "surrogateescape"))
-    except (OSError, ValueError):
+        req, why = _read(conn)
+    except OSError:
         return None
-    why, stop = life.refusal(req)
+    stop = False
+    if why is None:
+        why, stop = life.refusal(req)
     reply = {"refused": why} if why else _run(req)
     reply["pid"] = os.getpid()
     try:
@@ -237,6 +258,25 @@ def _handle(conn, life: _Life) -> str | None:
     except OSError:
         pass
     return why if stop else None
+
+
+def _read(conn) -> tuple[object, str | None]:
+    """(the request, None) or (None, why it is refused): a peer of another user, too large, not JSON."""
+    if client.peer_uid(conn) != os.getuid():
+        return None, "a client of another user"
+    chunks, size = [], 0
+    while size <= MAX_REQUEST:
+        data = conn.recv(1 << 16)
+        if not data:
+            break
+        chunks.append(data)
+        size += len(data)
+    if size > MAX_REQUEST:
+        return None, "request too large"
+    try:
+        return json.loads(b"".join(chunks).decode("utf-8", "surrogateescape")), None
+    except (ValueError, RecursionError):  # not JSON, or nested too deep for the parser
+        return None, "malformed request"
 
 
 class _Capture(io.TextIOBase):
@@ -281,7 +321,7 @@ def _run(req: dict) -> dict:
         sys.argv = [req["argv0"], *req["argv"]]
         sys.stdout, sys.stderr = _Capture(1, out, req["tty"][0]), _Capture(2, out, req["tty"][1])
         code = _command(req["argv"])
-    except OSError as exc:  # its directory gone, ...
+    except (OSError, ValueError, OverflowError, TypeError) as exc:  # its directory gone, ...: the client runs it
         code = f"{exc}"
     finally:
         env, cwd, sys.argv, sys.stdout, sys.stderr = saved

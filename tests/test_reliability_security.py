@@ -81,9 +81,16 @@ def _nerve_modes(common: Path) -> list[tuple[str, int]]:
             for d in nerve_dirs if d.exists() for p in [d, *d.rglob("*")]]
 
 
-def _flow(tmp_path: Path, umask: int, seen: list) -> None:
-    """The whole lifecycle (hooks, knowledge index, threads, steering) under ``umask``, noting file modes."""
+def _flow(tmp_path: Path, umask: int, seen: list, *, shared: bool = False) -> None:
+    """The whole lifecycle (hooks, knowledge index, threads, steering) under ``umask``, noting file modes;
+    ``shared``: in a group-shared git dir (`git init --shared=group`: core.sharedRepository, group-writable
+    setgid directories)."""
     work = build.simple(tmp_path).work
+    if shared:
+        build.git(work, "config", "core.sharedRepository", "group")
+        (work / ".git" / "nerve").mkdir(exist_ok=True)  # as an older git-nerve left it: group-writable
+        for d in [work / ".git", *(p for p in (work / ".git").rglob("*") if p.is_dir())]:
+            d.chmod(0o2775)
     (work / "knowledge.yaml").write_text('include:\n  - "**/*.md"\n', encoding="utf-8")
     build.git(work, "add", "knowledge.yaml")
     build.git(work, "commit", "-q", "-m", "knowledge config")
@@ -124,6 +131,16 @@ def test_files_under_nerve_honour_the_umask_and_are_never_world_writable(tmp_pat
         elif mode & umask:
             bad.add(f"{oct(mode)} {rel}: ignores umask {oct(umask)}")
     assert not bad, "\n".join(sorted(bad))
+
+
+def test_in_a_group_shared_git_dir_everything_under_nerve_is_its_owners_only(tmp_path):
+    """Issue 35: with `git init --shared=group` and umask 002 another user of the group could read the bus, plant a
+    socket or replace a record in a group-writable nerve dir: every directory there is 0700, every file 0600."""
+    seen: list[tuple[str, int]] = []
+    _flow(tmp_path, 0o002, seen, shared=True)
+    assert any(rel == "nerve" for rel, _ in seen) and any(rel.endswith("bus.db") for rel, _ in seen)
+    bad = sorted({f"{oct(mode)} {rel}" for rel, mode in seen if mode & 0o077})
+    assert not bad, "\n".join(bad)
 
 
 # -- secrets -----------------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from .. import faults, waits
 from ..errors import BusBusy, BusError, DatabaseError
 from ..filedoor import keep_or_remove
 from . import driver
-from ..fs import BUS_FILE, ensure_local_filesystem, make_dirs
+from ..fs import BUS_FILE, create_file, ensure_local_filesystem, make_dirs
 from .schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 30_000
@@ -38,6 +38,18 @@ def make_private_dir(path: Path) -> None:
         make_dirs(path)
     except OSError as exc:
         raise DatabaseError(f"cannot create {path}: {exc.strerror or exc}") from exc
+
+
+def _owners_only(directory: Path) -> None:
+    """The nerve dir an older git-nerve made group-accessible (0775 in a `git init --shared=group` repository) made
+    its owner's only, as a new one is made (fs.DIR_MODE): everything of ours inside is then out of other users'
+    reach. Only by its owner; a file system that refuses (read-only) changes nothing."""
+    try:
+        st = os.stat(directory)
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.chmod(directory, st.st_mode & 0o7700)
+    except OSError:
+        pass
 
 
 class Bus:
@@ -79,6 +91,7 @@ class Bus:
             # "unable to open database file"
             if not os.access(where, os.W_OK):
                 raise DatabaseError(f"cannot use the bus {self.path}: {where} is read-only (a read-only file system or permissions)")
+        _owners_only(self.path.parent)
         conn = self._connect(self.path)
         try:
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
@@ -124,6 +137,7 @@ class Bus:
             if kept:  # a link or directory planted at our own name: never built through
                 raise DatabaseError(f"cannot create the bus {self.path}: {kept}")
         try:
+            os.close(create_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL))  # 0600: SQLite gives its WAL the same
             conn = self._connect(tmp)
             try:
                 conn.execute("PRAGMA journal_mode=WAL").fetchone()

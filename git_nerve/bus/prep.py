@@ -83,3 +83,13 @@ def set_setup_pid(conn: sqlite3.Connection, task_id: str, pid: int, started: flo
     """The supervisor's pid, unless that setup already ended (a fast one records its end first)."""
     conn.execute("UPDATE task_prep SET setup_pid = ? WHERE task_id = ? AND setup_state = 'running' "
                  "AND setup_started = ?", (pid, task_id, started))
+
+
+def end_setup(conn: sqlite3.Connection, task_id: str, started: float | None, state: str, code: int,
+              ended: float) -> bool:
+    """Record the end of the setup of generation ``started`` (its ``setup_started``): a compare-and-set, so a
+    stale supervisor (its worktree removed, a newer setup started by retry) never writes over a newer record.
+    True when it was recorded."""
+    cur = conn.execute("UPDATE task_prep SET setup_state = ?, setup_exit = ?, setup_ended = ? "
+                       "WHERE task_id = ? AND setup_started = ?", (state, code, ended, task_id, started))
+    return cur.rowcount > 0

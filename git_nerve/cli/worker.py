@@ -37,7 +37,7 @@ def worker() -> None:
     """Run many agents on one repository: one task = one branch = one worktree.
 
     \b
-    Orchestrator:  spawn, status, show, approve, request-changes, merge, cancel, retry
+    Orchestrator:  spawn, status, show, approve, request-changes, merge, cancel, retry, setup
     Agent:         start, heartbeat, done, fail, run   (inside the task's worktree)
     """
 
@@ -230,6 +230,26 @@ def retry(task_id: str, as_json: bool) -> None:
         else:
             _state_line(outcome, "Retrying", task_id)
             echo(f"  Worktree: {outcome.worker.worktree}")
+
+
+@worker.command("setup", context_settings=CONTEXT_SETTINGS)
+@click.argument("task_id")
+@click.option("--wait", is_flag=True, help="Return once the setup ended (exit 1 when it failed).")
+@json_option
+def setup_cmd(task_id: str, wait: bool, as_json: bool) -> None:
+    """Run a task's [worktree] setup again in its worktree (a running one is stopped first)."""
+    from ..worker import lifecycle
+    from .prep import print_prep, refuse_failed_setup
+
+    with _repo(create=False) as repo:
+        prep = lifecycle.setup_again(repo, task_id, wait=wait)
+        for w in prep.warnings:
+            warn(w)
+        if as_json:
+            echo_json({"task_id": task_id, "setup": prep.setup_state, "setup_log": prep.setup_log})
+        else:
+            print_prep(prep)
+        refuse_failed_setup(prep if wait else None)
 
 
 # -- agent ---------------------------------------------------------------------------------

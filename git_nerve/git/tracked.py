@@ -21,6 +21,15 @@ def tracked_among(checkout: Path, paths: list[str]) -> set[str]:
     return found
 
 
+def tracked_under(cwd, directory: str, *, env=None) -> list[str] | None:
+    """The files the index of ``cwd``'s checkout tracks under ``directory`` (relative to its top, or absolute
+    inside it); None when git cannot tell."""
+    proc = cli.run(["ls-files", "-z", "--", f":(literal){directory}"], cwd=cwd, env=env, check=False)
+    if proc.returncode != 0:
+        return None
+    return [p for p in proc.stdout.split("\0") if p]
+
+
 def ignored_entries(checkout: Path) -> list[str] | None:
     """Ignored, untracked paths of ``checkout`` (a wholly ignored directory is one entry ending in '/');
     None when git cannot tell."""

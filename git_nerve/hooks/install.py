@@ -63,6 +63,7 @@ from .uninstall import uninstall
 from .where import (
     _git_env,
     _notes,
+    chains_us,
     _worktree_hooks_dir,
     forward_dir,
     hooks_dir,
@@ -70,6 +71,7 @@ from .where import (
     not_this_repositorys,
     shared_outside,
     shared_setting,
+    tracked_hooks,
 )
 
 
@@ -86,7 +88,7 @@ def install(paths: RepoPaths) -> InstallReport:
     forward = forward_dir(paths)
     if forward is not None:
         return _install_worktree(paths, forward)
-    why = not_this_repositorys(paths)
+    why = not_this_repositorys(paths) or tracked_hooks(paths)
     if why:
         raise UsageError(f"not installed: {why}")
     directory = hooks_dir(paths)
@@ -125,6 +127,8 @@ def install_missing(paths: RepoPaths, config=None) -> list[str] | None:
 def _install_one(directory: Path, name: str, shim: bytes) -> HookChange:
     path = directory / name
     try:
+        if os.path.isfile(path) and not is_ours(path) and chains_us(path):
+            return HookChange(name, "unchanged", None, f"{name} runs git-nerve's part itself (git nerve hook-run)")
         if os.path.lexists(path) and not is_ours(path):
             manager = manager_of(path)
             legacy = [p for p in displaced_copies(directory, name) if manager and manager[3] and p.name == name + manager[2]]
@@ -199,7 +203,7 @@ def _install_worktree(paths: RepoPaths, forward: str) -> InstallReport:
 #: the other names modules and tests use from here (kept importable as before the split)
 _ALSO = (MANAGERS, MARKER, TEMPLATE, WORKTREE_HOOKS, package_root, recorded, shared_outside, shared_setting,
          FORWARDED, LFS_HOOK, LFS_HOOKS, displaced_copies, lfs_configured, manager_of, remove_dead_temporaries,
-         forward_dir, not_this_repositorys, hooks_path_setting)
+         forward_dir, not_this_repositorys, hooks_path_setting, tracked_hooks)
 
 __all__ = [
     "install_missing",

@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..detach import lower_own_priority
 
         lower_own_priority()
+    if os.environ.get("NERVE_HOOK_CHAINED") == hook:
+        return 0  # a team's hook chaining ours (`git nerve hook-run`), run by our shim: the shim does git-nerve's part
     if hook not in HOOKS:
         sys.stderr.write(f"warning: git-nerve: no hook named {hook!r} (it handles {', '.join(HOOKS)}); nothing done\n")
         return 0

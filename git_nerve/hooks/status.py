@@ -12,7 +12,7 @@ from ..errors import NerveError
 from ..paths import RepoPaths
 from .managers import LFS_HOOKS, _lfs_chained, displaced_copies, kept_hooks, lfs_configured, manager_of
 from .shim import HOOKS, _read, _runnable, is_ours, recorded, render
-from .where import _worktree_hooks_dir, forward_dir, hooks_dir, hooks_path_setting
+from .where import _worktree_hooks_dir, chains_us, forward_dir, hooks_dir, hooks_path_setting
 
 
 @dataclass
@@ -90,6 +90,8 @@ def status(paths: RepoPaths, config=None) -> Status:
         if os.path.lexists(path) and is_ours(path):
             state, python = _shim_state(path, current)
             h = HookStatus(name, state, chained, python)
+        elif forward is None and os.path.isfile(path) and chains_us(path):  # a team's hook calling `hook-run`
+            h = HookStatus(name, "installed", None, None, None, "the hook runs git-nerve's part itself (hook-run)")
         elif os.path.lexists(path):
             manager = manager_of(path)
             who = manager[0] if manager else "another tool"

@@ -145,3 +145,46 @@ def not_this_repositorys(paths: RepoPaths) -> str | None:
             "repository, which other repositories may share: git-nerve never writes there. Give this repository its "
             f"own: git config --local core.hooksPath {own} (copy into it the hooks of {directory} it needs: "
             "`git nerve hooks install` keeps them running, first), then run this again")
+
+
+#: the one line a team's committed hook adds to run git-nerve's part of that hook (README "Hooks")
+CHAIN_LINE = 'git nerve hook-run {hook} "$@" || exit $?'
+#: what marks a hook that is not ours as one running git-nerve's part itself (the line above)
+CHAIN_MARK = b"git nerve hook-run"
+
+
+def chains_us(path: Path) -> bool:
+    """True when the hook file ``path``, not one of our shims, runs git-nerve's part itself (:data:`CHAIN_LINE`)."""
+    try:
+        with open(path, "rb") as fh:
+            return CHAIN_MARK in fh.read(1 << 16)
+    except OSError:
+        return False
+
+
+def tracked_hooks(paths: RepoPaths) -> str | None:
+    """Why git-nerve must not write into the hooks directory git uses here because git tracks files in it (a
+    team's committed ``.githooks`` named by core.hooksPath), or None. Our shims there would show in `git status`,
+    carry this machine's paths and be published by the next `git add -A`. The reason names the setting and the
+    two ways forward."""
+    top = paths.toplevel
+    setting = hooks_path_setting(paths)
+    if top is None or setting is None:
+        return None
+    directory = Path(os.path.realpath(hooks_dir(paths)))
+    top = Path(os.path.realpath(top))
+    gits = [Path(os.path.realpath(p)) for p in (paths.git_dir, paths.common_dir)]
+    if not (directory == top or top in directory.parents) or any(d == directory or d in directory.parents for d in gits):
+        return None
+    if all(chains_us(directory / name) for name in HOOKS):
+        return None  # the team's hooks run ours: nothing to write
+    files = tracked.tracked_under(top, os.fspath(directory), env=_git_env(paths))
+    if files == []:
+        return None
+    what = f"git tracks {files[0]} there" if files else "git cannot tell whether it tracks files there"
+    own = Path(os.path.realpath(paths.common_dir)) / "hooks"
+    return (f"core.hooksPath={setting} is the hooks directory {directory}, inside the work tree ({what}): git-nerve "
+            "never writes into committed files. Either chain git-nerve from the team's hooks: one line, "
+            f"`{CHAIN_LINE.format(hook='<hook>')}`, in each of its {', '.join(HOOKS)} there (README \"Hooks\"), "
+            f"or give git-nerve a hooks directory of its own outside the work tree: git config --local core.hooksPath {own} (copy the team's hooks into it: install "
+            "runs them first), then run this again")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ..errors import DatabaseError
-from ..paths import ensure_local_filesystem, make_dirs
+from ..paths import create_file, ensure_local_filesystem, make_dirs
 from .terms import index_text
 
 if TYPE_CHECKING:
@@ -130,6 +130,13 @@ def _connect(path: Path) -> sqlite3.Connection:
     except OSError as exc:
         raise DatabaseError(f"cannot create {path.parent}: {exc.strerror or exc}") from exc
     ensure_local_filesystem(path.parent)
+    try:  # created 0600 here (SQLite would use 0644 minus the umask); its WAL takes the same mode
+        if not os.path.lexists(path):
+            os.close(create_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise DatabaseError(f"cannot create {path}: {exc.strerror or exc}") from exc
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")

@@ -157,5 +157,5 @@ def _rewrite(path: Path, wanted: dict) -> bool:
     table = tomllib.loads(new).get("shared", {})
     if any(table.get(k) != v for k, v in wanted.items()):
         raise UsageError(f"{path}: could not rewrite its [shared] table; set {wanted} there by hand")
-    replace_file(path, new)
+    replace_file(path, new, create_mode=0o666, keep_mode=True)  # nerve.toml, a file of the work tree
     return True

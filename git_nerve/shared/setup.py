@@ -117,5 +117,5 @@ def _record(path: Path, wanted: dict, comment: str) -> bool:
         raise UsageError(f"{path} already has a [shared] table ({table}); edit it by hand to change it")
     lines = "".join(f'{key} = "{value}"\n' for key, value in wanted.items())
     block = f"\n[shared]\n# {comment}\n{lines}"
-    replace_file(path, (text.rstrip("\n") + "\n" if text else "") + block)
+    replace_file(path, (text.rstrip("\n") + "\n" if text else "") + block, create_mode=0o666, keep_mode=True)
     return True

@@ -4,9 +4,11 @@ and ``json`` (``socket`` itself costs its enums; ``_socket`` is what it wraps): 
 costs about what starting Python costs.
 
 It finds the clone's common git dir by reading git's files (:func:`git_nerve.dotgit.locate`, no git started),
-connects to ``<common>/nerve/warm.sock``, sends one JSON request (the arguments, the current directory, the whole
-environment, the umask, which of stdout/stderr is a terminal, this git-nerve's version, package directory and
-Python) and prints the answer's output byte for byte, in the order the command wrote it, then exits with its code.
+connects to ``<common>/nerve/warm.sock`` when that socket and the process listening at it are this user's (the
+socket's ``st_uid`` by lstat, the peer's uid from the kernel: :func:`peer_uid`; another user's socket, planted in
+a group-writable git dir, gets not a byte, and the command answers itself), sends one JSON request (the
+arguments, the current directory, the whole environment, the umask, which of stdout/stderr is a terminal, this
+git-nerve's version, package directory and Python) and prints the answer's output byte for byte, in the order the command wrote it, then exits with its code.
 Anything else (git's location variables set, anything unusual about the repository, no socket, a path too long for
 a socket, refused, a timeout, a malformed answer, the server's refusal) is ``None``: the command runs itself, as if
 there were no server. A server never makes a command fail or print anything different from the direct path.
@@ -116,13 +118,23 @@ def _ask(path: str, argv: list[str]) -> tuple[dict | None, str]:
     server's), else what went wrong."""
     import _socket
 
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, "none"  # the usual case without a server: no request built (json, the environment)
+    except OSError as exc:
+        return None, f"ask: {exc}"
+    if st.st_uid != os.getuid() or (st.st_mode & 0o170000) != 0o140000:  # S_IFSOCK (stat itself is not imported)
+        return None, "the socket is not this user's"
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(TIMEOUT)
         try:
             sock.connect(path)
         except (FileNotFoundError, ConnectionRefusedError):
-            return None, "none"  # the usual case without a server: no request built (json, the environment)
+            return None, "none"
+        if peer_uid(sock) != os.getuid():  # the process behind it, whoever owns the file by now
+            return None, "the server is not this user's"
         try:
             request = _request(argv)
         except (OSError, ValueError) as exc:
@@ -140,6 +152,26 @@ def _ask(path: str, argv: list[str]) -> tuple[dict | None, str]:
     finally:
         sock.close()
     return _parse(b"".join(chunks))
+
+
+def peer_uid(sock) -> int | None:
+    """The user id of the process at the other end of the connected Unix socket ``sock``, from the kernel; None
+    when this system does not say (then nothing is sent). Linux: ``SO_PEERCRED`` (struct ucred: pid, uid, gid).
+    macOS and the BSDs: ``LOCAL_PEERCRED`` at level ``SOL_LOCAL`` (struct xucred: version, uid, ...), what
+    ``getpeereid`` reads; written from the headers and untested here (no macOS machine in this CI). Both put the
+    uid at byte 4, in the machine's byte order."""
+    import _socket
+
+    try:
+        if sys.platform.startswith("linux"):
+            raw = sock.getsockopt(_socket.SOL_SOCKET, getattr(_socket, "SO_PEERCRED", 17), 12)
+        elif sys.platform == "darwin" or "bsd" in sys.platform:
+            raw = sock.getsockopt(0, getattr(_socket, "LOCAL_PEERCRED", 1), 76)  # SOL_LOCAL, sizeof(struct xucred)
+        else:
+            return None
+    except OSError:
+        return None
+    return int.from_bytes(raw[4:8], sys.byteorder) if len(raw) >= 8 else None
 
 
 def _parse(raw: bytes) -> tuple[dict | None, str]:

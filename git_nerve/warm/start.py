@@ -96,8 +96,10 @@ def after_spawn() -> bool:
 
 
 def _planted(path: str) -> bool:
-    """Something that is not a socket sits at the socket's name (a person's: kept, and no server runs)."""
+    """Something that is not a socket, or another user's socket, sits at the socket's name (kept, and no server
+    runs)."""
     try:
-        return not stat.S_ISSOCK(os.lstat(path).st_mode)
+        st = os.lstat(path)
     except FileNotFoundError:
         return False
+    return not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid()

@@ -50,7 +50,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..fs import locked_tmp_name, replace_file
+from ..fs import locked_tmp_name, make_dirs, replace_file
 from ..git import checkout, destroy, objectdb, refs, worktrees
 from .leftovers import _kept_line, clean_git_leftovers, kept_lock_line, say, stale_git_locks
 
@@ -64,11 +64,11 @@ def marker(git_dir: Path, name: str) -> Path:
 
 def set_marker(git_dir: Path, name: str, data: dict) -> None:
     path = marker(git_dir, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     # a full disk: no half-written marker left behind; a kill between the write and the rename leaves a locked
     # temporary of ours, which the next command's leftover check removes once its writer is gone
     # (leftovers._marker_temporaries, destroy.remove_dead_temporaries)
-    replace_file(path, json.dumps(data), tmp_name=locked_tmp_name(path), create_mode=0o666, lock=True)
+    replace_file(path, json.dumps(data), tmp_name=locked_tmp_name(path), lock=True)
 
 
 def get_marker(git_dir: Path, name: str) -> dict | None:

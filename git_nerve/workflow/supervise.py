@@ -10,6 +10,7 @@ process group); an adapter that ignores the abort is given up on after :data:`AB
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import NerveError
+from ..fs import create_file, make_dirs
 from ..git import destroy
 from .adapters.base import AdapterAborted
 
@@ -73,8 +75,9 @@ class StopRequest:
             if reason is None:
                 destroy.remove_own_file(path, within=path.parent, kind="stop-request")
                 return
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(reason + "\n", encoding="utf-8")
+            make_dirs(path.parent)
+            with os.fdopen(create_file(path), "w", encoding="utf-8") as fh:  # 0600, as every file under nerve/
+                fh.write(reason + "\n")
             self._written = path
         except (NerveError, OSError) as exc:
             if reason is not None:

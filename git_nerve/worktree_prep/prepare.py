@@ -5,11 +5,13 @@ problem is a warning), except that a bad ``[worktree]`` table was refused before
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bus import prep as busprep
 from ..errors import NerveError
+from ..fs import create_file, make_dirs
 from ..git import worktrees
 from . import clone, include, ports, secrets, setup
 from .config import PrepConfig, load, main_checkout
@@ -52,12 +54,48 @@ def prepare(paths, bus, task_id: str, worktree: Path, *, wait: bool = False, run
         res.warnings.append(f"no free port block of {cfg.port_block} in {cfg.port_range[0]}-{cfg.port_range[1] - 1} "
                             "(nerve.toml [worktree] port_range): NERVE_PORT is not set for this task")
     if cfg.setup and run_setup:
-        env = ports.env_for(bus.conn, task_id)
-        res.setup_state = setup.start(bus, paths.common_dir, task_id, worktree, cfg.setup, env, wait=wait)
-        res.setup_log = str(setup.log_path(paths.common_dir, task_id))
-        if res.setup_state == "failed":
-            res.warnings.append(f"setup failed ({' '.join(cfg.setup)}); nothing was lost: its log is {res.setup_log}")
+        _start_setup(paths, bus, task_id, worktree, cfg, res, wait=wait)
     return res
+
+
+def _start_setup(paths, bus, task_id: str, worktree: Path, cfg: PrepConfig, res: PrepResult, *, wait: bool) -> None:
+    env = ports.env_for(bus.conn, task_id)
+    res.setup_log = str(setup.log_path(paths.common_dir, task_id))
+    try:
+        res.setup_state = setup.start(bus, paths.common_dir, task_id, worktree, cfg.setup, env, wait=wait)
+    except NerveError as exc:  # an older setup of the task that could not be stopped: said, never run twice
+        res.setup_state = "interrupted"
+        res.warnings.append(exc.message)
+        return
+    if res.setup_state == "failed":
+        res.warnings.append(f"setup failed ({' '.join(cfg.setup)}); nothing was lost: its log is {res.setup_log}")
+
+
+def resume_setup(paths, bus, task_id: str, worktree: Path, *, wait: bool = False, again: bool = False) -> PrepResult | None:
+    """The setup of an existing task once more, when it needs it: an interrupted one (its supervisor died before it
+    recorded an end: the spawn that started it was killed) runs again; with ``wait`` a running one is waited for
+    and the state of one that ended is told;
+    with ``again`` (`git worker setup T`) it runs again whatever its state (a running one stopped first). None when
+    there is nothing to do (no setup configured, or it ended)."""
+    try:
+        cfg = load(paths.toplevel)
+    except NerveError:
+        return None
+    worktree = Path(worktree)
+    if not cfg.setup or not worktree.is_dir():
+        return None
+    res = PrepResult(setup_log=str(setup.log_path(paths.common_dir, task_id)))
+    st = setup.state(busprep.get(bus.conn, task_id))
+    if again or st == "interrupted":
+        _start_setup(paths, bus, task_id, worktree, cfg, res, wait=wait)
+        return res
+    if st is not None and wait:  # `spawn --wait` again: the setup's end, waited for when it runs
+        setup.wait_ended(paths.common_dir, task_id)
+        res.setup_state = setup.state(busprep.get(bus.conn, task_id)) or "failed"
+        if res.setup_state == "interrupted":  # it died while waited for: run it again, once
+            _start_setup(paths, bus, task_id, worktree, cfg, res, wait=wait)
+        return res
+    return None
 
 
 def unprepared(bus, task_id: str) -> bool:
@@ -85,6 +123,7 @@ def _mark_guarded(worktree: Path) -> None:
     """``<worktree's git dir>/nerve/copied-files``: tells the pre-commit shim to start its check here (it
     holds no name and no value; the bus has the rest). Removed with the worktree's git dir."""
     marker = worktrees.git_dir_of(worktree) / "nerve" / GUARD_MARKER
-    marker.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(marker.parent)
     if not marker.exists():
-        marker.write_text("git-nerve: this worktree holds copied ignored files; pre-commit keeps them out of git\n")
+        with os.fdopen(create_file(marker), "w", encoding="utf-8") as fh:  # 0600, as every file under nerve/
+            fh.write("git-nerve: this worktree holds copied ignored files; pre-commit keeps them out of git\n")

@@ -56,7 +56,7 @@ _LAZY = {
     "MERGE_ATTEMPTS": ".merge", "MergeResult": ".merge", "merge": ".merge", "unfinished_cleanups": ".merge",
     "FF_MARKER": ".advance",
     "approve": ".review", "request_changes": ".review",
-    "SpawnResult": ".spawn", "spawn": ".spawn",
+    "SpawnResult": ".spawn", "spawn": ".spawn", "setup_again": ".spawn",
     "REBASE_STEPS": ".work", "DoneResult": ".work", "done": ".work", "fail": ".work", "heartbeat": ".work",
     "start": ".begin",
     "follow_moved_worktree": ".worktree",

@@ -13,6 +13,7 @@ from ...fs import clear_marker, notes_marker
 from ...bus import workers
 from ...git import destroy, refs, worktrees
 from ...git import remote as gitremote
+from ...worktree_prep import setup
 from .. import repair
 from .repo import Repo, _publish, door_scope
 
@@ -47,6 +48,7 @@ def _cleanup(repo: Repo, w: workers.Worker, res: _Cleaned, *, delete_branch: boo
     if always_archive or wt.is_dir() or (delete_branch and refs.exists(repo.cwd, f"refs/heads/{w.branch}")):
         res.archive_ref = _archive(repo, w, force=force, kept=res.submodule_archives)
     faults.point("cleanup.after-archive")
+    res.warnings += setup.stop(repo.paths.common_dir, w.task_id)  # its running setup, whole group, waited for
     if wt.is_dir():
         ignored = worktrees.ignored_files(wt)  # deleted with it, never archived (they may hold secrets)
         try:

@@ -19,7 +19,7 @@ from ...git import remote as gitremote
 from ...locks import hold
 from ...paths import discover
 from ...worktree_prep.caps import refuse_over_caps
-from ...worktree_prep.prepare import prepare, unprepared
+from ...worktree_prep.prepare import prepare, resume_setup, unprepared
 from .. import claims, ids
 from ..locking import add_lock, fetch_branches
 from ..states import State
@@ -63,6 +63,27 @@ def spawn(
     if res.created or unprepared(repo.bus, task_id):  # outside the spawn lock: no other spawn waits for a setup
         res.prep = prepare(repo.paths, repo.bus, task_id, Path(res.worker.worktree), wait=wait)
         res.warnings += res.prep.warnings
+    else:  # a setup its killed spawn left interrupted runs again (a running one: waited for, with --wait)
+        res.prep = resume_setup(repo.paths, repo.bus, task_id, Path(res.worker.worktree), wait=wait)
+        res.warnings += res.prep.warnings if res.prep is not None else []
+    return res
+
+
+def setup_again(repo: Repo, task_id: str, *, wait: bool = False):
+    """`git worker setup T`: run the task's ``[worktree] setup`` again in its worktree (a running one is stopped
+    first, its whole process group); its PrepResult. A COMPLETED or FAILED task, or one whose worktree is gone,
+    is refused (exit 3), so is a repository without a setup (exit 2)."""
+    from ..transitions import get
+
+    w = get(repo.bus, task_id)
+    if w.state in (State.COMPLETED.value, State.FAILED.value):
+        raise InvalidTransition(f"task {task_id} is {w.state}: nothing started (a FAILED one: `git worker retry "
+                                f"{task_id}` first)")
+    if not Path(w.worktree).is_dir():
+        raise InvalidTransition(f"task {task_id} has no worktree at {w.worktree}: nothing started")
+    res = resume_setup(repo.paths, repo.bus, task_id, Path(w.worktree), wait=wait, again=True)
+    if res is None:
+        raise UsageError("no [worktree] setup in nerve.toml: nothing to run")
     return res
 
 
