@@ -17,14 +17,29 @@ def run_merge(task_id: str, *, delete_branch: bool, check: str | None, force: bo
 
     lifecycle.parse_check(check)  # an empty --check is a usage error before anything opens
     with _repo(create=False) as repo:
+        check = lifecycle.check_command(repo, check)  # a bare --check: [run] test_command, once trusted
+        flags = _trust_flags(repo, task_id)
+        for line in flags:
+            warn(line)
         res = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
         radar_after(repo, None)
         for w in res.warnings:
             warn(w)
         if as_json:
-            echo_json(merge_json(repo, task_id, res))
+            echo_json({**merge_json(repo, task_id, res), "trust_flags": flags})
         else:
             print_merge(task_id, res)
+
+
+def _trust_flags(repo, task_id: str) -> list[str]:
+    """What `show` says first about a task whose change edits a setting that runs a command (issue 35)."""
+    from ..worker import lifecycle
+    from ..worker.transitions import get
+
+    try:
+        return lifecycle.trust_flags(repo, get(repo.bus, task_id))
+    except Exception:  # an unknown task: merge's own refusal says so
+        return []
 
 
 def merge_json(repo, task_id: str, res) -> dict:

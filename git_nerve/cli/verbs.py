@@ -104,6 +104,7 @@ def show_json(repo, task_id: str) -> dict:
     w, msgs = lifecycle.show(repo, task_id)
     told = steer_tell.about(repo.bus, task_id)
     return {"worker": {**status_row(w, settings_or_none(repo)), **prep_fields(repo, w)},
+            "trust_flags": lifecycle.trust_flags(repo, w),
             "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload} for m in msgs],
             "inbox": [e.as_dict() for e in told]}
 

@@ -41,7 +41,9 @@ def prepare(paths, bus, task_id: str, worktree: Path, *, wait: bool = False, run
     worktree = Path(worktree)
     if not worktree.is_dir():
         return res
-    pats, res.warnings = include.patterns(main, cfg.include)
+    cfg, file_text = _trusted(paths, cfg, res.warnings)
+    pats, more = include.patterns(main, cfg.include, file_text=file_text)
+    res.warnings += more
     report = include.copy_files(main, worktree, include.candidates(main, pats, skip_dirs=cfg.clone_dirs))
     res.copied, res.warnings = report.copied, res.warnings + report.warnings
     res.cloned, more = clone.clone_dirs(main, worktree, cfg.clone_dirs)
@@ -58,6 +60,25 @@ def prepare(paths, bus, task_id: str, worktree: Path, *, wait: bool = False, run
         if res.setup_state == "failed":
             res.warnings.append(f"setup failed ({' '.join(cfg.setup)}); nothing was lost: its log is {res.setup_log}")
     return res
+
+
+def _trusted(paths, cfg: PrepConfig, warnings: list[str]) -> tuple[PrepConfig, str]:
+    """``cfg`` without what this user has not trusted (issue 35: one ``skipped ...`` line each), and the
+    .worktreeinclude content to use ("" when there is none or it is not trusted)."""
+    from dataclasses import replace
+
+    from .. import trust
+
+    v = trust.verdict(paths.common_dir, paths.toplevel)
+    for key, name in ((trust.INCLUDE, "include"), (trust.CLONE, "clone_dirs"), (trust.SETUP, "setup")):
+        if not v.allows(key, getattr(cfg, name)):
+            warnings.append(trust.skipped(key))
+            cfg = replace(cfg, **{name: ()})
+    shown = v.settings.get(trust.WORKTREEINCLUDE)
+    if shown is not None and not v.is_trusted(trust.WORKTREEINCLUDE):
+        warnings.append(trust.skipped(trust.WORKTREEINCLUDE))
+        return cfg, ""
+    return cfg, shown.value if shown is not None else ""
 
 
 def unprepared(bus, task_id: str) -> bool:

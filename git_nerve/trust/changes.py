@@ -1,0 +1,64 @@
+"""Which trusted settings a task's change edits: `git worker show`, the console's review and merge say so at the
+top, in words, before anyone approves or merges it (issue 35). Read from git objects only (no checkout)."""
+
+from __future__ import annotations
+
+from ..errors import NerveError
+from ..git import history, objectdb
+from .settings import WORKFLOW_DIR, WORKTREEINCLUDE, from_toml, worktreeinclude, workflow_setting
+from .. import nerve_toml
+
+
+def line(key: str, does: str) -> str:
+    return f"this change edits {key}: it will {does} after merge, once you trust it (git nerve trust)"
+
+
+def _toml(cwd, rev: str) -> dict | None:
+    raw = objectdb.cat_blob(cwd, f"{rev}:{nerve_toml.FILE}")
+    if not raw:
+        return None
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+
+
+def between(cwd, base: str | None, head: str) -> list[str]:
+    """One line per setting ``head`` sets to a new non-empty content against ``base`` (every one when ``base`` is
+    None: a root commit)."""
+    try:
+        names = objectdb.diff_name_only(cwd, base, head) if base else None
+    except NerveError:
+        return []
+    touched = (lambda p: True) if names is None else set(names).__contains__
+    out: list[str] = []
+    if touched(nerve_toml.FILE):
+        old = from_toml(_toml(cwd, base)) if base else {}
+        for key, s in from_toml(_toml(cwd, head)).items():
+            if key not in old or old[key].value != s.value:
+                out.append(line(key, s.does))
+    if touched(WORKTREEINCLUDE):
+        new = worktreeinclude(objectdb.cat_blob(cwd, f"{head}:{WORKTREEINCLUDE}").decode("utf-8", "replace") or None)
+        for s in new.values():
+            out.append(line(s.key, s.does))
+    for name in sorted(names or []):
+        if name.startswith(WORKFLOW_DIR + "/") and name.endswith(".py") and name.count("/") == 2:
+            data = objectdb.cat_blob(cwd, f"{head}:{name}")
+            if data:
+                out.append(line(name, workflow_setting(name, data).does))
+    return out
+
+
+def of_branch(cwd, integration_ref: str, tip: str) -> list[str]:
+    """The lines for a task's branch ``tip`` against where it left ``integration_ref`` (their merge base)."""
+    try:
+        base = history.merge_base(cwd, integration_ref, tip)
+    except NerveError:
+        return []
+    return between(cwd, base, tip)
