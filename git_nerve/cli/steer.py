@@ -7,7 +7,7 @@ import json
 import click
 
 from ..text import json_safe
-from ..trust.settings import DEFAULT_CHECK
+from ..trust import DEFAULT_CHECK
 from .common import CONTEXT_SETTINGS, echo, echo_json, warn
 
 

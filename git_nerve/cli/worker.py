@@ -21,7 +21,7 @@ from .common import (
 )
 from .tasks import (_repo, _row, print_cleanup, radar_after, run_merge)
 from .verbs import state_line as _state_line
-from ..trust.settings import DEFAULT_CHECK
+from ..trust import DEFAULT_CHECK
 
 EXIT_CODES = """\b
 Exit codes:

@@ -13,13 +13,29 @@ trusts what it writes. Floor 4 (beside nerve.toml): standard library only.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import CheckFailed, UsageError
-from . import record
-from .settings import (ADAPTER, CLONE, EMBEDDINGS, EXTRA, EXTRACT, INCLUDE, SETUP, TEST, WORKTREEINCLUDE,
-                       Setting, current, workflow_key, workflow_setting)
+
+TYPE_CHECKING = False  # `show --json` imports this package: nothing but names at import (issue 27)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .settings import Setting
+
+SETUP = "nerve.toml [worktree] setup"
+INCLUDE = "nerve.toml [worktree] include"
+CLONE = "nerve.toml [worktree] clone_dirs"
+WORKTREEINCLUDE = ".worktreeinclude"
+TEST = "nerve.toml [run] test_command"
+ADAPTER = "nerve.toml [run] adapter"
+EXTRA = "nerve.toml [adapters.*] extra_args"
+EXTRACT = "nerve.toml [extract] llm endpoint"
+EMBEDDINGS = "nerve.toml [knowledge.embeddings] endpoint"
+WORKFLOW_DIR = ".nerve/workflows"
+#: what a bare ``--check`` (no command) of merge stands for: ``[run] test_command``, once trusted. It starts with
+#: a NUL byte: no command line can spell it.
+DEFAULT_CHECK = "\0[run] test_command"
+
 
 HOW = "see it and allow it with `git nerve trust`"
 
@@ -34,10 +50,11 @@ def skipped(key: str) -> str:
     return f"skipped {key}: not trusted on this machine (new, or changed since you trusted it); {HOW}"
 
 
-@dataclass
 class Verdict:
-    settings: dict[str, Setting]
-    trusted: dict[str, list[str]]
+    """The settings as they are now (:func:`.settings.current`) and what this user trusted (:func:`.record.load`)."""
+
+    def __init__(self, settings: dict[str, Setting], trusted: dict[str, list[str]]):
+        self.settings, self.trusted = settings, trusted
 
     def is_trusted(self, key: str) -> bool:
         s = self.settings.get(key)
@@ -57,6 +74,9 @@ class Verdict:
 
 
 def verdict(common_dir: str | os.PathLike[str], toplevel: str | os.PathLike[str], *, workflows: bool = False) -> Verdict:
+    from . import record
+    from .settings import current
+
     return Verdict(current(toplevel, workflows=workflows), record.load(common_dir))
 
 
@@ -67,6 +87,8 @@ def trust(common_dir, toplevel, keys: set[str] | None = None) -> tuple[list[Sett
     new = [s for k, s in v.settings.items() if (keys is None or k in keys) and not v.is_trusted(k)]
     if not new:
         return [], None
+    from . import record
+
     return new, record.add(common_dir, {s.key: s.digest for s in new})
 
 
@@ -82,6 +104,8 @@ def trust_written(common_dir, toplevel) -> None:
 
 def report(common_dir, toplevel) -> dict:
     """What `git nerve trust --show` prints: every setting, what it does, exactly what it holds, trusted or not."""
+    from . import record
+
     v = verdict(common_dir, toplevel, workflows=True)
     return {"repository": os.path.realpath(os.fspath(common_dir)), "record": str(record.path_for(common_dir)),
             "settings": [{"setting": s.key, "does": s.does, "shown": list(s.shown), "digest": s.digest,
@@ -106,12 +130,16 @@ def default_check(common_dir, toplevel) -> str:
 def require_workflow(common_dir, name: str, data: bytes) -> None:
     """`git nerve run NAME` / `validate`: the repository's ``.nerve/workflows/NAME.py`` (``data``: the bytes about
     to be imported) runs only when this user trusted that exact content (else :class:`Untrusted`, exit 7)."""
+    from . import record
+    from .settings import workflow_key, workflow_setting
+
     key = workflow_key(name)
     if workflow_setting(key, data).digest not in record.load(common_dir).get(key, []):
         raise Untrusted(f"not run: {key} is not trusted on this machine (new, or changed since you trusted it); "
                         f"nothing ran: {HOW}")
 
 
-__all__ = ["ADAPTER", "CLONE", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "SETUP", "TEST", "WORKTREEINCLUDE",
-           "Setting", "Untrusted", "Verdict", "default_check", "report", "require_workflow", "skipped", "trust",
+__all__ = ["ADAPTER", "CLONE", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "SETUP", "TEST",
+           "WORKFLOW_DIR", "WORKTREEINCLUDE",
+           "Untrusted", "Verdict", "default_check", "report", "require_workflow", "skipped", "trust",
            "trust_written", "verdict"]

@@ -3,10 +3,10 @@ top, in words, before anyone approves or merges it (issue 35). Read from git obj
 
 from __future__ import annotations
 
+from .. import nerve_toml
 from ..errors import NerveError
 from ..git import history, objectdb
-from .settings import WORKFLOW_DIR, WORKTREEINCLUDE, from_toml, worktreeinclude, workflow_setting
-from .. import nerve_toml
+from . import WORKFLOW_DIR, WORKTREEINCLUDE
 
 
 def line(key: str, does: str) -> str:
@@ -36,6 +36,11 @@ def between(cwd, base: str | None, head: str) -> list[str]:
         names = objectdb.diff_name_only(cwd, base, head) if base else None
     except NerveError:
         return []
+    if names is not None and not any(n in (nerve_toml.FILE, WORKTREEINCLUDE) or n.startswith(WORKFLOW_DIR + "/")
+                                     for n in names):
+        return []  # the common case: nothing parsed, nothing more imported (`show --json`)
+    from .settings import from_toml, workflow_setting, worktreeinclude
+
     touched = (lambda p: True) if names is None else set(names).__contains__
     out: list[str] = []
     if touched(nerve_toml.FILE):

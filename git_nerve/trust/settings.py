@@ -14,25 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import nerve_toml
 
-SETUP = "nerve.toml [worktree] setup"
-INCLUDE = "nerve.toml [worktree] include"
-CLONE = "nerve.toml [worktree] clone_dirs"
-WORKTREEINCLUDE = ".worktreeinclude"
-TEST = "nerve.toml [run] test_command"
-ADAPTER = "nerve.toml [run] adapter"
-EXTRA = "nerve.toml [adapters.*] extra_args"
-EXTRACT = "nerve.toml [extract] llm endpoint"
-EMBEDDINGS = "nerve.toml [knowledge.embeddings] endpoint"
-WORKFLOW_DIR = ".nerve/workflows"
-#: what a bare ``--check`` (no command) of merge stands for: ``[run] test_command``, once trusted. It starts with
-#: a NUL byte: no command line can spell it.
-DEFAULT_CHECK = "\0[run] test_command"
+from . import (ADAPTER, CLONE, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, INCLUDE, SETUP, TEST, WORKFLOW_DIR,  # noqa: F401
+               WORKTREEINCLUDE)
 
 #: what each setting does on the person's machine, in words (the flag of a change says "it will <this>")
 DOES = {
@@ -103,7 +91,7 @@ def from_toml(data: dict | None) -> dict[str, Setting]:
         if value is not None and (not isinstance(value, str) or value.strip()):
             put(key, value, [str(value)])
     extra = {n: a.get("extra_args") for n, a in table("adapters").items() if isinstance(a, dict) and a.get("extra_args")}
-    put(EXTRA, extra, [f"{n}: {shlex.join(map(str, a)) if isinstance(a, list) else a!r}" for n, a in sorted(extra.items())])
+    put(EXTRA, extra, [f"{n}: {' '.join(map(str, a)) if isinstance(a, list) else a!r}" for n, a in sorted(extra.items())])
     extract = table("extract")
     if extract.get("provider") == "llm":
         value = {k: extract.get(k) for k in ("base_url", "api_key_env", "model")}
@@ -118,6 +106,8 @@ def from_toml(data: dict | None) -> dict[str, Setting]:
 
 def setup_argv(text: str) -> list[str] | str:
     """The setup command as the worktree's setup runs it (shlex-split; the text itself when it cannot be split)."""
+    import shlex  # here: it compiles a pattern at import, and `show --json` reads no setup
+
     try:
         return shlex.split(text)
     except ValueError:

@@ -29,7 +29,7 @@ def _parse_check(check: str | None) -> list[str] | None:
 
 parse_check = _parse_check
 
-from ...trust.settings import DEFAULT_CHECK  # noqa: E402  (a bare --check: [run] test_command, once trusted)
+from ...trust import DEFAULT_CHECK  # noqa: E402,F401  (a bare --check: [run] test_command, once trusted)
 
 
 def check_command(repo: Repo, check: str | None) -> str | None:
