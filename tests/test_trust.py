@@ -195,6 +195,14 @@ def test_a_repository_workflow_file_runs_only_once_trusted(repo, gw, gn, tmp_pat
     after = gn("validate mine", work)  # (its adapter's CLI is not installed here: only the import counts)
     assert "not trusted" not in after.out + after.err and ran.read_text() == "imported"
 
+    # an agent's own version in its worktree: `git nerve trust` there reads the main checkout's, so it stays refused
+    ran.unlink()
+    wt = wt_of(work, "t1")
+    write(wt, ".nerve/workflows/mine.py", (work / ".nerve/workflows/mine.py").read_text() + "# the agent's\n")
+    assert gn("trust", wt).code == 0
+    refused = gn("run mine", wt)
+    assert refused.code == 7 and ".nerve/workflows/mine.py is not trusted" in refused.err and not ran.exists()
+
 
 def test_run_leaves_out_an_untrusted_test_command_and_adapter_arguments(repo, gn):
     from git_nerve import trust

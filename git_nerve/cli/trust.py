@@ -18,19 +18,23 @@ def trust(show: bool, as_json: bool) -> None:
     adapter, [adapters.*] extra_args, the [extract] and
     [knowledge.embeddings] endpoints, .nerve/workflows/*.py. Then records
     the hash of that content for this user on this machine (outside the
-    repository). A setting whose content later differs (a merge, a pull,
-    an agent's edit) is skipped by spawn, merge --check and git nerve run
+    repository). What is read is the main checkout's, from wherever you
+    run it. A setting whose content later differs (a merge, a pull, an
+    agent's edit) is skipped by spawn, merge --check and git nerve run
     until you run this again.
     """
     from .. import trust as trust_mod
     from ..paths import discover
 
+    from ..nerve_toml import main_checkout
+
     paths = discover()
-    where = paths.toplevel
-    if where is None:
+    if paths.toplevel is None:
         raise click.UsageError("git nerve trust needs a checkout (its nerve.toml, .worktreeinclude, .nerve/workflows)")
+    where = main_checkout(paths.toplevel) or paths.toplevel  # the main checkout's, wherever you stand (an agent's
+    # worktree holds what the agent wrote: it is trusted by merging it, then trusting it here)
     before = trust_mod.report(paths.common_dir, where)
-    recorded = [] if show else [s.key for s in trust_mod.trust(paths.common_dir, where)[0]]
+    recorded = [] if show else trust_mod.trust_shown(paths.common_dir, before)  # exactly what is shown below
     listed = [s for s in before["settings"] if not (show and s["trusted"])]
     if as_json:
         echo_json({**before, "settings": listed, "trusted_now": recorded})

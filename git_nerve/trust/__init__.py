@@ -92,6 +92,17 @@ def trust(common_dir, toplevel, keys: set[str] | None = None) -> tuple[list[Sett
     return new, record.add(common_dir, {s.key: s.digest for s in new})
 
 
+def trust_shown(common_dir, shown: dict) -> list[str]:
+    """`git nerve trust`: record exactly the digests :func:`report` showed (``shown``: its dict) and not trusted
+    yet, so a file changed meanwhile is not trusted unseen; the keys recorded."""
+    digests = {s["setting"]: s["digest"] for s in shown["settings"] if not s["trusted"]}
+    if digests:
+        from . import record
+
+        record.add(common_dir, digests)
+    return list(digests)
+
+
 def trust_written(common_dir, toplevel) -> None:
     """`git nerve init` (and the demo) trust the nerve.toml settings they wrote themselves."""
     from .settings import from_toml
@@ -141,5 +152,5 @@ def require_workflow(common_dir, name: str, data: bytes) -> None:
 
 __all__ = ["ADAPTER", "CLONE", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "SETUP", "TEST",
            "WORKFLOW_DIR", "WORKTREEINCLUDE",
-           "Untrusted", "Verdict", "default_check", "report", "require_workflow", "skipped", "trust",
+           "Untrusted", "Verdict", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",
            "trust_written", "verdict"]

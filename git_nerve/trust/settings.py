@@ -57,10 +57,10 @@ def workflow_key(name: str) -> str:
     return f"{WORKFLOW_DIR}/{name}.py"
 
 
-def workflow_setting(key: str, data: bytes) -> Setting:
+def workflow_setting(key: str, data: bytes, path: Path | None = None) -> Setting:
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
     sha = hashlib.sha256(data).hexdigest()
-    return Setting(key, WORKFLOW_DOES, sha, (f"{lines} lines of Python, sha256 {sha[:16]}…",))
+    return Setting(key, WORKFLOW_DOES, sha, (f"{path or key}: {lines} lines of Python, sha256 {sha[:16]}… (read it first)",))
 
 
 def from_toml(data: dict | None) -> dict[str, Setting]:
@@ -137,7 +137,7 @@ def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict
         folder = Path(toplevel) / WORKFLOW_DIR
         for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
             try:
-                out[workflow_key(path.stem)] = workflow_setting(workflow_key(path.stem), path.read_bytes())
+                out[workflow_key(path.stem)] = workflow_setting(workflow_key(path.stem), path.read_bytes(), path)
             except OSError:
                 continue
     return out
