@@ -29,15 +29,15 @@ def _toml(cwd, rev: str) -> dict | None:
         return None
 
 
-def between(cwd, base: str | None, head: str) -> list[str]:
+def between(cwd, base: str | None, head: str, names: list[str] | None = None) -> list[str]:
     """One line per setting ``head`` sets to a new non-empty content against ``base`` (every one when ``base`` is
-    None: a root commit)."""
-    try:
-        names = objectdb.diff_name_only(cwd, base, head) if base else None
-    except NerveError:
-        return []
-    if names is not None and not any(n in (nerve_toml.FILE, WORKTREEINCLUDE) or n.startswith(WORKFLOW_DIR + "/")
-                                     for n in names):
+    None: a root commit). ``names``: the paths that differ, when the caller knows them."""
+    if names is None and base:
+        try:
+            names = objectdb.diff_name_only(cwd, base, head)
+        except NerveError:
+            return []
+    if names is not None and not any(_relevant(n) for n in names):
         return []  # the common case: nothing parsed, nothing more imported (`show --json`)
     from .settings import from_toml, workflow_setting, worktreeinclude
 
@@ -60,10 +60,22 @@ def between(cwd, base: str | None, head: str) -> list[str]:
     return out
 
 
-def of_branch(cwd, integration_ref: str, tip: str) -> list[str]:
-    """The lines for a task's branch ``tip`` against where it left ``integration_ref`` (their merge base)."""
+def _relevant(name: str) -> bool:
+    return name in (nerve_toml.FILE, WORKTREEINCLUDE) or name.startswith(WORKFLOW_DIR + "/")
+
+
+def of_branch(cwd, integration_refs: list[str], tip_ref: str) -> list[str]:
+    """The lines for a task's branch ``tip_ref`` against where it left the integration branch (the first of
+    ``integration_refs`` git knows): one git process when the change touches none of these files."""
+    for ref in integration_refs:
+        names = objectdb.diff_names_since_fork(cwd, ref, tip_ref)
+        if names is not None:
+            break
+    else:
+        return []
+    if not any(_relevant(n) for n in names):
+        return []
     try:
-        base = history.merge_base(cwd, integration_ref, tip)
+        return between(cwd, history.merge_base(cwd, ref, tip_ref), tip_ref, names)
     except NerveError:
         return []
-    return between(cwd, base, tip)

@@ -158,16 +158,15 @@ def trust_flags(repo: Repo, w: workers.Worker) -> list[str]:
     from ...errors import NerveError
     from ...trust import changes
 
-    if w.state in ("COMPLETED", "FAILED"):
+    if w.state in ("COMPLETED", "FAILED") or not w.branch:
         return []  # merged or given up: nothing left to approve
-    tip = refs.resolve(repo.cwd, f"refs/heads/{w.branch}") if w.branch else None
-    if tip is None:
-        return []
     try:
-        ref = integration_ref(repo, w.integration or repo.settings.integration, fetch=False)
-    except NerveError:
+        integration = w.integration or repo.settings.integration
+        remote = repo.settings.remote
+    except NerveError:  # cannot tell the integration branch: nothing to compare with
         return []
-    return changes.of_branch(repo.cwd, ref, tip)
+    candidates = ([f"refs/remotes/{remote}/{integration}"] if remote else []) + [f"refs/heads/{integration}"]
+    return changes.of_branch(repo.cwd, candidates, f"refs/heads/{w.branch}")
 
 
 def show(repo: Repo, task_id: str) -> tuple[workers.Worker, list[messages.Message]]:
