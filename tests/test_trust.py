@@ -240,3 +240,21 @@ def test_the_record_is_private_outside_the_repository_and_only_the_users_own_cou
     os.chmod(path, 0o666)  # anyone could have written it: it trusts nothing
     assert record.load(work / ".git") == {}
     assert [s["setting"] for s in json.loads(gn("trust --show --json", work).out)["settings"]] == ["nerve.toml [worktree] setup"]
+
+
+def test_an_untrusted_embeddings_endpoint_is_sent_nothing(repo, gn):
+    from git_nerve import trust
+    from git_nerve.knowledge import config
+    from git_nerve.paths import discover
+
+    work = repo.work
+    common = discover(work).common_dir
+    write(work, "nerve.toml", "[knowledge.embeddings]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n"
+                              "api_key_env = \"AWS_SECRET_ACCESS_KEY\"\n")
+    emb, line = config.trusted_embeddings(common, work)
+    assert emb is None and line.startswith(trust.skipped(trust.EMBEDDINGS))
+    assert gn("trust", work).code == 0
+    emb, line = config.trusted_embeddings(common, work)
+    assert line is None and emb.base_url == "http://127.0.0.1:9/v1"
+    write(work, "nerve.toml", "[knowledge.embeddings]\nprovider = \"local\"\n")  # sends nothing: nothing to trust
+    assert config.trusted_embeddings(common, work)[1] is None

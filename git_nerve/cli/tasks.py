@@ -33,12 +33,13 @@ def run_merge(task_id: str, *, delete_branch: bool, check: str | None, force: bo
 
 def _trust_flags(repo, task_id: str) -> list[str]:
     """What `show` says first about a task whose change edits a setting that runs a command (issue 35)."""
+    from ..errors import NerveError
     from ..worker import lifecycle
     from ..worker.transitions import get
 
     try:
         return lifecycle.trust_flags(repo, get(repo.bus, task_id))
-    except Exception:  # an unknown task: merge's own refusal says so
+    except NerveError:  # an unknown task, or one another machine holds: merge's own refusal (or path) says so
         return []
 
 
