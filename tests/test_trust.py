@@ -258,3 +258,20 @@ def test_an_untrusted_embeddings_endpoint_is_sent_nothing(repo, gn):
     assert line is None and emb.base_url == "http://127.0.0.1:9/v1"
     write(work, "nerve.toml", "[knowledge.embeddings]\nprovider = \"local\"\n")  # sends nothing: nothing to trust
     assert config.trusted_embeddings(common, work)[1] is None
+
+
+def test_merge_all_says_it_too(repo, gw, gn):
+    work = repo.work
+    assert gn("init", work).code == 0
+    git(work, "add", "nerve.toml")
+    git(work, "commit", "-q", "-m", "nerve.toml")
+    assert gw("spawn t1", work).code == 0
+    wt = wt_of(work, "t1")
+    write(wt, "nerve.toml", (wt / "nerve.toml").read_text() + "\n[run]\ntest_command = \"make test\"\n")
+    git(wt, "commit", "-q", "-am", "a test command")
+    for verb in ("start", "done"):
+        assert gw(verb, wt).code == 0
+    assert gw("approve t1", work).code == 0
+    res = gw("merge --all", work)
+    assert res.code == 0, res
+    assert "this change edits nerve.toml [run] test_command: it will run on your machine" in res.err

@@ -153,9 +153,10 @@ def _merge_all(tasks, *, delete_branch: bool, check: str | None, force: bool, ba
         from ..worker.lifecycle import check_command
 
         check = check_command(repo, check)  # a bare --check: [run] test_command, once trusted
+        flags = tasks.approved_trust_flags(repo)  # read before the queue moves the integration branch
 
         def merged(task_id: str, res) -> None:
-            for w in res.warnings:
+            for w in [*flags.get(task_id, []), *res.warnings]:
                 warn(w)
             if not as_json:
                 tasks.print_merge(task_id, res)

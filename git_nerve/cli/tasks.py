@@ -43,6 +43,15 @@ def _trust_flags(repo, task_id: str) -> list[str]:
         return []
 
 
+def approved_trust_flags(repo) -> dict[str, list[str]]:
+    """`merge --all`: the flag lines (as `show` says them) of every APPROVED task whose change has any."""
+    from ..bus import workers
+    from ..worker import lifecycle
+
+    found = {w.task_id: lifecycle.trust_flags(repo, w) for w in workers.all_workers(repo.bus.conn, states=("APPROVED",))}
+    return {t: lines for t, lines in found.items() if lines}
+
+
 def merge_json(repo, task_id: str, res) -> dict:
     """A merged task as `git worker merge --json` prints it (also used by `merge --all`)."""
     row = _row(repo, task_id) if res.holder is None else {"task_id": task_id, "state": "COMPLETED", "machine": res.holder}
