@@ -197,6 +197,7 @@ def _set_up(root: Path, work: Path, gn: list[str], adapter: str, model) -> str:
     _run(["git", "config", "nerve.heartbeatInterval", "1"], work)
     _run(["git", "add", "nerve.toml"], work, show=False)
     _run(["git", "commit", "-q", "-m", "git-nerve: the demo's agent and test command"], work, show=False)
+    _run([*gn, "trust"], work, show=False)  # the demo wrote these settings itself: trusted on this machine
     _run(["git", "push", "-q", "origin", "main"], work, show=False)
     return _git(work, "rev-parse", "HEAD")
 

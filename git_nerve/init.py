@@ -87,6 +87,9 @@ def init(cwd=None) -> InitReport:
         if not target.exists():
             wf_config.write_default(home)
             report.nerve_toml_created = True
+            from . import trust
+
+            trust.trust_written(paths.common_dir, home)  # what init wrote runs without a trust step
         report.nerve_toml_tracked = tracked.is_tracked(home, nerve_toml.FILE)
     return report
 

@@ -141,6 +141,17 @@ def gn():
     return lambda args, cwd, **kw: cli(args, cwd, prog="nerve", **kw)
 
 
+def trusting(gw, gn):
+    """``gw`` for tests whose nerve.toml / .worktreeinclude the person wrote themselves: `git nerve trust` (which
+    records exactly what is there now) before each spawn and retry, as that person would (issue 35). A module
+    overrides its ``gw`` with it: ``def gw(gw, gn): return trusting(gw, gn)``."""
+    def run(args, cwd, **kw):
+        if (shlex.split(args) if isinstance(args, str) else list(args))[:1] in (["spawn"], ["retry"]):
+            assert gn("trust", cwd).code == 0
+        return gw(args, cwd, **kw)
+    return run
+
+
 @pytest.fixture
 def sh():
     """``sh(["git", "worker", "status"], cwd)``: a real subprocess."""

@@ -206,6 +206,7 @@ def review_setup(work: Path, gw) -> Path:
     from fixtures.repos.build import commit_file
 
     commit_file(work, "nerve.toml", '[run]\ntest_command = "test -f feature.txt"\n', "nerve.toml: the merge check")
+    subprocess.run(["git", "nerve", "trust"], cwd=work, check=True, capture_output=True)  # the person's own check
     git(work, "push", "-q", "origin", "main")
     for task, desc in (("t1", "add the feature"), ("t2", "change the greeting")):
         assert gw(["spawn", task, "-d", desc], work).code == 0

@@ -93,6 +93,7 @@ class AgentRepo:
         _check(["git", "add", "nerve.toml"], repos.work, env)
         _check(["git", "commit", "-qm", "nerve.toml for the real-agent test"], repos.work, env)
         _check(["git", "push", "-q", "origin", "main"], repos.work, env)
+        _check(["git", "nerve", "trust"], repos.work, env)  # the test's own settings (issue 35)
         _check(["git", "worker", "spawn", "t1", "-d", "Add a line to README.md"], repos.work, env)
         view = _bus_view(repos.work)
         worktree = Path(view.worker.worktree)

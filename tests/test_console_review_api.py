@@ -321,6 +321,11 @@ def test_actions_apply_the_clis_rules_with_its_messages(repo, gw, gn):
         status, data = _post(c, "merge", {"task": "t1", "check": True})
         assert status == 400 and "test_command" in data["error"]
         (repo.work / "nerve.toml").write_text('[run]\ntest_command = "grep -q three feature.txt"\n')
+        # ... only once trusted on this machine (issue 35): refused like a failed check, nothing merged
+        status, data = _post(c, "merge", {"task": "t1", "check": True})
+        assert status == 409 and data["code"] == 7 and "git nerve trust" in data["error"], data
+        assert git(repo.work, "rev-parse", "main") == main and _state(c)["t1"]["state"] == "APPROVED"
+        assert gn("trust", repo.work).code == 0
         status, data = _post(c, "merge", {"task": "t1", "check": True})
         assert status == 200 and data["state"] == "COMPLETED", data
         assert git(repo.work, "rev-parse", "main") == data["merge_commit"]

@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from conftest import cli
 from fixtures.repos import knowledge as kfix
 from fixtures.repos.build import commit_file, write
 from tests.conftest import git
@@ -81,6 +82,7 @@ def server():
 def configure(work, port, *, key_var=KEY_VAR):
     write(work, "nerve.toml", f'[knowledge.embeddings]\nbase_url = "http://127.0.0.1:{port}/v1"\nmodel = "fake-embed"\n'
                               f'api_key_env = "{key_var}"\nbatch_size = 7\ntimeout = 5\n')
+    assert cli(["trust"], work, prog="nerve").code == 0  # the person's own endpoint (issue 35)
 
 
 def dead_port() -> int:

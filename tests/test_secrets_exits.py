@@ -31,6 +31,8 @@ def task_with_env(remote_repo, gw, *, include: bool = True) -> tuple[Path, str]:
     commit_file(work, ".gitignore", ".env\n", "ignore .env")
     if include:
         commit_file(work, ".worktreeinclude", ".env\n", "copy .env into task worktrees")
+        # the person's own .worktreeinclude, trusted as they would (issue 35 §4: an untrusted one copies nothing)
+        subprocess.run(["git", "nerve", "trust"], cwd=work, check=True, capture_output=True)
     git(work, "push", "-q", "origin", "main")
     write(work, ".env", f"API_KEY={SECRET}\nSHORT=abc\n")
     res = gw("spawn t1 --wait", work)

@@ -28,6 +28,8 @@ def _toml(work: Path, setup: str = SETUP) -> None:
     write(work, "nerve.toml", "[worktree]\nsetup = " + json.dumps(setup) + "\n")
     git(work, "add", "nerve.toml")
     git(work, "commit", "-q", "-m", "nerve.toml")
+    # the person's own setup, trusted as they would (issue 35 §4: an untrusted setup is skipped)
+    subprocess.run(["git", "nerve", "trust"], cwd=work, check=True, capture_output=True)
 
 
 def _side(work: Path, name: str) -> Path:

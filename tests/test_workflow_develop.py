@@ -138,6 +138,7 @@ def test_the_api_key_never_reaches_the_bus_the_thread_the_output_or_the_logs(spa
         (work / "nerve.toml").write_text(
             f'[extract]\nprovider = "llm"\nbase_url = "{server.base_url}"\nmodel = "extractor"\napi_key_env = "NERVE_TEST_API_KEY"\n'
         )
+        assert gn("trust", work).code == 0  # the person's own workflow and endpoint (issue 35)
         server.reply(
             Reply(body=completion("First write the test, then the code.")),  # no block: the LLM extract runs
             Reply(body=completion('{"steps": ["write the test", "write the code"]}')),  # the extract endpoint

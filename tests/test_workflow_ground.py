@@ -128,6 +128,7 @@ def test_a_run_in_a_worktree_reads_the_main_checkouts_uncommitted_nerve_toml(tas
     """`git nerve init` leaves nerve.toml untracked; a run started inside the task's worktree must still use it."""
     fakes = install(monkeypatch, tmp_path / "fakes")
     (task.work / "nerve.toml").write_text('[adapters.claude]\nextra_args = ["--max-turns", "77"]\n')
+    assert gn("trust", task.work).code == 0  # the person's own arguments (issue 35)
     assert not (task.worktree / "nerve.toml").exists()
     fakes.script([{"expect_role": "coder", "stdout": block({"summary": "x"})}])
     res = gn("run develop", task.worktree)

@@ -325,6 +325,7 @@ def test_ctrl_c_kills_the_agent_group_and_records_it(task, monkeypatch, tmp_path
     path = task.work / ".nerve" / "workflows" / "slow.py"
     path.parent.mkdir(parents=True)
     path.write_text(SLOW_FLOW, encoding="utf-8")
+    assert subprocess.run([str(BIN / "git-nerve"), "trust"], cwd=task.work, capture_output=True).returncode == 0
     proc = subprocess.Popen([str(BIN / "git-nerve"), "run", "slow", "--task", "t1"], cwd=task.work,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: len(fakes.pid_list()) >= 2, timeout=20)  # the agent and its grandchild run

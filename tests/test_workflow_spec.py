@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -139,10 +140,18 @@ workflow = Workflow(
 """
 
 
-def write_workflow(root, name, text=None, binary="claude"):
+def write_workflow(root, name, text=None, binary="claude", *, trusted=True):
+    """A repository's workflow file, written by the person (trusted, as `git nerve trust` would: issue 35)."""
+    from git_nerve import trust
+    from git_nerve.paths import discover
+
     path = root / ".nerve" / "workflows" / f"{name}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text if text is not None else WORKFLOW_FILE.format(name=name, binary=binary), encoding="utf-8")
+    if not (root / ".git").exists():
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+    if trusted:
+        trust.trust(discover(root).common_dir, root)
     return path
 
 

@@ -9,11 +9,19 @@ import os
 import time
 from pathlib import Path
 
-from conftest import git
+import pytest
+
+from conftest import git, trusting
 from fixtures.repos import worker as wk
 from fixtures.repos.build import commit_file, write
 from fixtures.repos.worker import fsck_after  # noqa: F401  (autouse: `git fsck` after every test)
 from waiting import wait_until
+
+
+@pytest.fixture
+def gw(gw, gn):
+    """The settings here are the person's own: trusted before each spawn and retry."""
+    return trusting(gw, gn)
 
 
 def wt_of(work: Path, task_id: str) -> Path:

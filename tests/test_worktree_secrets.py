@@ -7,12 +7,20 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from conftest import git
+import pytest
+
+from conftest import git, trusting
 from fixtures.repos.build import commit_file, write
 from fixtures.repos.worker import fsck_after  # noqa: F401  (autouse: `git fsck` after every test)
 
 SECRET = "s3cr3t-Value-9f8e7d"
 OTHER = "another-long-value"
+
+
+@pytest.fixture
+def gw(gw, gn):
+    """The settings here are the person's own: trusted before each spawn and retry."""
+    return trusting(gw, gn)
 
 
 def commit(wt: Path, *args: str) -> subprocess.CompletedProcess:

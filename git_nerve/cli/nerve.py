@@ -15,6 +15,7 @@ from . import setup as setup_cli
 from . import shared as shared_cli
 from . import steer as steer_cli
 from . import thread as thread_cli
+from . import trust as trust_cli
 from . import workflow as workflow_cli
 from .common import CONTEXT_SETTINGS, NerveGroup
 
@@ -30,7 +31,7 @@ def nerve() -> None:
 
 
 for _module in (setup_cli, shared_cli, hooks_cli, thread_cli, workflow_cli, steer_cli, knowledge_cli, console_cli, mcp_cli,
-                completion_cli):
+                completion_cli, trust_cli):
     for _command in _module.COMMANDS:
         nerve.add_command(_command)
 

@@ -7,6 +7,7 @@ import json
 import click
 
 from ..text import json_safe
+from ..trust import DEFAULT_CHECK
 from .common import CONTEXT_SETTINGS, echo, echo_json, warn
 
 
@@ -97,7 +98,9 @@ def outbox(follow: bool, as_json: bool) -> None:
 @click.argument("task_id", required=False)
 @click.option("--all", "all_tasks", is_flag=True, help="Merge every APPROVED task in approval order, as a steerable queue.")
 @click.option("--delete-branch", is_flag=True, help="Also delete the task's branch (local and remote) once merged.")
-@click.option("--check", metavar="CMD", help="Run CMD on the merge result first; if it fails nothing moves.")
+@click.option("--check", metavar="[CMD]", is_flag=False, flag_value=DEFAULT_CHECK,
+              help="Run CMD on the merge result first; if it fails nothing moves. A bare --check runs nerve.toml's "
+                   "[run] test_command, only once you trusted it (git nerve trust; else exit 7, nothing merged).")
 @click.option("--force", is_flag=True, help="Archive uncommitted changes in the worker's worktree and remove it anyway.")
 @click.option("--batch", type=click.IntRange(min=1), default=1, metavar="N",
               help="With --all and --check: check N tasks at once with one run; a failing batch is bisected.")
@@ -147,9 +150,13 @@ def _merge_all(tasks, *, delete_branch: bool, check: str | None, force: bool, ba
     from ..steer.queue import merge_all
 
     with tasks._repo(create=False) as repo:
+        from ..worker.lifecycle import check_command
+
+        check = check_command(repo, check)  # a bare --check: [run] test_command, once trusted
+        flags = tasks.approved_trust_flags(repo)  # read before the queue moves the integration branch
 
         def merged(task_id: str, res) -> None:
-            for w in res.warnings:
+            for w in [*flags.get(task_id, []), *res.warnings]:
                 warn(w)
             if not as_json:
                 tasks.print_merge(task_id, res)

@@ -17,14 +17,39 @@ def run_merge(task_id: str, *, delete_branch: bool, check: str | None, force: bo
 
     lifecycle.parse_check(check)  # an empty --check is a usage error before anything opens
     with _repo(create=False) as repo:
+        check = lifecycle.check_command(repo, check)  # a bare --check: [run] test_command, once trusted
+        flags = _trust_flags(repo, task_id)
+        for line in flags:
+            warn(line)
         res = lifecycle.merge(repo, task_id, delete_branch=delete_branch, check=check, force=force)
         radar_after(repo, None)
         for w in res.warnings:
             warn(w)
         if as_json:
-            echo_json(merge_json(repo, task_id, res))
+            echo_json({**merge_json(repo, task_id, res), "trust_flags": flags})
         else:
             print_merge(task_id, res)
+
+
+def _trust_flags(repo, task_id: str) -> list[str]:
+    """What `show` says first about a task whose change edits a setting that runs a command (issue 35)."""
+    from ..errors import NerveError
+    from ..worker import lifecycle
+    from ..worker.transitions import get
+
+    try:
+        return lifecycle.trust_flags(repo, get(repo.bus, task_id))
+    except NerveError:  # an unknown task, or one another machine holds: merge's own refusal (or path) says so
+        return []
+
+
+def approved_trust_flags(repo) -> dict[str, list[str]]:
+    """`merge --all`: the flag lines (as `show` says them) of every APPROVED task whose change has any."""
+    from ..bus import workers
+    from ..worker import lifecycle
+
+    found = {w.task_id: lifecycle.trust_flags(repo, w) for w in workers.all_workers(repo.bus.conn, states=("APPROVED",))}
+    return {t: lines for t, lines in found.items() if lines}
 
 
 def merge_json(repo, task_id: str, res) -> dict:

@@ -107,6 +107,7 @@ def show_json(repo, task_id: str) -> dict:
     told = steer_tell.about(repo.bus, task_id)
     masking = redactor(repo.bus.conn, task_id, w.worktree)  # what an agent wrote, masked (git_nerve/redact.py)
     return {"worker": {**status_row(w, settings_or_none(repo)), **prep_fields(repo, w)},
+            "trust_flags": lifecycle.trust_flags(repo, w),
             "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": masking.value(m.payload)}
                          for m in msgs],
             "inbox": [masking.value(e.as_dict()) for e in told]}

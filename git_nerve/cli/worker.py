@@ -21,6 +21,7 @@ from .common import (
 )
 from .tasks import (_repo, _row, print_cleanup, radar_after, run_merge)
 from .verbs import state_line as _state_line
+from ..trust import DEFAULT_CHECK
 
 EXIT_CODES = """\b
 Exit codes:
@@ -174,7 +175,9 @@ def request_changes(task_id: str, comment: str | None, by: str | None, as_json: 
 @worker.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("task_id")
 @click.option("--delete-branch", is_flag=True, help="Also delete the task's branch (local and remote) once merged.")
-@click.option("--check", metavar="CMD", help="Run CMD on the merge result first; if it fails nothing moves.")
+@click.option("--check", metavar="[CMD]", is_flag=False, flag_value=DEFAULT_CHECK,
+              help="Run CMD on the merge result first; if it fails nothing moves. A bare --check runs nerve.toml's "
+                   "[run] test_command, only once you trusted it (git nerve trust; else exit 7, nothing merged).")
 @click.option("--force", is_flag=True, help="Remove the worker's worktree even with uncommitted changes: they "
               "are archived first (files, untracked too, under refs/nerve/archive/<task>; submodule "
               "commits in the submodule's repository). Ignored files (.env, build output) are deleted, never archived: "

@@ -63,6 +63,8 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
     w, msgs = lifecycle.show(repo, task_id)
     told = steer_tell.about(repo.bus, task_id)
     masking = redactor(repo.bus.conn, task_id, w.worktree)  # what an agent wrote, masked (git_nerve/redact.py)
+    for line in lifecycle.trust_flags(repo, w):  # first: a change that makes your machine run something
+        echo(style(f"! {line}", fg="yellow", bold=True))
     echo(f"{style(w.task_id, bold=True)}  {w.state}  {w.branch}  {w.worktree}")
     if merged_elsewhere_line(repo, w):
         echo(f"  {merged_elsewhere_line(repo, w)}")

@@ -24,6 +24,7 @@ from ..git.diffs import Diffs
 from ..paths import RepoPaths
 from ..radar import flags as radar_flags
 from ..shared.status import elsewhere
+from ..trust import changes as trust_changes
 from ..workflow import runlog
 from ..worker import lifecycle
 
@@ -131,7 +132,10 @@ def files(paths: RepoPaths, task_id: str, commit: str | None = None) -> dict[str
         out = []
         for f in t.diffs.files(base, head):
             out.append({**f.as_dict(), "flagged": flagged.get(f.path, [])})
-        return {"task_id": task_id, "base": base, "head": head, "integration": t.integration, "files": out}
+        # issue 35: a change to a setting that runs a command on the person's machine, said first, in words
+        trust_flags = trust_changes.between(repo.cwd, base, head) if not commit and base != head else []
+        return {"task_id": task_id, "base": base, "head": head, "integration": t.integration, "files": out,
+                "trust_flags": trust_flags}
 
 
 def _range(t: _Task, task_id: str, commit: str | None) -> tuple[str | None, str]:

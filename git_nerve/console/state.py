@@ -186,6 +186,8 @@ def task_detail(repo, task_id: str) -> dict[str, Any]:
         "thread": _thread(repo, task_id),
         "messages": _history(msgs),
         "told": [e.as_dict() for e in steer_tell.about(repo.bus, task_id)],
+        # issue 35: a change to a setting that runs a command on the person's machine, said first, in words
+        "trust_flags": lifecycle.trust_flags(repo, w),
     }
 
 

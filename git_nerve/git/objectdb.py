@@ -32,3 +32,10 @@ def diff_name_only(cwd, old: str, new: str) -> list[str]:
     """``git diff --name-only --no-renames OLD NEW``: the paths that differ between two commits."""
     out = cli.run(["diff", "--name-only", "-z", "--no-renames", old, new], cwd=cwd).stdout
     return [p for p in out.split("\0") if p]
+
+
+def diff_names_since_fork(cwd, base: str, tip: str) -> list[str] | None:
+    """``git diff --name-only --no-renames BASE...TIP``: the paths ``tip`` changed since its merge base with
+    ``base`` (one git process); None when git cannot (a ref that does not exist)."""
+    proc = cli.run(["diff", "--name-only", "-z", "--no-renames", f"{base}...{tip}", "--"], cwd=cwd, check=False)
+    return [p for p in proc.stdout.split("\0") if p] if proc.returncode == 0 else None

@@ -256,6 +256,20 @@ def load_embeddings(toplevel: str | os.PathLike[str]) -> EmbeddingsConfig | None
     return EmbeddingsConfig(base_url=base_url, model=model.strip(), api_key_env=env, batch_size=batch, timeout=float(timeout))
 
 
+def trusted_embeddings(common_dir, toplevel) -> tuple[EmbeddingsConfig | None, str | None]:
+    """:func:`load_embeddings`, but an endpoint (which is sent repository files, queries and the value of the
+    variable ``api_key_env`` names) only once this user trusted it (issue 35): else None and the ``skipped``
+    line. The local model sends nothing: no trust needed."""
+    emb = load_embeddings(toplevel)
+    if emb is None or emb.provider == "local":
+        return emb, None
+    from .. import trust
+
+    if trust.verdict(common_dir, toplevel).is_trusted(trust.EMBEDDINGS):
+        return emb, None
+    return None, trust.skipped(trust.EMBEDDINGS) + " (full-text only meanwhile)"
+
+
 def _batch(table: dict, where: str) -> int:
     batch = table.get("batch_size", 64)
     if not isinstance(batch, int) or isinstance(batch, bool) or not 1 <= batch <= 2048:

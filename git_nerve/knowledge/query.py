@@ -175,8 +175,8 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
     ipath = index_path(paths.common_dir)
     if not ipath.is_file():
         raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
-    emb = _embeddings(toplevel)
-    warnings: list[str] = []
+    emb, untrusted = _embeddings(paths.common_dir, toplevel)
+    warnings: list[str] = [untrusted] if untrusted else []
     ranking = FULL_TEXT
     with open_index(paths, create=False) as index:
         if index.rebuilt:
@@ -228,14 +228,15 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
     return hits, ranking, warnings
 
 
-def _embeddings(toplevel: Path) -> EmbeddingsConfig | None:
-    """nerve.toml's ``[knowledge.embeddings]``; without a nerve.toml, None without loading the reader (start-up)."""
+def _embeddings(common_dir, toplevel: Path) -> tuple[EmbeddingsConfig | None, str | None]:
+    """nerve.toml's ``[knowledge.embeddings]`` once trusted (else None and the line saying so); without a
+    nerve.toml, None without loading the reader (start-up)."""
     main = nerve_toml.main_checkout(toplevel)
     if not any(nerve_toml.path_in(top).is_file() for top in (toplevel, main) if top is not None):
-        return None
+        return None, None
     from . import config
 
-    return config.load_embeddings(toplevel)
+    return config.trusted_embeddings(common_dir, toplevel)
 
 
 def open_paths(repo: str | None) -> RepoPaths:

@@ -168,9 +168,9 @@ def sync(
     """
     toplevel = paths.require_worktree()
     cfg = config.load(toplevel)
-    emb = config.load_embeddings(toplevel)
+    emb, untrusted = config.trusted_embeddings(paths.common_dir, toplevel)  # an endpoint only once trusted
     if not lock:
-        return _sync(paths, toplevel, cfg, emb, full, files, progress)
+        return _told(_sync(paths, toplevel, cfg, emb, full, files, progress), untrusted)
     with contextlib.ExitStack() as stack:
         held = locks.try_hold(trigger.lock_path(paths.git_dir))
         if held is None:
@@ -180,11 +180,17 @@ def sync(
             held.__enter__()
         stack.callback(held.__exit__, None, None, None)
         covered = trigger.queued(paths.git_dir)  # queued before this walk: it covers them
-        report = _sync(paths, toplevel, cfg, emb, full, files, progress)
+        report = _told(_sync(paths, toplevel, cfg, emb, full, files, progress), untrusted)
         if report.scope == "all":
             trigger.clear_pending(covered)
     if trigger.queued(paths.git_dir) and cfg.exists:
         trigger.spawn(toplevel, paths.git_dir, paths.common_dir)  # queued while we held the lock
+    return report
+
+
+def _told(report: SyncReport, line: str | None) -> SyncReport:
+    if line:
+        report.warnings.insert(0, line)
     return report
 
 

@@ -134,6 +134,30 @@ def load(toplevel: str | os.PathLike[str] | None) -> NerveConfig:
         raise UsageError(f"{nerve_toml.locate(toplevel)}: {validation_errors(exc)}") from None
 
 
+def trusted(cfg: NerveConfig, common_dir: str | os.PathLike[str], toplevel: str | os.PathLike[str]) -> tuple[NerveConfig, list[str]]:
+    """``cfg`` without what this user has not trusted (issue 35), and one ``skipped ...`` line for each setting
+    left out: ``[run] test_command`` (agents are not allowed it, prompts do not name it), ``[run] adapter``,
+    every ``[adapters.*] extra_args``, the ``[extract]`` llm endpoint (back to parsing)."""
+    from .. import trust
+
+    v = trust.verdict(common_dir, toplevel)
+    lines: list[str] = []
+    run, adapters, extract = cfg.run, cfg.adapters, cfg.extract
+    for key, name in ((trust.TEST, "test_command"), (trust.ADAPTER, "adapter")):
+        if not v.allows(key, getattr(run, name)):
+            run = run.model_copy(update={name: None})
+            lines.append(trust.skipped(key))
+    if not v.allows(trust.EXTRA, {n: list(a.extra_args) for n, a in adapters.items() if a.extra_args}):
+        adapters = {n: a.model_copy(update={"extra_args": None}) for n, a in adapters.items()}
+        lines.append(trust.skipped(trust.EXTRA))
+    if extract.provider == "llm" and not v.allows(trust.EXTRACT, {k: getattr(extract, k) for k in ("base_url", "api_key_env", "model")}):
+        extract = ExtractConfig()
+        lines.append(trust.skipped(trust.EXTRACT))
+    if not lines:
+        return cfg, lines
+    return cfg.model_copy(update={"run": run, "adapters": adapters, "extract": extract}), lines
+
+
 def default_config() -> dict[str, Any]:
     """What `git nerve init` writes: parse-based extraction and the adapters' default timeouts."""
     return {
@@ -155,4 +179,4 @@ def write_default(toplevel: str | os.PathLike[str]) -> Path:
     return path
 
 
-__all__ = ["FILE", "AdapterDefaults", "ExtractConfig", "NerveConfig", "default_config", "load", "write_default"]
+__all__ = ["FILE", "AdapterDefaults", "ExtractConfig", "NerveConfig", "default_config", "load", "trusted", "write_default"]

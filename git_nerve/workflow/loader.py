@@ -73,15 +73,26 @@ def _resolve(obj: Any, what: str) -> Workflow:
     return obj
 
 
-def load_file(path: Path, name: str) -> Workflow:
+def load_file(path: Path, name: str, *, common_dir: str | os.PathLike[str] | None = None) -> Workflow:
+    """Import the workflow file at ``path``. With ``common_dir`` (a repository's own file, issue 35): only when this
+    user trusted its exact content (:func:`git_nerve.trust.require_workflow`), and the bytes checked are the bytes
+    run."""
     module_name = f"nerve_workflow_{re.sub(r'[^A-Za-z0-9_]', '_', name)}"
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot load workflow {path}: {exc.strerror or exc}") from None
+    if common_dir is not None:
+        from .. import trust
+
+        trust.require_workflow(common_dir, name, data)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise UsageError(f"cannot load workflow {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pydantic look their module up while the file runs
     try:
-        spec.loader.exec_module(module)
+        exec(compile(data, str(path), "exec"), module.__dict__)  # noqa: S102  (the trusted bytes, not a re-read)
     except Exception as exc:
         sys.modules.pop(module_name, None)
         raise UsageError(f"cannot load workflow {path}: {_why(exc, path)}") from None
@@ -93,8 +104,9 @@ def _with_source(wf: Workflow, source: str) -> Workflow:
     return replace(wf, source=source)
 
 
-def load(name: str, toplevel: str | os.PathLike[str] | None) -> Workflow:
-    """The workflow called ``name`` (or ``pkg.module:attr``) as seen from ``toplevel``."""
+def load(name: str, toplevel: str | os.PathLike[str] | None, *, common_dir: str | os.PathLike[str] | None = None) -> Workflow:
+    """The workflow called ``name`` (or ``pkg.module:attr``) as seen from ``toplevel``; a repository's own file only
+    once trusted (``common_dir``: the repository's, found from ``toplevel`` when not given)."""
     if ":" in name:
         if not _REF.match(name):
             raise UsageError(f"invalid workflow reference {name!r}; use NAME or package.module:attribute")
@@ -113,7 +125,11 @@ def load(name: str, toplevel: str | os.PathLike[str] | None) -> Workflow:
     if toplevel is not None:
         path = Path(toplevel) / WORKFLOW_DIR / f"{name}.py"
         if path.is_file():
-            return load_file(path, name)
+            if common_dir is None:
+                from ..paths import discover
+
+                common_dir = discover(toplevel).common_dir
+            return load_file(path, name, common_dir=common_dir)
     if name in builtin_names():
         module = importlib.import_module(f"{BUILTIN_PACKAGE}.{name}")
         return _with_source(_from_module(module, f"built-in workflow {name}"), f"built-in:{name}")

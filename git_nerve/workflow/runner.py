@@ -19,6 +19,7 @@ This module is the entry point (``run``, ``run_task``) and re-exports the names 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -85,11 +86,13 @@ def run_task(
         w = get_worker(repo.bus, task_id)
         workdir = Path(w.worktree)
         toplevel = repo.paths.toplevel or workdir
-        workflow = load(name, toplevel)
+        workflow = load(name, toplevel, common_dir=repo.paths.common_dir)  # a repository's file: once trusted
         found = problems(workflow)
         if found:
             raise UsageError(f"workflow {name} is not valid ({workflow.source})", details=found)
-        cfg = nerve_config.load(toplevel)
+        cfg, skipped = nerve_config.trusted(nerve_config.load(toplevel), repo.paths.common_dir, toplevel)
+        for line in skipped:
+            print(f"warning: {line}", file=sys.stderr)
         workflow = on_adapter(workflow, adapter or cfg.run.adapter)
         if w.state not in RUNNABLE:
             raise InvalidTransition(f"cannot run a workflow on {task_id}: it is {w.state} (runs need {', '.join(RUNNABLE)})")

@@ -18,6 +18,7 @@ from typing import Any
 from ..errors import UsageError
 from . import config as nerve_config
 from .adapters.base import adapter_name, adapter_problems
+from ..trust import Untrusted
 from .loader import builtin_names, load, repo_names
 from .spec import Workflow, problems
 
@@ -81,7 +82,7 @@ def validate(toplevel: str | os.PathLike[str] | None, names: Sequence[str] | Non
     for name in names or default_names(toplevel):
         try:
             wf = load(name, toplevel)
-        except UsageError as exc:
+        except (UsageError, Untrusted) as exc:  # a repository's file not trusted here: not imported, said so
             report.workflows.append(name)
             report.problems.append(Problem(name, exc.message))
             continue

@@ -28,12 +28,13 @@ class CopyReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def patterns(main: Path, extra: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(usable patterns, warnings): the main checkout's .worktreeinclude, then ``extra``. A pattern with a
-    ``..`` part can never name a file of the checkout: it is dropped with a warning."""
+def patterns(main: Path, extra: tuple[str, ...], *, file_text: str | None = None) -> tuple[list[str], list[str]]:
+    """(usable patterns, warnings): the main checkout's .worktreeinclude (``file_text``: its content as the caller
+    already read and trusted it), then ``extra``. A pattern with a ``..`` part can never name a file of the
+    checkout: it is dropped with a warning."""
     lines: list[str] = []
     try:
-        lines = (main / FILE).read_text(encoding="utf-8").splitlines()
+        lines = (main / FILE).read_text(encoding="utf-8").splitlines() if file_text is None else file_text.splitlines()
     except FileNotFoundError:
         pass
     except (OSError, UnicodeDecodeError) as exc:

@@ -43,7 +43,9 @@ def prepare(paths, bus, task_id: str, worktree: Path, *, wait: bool = False, run
     worktree = Path(worktree)
     if not worktree.is_dir():
         return res
-    pats, res.warnings = include.patterns(main, cfg.include)
+    cfg, file_text = _trusted(paths, cfg, res.warnings)
+    pats, more = include.patterns(main, cfg.include, file_text=file_text)
+    res.warnings += more
     report = include.copy_files(main, worktree, include.candidates(main, pats, skip_dirs=cfg.clone_dirs))
     res.copied, res.warnings = report.copied, res.warnings + report.warnings
     res.cloned, more = clone.clone_dirs(main, worktree, cfg.clone_dirs)
@@ -82,9 +84,10 @@ def resume_setup(paths, bus, task_id: str, worktree: Path, *, wait: bool = False
     except NerveError:
         return None
     worktree = Path(worktree)
-    if not cfg.setup or not worktree.is_dir():
-        return None
     res = PrepResult(setup_log=str(setup.log_path(paths.common_dir, task_id)))
+    cfg, _ = _trusted(paths, cfg, res.warnings)  # an untrusted setup is never run again either (issue 35)
+    if not cfg.setup or not worktree.is_dir():
+        return res if res.warnings else None
     st = setup.state(busprep.get(bus.conn, task_id))
     if again or st == "interrupted":
         _start_setup(paths, bus, task_id, worktree, cfg, res, wait=wait)
@@ -96,6 +99,25 @@ def resume_setup(paths, bus, task_id: str, worktree: Path, *, wait: bool = False
             _start_setup(paths, bus, task_id, worktree, cfg, res, wait=wait)
         return res
     return None
+
+
+def _trusted(paths, cfg: PrepConfig, warnings: list[str]) -> tuple[PrepConfig, str]:
+    """``cfg`` without what this user has not trusted (issue 35: one ``skipped ...`` line each), and the
+    .worktreeinclude content to use ("" when there is none or it is not trusted)."""
+    from dataclasses import replace
+
+    from .. import trust
+
+    v = trust.verdict(paths.common_dir, paths.toplevel)
+    for key, name in ((trust.INCLUDE, "include"), (trust.CLONE, "clone_dirs"), (trust.SETUP, "setup")):
+        if not v.allows(key, getattr(cfg, name)):
+            warnings.append(trust.skipped(key))
+            cfg = replace(cfg, **{name: ()})
+    shown = v.settings.get(trust.WORKTREEINCLUDE)
+    if shown is not None and not v.is_trusted(trust.WORKTREEINCLUDE):
+        warnings.append(trust.skipped(trust.WORKTREEINCLUDE))
+        return cfg, ""
+    return cfg, shown.value if shown is not None else ""
 
 
 def unprepared(bus, task_id: str) -> bool:

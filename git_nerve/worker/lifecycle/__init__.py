@@ -40,11 +40,11 @@ import importlib
 import sys
 import types
 
-from .repo import Repo, door_scope, integration_ref, open_repo, refuse_bare, repair_leftovers, show
+from .repo import Repo, door_scope, integration_ref, open_repo, refuse_bare, repair_leftovers, show, trust_flags
 
 __all__ = [
     "Repo", "open_repo", "spawn", "start", "done", "fail", "approve", "request_changes", "merge", "cancel",
-    "retry", "show", "heartbeat", "SpawnResult", "DoneResult", "MergeResult", "CancelResult",
+    "retry", "show", "trust_flags", "heartbeat", "SpawnResult", "DoneResult", "MergeResult", "CancelResult",
 ]
 
 #: every other name modules, tests and benchmarks import from here, and the module (relative to this package)
@@ -52,7 +52,7 @@ __all__ = [
 _LAZY = {
     "fetch_branches": "..locking", "task_lock": "..locking", "get": "..transitions",
     "CancelResult": ".cancel", "cancel": ".cancel", "retry": ".cancel",
-    "check_combination": ".check", "parse_check": ".check",
+    "check_combination": ".check", "parse_check": ".check", "check_command": ".check", "DEFAULT_CHECK": ".check",
     "MERGE_ATTEMPTS": ".merge", "MergeResult": ".merge", "merge": ".merge", "unfinished_cleanups": ".merge",
     "FF_MARKER": ".advance",
     "approve": ".review", "request_changes": ".review",

@@ -29,6 +29,19 @@ def _parse_check(check: str | None) -> list[str] | None:
 
 parse_check = _parse_check
 
+from ...trust import DEFAULT_CHECK  # noqa: E402,F401  (a bare --check: [run] test_command, once trusted)
+
+
+def check_command(repo: Repo, check: str | None) -> str | None:
+    """``check`` as given, or for a bare ``--check`` the repository's test command when this user trusted its
+    content (else :class:`~git_nerve.trust.Untrusted`, exit 7, nothing merged). A command typed on the command
+    line is the person's own: it runs as typed."""
+    if check != DEFAULT_CHECK:
+        return check
+    from ... import trust
+
+    return trust.default_check(repo.paths.common_dir, repo.paths.toplevel or repo.cwd)
+
 
 def _run_check(repo: Repo, commit: str, argv: list[str]) -> None:
     # a temporary checkout of ours (recorded, under <common>/nerve/tmp/): one a killed merge leaves is removed

@@ -152,6 +152,23 @@ def _archived_tip(repo: Repo, task_id: str) -> str:
     return sha
 
 
+def trust_flags(repo: Repo, w: workers.Worker) -> list[str]:
+    """One line per committed setting that runs a command (or widens what agents get) the task's branch changes
+    against the integration branch (:mod:`git_nerve.trust.changes`): `show`, merge and the console say it first."""
+    from ...errors import NerveError
+    from ...trust import changes
+
+    if w.state in ("COMPLETED", "FAILED") or not w.branch:
+        return []  # merged or given up: nothing left to approve
+    try:
+        integration = w.integration or repo.settings.integration
+        remote = repo.settings.remote
+    except NerveError:  # cannot tell the integration branch: nothing to compare with
+        return []
+    candidates = ([f"refs/remotes/{remote}/{integration}"] if remote else []) + [f"refs/heads/{integration}"]
+    return changes.of_branch(repo.cwd, candidates, f"refs/heads/{w.branch}")
+
+
 def show(repo: Repo, task_id: str) -> tuple[workers.Worker, list[messages.Message]]:
     """A task's row and its whole message history (`git worker show`): here, not beside cancel, so that a reader
     imports no verb."""

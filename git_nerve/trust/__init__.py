@@ -1,0 +1,156 @@
+"""Trust: a committed setting that runs a command (or widens what agents are handed) runs only once this user
+trusted its exact content on this machine (issue 35; as `direnv allow` and `mise trust` do).
+
+* :mod:`.settings`: every such setting, read as the features read it (the inventory);
+* :mod:`.record`: what this user trusted, outside the repository;
+* :mod:`.changes`: which of them a task's diff changes (`git worker show`, the console's review, merge).
+
+The features ask :func:`verdict` before a step and skip it (one line: :func:`skipped`) when the content in use
+is not the one trusted; `git nerve trust` (:func:`report`, :func:`trust`) shows and records; `git nerve init`
+trusts what it writes. Floor 4 (beside nerve.toml): standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import CheckFailed, UsageError
+
+TYPE_CHECKING = False  # `show --json` imports this package: nothing but names at import (issue 27)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .settings import Setting
+
+SETUP = "nerve.toml [worktree] setup"
+INCLUDE = "nerve.toml [worktree] include"
+CLONE = "nerve.toml [worktree] clone_dirs"
+WORKTREEINCLUDE = ".worktreeinclude"
+TEST = "nerve.toml [run] test_command"
+ADAPTER = "nerve.toml [run] adapter"
+EXTRA = "nerve.toml [adapters.*] extra_args"
+EXTRACT = "nerve.toml [extract] llm endpoint"
+EMBEDDINGS = "nerve.toml [knowledge.embeddings] endpoint"
+WORKFLOW_DIR = ".nerve/workflows"
+#: what a bare ``--check`` (no command) of merge stands for: ``[run] test_command``, once trusted. It starts with
+#: a NUL byte: no command line can spell it.
+DEFAULT_CHECK = "\0[run] test_command"
+
+
+HOW = "see it and allow it with `git nerve trust`"
+
+
+class Untrusted(CheckFailed):
+    """A step that cannot be skipped (merge's default check, a workflow file) would run content this user has not
+    trusted: refused before anything ran or moved, exit 7 (as a failed check)."""
+
+
+def skipped(key: str) -> str:
+    """The one line a command prints when it skips a step."""
+    return f"skipped {key}: not trusted on this machine (new, or changed since you trusted it); {HOW}"
+
+
+class Verdict:
+    """The settings as they are now (:func:`.settings.current`) and what this user trusted (:func:`.record.load`)."""
+
+    def __init__(self, settings: dict[str, Setting], trusted: dict[str, list[str]]):
+        self.settings, self.trusted = settings, trusted
+
+    def is_trusted(self, key: str) -> bool:
+        s = self.settings.get(key)
+        return s is None or s.digest in self.trusted.get(key, [])
+
+    def allows(self, key: str, in_use) -> bool:
+        """True when ``in_use`` (the value the feature is about to use) is empty, or is the setting's value and
+        that was trusted (a file changed between the two reads is not trusted)."""
+        if in_use in (None, "", [], (), {}):
+            return True
+        s = self.settings.get(key)
+        in_use = list(in_use) if isinstance(in_use, tuple) else in_use
+        return s is not None and s.value == in_use and s.digest in self.trusted.get(key, [])
+
+    def untrusted(self) -> list[Setting]:
+        return [s for k, s in self.settings.items() if not self.is_trusted(k)]
+
+
+def verdict(common_dir: str | os.PathLike[str], toplevel: str | os.PathLike[str], *, workflows: bool = False) -> Verdict:
+    from . import record
+    from .settings import current
+
+    return Verdict(current(toplevel, workflows=workflows), record.load(common_dir))
+
+
+def trust(common_dir, toplevel, keys: set[str] | None = None) -> tuple[list[Setting], Path | None]:
+    """Record the settings at ``toplevel`` (those of ``keys`` only, when given) as trusted: (newly trusted,
+    record path or None when nothing needed recording)."""
+    v = verdict(common_dir, toplevel, workflows=True)
+    new = [s for k, s in v.settings.items() if (keys is None or k in keys) and not v.is_trusted(k)]
+    if not new:
+        return [], None
+    from . import record
+
+    return new, record.add(common_dir, {s.key: s.digest for s in new})
+
+
+def trust_shown(common_dir, shown: dict) -> list[str]:
+    """`git nerve trust`: record exactly the digests :func:`report` showed (``shown``: its dict) and not trusted
+    yet, so a file changed meanwhile is not trusted unseen; the keys recorded."""
+    digests = {s["setting"]: s["digest"] for s in shown["settings"] if not s["trusted"]}
+    if digests:
+        from . import record
+
+        record.add(common_dir, digests)
+    return list(digests)
+
+
+def trust_written(common_dir, toplevel) -> None:
+    """`git nerve init` (and the demo) trust the nerve.toml settings they wrote themselves."""
+    from .settings import from_toml
+    from .. import nerve_toml
+
+    keys = set(from_toml(nerve_toml.read(toplevel)))
+    if keys:
+        trust(common_dir, toplevel, keys)
+
+
+def report(common_dir, toplevel) -> dict:
+    """What `git nerve trust --show` prints: every setting, what it does, exactly what it holds, trusted or not."""
+    from . import record
+
+    v = verdict(common_dir, toplevel, workflows=True)
+    return {"repository": os.path.realpath(os.fspath(common_dir)), "record": str(record.path_for(common_dir)),
+            "settings": [{"setting": s.key, "does": s.does, "shown": list(s.shown), "digest": s.digest,
+                          "trusted": v.is_trusted(s.key),
+                          "seen_before": bool(v.trusted.get(s.key))} for s in v.settings.values()]}
+
+
+def default_check(common_dir, toplevel) -> str:
+    """`merge --check` without a command (and the console's merge check): nerve.toml's ``[run] test_command``,
+    refused (:class:`Untrusted`, exit 7) when its content is not trusted; UsageError when there is none."""
+    v = verdict(common_dir, toplevel)
+    s = v.settings.get(TEST)
+    if s is None or not isinstance(s.value, str):
+        raise UsageError("no check command: set [run] test_command in nerve.toml (or give the command: --check CMD); "
+                         "nothing was merged")
+    if not v.is_trusted(TEST):
+        raise Untrusted(f"merge --check: {TEST} `{s.value}` is not trusted on this machine (new, or changed since "
+                        f"you trusted it); nothing was merged: {HOW}, or name the command: --check CMD")
+    return s.value
+
+
+def require_workflow(common_dir, name: str, data: bytes) -> None:
+    """`git nerve run NAME` / `validate`: the repository's ``.nerve/workflows/NAME.py`` (``data``: the bytes about
+    to be imported) runs only when this user trusted that exact content (else :class:`Untrusted`, exit 7)."""
+    from . import record
+    from .settings import workflow_key, workflow_setting
+
+    key = workflow_key(name)
+    if workflow_setting(key, data).digest not in record.load(common_dir).get(key, []):
+        raise Untrusted(f"not run: {key} is not trusted on this machine (new, or changed since you trusted it); "
+                        f"nothing ran: {HOW}")
+
+
+__all__ = ["ADAPTER", "CLONE", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "SETUP", "TEST",
+           "WORKFLOW_DIR", "WORKTREEINCLUDE",
+           "Untrusted", "Verdict", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",
+           "trust_written", "verdict"]

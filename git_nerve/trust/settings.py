@@ -1,0 +1,143 @@
+"""Every committed setting that runs a command or widens what agents are handed, read from a checkout (issue 35).
+
+Each is a :class:`Setting`: its key (how every message names it), what it does, its value in a canonical form
+(what the features use: the setup's argv, the include patterns, the workflow file's bytes) and the digest the
+trust record keeps. An absent or empty setting is no :class:`Setting` (nothing runs, nothing to trust).
+
+nerve.toml is the one the features read (:func:`..nerve_toml.read`: the main checkout's, wherever you stand);
+``.worktreeinclude`` the main checkout's (the copy's source); ``.nerve/workflows/*.py`` the checkout's own
+(`git nerve run` imports them from where it runs). Standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import nerve_toml
+
+from . import (ADAPTER, CLONE, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, INCLUDE, SETUP, TEST, WORKFLOW_DIR,  # noqa: F401
+               WORKTREEINCLUDE)
+
+#: what each setting does on the person's machine, in words (the flag of a change says "it will <this>")
+DOES = {
+    SETUP: "run on your machine in each new task's worktree (git worker spawn, retry)",
+    INCLUDE: "widen the ignored files copied into each new task's worktree (git worker spawn, retry)",
+    CLONE: "widen the directories copied into each new task's worktree (git worker spawn, retry)",
+    WORKTREEINCLUDE: "widen the ignored files copied into each new task's worktree (git worker spawn, retry)",
+    TEST: "run on your machine as merge's default check (merge --check, the console's merge), and agents may run it",
+    ADAPTER: "choose the agent CLI every role of `git nerve run` starts",
+    EXTRA: "add arguments to the agent CLIs `git nerve run` starts",
+    EXTRACT: "send agent output and an environment variable's value to its endpoint (git nerve run)",
+    EMBEDDINGS: "send repository files and an environment variable's value to its endpoint (knowledge sync)",
+}
+WORKFLOW_DOES = "run as Python on your machine (git nerve run imports it)"
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    does: str
+    value: object  #: canonical, JSON-able: what the feature uses
+    shown: tuple[str, ...] = field(default=(), compare=False)  #: exactly what runs / is copied, for people
+
+    @property
+    def digest(self) -> str:
+        return digest(self.key, self.value)
+
+
+def digest(key: str, value: object) -> str:
+    return hashlib.sha256(json.dumps([key, value], sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def workflow_key(name: str) -> str:
+    return f"{WORKFLOW_DIR}/{name}.py"
+
+
+def workflow_setting(key: str, data: bytes, path: Path | None = None) -> Setting:
+    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    sha = hashlib.sha256(data).hexdigest()
+    return Setting(key, WORKFLOW_DOES, sha, (f"{path or key}: {lines} lines of Python, sha256 {sha[:16]}… (read it first)",))
+
+
+def from_toml(data: dict | None) -> dict[str, Setting]:
+    """The nerve.toml settings of a parsed file (pure: also used on the two sides of a task's diff)."""
+    data = data if isinstance(data, dict) else {}
+    out: dict[str, Setting] = {}
+
+    def table(name: str) -> dict:
+        t = data.get(name)
+        return t if isinstance(t, dict) else {}
+
+    def put(key: str, value, shown) -> None:
+        if value not in (None, "", [], {}):
+            out[key] = Setting(key, DOES[key], value, tuple(shown))
+
+    wt, run = table("worktree"), table("run")
+    setup = wt.get("setup")
+    if isinstance(setup, str) and setup.strip():
+        put(SETUP, setup_argv(setup), [setup])
+    elif setup not in (None, ""):
+        put(SETUP, repr(setup), [repr(setup)])
+    for key, name in ((INCLUDE, "include"), (CLONE, "clone_dirs")):
+        value = wt.get(name)
+        if value not in (None, []):
+            put(key, value if isinstance(value, list) else repr(value), [str(v) for v in value] if isinstance(value, list) else [repr(value)])
+    for key, name in ((TEST, "test_command"), (ADAPTER, "adapter")):
+        value = run.get(name)
+        if value is not None and (not isinstance(value, str) or value.strip()):
+            put(key, value, [str(value)])
+    extra = {n: a.get("extra_args") for n, a in table("adapters").items() if isinstance(a, dict) and a.get("extra_args")}
+    put(EXTRA, extra, [f"{n}: {' '.join(map(str, a)) if isinstance(a, list) else a!r}" for n, a in sorted(extra.items())])
+    extract = table("extract")
+    if extract.get("provider") == "llm":
+        value = {k: extract.get(k) for k in ("base_url", "api_key_env", "model")}
+        put(EXTRACT, value, [f"{k} = {v}" for k, v in value.items() if v is not None])
+    knowledge = data.get("knowledge")
+    emb = knowledge.get("embeddings") if isinstance(knowledge, dict) else None
+    if isinstance(emb, dict) and emb.get("provider", "openai") != "local":
+        value = {k: emb.get(k) for k in ("base_url", "api_key_env", "model")}
+        put(EMBEDDINGS, value, [f"{k} = {v}" for k, v in value.items() if v is not None])
+    return out
+
+
+def setup_argv(text: str) -> list[str] | str:
+    """The setup command as the worktree's setup runs it (shlex-split; the text itself when it cannot be split)."""
+    import shlex  # here: it compiles a pattern at import, and `show --json` reads no setup
+
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text
+
+
+def worktreeinclude(text: str | None) -> dict[str, Setting]:
+    if text is None or not any(ln.strip() and not ln.strip().startswith("#") for ln in text.splitlines()):
+        return {}
+    shown = tuple(ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#"))
+    return {WORKTREEINCLUDE: Setting(WORKTREEINCLUDE, DOES[WORKTREEINCLUDE], text, shown)}
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict[str, Setting]:
+    """Every such setting as the features at ``toplevel`` would use it now (UsageError: nerve.toml unreadable)."""
+    out = from_toml(nerve_toml.read(toplevel))
+    main = nerve_toml.main_checkout(toplevel) or Path(toplevel)
+    out.update(worktreeinclude(read_text(main / WORKTREEINCLUDE)))
+    if workflows:
+        folder = Path(toplevel) / WORKFLOW_DIR
+        for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
+            try:
+                out[workflow_key(path.stem)] = workflow_setting(workflow_key(path.stem), path.read_bytes(), path)
+            except OSError:
+                continue
+    return out
