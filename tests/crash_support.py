@@ -231,12 +231,46 @@ def fresh_hold(base: Path) -> Path:
     return hold
 
 
+#: the hold points inside git's own file work (tests/crash_hold.c, preloaded): a file git just created, still
+#: empty ("create"), a file or directory git is about to remove ("remove")
+FILE_MODES = ("create", "remove")
+_PRELOAD: dict[str, Path | None] = {}
+
+
+def preload_library() -> Path | None:
+    """tests/crash_hold.c built once per process (a C compiler and a glibc-style LD_PRELOAD needed: Linux), or None
+    when it cannot be (the "create" and "remove" modes then fall back to a random instant)."""
+    src = Path(__file__).with_name("crash_hold.c")
+    key = os.fspath(src)
+    if key not in _PRELOAD:
+        import tempfile
+
+        out = None
+        if sys.platform.startswith("linux") and shutil.which("cc"):
+            out = Path(tempfile.mkdtemp(prefix="nerve-crash-hold-")) / "crash_hold.so"  # private to this process
+            proc = subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(out), str(src), "-ldl"],
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                out = None
+        _PRELOAD[key] = out
+    return _PRELOAD[key]
+
+
+def hold_env(env: dict, hold: Path) -> dict:
+    """``env`` with the hold points on: the hold directory, and the preloaded file points when they can be built."""
+    lib = preload_library()
+    extra = {HOLD_VAR: str(hold)}
+    if lib is not None:
+        extra["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD"), os.fspath(lib)) if p)
+    return {**env, **extra}
+
+
 def start_held(argv: list[str], cwd: Path, env: dict, hold: Path, kind: str, n: int, pattern: str = "",
                *, timeout: float = 60) -> tuple[subprocess.Popen, bool]:
     """Start ``argv`` in its own process group with the ``n``-th ``kind`` point (whose text contains ``pattern``)
     wanted; return once a git child waits there (True) or the command ended first (False)."""
     (hold / f"{kind}.want").write_text(f"{n} {pattern}\n", encoding="utf-8")
-    child = subprocess.Popen(argv, cwd=cwd, env={**env, HOLD_VAR: str(hold)}, start_new_session=True,
+    child = subprocess.Popen(argv, cwd=cwd, env=hold_env(env, hold), start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     reached = hold / "reached"
     wait_until(reached.exists, timeout, interval=0.005, alive=child, fail=False)

@@ -234,7 +234,7 @@ def remove_unfinished_add(admin: Path, sc: Scope, *, worktree: str | None = None
         raise Refused(f"kept {admin}: its worktree {wt} is not one git-nerve recorded making")
     real_wt = prove_path(wt, sc, task=task)
     dotgit = os.path.join(real_wt, ".git")
-    if os.path.lexists(dotgit):
+    if os.path.lexists(dotgit) and not _half_written_gitfile(dotgit, admin, real_admin):
         try:
             points = open(dotgit, encoding="utf-8").read().strip()
         except (OSError, UnicodeDecodeError):
@@ -249,6 +249,26 @@ def remove_unfinished_add(admin: Path, sc: Scope, *, worktree: str | None = None
         _rmtree(real_wt)
     _rmtree(real_admin)
     return wt
+
+
+def _half_written_gitfile(dotgit: str, admin: Path, real_admin: str) -> bool:
+    """The worktree's ``.git`` file a killed ``git worktree add`` had created and not yet written whole: a regular
+    file holding the start of what git writes there for this admin dir (``gitdir: <admin>``; empty when it was
+    killed between creating and writing it), in the worktree that admin dir's own ``gitdir`` names (git writes
+    that one first). Anything else at ``.git`` (another git dir's, a directory, a link) is not."""
+    try:
+        if not stat.S_ISREG(os.lstat(dotgit).st_mode):
+            return False
+        with open(dotgit, "rb") as fh:
+            data = fh.read(8192)
+        named = worktree_of_gitdir(admin)
+    except (OSError, Refused):
+        return False
+    if os.path.realpath(os.path.join(named, ".git")) != os.path.realpath(dotgit):
+        return False
+    wholes = [f"gitdir: {p}\n".encode("utf-8", "surrogateescape")
+              for p in (real_admin, os.path.relpath(real_admin, os.path.dirname(os.path.realpath(dotgit))))]
+    return any(whole.startswith(data) and len(data) < len(whole) - 1 for whole in wholes)
 
 
 def remove_tree(path, sc: Scope, *, task: str | None = None) -> None:
