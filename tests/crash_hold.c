@@ -6,8 +6,8 @@
  *   remove  a file or directory git is about to remove (unlink, unlinkat, rmdir: the ones before it are gone)
  *
  * The protocol is HOLD_SCRIPT's: each point's path is appended to <dir>/<kind>.count; when <dir>/<kind>.want
- * ("<n> <pattern>") exists, the n-th point whose path contains <pattern> writes <dir>/reached and waits there
- * until <dir>/release exists (the harness SIGKILLs the whole process group meanwhile). No /proc.
+ * ("<n> <pattern>") exists, the n-th point whose path contains <pattern> (ends with it: "<pattern>$") writes
+ * <dir>/reached and waits there until <dir>/release exists (the harness SIGKILLs the whole process group meanwhile). No /proc.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -49,7 +49,7 @@ static void append(const char *file, const char *line) {
 static void point(const char *kind, int dirfd, const char *path) {
     const char *d = getenv("NERVE_CRASH_HOLD");
     if (!d || !*d || !path || strncmp(program_invocation_short_name, "git", 3) != 0) return;
-    char full[8192], file[8192], line[8192];
+    char full[8192], file[8192], line[8300];
     if (path[0] != '/') {
         char here[4096];
         if (dirfd == AT_FDCWD || dirfd < 0) {
@@ -78,7 +78,11 @@ static void point(const char *kind, int dirfd, const char *path) {
             if (fgetc(w) == ' ' && fgets(pattern, sizeof pattern, w)) pattern[strcspn(pattern, "\n")] = 0;
         }
         fclose(w);
-        if (n > 0 && strstr(full, pattern)) {
+        size_t pl = strlen(pattern), fl = strlen(full);
+        int match = pl && pattern[pl - 1] == '$'  /* "...$": the path ends with it */
+            ? (fl >= pl - 1 && strncmp(full + fl - (pl - 1), pattern, pl - 1) == 0)
+            : strstr(full, pattern) != NULL;
+        if (n > 0 && match) {
             snprintf(file, sizeof file, "%s/%s.matched", d, kind);
             append(file, "x\n");
             if (stat(file, &st) == 0 && st.st_size / 2 == n) {
