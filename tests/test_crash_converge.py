@@ -114,3 +114,114 @@ def test_merge_all_batch_killed_inside_its_check_checkouts_add_repairs_before_it
     rerun = _rerun_converges(s, ref, seen, origin_before)
     assert "repaired: removed the unfinished worktree" in rerun.err and "nerve/tmp/check-" in rerun.err, rerun.err
     assert cs.state_of(s.work, "t2") == "COMPLETED"
+
+
+# -- what the repairs must never remove ----------------------------------------------------------------------------
+
+
+def _persons_killed_add(s, path: Path, tmp_path: Path) -> Path:
+    """A person's own `git worktree add <path>` (no git-nerve command: no token) SIGKILLed as git created its .git
+    file: locked "initializing", the .git file empty. Returns its admin dir."""
+    hold = tmp_path / "person-hold"
+    hold.mkdir()
+    child, reached = cs.start_held(["git", "worktree", "add", "-q", "--detach", str(path), "HEAD"], s.work,
+                                   dict(os.environ), hold, "create", 1, f"/{path.name}/.git$")
+    cs.kill_group(child, hold)
+    assert reached and (path / ".git").is_file() and (path / ".git").stat().st_size == 0
+    admin = rs.common_dir(s.work) / "worktrees" / path.name
+    assert (admin / "locked").read_text(encoding="utf-8").strip() == "initializing"
+    return admin
+
+
+@needs_preload
+def test_a_persons_half_written_worktree_beside_ours_is_kept_and_the_advice_works(tmp_path):
+    """Our killed add of t1 is removed; a person's killed add at a similar path (t10, under the same root, its
+    .git file empty too) is kept with a `kept:` line, and what that line says to do works."""
+    s, ref, seen, origin_before, _ = _kill_at(tmp_path, cs.GROUPS["retry"], "create", 1, "/t1/.git$")
+    theirs = s.wt.parent / "t10"
+    admin = _persons_killed_add(s, theirs, tmp_path)
+    with rs.fixed_dates():
+        rerun = rs.run(list(ref.group.argv), s.work)
+    assert "repaired: removed the unfinished worktree" in rerun.err and "/t1 " in rerun.err, rerun.err
+    kept = [ln for ln in rerun.err.splitlines() if ln.startswith(f"kept: {admin}:")]
+    assert kept and "remove that directory" in kept[0], rerun.err
+    assert admin.is_dir() and (theirs / ".git").is_file()  # nothing of the person's removed
+    import shutil
+
+    shutil.rmtree(admin)  # what the line says
+    with rs.fixed_dates():
+        again = rs.run(list(ref.group.argv), s.work)
+    assert again.code == 0, again.err
+    assert theirs.is_dir() and cs.state_of(s.work) == "ASSIGNED"
+    assert build.git(s.wt, "symbolic-ref", "HEAD") == "refs/heads/feat/t1"
+
+
+@needs_preload
+def test_an_add_whose_command_lives_is_never_repaired_by_another_command(tmp_path):
+    """retry held (alive) inside its add, the .git file still empty: a spawn meanwhile repairs nothing of it;
+    released, the retry finishes."""
+    group = cs.GROUPS["retry"]
+    space = cs.Workspace(tmp_path / "crash")
+    s = space.fresh_group(group)
+    hold = cs.fresh_hold(space.base)
+    child, reached = cs.start_held(list(group.argv), s.work, dict(os.environ), hold, "create", 1, "/t1/.git$")
+    try:
+        assert reached
+        admin = rs.common_dir(s.work) / "worktrees" / "t1"
+        other = rs.run([GW, "spawn", "t2", "-d", "meanwhile"], s.work)
+        assert "t1" not in "".join(ln for ln in other.err.splitlines() if ln.startswith("repaired:")), other.err
+        assert (s.wt / ".git").is_file() and (admin / "locked").is_file()
+    finally:
+        (hold / "release").write_text("", encoding="utf-8")
+    assert child.wait(timeout=120) == 0
+    assert cs.state_of(s.work) == "ASSIGNED"
+    assert build.git(s.wt, "symbolic-ref", "HEAD") == "refs/heads/feat/t1"
+
+
+@needs_preload
+def test_a_persons_prunable_worktree_at_a_similar_path_keeps_its_registration(tmp_path):
+    """Only the killed check checkout's registration is dropped (never a global prune): a person's worktree of the
+    same name elsewhere, deleted by hand (prunable), stays registered."""
+    s, ref, seen, origin_before, what = _kill_at(tmp_path, cs.GROUPS["merge-all-check-remove"], "remove", 1,
+                                                 "/gitdir$")
+    name = what.split("/worktrees/", 1)[1].split("/", 1)[0]  # check-<pid>-<n>
+    theirs = s.root / name
+    build.git(s.work, "worktree", "add", "-q", "--detach", str(theirs), "HEAD")
+    import shutil
+
+    shutil.rmtree(theirs)  # the person deleted it by hand (an unplugged disk): git's entry is theirs to prune
+    _rerun_converges_but(s, ref, seen, origin_before, allowed=str(theirs))
+    assert any(i["worktree"] == str(theirs) for i in rs.worktree_list(s.work)), rs.worktree_list(s.work)
+    assert not [i for i in rs.worktree_list(s.work) if "/nerve/tmp/" in i["worktree"]]
+
+
+def _rerun_converges_but(s, ref, seen, origin_before, *, allowed: str) -> None:
+    """As :func:`_rerun_converges`, the person's own prunable entry ``allowed`` aside."""
+    with rs.fixed_dates():
+        rerun = rs.run(list(ref.group.argv), s.cwd(ref.group.where))
+    problems = [p for p in cs.check(s, ref, rerun, seen, origin_before) if allowed not in p]
+    assert not problems, "\n".join(problems)
+
+
+@needs_preload
+def test_a_check_checkout_whose_removal_lives_is_never_touched_by_another_command(tmp_path):
+    """merge --all --check held (alive) inside git's removal of its check checkout: a spawn meanwhile writes back
+    no .git file and drops no registration; released, the merge finishes and leaves nothing registered."""
+    group = cs.GROUPS["merge-all-check-remove"]
+    space = cs.Workspace(tmp_path / "crash")
+    s = space.fresh_group(group)
+    hold = cs.fresh_hold(space.base)
+    child, reached = cs.start_held(list(group.argv), s.work, dict(os.environ), hold, "remove", 2, "/nerve/tmp/check-")
+    try:
+        assert reached
+        what = (hold / "reached").read_text(encoding="utf-8").split(" ", 1)[1].strip()
+        checkout = Path(what.split("/nerve/tmp/", 1)[0]) / "nerve" / "tmp" / what.split("/nerve/tmp/", 1)[1].split("/")[0]
+        before = sorted(p.name for p in checkout.iterdir())
+        other = rs.run([GW, "spawn", "t3", "-d", "meanwhile"], s.work)
+        assert "temporary checkout" not in other.err, other.err
+        assert sorted(p.name for p in checkout.iterdir()) == before
+    finally:
+        (hold / "release").write_text("", encoding="utf-8")
+    assert child.wait(timeout=120) == 0
+    assert cs.state_of(s.work) == "COMPLETED" and cs.state_of(s.work, "t2") == "COMPLETED"
+    assert not [i for i in rs.worktree_list(s.work) if "/nerve/tmp/" in i["worktree"]]
