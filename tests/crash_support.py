@@ -159,13 +159,18 @@ GROUPS = {g.name: g for g in [
     # issue 35 point 8: the instants inside git's own worktree work that the sweeps above reach only rarely, each
     # group's kills spread over them alone (the file points need tests/crash_hold.c: without it, random instants)
     Group("retry-add", False, setup_failed, "work", (GW, "retry", "t1"), state="ASSIGNED",
-          holds=(("create", "t1/"), ("ref", ""))),  # every file `git worktree add` creates (its .git file too)
+          # every file `git worktree add` creates, and its .git file alone (created, not yet written)
+          holds=(("create", "t1/"), ("create", "/t1/.git$"), ("ref", ""))),
     Group("merge-all-check-remove", False, setup_two_approved, "work",
           (GW, "merge", "--all", "--check", "test -f other.txt"), state="COMPLETED",
-          holds=(("remove", "/nerve/tmp/check-"), ("remove", "/worktrees/check-"))),  # the check checkout's removal
+          # the check checkout's removal: its files, its admin dir, the admin dir once the files are gone
+          holds=(("remove", "/nerve/tmp/check-"), ("remove", "/worktrees/check-"), ("remove", "/gitdir$"))),
     Group("merge-all-batch-remote", True, setup_two_approved, "work",
           (GW, "merge", "--all", "--check", "test -f other.txt", "--batch", "4"), state="COMPLETED",
-          holds=(("create", "/worktrees/"), ("ref", ""), ("remove", "/nerve/tmp/"), ("remove", "/worktrees/"))),
+          # the check and push checkouts' adds (an admin dir written whole: HEAD 0000... until git's update-ref),
+          # their removals
+          holds=(("create", "/worktrees/"), ("create", "/commondir$"), ("ref", ""), ("remove", "/nerve/tmp/"),
+                 ("remove", "/worktrees/"))),
 ]}
 
 #: the commands issue 21 names, each covered by at least one group (bench/crash.py reports per command too)
