@@ -58,7 +58,7 @@ def _rerun_converges(s, ref, seen, origin_before) -> rs.Proc:
 @needs_preload
 def test_retry_killed_as_git_created_the_worktrees_gitfile_is_finished_by_a_rerun(tmp_path):
     """Before: every rerun exited 4 with git's "invalid gitfile format", the entry stayed locked "initializing"."""
-    s, ref, seen, origin_before, what = _kill_at(tmp_path, cs.GROUPS["retry"], "create", 1, "/t1/.git")
+    s, ref, seen, origin_before, what = _kill_at(tmp_path, cs.GROUPS["retry"], "create", 1, "/t1/.git$")
     dotgit = s.wt / ".git"
     assert what.endswith("/t1/.git") and dotgit.is_file() and dotgit.stat().st_size == 0, what
     admin = rs.common_dir(s.work) / "worktrees" / "t1"
