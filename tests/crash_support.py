@@ -276,6 +276,9 @@ def preload_library() -> Path | None:
         out = None
         if sys.platform.startswith("linux") and shutil.which("cc"):
             out = Path(tempfile.mkdtemp(prefix="nerve-crash-hold-")) / "crash_hold.so"  # private to this process
+            import atexit
+
+            atexit.register(shutil.rmtree, out.parent, True)
             proc = subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(out), str(src), "-ldl"],
                                   capture_output=True, text=True, check=False)
             if proc.returncode != 0:
