@@ -200,7 +200,7 @@ def sweep(args, tmp: Path) -> int:
         nonlocal finished
         for k in kills:
             rec = {"group": k.group, "seed": k.seed, "fraction": k.fraction, "mode": k.mode, "delay": k.delay,
-                   "killed": k.killed, "problems": k.problems}
+                   "killed": k.killed, "problems": k.problems, **({"pattern": k.pattern} if k.pattern else {})}
             records.append(rec)
             if out is not None:
                 out.write(json.dumps(rec) + "\n")

@@ -20,9 +20,14 @@ Three ways to pick the instant (the kill's ``mode``, rotating with the seed), no
 * ``instant``: a delay drawn over the measured duration;
 * ``ref``: inside a git child, at the k-th ref transaction, while git holds its lock files (a
   ``reference-transaction`` hook in the "prepared" state waits there, see :data:`HOLD_SCRIPT`);
-* ``checkout``: inside a git child, at the k-th file a checkout writes (a smudge filter waits there).
+* ``checkout``: inside a git child, at the k-th file a checkout writes (a smudge filter waits there);
+* ``create`` / ``remove``: inside a git child's own file work, at the k-th file it has just created (still empty:
+  a worktree's ``.git`` file, an admin dir's ``HEAD``) or is about to remove (`git worktree remove` half done),
+  through tests/crash_hold.c preloaded into git (:func:`preload_library`; Linux with a C compiler). Only the
+  groups whose ``holds`` name them use these.
 
-k is drawn over the number of such points the uninterrupted run passed. The hook and the filter
+k is drawn over the number of such points the uninterrupted run passed (a group's ``holds`` narrow them to the
+points whose text contains a pattern, so its kills cover the instants it was made for). The hook and the filter
 signal the harness through files in the directory ``$NERVE_CRASH_HOLD`` names, and do nothing
 (but count) without a wanted point, so every run (reference, kill, rerun) has them installed.
 
@@ -110,6 +115,10 @@ class Group:
     expect: int = 0
     state: str | None = ""  #: t1's state after a run that finished (None: no task involved)
     commit: bool = False  #: a plain `git commit` (rerun only while the change is not committed)
+    #: the hold points this group's kills rotate through, (mode, pattern): the instants it is there to cover (a
+    #: kill lands at the k-th point of that mode whose text contains the pattern; "...$": ends with it); empty:
+    #: every mode of MODES, any point
+    holds: tuple[tuple[str, str], ...] = ()
 
     def as_rs_group(self) -> rs.Group:
         return rs.Group(self.name, self.remote, self.setup, ((self.where, self.argv),), self.expect)
@@ -147,6 +156,21 @@ GROUPS = {g.name: g for g in [
     Group("hooks-install", False, setup_hooks_uninstalled, "work", ("git-nerve", "hooks", "install"), state=None),
     Group("hooks-uninstall", False, rs.setup_working, "work", ("git-nerve", "hooks", "uninstall"), state="WORKING"),
     Group("init", False, rs.setup_fresh, "work", ("git-nerve", "init"), state=None),
+    # issue 35 point 8: the instants inside git's own worktree work that the sweeps above reach only rarely, each
+    # group's kills spread over them alone (the file points need tests/crash_hold.c: without it, random instants)
+    Group("retry-add", False, setup_failed, "work", (GW, "retry", "t1"), state="ASSIGNED",
+          # every file `git worktree add` creates, and its .git file alone (created, not yet written)
+          holds=(("create", "t1/"), ("create", "/t1/.git$"), ("ref", ""))),
+    Group("merge-all-check-remove", False, setup_two_approved, "work",
+          (GW, "merge", "--all", "--check", "test -f other.txt"), state="COMPLETED",
+          # the check checkout's removal: its files, its admin dir, the admin dir once the files are gone
+          holds=(("remove", "/nerve/tmp/check-"), ("remove", "/worktrees/check-"), ("remove", "/gitdir$"))),
+    Group("merge-all-batch-remote", True, setup_two_approved, "work",
+          (GW, "merge", "--all", "--check", "test -f other.txt", "--batch", "4"), state="COMPLETED",
+          # the check and push checkouts' adds (an admin dir written whole: HEAD 0000... until git's update-ref),
+          # their removals
+          holds=(("create", "/worktrees/"), ("create", "/commondir$"), ("ref", ""), ("remove", "/nerve/tmp/"),
+                 ("remove", "/worktrees/"))),
 ]}
 
 #: the commands issue 21 names, each covered by at least one group (bench/crash.py reports per command too)
@@ -154,15 +178,15 @@ COMMANDS = {
     "spawn": ("spawn", "spawn-remote"), "start": ("start",), "done (clean rebase)": ("done", "done-remote"),
     "done (conflicting rebase)": ("done-conflict", "done-conflict-remote"), "approve": ("approve",),
     "request-changes": ("request-changes",), "merge": ("merge", "merge-remote", "merge-delete"),
-    "merge --all": ("merge-all",), "merge --all --check": ("merge-all-check",),
-    "merge --all --batch": ("merge-all-batch",), "cancel --cleanup": ("cancel",),
-    "cancel --cleanup --force": ("cancel-force",), "retry": ("retry",), "hooks install": ("hooks-install",),
+    "merge --all": ("merge-all",), "merge --all --check": ("merge-all-check", "merge-all-check-remove"),
+    "merge --all --batch": ("merge-all-batch", "merge-all-batch-remote"), "cancel --cleanup": ("cancel",),
+    "cancel --cleanup --force": ("cancel-force",), "retry": ("retry", "retry-add"), "hooks install": ("hooks-install",),
     "hooks uninstall": ("hooks-uninstall",), "init": ("init",), "git commit (hooks)": ("commit",),
 }
 
-#: how many kills per group CI runs (test_crash_random.py: 15 x 22 groups = 330, what 22 x 15 groups cost
-#: before the request-changes, merge --all --check/--batch, cancel --force, hooks and init groups came);
-#: bench/crash.py takes more
+#: how many kills per group CI runs (test_crash_random.py: 15 x 25 groups = 375; 330 for the 22 groups before
+#: issue 35's three, what 22 x 15 groups cost before the request-changes, merge --all --check/--batch, cancel
+#: --force, hooks and init groups came); bench/crash.py takes more
 CI_KILLS = 15
 
 #: how a kill picks its instant, by seed (see the module docstring)
@@ -216,11 +240,15 @@ def install_hold(work: Path, script: Path) -> None:
     (info / "attributes").write_text("* filter=crashhold\n", encoding="utf-8")
 
 
-def hold_count(hold: Path, kind: str) -> int:
+def hold_count(hold: Path, kind: str, pattern: str = "") -> int:
+    """The ``kind`` points a run passed (whose text contains ``pattern``; "...$": ends with it)."""
     try:
-        return len((hold / f"{kind}.count").read_text(encoding="utf-8").splitlines())
+        lines = (hold / f"{kind}.count").read_text(encoding="utf-8").splitlines()
     except OSError:
         return 0
+    if pattern.endswith("$"):
+        return sum(1 for ln in lines if ln.rstrip().endswith(pattern[:-1]))
+    return sum(1 for ln in lines if pattern in ln)
 
 
 def fresh_hold(base: Path) -> Path:
@@ -231,12 +259,49 @@ def fresh_hold(base: Path) -> Path:
     return hold
 
 
+#: the hold points inside git's own file work (tests/crash_hold.c, preloaded): a file git just created, still
+#: empty ("create"), a file or directory git is about to remove ("remove")
+FILE_MODES = ("create", "remove")
+_PRELOAD: dict[str, Path | None] = {}
+
+
+def preload_library() -> Path | None:
+    """tests/crash_hold.c built once per process (a C compiler and a glibc-style LD_PRELOAD needed: Linux), or None
+    when it cannot be (the "create" and "remove" modes then fall back to a random instant)."""
+    src = Path(__file__).with_name("crash_hold.c")
+    key = os.fspath(src)
+    if key not in _PRELOAD:
+        import tempfile
+
+        out = None
+        if sys.platform.startswith("linux") and shutil.which("cc"):
+            out = Path(tempfile.mkdtemp(prefix="nerve-crash-hold-")) / "crash_hold.so"  # private to this process
+            import atexit
+
+            atexit.register(shutil.rmtree, out.parent, True)
+            proc = subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(out), str(src), "-ldl"],
+                                  capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                out = None
+        _PRELOAD[key] = out
+    return _PRELOAD[key]
+
+
+def hold_env(env: dict, hold: Path) -> dict:
+    """``env`` with the hold points on: the hold directory, and the preloaded file points when they can be built."""
+    lib = preload_library()
+    extra = {HOLD_VAR: str(hold)}
+    if lib is not None:
+        extra["LD_PRELOAD"] = " ".join(p for p in (env.get("LD_PRELOAD"), os.fspath(lib)) if p)
+    return {**env, **extra}
+
+
 def start_held(argv: list[str], cwd: Path, env: dict, hold: Path, kind: str, n: int, pattern: str = "",
                *, timeout: float = 60) -> tuple[subprocess.Popen, bool]:
     """Start ``argv`` in its own process group with the ``n``-th ``kind`` point (whose text contains ``pattern``)
     wanted; return once a git child waits there (True) or the command ended first (False)."""
     (hold / f"{kind}.want").write_text(f"{n} {pattern}\n", encoding="utf-8")
-    child = subprocess.Popen(argv, cwd=cwd, env={**env, HOLD_VAR: str(hold)}, start_new_session=True,
+    child = subprocess.Popen(argv, cwd=cwd, env=hold_env(env, hold), start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     reached = hold / "reached"
     wait_until(reached.exists, timeout, interval=0.005, alive=child, fail=False)
@@ -273,7 +338,12 @@ def reachable_kept(work: Path) -> set[str]:
     of tasks, a push checkout) holds nothing of anyone's."""
     heads = []
     tasks = {os.path.realpath(w.worktree) for w in rs.rows(work)} | {os.path.realpath(work)}
-    for item in rs.worktree_list(work):
+    try:
+        listed = rs.worktree_list(work)
+    except AssertionError:  # a `git worktree add` killed before it wrote the admin dir's commondir: git cannot list
+        listed = [{"worktree": os.fspath(w), "HEAD": rs.git(w, "rev-parse", "HEAD")} for w in map(Path, tasks)
+                  if w.is_dir() and cs_git_ok(w)]
+    for item in listed:
         if os.path.realpath(item["worktree"]) in tasks and item.get("HEAD", "").strip("0"):
             heads.append(item["HEAD"])
     proc = subprocess.run(["git", "rev-list", "--branches", "--tags", "--remotes", "--glob=refs/nerve/*", *heads],
@@ -281,6 +351,11 @@ def reachable_kept(work: Path) -> set[str]:
     if proc.returncode == 0:
         return set(proc.stdout.split())
     return reachable(work)
+
+
+def cs_git_ok(wt: Path) -> bool:
+    """True when git can read the HEAD of the worktree ``wt``."""
+    return git_ok(wt, "rev-parse", "-q", "--verify", "HEAD")[0]
 
 
 def git_ok(cwd: Path, *args: str, timeout: float = 60) -> tuple[bool, str]:
@@ -334,13 +409,15 @@ class Kill:
     problems: list[str] = field(default_factory=list)
     mode: str = "instant"
     fraction: float | None = None
+    pattern: str = ""
 
     @property
     def converged(self) -> bool:
         return not self.problems
 
     def replay(self) -> str:
-        where = f"delay={self.delay:.4f}" if self.mode == "instant" else f"at {self.mode} point {int(self.delay)}"
+        where = (f"delay={self.delay:.4f}" if self.mode == "instant"
+                 else f"at {self.mode} point {int(self.delay)}" + (f" of {self.pattern!r}" if self.pattern else ""))
         frac = f" fraction={self.fraction:.6f}" if self.fraction is not None else ""
         return f"group={self.group} seed={self.seed}{frac} mode={self.mode} {where}"
 
@@ -403,29 +480,41 @@ def reference(space: Workspace, group: Group) -> Reference:
     before = reachable(s.work)
     hold = fresh_hold(space.base)
     with rs.fixed_dates():
-        env = {**os.environ, HOLD_VAR: str(hold)}
+        files = any(m in FILE_MODES for m, _ in group.holds)
+        env = hold_env(dict(os.environ), hold) if files else {**os.environ, HOLD_VAR: str(hold)}
         p = _run(group, s, env)
     after = reachable(s.work)
     if p.code != group.expect:
         raise AssertionError(f"{group.name}: the uninterrupted run exited {p.code}, expected {group.expect}:\n{p.err}")
+    points = {k: hold_count(hold, k) for k in MODES[1:]}
+    points.update({hold_key(m, pat): hold_count(hold, m, pat) for m, pat in group.holds if m != "instant"})
     return Reference(group, max(p.seconds, 0.01), p.code, before - after,
-                     points={k: hold_count(hold, k) for k in MODES[1:]}, porcelain=porcelain(s.work),
+                     points=points, porcelain=porcelain(s.work),
                      hooks=hooks_snapshot(s.work), origin_agrees=origin_agreement(s))
 
 
-def mode_of(seed: int) -> str:
-    return MODES[seed % len(MODES)]
+def hold_key(mode: str, pattern: str = "") -> str:
+    """How :attr:`Reference.points` names a mode's points (whose text contains ``pattern``)."""
+    return f"{mode} {pattern}" if pattern else mode
+
+
+def mode_of(seed: int, group: Group | None = None) -> tuple[str, str]:
+    """(mode, pattern) of the kill ``seed`` of ``group``: its own holds in turn, else every mode, any point."""
+    holds = (group.holds if group is not None else ()) or tuple((m, "") for m in MODES)
+    return holds[seed % len(holds)]
 
 
 def run_one(space: Workspace, ref: Reference, seed: int, delay: float | None = None, *, mode: str = "instant",
-            fraction: float | None = None) -> Kill:
+            fraction: float | None = None, pattern: str = "") -> Kill:
     """Kill ``ref.group``'s command, rerun, check. ``mode`` "instant": after ``delay`` seconds (drawn from ``seed``
-    when None); "ref" / "checkout": at hold point number ``delay`` (see the module docstring)."""
+    when None); "ref" / "checkout" / "create" / "remove": at hold point number ``delay`` (of those whose text
+    contains ``pattern``; see the module docstring)."""
     group = ref.group
     rng = random.Random(seed)
     if delay is None:
-        delay = rng.uniform(0, ref.seconds) if mode == "instant" else rng.randint(1, max(1, ref.points.get(mode, 0)))
-    k = Kill(group.name, seed, delay, mode=mode, fraction=fraction)
+        delay = (rng.uniform(0, ref.seconds) if mode == "instant"
+                 else rng.randint(1, max(1, ref.points.get(hold_key(mode, pattern), 0))))
+    k = Kill(group.name, seed, delay, mode=mode, fraction=fraction, pattern=pattern)
     s = space.fresh_group(group)
     origin_before = reachable(s.origin) if s.origin else set()
     seen = reachable(s.work) | recorded_commits(s.work)
@@ -439,7 +528,8 @@ def run_one(space: Workspace, ref: Reference, seed: int, delay: float | None = N
             time.sleep(delay)  # makes time pass on purpose: the kill lands at this (random) instant
             k.killed = child.poll() is None
         else:
-            child, k.killed = start_held(argv, cwd, env, hold, mode, int(delay), timeout=max(60, 10 * ref.seconds))
+            child, k.killed = start_held(argv, cwd, env, hold, mode, int(delay), pattern,
+                                         timeout=max(60, 10 * ref.seconds))
         kill_group(child, hold)
         seen |= reachable_kept(s.work) | recorded_commits(s.work)
         if s.origin:
@@ -522,7 +612,11 @@ def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str],
     now = reachable(work)
     lost = seen - now - ref.dropped
     problems += [f"commit {sha} is no longer reachable from any ref" for sha in sorted(lost)]
-    for item in rs.worktree_list(work):
+    try:
+        listed = rs.worktree_list(work)
+    except AssertionError:
+        listed = []  # said above (git worktree list fails)
+    for item in listed:
         path = Path(item["worktree"])
         if "bare" in item or not path.is_dir():
             continue
@@ -530,6 +624,10 @@ def check(s: rs.Scenario, ref: Reference, rerun: rs.Proc | None, seen: set[str],
             problems.append(f"worktree {path} is still locked ({item.get('locked') or 'no reason'})")
         if group.expect == 6 and path == s.wt and in_progress(path):
             continue  # the stopped rebase is what the command promises
+        ok, said = git_ok(path, "status", "--porcelain")
+        if not ok:
+            problems.append(f"git status fails in {path}: {said[-300:]}")
+            continue
         dirty = rs.git(path, "status", "--porcelain")
         if dirty == ref.porcelain.get(item["worktree"], ""):
             continue  # as an uninterrupted run leaves it (`init` leaves nerve.toml to commit)
@@ -610,13 +708,16 @@ def group_seed(seed: int, name: str) -> int:
 
 def run_planned(space: Workspace, ref: Reference, seed: int, fraction: float) -> Kill:
     """The kill ``seed`` of a plan: its mode from the seed, its instant (or hold point) at ``fraction`` of the way."""
-    mode = mode_of(seed)
-    points = ref.points.get(mode, 0) if mode != "instant" else 0
+    mode, pattern = mode_of(seed, ref.group)
+    points = ref.points.get(hold_key(mode, pattern), 0) if mode != "instant" else 0
     if mode != "instant" and points == 0:
-        mode = "instant"  # the command passes no such point (no ref transaction, no checkout): a random instant
+        # the command passes no such point (no ref transaction, no checkout; no file points where they cannot be
+        # built): a random instant
+        mode = "instant"
     if mode == "instant":
         return run_one(space, ref, seed, fraction * ref.seconds, fraction=fraction)
-    return run_one(space, ref, seed, float(min(points, 1 + int(fraction * points))), mode=mode, fraction=fraction)
+    return run_one(space, ref, seed, float(min(points, 1 + int(fraction * points))), mode=mode, fraction=fraction,
+                   pattern=pattern)
 
 
 def sweep(base: Path, groups: list[str], kills: int, seed: int, *, jobs: int = 1, chunk: int = 10,

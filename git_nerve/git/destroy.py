@@ -234,7 +234,7 @@ def remove_unfinished_add(admin: Path, sc: Scope, *, worktree: str | None = None
         raise Refused(f"kept {admin}: its worktree {wt} is not one git-nerve recorded making")
     real_wt = prove_path(wt, sc, task=task)
     dotgit = os.path.join(real_wt, ".git")
-    if os.path.lexists(dotgit):
+    if os.path.lexists(dotgit) and not _half_written_gitfile(dotgit, admin, real_admin):
         try:
             points = open(dotgit, encoding="utf-8").read().strip()
         except (OSError, UnicodeDecodeError):
@@ -249,6 +249,26 @@ def remove_unfinished_add(admin: Path, sc: Scope, *, worktree: str | None = None
         _rmtree(real_wt)
     _rmtree(real_admin)
     return wt
+
+
+def _half_written_gitfile(dotgit: str, admin: Path, real_admin: str) -> bool:
+    """The worktree's ``.git`` file a killed ``git worktree add`` had created and not yet written whole: a regular
+    file holding the start of what git writes there for this admin dir (``gitdir: <admin>``; empty when it was
+    killed between creating and writing it), in the worktree that admin dir's own ``gitdir`` names (git writes
+    that one first). Anything else at ``.git`` (another git dir's, a directory, a link) is not."""
+    try:
+        if not stat.S_ISREG(os.lstat(dotgit).st_mode):
+            return False
+        with open(dotgit, "rb") as fh:
+            data = fh.read(8192)
+        named = worktree_of_gitdir(admin)
+    except (OSError, Refused):
+        return False
+    if os.path.realpath(os.path.join(named, ".git")) != os.path.realpath(dotgit):
+        return False
+    wholes = [f"gitdir: {p}\n".encode("utf-8", "surrogateescape")
+              for p in (real_admin, os.path.relpath(real_admin, os.path.dirname(os.path.realpath(dotgit))))]
+    return any(whole.startswith(data) and len(data) < len(whole) - 1 for whole in wholes)
 
 
 def remove_tree(path, sc: Scope, *, task: str | None = None) -> None:
@@ -346,17 +366,39 @@ def remove_worktree(cwd, path, sc: Scope, *, task: str | None = None, force: boo
     """
     real = prove_path(path, sc, task=task, kind="tmp" if _under(os.path.realpath(path), sc.tmp_root) else "worktree",
                       git_removes=True)
-    dotgit = os.path.join(real, ".git")
-    if admin is not None and os.path.isdir(real) and not os.path.lexists(dotgit):
-        real_admin = _prove_admin(admin, sc)
-        if os.path.realpath(worktree_of_gitdir(admin)) != real:
-            raise Refused(f"kept {path}: the admin dir {admin} names another worktree")
-        with open(dotgit, "w", encoding="utf-8") as fh:
-            fh.write(f"gitdir: {real_admin}\n")
+    if admin is not None and os.path.isdir(real) and not os.path.lexists(os.path.join(real, ".git")):
+        _write_back_gitfile(path, real, admin, sc)
         force = True
     args = ["worktree", "remove"] + (["--force", "--force"] if force else [])
     cli.run([*args, real], cwd=cwd)
     forget(sc.common, "worktree", real)
+
+
+def _write_back_gitfile(path, real: str, admin: Path, sc: Scope) -> None:
+    """A removal of ours killed after git deleted the worktree's ``.git`` file (the rest of it, and the admin dir,
+    still there): the file written back, pointing at ``admin`` (whose ``gitdir`` names it), so that git can
+    finish the removal itself. ``real``: the proven worktree."""
+    real_admin = _prove_admin(admin, sc)
+    if os.path.realpath(worktree_of_gitdir(admin)) != real:
+        raise Refused(f"kept {path}: the admin dir {admin} names another worktree")
+    fd = os.open(os.path.join(real, ".git"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with open(fd, "w", encoding="utf-8") as fh:
+        fh.write(f"gitdir: {real_admin}\n")
+
+
+def _admin_naming(sc: Scope, real: str) -> Path | None:
+    """The admin dir under ``<common>/worktrees/`` whose (verified) ``gitdir`` names the worktree ``real``."""
+    try:
+        admins = sorted((sc.common / "worktrees").iterdir())
+    except OSError:
+        return None
+    for admin in admins:
+        try:
+            if os.path.realpath(worktree_of_gitdir(admin)) == real:
+                return admin
+        except Refused:
+            continue
+    return None
 
 
 def discard(cwd, path, sc: Scope, *, task: str | None = None) -> str | None:
@@ -366,8 +408,11 @@ def discard(cwd, path, sc: Scope, *, task: str | None = None) -> str | None:
     kind = "tmp" if _under(os.path.realpath(raw), sc.tmp_root) else "worktree"
     try:
         real = prove_path(raw, sc, task=task, kind=kind)
-    except Refused as exc:
-        return exc.message if os.path.lexists(raw) else None
+        admin = _admin_naming(sc, real) if os.path.isdir(real) and not os.path.lexists(os.path.join(real, ".git")) else None
+        if admin is not None:  # a removal of ours killed after git deleted the .git file: git finishes it
+            _write_back_gitfile(raw, real, admin, sc)
+    except (Refused, OSError) as exc:
+        return (exc.message if isinstance(exc, Refused) else f"kept {raw}: {exc}") if os.path.lexists(raw) else None
     proc = cli.run(["worktree", "remove", "--force", "--force", real], cwd=cwd, check=False)
     if proc.returncode != 0 and os.path.lexists(real):
         return f"kept {raw}: git refused to remove it ({cli.message(proc.stderr) or 'exit ' + str(proc.returncode)})"

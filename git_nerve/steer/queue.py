@@ -289,6 +289,11 @@ def merge_all(
     result = QueueResult()
     try:
         with hold(repo.lock_path("merge-all"), timeout=0, what="the merge queue lock"):
+            from ..worker import lifecycle
+
+            # before any git work of the queue's own (a batch's fetch): what a killed run left is repaired first (a
+            # check checkout's unfinished `git worktree add`, whose HEAD 0000... fails every fetch)
+            lifecycle.repair_leftovers(repo)
             _finish_cleanups(repo, delete_branch, force, result, say, on_merged)
             across = None if batch > 1 and check else shared_queue(repo)
             if across is not None:  # shared mode on PostgreSQL: every machine's APPROVED tasks

@@ -219,7 +219,8 @@ class _Repair:
             if found is None:
                 if not sc.alive_records("git"):
                     self.kept.append(f"kept: {admin}: an unfinished `git worktree add` no git-nerve command "
-                                     f"recorded; if no git is running, remove it and run `git worktree prune`")
+                                     f"recorded; if no git is running there, remove that directory (git's entry for "
+                                     f"the worktree goes with it; `git worktree prune` keeps a locked one)")
                 continue
             self._remove_dead_add(admin, *found)
 
@@ -248,6 +249,11 @@ class _Repair:
             with self.worktree_locked():
                 for path, owner in dead:
                     if not path.exists():
+                        # killed inside git's removal, after the files went: git's registration of it goes too
+                        # (the door drops that one entry, never a global prune)
+                        if destroy.prune_entry(self.cwd, path, self.door()):
+                            self.repaired.append(f"dropped git's registration of the temporary checkout {path} "
+                                                 f"whose removal was killed")
                         continue
                     line = destroy.discard(self.cwd, path, self.door())
                     if line:
@@ -258,7 +264,7 @@ class _Repair:
                         self.repaired.append(f"removed the temporary checkout {path} a killed merge left")
         for path in unknown:
             self.kept.append(f"kept: {path}: a temporary checkout no git-nerve command recorded; if no git-nerve "
-                             f"command is running, remove it with `git worktree remove --force {path}`")
+                             f"command is running, remove it with `git worktree remove -f -f {path}`")
 
     def locks(self, locks, sc: liveness.Scan) -> None:
         dead_locks, others = _judge_locks(locks, sc)
