@@ -7,8 +7,8 @@
 * On a remote, git-nerve deletes only a branch it pushed there itself (``done``'s push, recorded as the
   row's ``pushed``), never one it merely found there, and only while it still holds the value git-nerve last
   pushed (the row's ``pushed_sha``, written by every push of the branch: the one record every write of it on
-  the remote leases). A branch someone pushed onto since is kept, and what they pushed archived
-  (:func:`moved_on_remote`); ``done`` does not overwrite it unless told to (:func:`others_on_remote`).
+  the remote leases: :func:`record_pushed`). A branch someone pushed onto since is kept, and what they pushed
+  archived (the cleanup); ``done`` does not overwrite it unless told to (:func:`others_on_remote`).
 * While ``spawn`` makes a branch it keeps ``<git-common-dir>/nerve/spawn-<task key>`` (the task, the branch,
   whether it was adopted): a spawn killed before its bus row is finished by running it again without taking
   the branch it made for a person's, and a spawn of an id differing only in case is told it collides.
@@ -50,7 +50,7 @@ def keep_on_remote(w: Worker, remote: str) -> str | None:
 # -- the task's branch on the remote: what git-nerve pushed, and what others pushed onto it --------------------
 
 
-def record_pushed(repo, w: Worker, remote: str, sha: str, replaced: str, overwrote: list[str] = ()) -> None:
+def record_pushed(repo, w: Worker, remote: str, sha: str, replaced: str, overwrote=()) -> None:
     """A push of the task's branch landed on ``remote`` at ``sha`` (``replaced``: the value its lease named, ""
     when it created the branch; ``overwrote``: commits someone else pushed there, archived, that it replaced):
     the row says git-nerve pushed it and what, which the next write leases."""
