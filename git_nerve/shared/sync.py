@@ -103,7 +103,7 @@ def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
     live = {ref[len(records.CLAIMS):]: sha for ref, sha in adv.items() if ref.startswith(records.CLAIMS)}
     pruned = archive.prune_mirrors(state.cwd, local, set(live))
     ingested, claims = ingest(state, bus, rebuild=rebuild, live=set(live), local=local)
-    archived = archive.archive(state, bus, live)
+    archived = archive.archive(state, bus, live, adv.get(records.FINISHED + state.machine))
     report = {"backend": "git", "machine": state.machine, "remote": state.remote, "exported": exported,
               "ingested": ingested, "claims": claims, "archived": len(archived), "pruned": pruned, "fetched": fetched,
               "seconds": round(time.monotonic() - started, 3)}

@@ -50,10 +50,10 @@ def keep_on_remote(w: Worker, remote: str) -> str | None:
 # -- the task's branch on the remote: what git-nerve pushed, and what others pushed onto it --------------------
 
 
-def record_pushed(repo, w: Worker, remote: str, sha: str, replaced: str, overwrote=()) -> None:
-    """A push of the task's branch landed on ``remote`` at ``sha`` (``replaced``: the value its lease named, ""
-    when it created the branch; ``overwrote``: commits someone else pushed there, archived, that it replaced):
-    the row says git-nerve pushed it and what, which the next write leases."""
+def record_pushed(repo, w: Worker, remote: str, sha: str, overwrote=()) -> None:
+    """A push of the task's branch landed on ``remote`` at ``sha`` (``overwrote``: commits someone else pushed
+    there, archived, that it replaced): the row says git-nerve pushed it and what, which the next write leases.
+    The same message whether a rerun pushed it again or not (a killed `done` converges to the same log)."""
     from .. import clock
     from ..bus import messages, workers
 
@@ -62,7 +62,6 @@ def record_pushed(repo, w: Worker, remote: str, sha: str, replaced: str, overwro
     with repo.bus.write() as conn:
         workers.update(conn, w.task_id, pushed=1, pushed_sha=sha)
         messages.publish(conn, w.task_id, "branch_pushed", {"remote": remote, "branch": w.branch, "sha": sha,
-                                                            "replaced": replaced or None,
                                                             **({"overwrote": list(overwrote)} if overwrote else {})},
                          clock.now())
 

@@ -186,7 +186,7 @@ def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str, lease: str |
     faults.point("done.after-push")
     # every push of the branch is recorded: only a branch git-nerve pushed itself is ever deleted on the remote,
     # and only at the value it pushed (owned.keep_on_remote, cleanup)
-    owned.record_pushed(repo, w, remote, tip, lease, theirs)
+    owned.record_pushed(repo, w, remote, tip, theirs)
     return True
 
 
