@@ -222,3 +222,29 @@ def test_done_of_a_branch_never_pushed_creates_it(remote_repo, gw):
 
     assert res.code == 0 and "Pushed" in res.out, res
     assert on_origin(origin, "feat/t1") == git(wt, "rev-parse", "HEAD") == wk.row(work, "t1").pushed_sha
+
+
+def test_a_bus_from_before_the_pushed_sha_learns_it_from_the_last_pushed_review_request(remote_repo, gw):
+    """A bus of schema 4 (no pushed_sha): the migration takes the value done pushed from its review request, so
+    the cleanup can lease the deletion on it; a task whose push no message records keeps its remote branch."""
+    import sqlite3
+    from contextlib import closing
+
+    work, origin = remote_repo.work, remote_repo.origin
+    wt = wk.drive(work, "t1", "APPROVED")
+    a = git(wt, "rev-parse", "HEAD")
+    wk.drive(work, "t2", "APPROVED")
+    with closing(sqlite3.connect(wk.bus_path(work))) as conn, conn:
+        conn.execute("ALTER TABLE workers DROP COLUMN pushed_sha")
+        conn.execute("DELETE FROM messages WHERE task_id = 't2' AND kind IN ('review_request', 'branch_pushed')")
+        conn.execute("PRAGMA user_version = 4")
+
+    assert wk.row(work, "t1").pushed_sha == a and wk.row(work, "t2").pushed_sha is None
+
+    res = gw("merge t1 --delete-branch", work)
+    assert res.code == 0 and "kept" not in res.out, res
+    assert on_origin(origin, "feat/t1") is None
+    t2 = on_origin(origin, "feat/t2")
+    kept = gw("merge t2 --delete-branch", work)
+    assert kept.code == 0, kept
+    assert on_origin(origin, "feat/t2") == t2 and "cannot tell whether someone pushed onto it" in kept.out, kept
