@@ -248,3 +248,27 @@ def test_a_bus_from_before_the_pushed_sha_learns_it_from_the_last_pushed_review_
     kept = gw("merge t2 --delete-branch", work)
     assert kept.code == 0, kept
     assert on_origin(origin, "feat/t2") == t2 and "cannot tell whether someone pushed onto it" in kept.out, kept
+
+
+def test_no_push_or_deletion_without_the_exact_value_it_replaces(remote_repo):
+    """The git floor itself takes no bare lease and no ref name a fetch can move: a sha, or "" (must not exist)."""
+    import pytest
+
+    from git_nerve.git import destroy
+    from git_nerve.git import remote as gitremote
+
+    work, origin = remote_repo.work, remote_repo.origin
+    wt = wk.drive(work, "t1", "IN_REVIEW")
+    a = git(wt, "rev-parse", "HEAD")
+    common = Path(git(work, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    for lease in ("origin/feat/t1", "refs/remotes/origin/feat/t1", a[:12], None):
+        with pytest.raises(ValueError):
+            gitremote.push(wt, "origin", "HEAD", "feat/t1", expect=lease)
+    with pytest.raises(destroy.Refused, match="no value git-nerve pushed"):
+        destroy.delete_remote_branch(work, common, "origin", "feat/t1", owned_by_task="t1", row_branch="feat/t1")
+    stale = gitremote.push(wt, "origin", "HEAD~1", "feat/t1", expect="")  # "must not exist": it exists
+    assert not stale.ok and stale.rejected
+    gone = destroy.delete_remote_branch(work, common, "origin", "feat/t1", owned_by_task="t1", row_branch="feat/t1",
+                                        expected=git(wt, "rev-parse", "HEAD~1"))
+    assert not gone.ok and gone.rejected
+    assert on_origin(origin, "feat/t1") == a
