@@ -183,7 +183,7 @@ def test_done_push_that_someone_else_overwrote_is_refused(remote_repo, gw, tmp_p
     git(other, "push", "-q", "origin", "feat/t1")
     build.commit_file(wt, "feature.txt", "f2\n")
     res = gw("done", wt)
-    assert res.code == 4 and "could not push feat/t1" in res.err, res
+    assert res.code == 4 and foreign[:12] in res.err and "--replace-remote" in res.err, res  # names their commit
     assert git(remote_repo.origin, "rev-parse", "refs/heads/feat/t1") == foreign  # their work is not overwritten
     assert wk.state(work, "t1") == "WORKING"
 

@@ -122,6 +122,19 @@ MIGRATIONS: list[str] = [
         disk_at       REAL
     );
     """,
+    # 5: the value git-nerve last pushed of the task's branch (done), which every write of that branch on the
+    # remote leases (`--force-with-lease=refs/heads/<branch>:<pushed_sha>`): a push onto it by someone else is
+    # then never overwritten or deleted. Filled for earlier rows from their last pushed review request (the tip
+    # that done pushed); NULL where none says so (cannot tell: the remote branch is kept).
+    """
+    ALTER TABLE workers ADD COLUMN pushed_sha TEXT;
+    UPDATE workers SET pushed_sha = (
+        SELECT substr(payload, instr(payload, '"sha": "') + 8, 40) FROM messages
+        WHERE messages.task_id = workers.task_id AND kind = 'review_request'
+          AND instr(payload, '"pushed": true') > 0 AND instr(payload, '"sha": "') > 0
+        ORDER BY id DESC LIMIT 1)
+    WHERE pushed = 1;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

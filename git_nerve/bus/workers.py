@@ -8,18 +8,19 @@ from collections import namedtuple
 COLUMNS = (
     "task_id", "state", "branch", "worktree", "base", "integration", "description",
     "assigned_at", "state_changed_at", "last_heartbeat", "last_activity", "approved_at",
-    "heartbeat_status", "progress", "adopted", "pushed",
+    "heartbeat_status", "progress", "adopted", "pushed", "pushed_sha",
 )
 
 
-class Worker(namedtuple("Worker", COLUMNS, defaults=(0, 0))):
+class Worker(namedtuple("Worker", COLUMNS, defaults=(0, 0, None))):
     """One row of the workers table (a named tuple: the hooks avoid importing dataclasses).
 
     Times (assigned_at, state_changed_at, last_heartbeat, last_activity,
     approved_at) are epoch seconds; last_heartbeat, approved_at,
     heartbeat_status and progress may be None. ``adopted``: 1 when the branch
     existed before the task (``spawn --adopt``), None when the task predates that
-    record; ``pushed``: 1 once git-nerve itself pushed the branch (``done``).
+    record; ``pushed``: 1 once git-nerve itself pushed the branch (``done``); ``pushed_sha``: the value it last
+    pushed there, which every write of the branch on the remote leases (None: cannot tell).
     """
 
     __slots__ = ()

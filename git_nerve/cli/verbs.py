@@ -62,14 +62,16 @@ def run_start(task: str | None, as_json: bool) -> None:
             state_line(outcome, "Started", task_id)
 
 
-def run_done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bool) -> None:
+def run_done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bool,
+             replace_remote: bool = False) -> None:
     from ..errors import ConflictError
     from ..worker import lifecycle
 
     with _repo(create=False) as repo:
         task_id = task_of(repo, task)
         try:
-            res = lifecycle.done(repo, task_id, skip_rebase=skip_rebase, allow_empty=allow_empty)
+            res = lifecycle.done(repo, task_id, skip_rebase=skip_rebase, allow_empty=allow_empty,
+                                 replace_remote=replace_remote)
         except ConflictError as exc:
             if as_json:
                 echo_json({**row(repo, task_id), "conflicts": exc.files})
@@ -201,7 +203,8 @@ def plain_args(command: str, args: list[str], *, served: bool = False) -> dict |
     path reads those, the documented way. ``served``: in the warm reader, where `conflicts --json` may not
     recompute (:class:`Recompute`)."""
     flags = {"start": {"--json": "as_json"},
-             "done": {"--json": "as_json", "--skip-rebase": "skip_rebase", "--allow-empty": "allow_empty"},
+             "done": {"--json": "as_json", "--skip-rebase": "skip_rebase", "--allow-empty": "allow_empty",
+                      "--replace-remote": "replace_remote"},
              "status": {"--json": "as_json", "--stale": "stale"}, "show": {"--json": "as_json"},
              "conflicts": {"--json": "as_json"}}.get(command)
     if flags is None:

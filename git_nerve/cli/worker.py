@@ -272,12 +272,15 @@ def start(task: str | None, as_json: bool) -> None:
 @task_option
 @click.option("--skip-rebase", is_flag=True, help="The rebase is done (after resolving a conflict): just push and ask for review.")
 @click.option("--allow-empty", is_flag=True, help="Finish a task that has no commits of its own (it merges as nothing to merge).")
+@click.option("--replace-remote", is_flag=True,
+              help="Overwrite commits someone else pushed onto the task's branch on the remote (archived under "
+                   "refs/nerve/archive/<task> first); without it done refuses to (exit 4).")
 @json_option
-def done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bool) -> None:
+def done(task: str | None, skip_rebase: bool, allow_empty: bool, replace_remote: bool, as_json: bool) -> None:
     """Finish: rebase onto the integration branch, push, ask for review (-> IN_REVIEW)."""
     from .verbs import run_done
 
-    run_done(task, skip_rebase, allow_empty, as_json)
+    run_done(task, skip_rebase, allow_empty, as_json, replace_remote)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)

@@ -483,19 +483,27 @@ def delete_tracking_ref(cwd, common: Path, remote: str, branch: str, *, owned_by
 
 
 def delete_remote_branch(cwd, common: Path, remote: str, branch: str, *, owned_by_task: str | None,
-                         owned: bool = True, row_branch: str | None = None, config: dict | None = None):
-    """Delete ``branch`` on ``remote`` with ``git push <remote> :refs/heads/<branch>`` (git runs the pre-push
-    hook for a deletion too); returns a :class:`remote.PushResult`."""
-    from .remote import PushResult, _config_args, relative_url_config
+                         owned: bool = True, row_branch: str | None = None, expected: str = "",
+                         config: dict | None = None):
+    """Delete ``branch`` on ``remote``, only while it still holds ``expected``, the value git-nerve itself pushed
+    there (``git push --force-with-lease=refs/heads/<branch>:<expected> <remote> :refs/heads/<branch>``: a
+    branch someone pushed onto since is never deleted; git runs the pre-push hook for a deletion too); returns
+    a :class:`remote.PushResult` (``rejected``: it no longer holds ``expected``)."""
+    from .remote import PushResult, _config_args, _lease_value, relative_url_config
 
     prove_branch(common, branch, owned_by_task=owned_by_task, owned=owned, row_branch=row_branch)
+    if not expected or not _lease_value(expected):
+        raise Refused(f"kept branch {branch} on {remote}: no value git-nerve pushed there to lease the deletion on")
     settings = {**relative_url_config(cwd, remote), **(config or {})}
-    proc = cli.run([*_config_args(settings), "push", "--quiet", remote, f":refs/heads/{branch}"], cwd=cwd, check=False)
+    ref = f"refs/heads/{branch}"
+    proc = cli.run([*_config_args(settings), "push", "--quiet", f"--force-with-lease={ref}:{expected}", remote,
+                    f":{ref}"], cwd=cwd, check=False)
     text = proc.stdout + proc.stderr
     if proc.returncode == 0:
         return PushResult(True, False, "", text)
-    return PushResult(False, False, cli.message(proc.stderr) or cli.last_line(proc.stdout), text,
-                      "failed to push some refs" in text and "[remote rejected]" not in text)
+    rejected = "[remote rejected]" not in text and any(w in text for w in ("stale info", "[rejected]"))
+    return PushResult(False, rejected, cli.message(proc.stderr) or cli.last_line(proc.stdout), text,
+                      not rejected and "failed to push some refs" in text and "[remote rejected]" not in text)
 
 
 def delete_ref(cwd, ref: str, old: str | None = None) -> None:

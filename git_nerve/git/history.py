@@ -15,6 +15,15 @@ def rev_list(cwd, tips: Sequence[str], *, excluding: Sequence[str] = (), reverse
     return cli.out(args, cwd=cwd).split()
 
 
+def not_held(cwd, tip: str, other: str, *, excluding: Sequence[str] = ()) -> list[str]:
+    """The commits ``other`` reaches that neither ``tip`` nor ``excluding`` reach and whose change ``tip`` does not
+    hold as a copy either (a rebased one: ``--cherry-pick`` compares patch ids), newest first: what replacing
+    ``other`` by ``tip`` would lose."""
+    args = ["rev-list", "--right-only", "--cherry-pick", f"{tip}...{other}",
+            *(["--not", *excluding] if excluding else []), "--"]
+    return cli.out(args, cwd=cwd).split()
+
+
 def merge_base(cwd, a: str, b: str) -> str:
     """``git merge-base A B``: their best common ancestor (GitError when there is none)."""
     return cli.out(["merge-base", a, b], cwd=cwd)

@@ -102,12 +102,22 @@ def _remote_has(cwd, remote: str, branch: str) -> bool:
 
 def has_branch(cwd, remote: str, branch: str) -> bool:
     """Does ``remote`` have ``refs/heads/<branch>``? Asked of the remote; GitError when it cannot be asked."""
-    proc = cli.run([*_config_args(relative_url_config(cwd, remote)), "ls-remote", "--exit-code", "--heads", remote,
-                    f"refs/heads/{branch}"], cwd=cwd, check=False)
+    return branch_tip(cwd, remote, branch, hint=" (--no-fetch skips asking)") is not None
+
+
+def branch_tip(cwd, remote: str, branch: str, *, hint: str = "") -> str | None:
+    """The sha ``refs/heads/<branch>`` has on ``remote`` now (None: it has no such branch), asked of the remote
+    itself (``ls-remote``), never a remote-tracking ref a fetch can move; GitError when it cannot be asked."""
+    ref = f"refs/heads/{branch}"
+    proc = cli.run([*_config_args(relative_url_config(cwd, remote)), "ls-remote", "--exit-code", remote, ref],
+                   cwd=cwd, check=False)
     if proc.returncode not in (0, 2):
-        raise GitError(f"could not ask {remote} whether it has {branch}: {cli.message(proc.stderr)} "
-                       "(--no-fetch skips asking)")
-    return proc.returncode == 0
+        raise GitError(f"could not ask {remote} where it has {branch}: {cli.message(proc.stderr)}{hint}")
+    for line in proc.stdout.splitlines():
+        sha, _, name = line.partition("\t")
+        if name == ref and sha:
+            return sha
+    return None
 
 
 @dataclass(frozen=True)
@@ -125,23 +135,21 @@ class PushResult:
     remote_said: tuple[str, ...] = ()
 
 
-def push(cwd, remote: str, src: str, dst_branch: str, *, expect: str | None = None, force_with_lease: bool = False,
-         env_extra: dict | None = None, config: dict | None = None,
-         also: tuple[tuple[str, str, str | None], ...] = ()) -> PushResult:
-    """Push ``src`` to ``refs/heads/<dst_branch>`` on ``remote``.
-
-    ``expect`` (a sha, or "" for "must not exist") makes the push a
-    compare-and-set on the remote ref via --force-with-lease. ``config``:
-    ``git -c key=value`` settings for this push only. ``also``: more refs (ref, new sha, expected sha or None
-    for "must not exist") pushed in the same ``--atomic`` push, each with its own lease (shared mode's claim).
+def push(cwd, remote: str, src: str, dst_branch: str, *, expect: str, env_extra: dict | None = None,
+         config: dict | None = None, also: tuple[tuple[str, str, str | None], ...] = ()) -> PushResult:
+    """Push ``src`` to ``refs/heads/<dst_branch>`` on ``remote``, a compare-and-set on the remote ref:
+    ``--force-with-lease=refs/heads/<dst_branch>:<expect>``, ``expect`` the exact sha the caller pushed or read
+    from the remote for this operation, or "" for "must not exist" (never a bare lease, whose expectation is
+    whatever a fetch last saw). ``config``: ``git -c key=value`` settings for this push only. ``also``: more
+    refs (ref, new sha, expected sha or None for "must not exist") pushed in the same ``--atomic`` push, each
+    with its own lease (shared mode's claim).
     """
+    if expect is None or not _lease_value(expect):
+        raise ValueError(f"a push names the exact value it replaces, not {expect!r}")
     args = [*_config_args({**relative_url_config(cwd, remote), **(config or {})}), "push", "--quiet", "--porcelain"]
     if also:
         args += ["--atomic", *(f"--force-with-lease={ref}:{old or ''}" for ref, _, old in also)]
-    if expect is not None:
-        args.append(f"--force-with-lease=refs/heads/{dst_branch}:{expect}")
-    elif force_with_lease:
-        args.append("--force-with-lease")
+    args.append(f"--force-with-lease=refs/heads/{dst_branch}:{expect}")
     args += [remote, f"{src}:refs/heads/{dst_branch}", *(f"{new}:{ref}" for ref, new, _ in also if new)]
     proc = cli.run(args, cwd=cwd, check=False, env=cli.clean_env(env_extra))
     text = proc.stdout + proc.stderr
@@ -154,6 +162,11 @@ def push(cwd, remote: str, src: str, dst_branch: str, *, expect: str | None = No
         w in text for w in ("[rejected]", "non-fast-forward", "stale info", "fetch first", "[remote rejected]"))
     return PushResult(False, rejected, cli.last_line(proc.stderr) or cli.last_line(proc.stdout), text,
                       hook_refused, remote_refused, said)
+
+
+def _lease_value(value: str) -> bool:
+    """A lease's expected value: "" (must not exist) or a whole sha (40 or 64 hex digits), nothing a fetch moves."""
+    return value == "" or (len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value))
 
 
 def _status_lines(stdout: str) -> list[str]:

@@ -124,12 +124,6 @@ def lease_push(cwd, remote: str, updates: list[tuple[str, str, str | None]], *, 
     return _result(_run(args, cwd, timeout))
 
 
-def push_ff(cwd, remote: str, refspecs: list[str], *, timeout: float = TIMEOUT) -> RemoteResult:
-    """A plain (fast-forward only) push of ``refspecs``: the machine's own append-only log."""
-    args = [*_config_args({**FAST, **relative_url_config(cwd, remote)}), "push", "--porcelain", "--no-verify", remote, *refspecs]
-    return _result(_run(args, cwd, timeout))
-
-
 def fetch(cwd, remote: str, refspecs: list[str], *, timeout: float = TIMEOUT) -> RemoteResult:
     """``git fetch <remote> <refspecs>`` (forced refspecs: the remote's value is the truth for these refs)."""
     args = [*_config_args({**FAST, **relative_url_config(cwd, remote)}), "fetch", "--quiet", "--no-tags",

@@ -114,20 +114,24 @@ def due(state, bus: Bus, live: dict[str, str]) -> list[cache.Claim]:
     return out
 
 
-def archive(state, bus: Bus, live: dict[str, str]) -> list[str]:
+def archive(state, bus: Bus, live: dict[str, str], finished: str | None = None) -> list[str]:
     """Archive the claims :func:`due` names, at most :data:`BATCH` (one push; the rest at the next syncs; see the
     module); the tasks archived. A push refused (another machine archived or moved one first, or the host said
-    no) changes nothing: the next sync judges again."""
+    no) changes nothing: the next sync judges again. ``live`` and ``finished`` (this machine's archive ref): the
+    values the remote advertised to this sync, which the push leases (claims at any other value wait; an archive
+    ref here that is not the remote's value archives nothing)."""
     todo = due(state, bus, live)
     if not todo or refused_lately(bus, state.config.lease):
         return []
     cwd, ref = state.cwd, records.FINISHED + state.machine
+    old = refs.resolve(cwd, ref)
+    if old != finished:
+        return []  # this clone's copy is not what the remote has: the next sync (after its fetch) archives
     batch = todo[:BATCH]
     recs = [records.decode(d) for d in remote_refs.read_files(cwd, [c.tip for c in batch], records.CLAIM_FILE)]
     kept = [(c.tip, r) for c, r in zip(batch, recs) if r is not None]
     if not kept:
         return []
-    old = refs.resolve(cwd, ref)
     base = old or remote_refs.write_record(cwd, {records.FINISHED_FILE: b""}, None, f"nerve finished {state.machine}: start")
     new = remote_refs.write_record(cwd, {records.FINISHED_FILE: records.encode_finished(kept)}, base,
                                    f"nerve finished {state.machine}: {len(kept)} claims archived",

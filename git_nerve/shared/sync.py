@@ -4,7 +4,7 @@
    become one commit on ``refs/nerve/log/<machine>`` (its ``cursor.json`` says up to which id of each table,
    read back from that ref, so a kill between the ref and anything else exports nothing twice);
 2. ``ls-remote refs/nerve/*`` (one round trip): what the remote has; push this machine's log when the remote's
-   is behind (fast-forward: only this machine writes it); offline, the batches wait in the ref;
+   is behind (leased on the value read: only this machine writes it); offline, the batches wait in the ref;
 3. only when the remote advertises a claim, an archive or another machine's log this clone has not got: fetch
    ``refs/nerve/claims/*`` (mirrors), ``refs/nerve/finished/*`` and every machine's log into
    ``refs/nerve/peers/*`` (nothing changed: no fetch at all); copies of claims the remote archived are dropped;
@@ -86,7 +86,9 @@ def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
         local = remote_refs.local_refs(state.cwd, NERVE)
         mine = local.get(own)
     if mine and adv.get(own) != mine:
-        pushed = remote_refs.push_ff(state.cwd, state.remote, [f"{own}:{own}"])
+        # leased on the value ls-remote just read (only this machine writes its log: a lost lease is a sync of
+        # this machine from another clone, whose batches the next sync adopts)
+        pushed = remote_refs.cas_push(state.cwd, state.remote, [(own, mine, adv.get(own))])
         if not pushed.ok:
             _failed(state, bus, pushed)
         adv[own] = mine
@@ -101,7 +103,7 @@ def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
     live = {ref[len(records.CLAIMS):]: sha for ref, sha in adv.items() if ref.startswith(records.CLAIMS)}
     pruned = archive.prune_mirrors(state.cwd, local, set(live))
     ingested, claims = ingest(state, bus, rebuild=rebuild, live=set(live), local=local)
-    archived = archive.archive(state, bus, live)
+    archived = archive.archive(state, bus, live, adv.get(records.FINISHED + state.machine))
     report = {"backend": "git", "machine": state.machine, "remote": state.remote, "exported": exported,
               "ingested": ingested, "claims": claims, "archived": len(archived), "pruned": pruned, "fetched": fetched,
               "seconds": round(time.monotonic() - started, 3)}

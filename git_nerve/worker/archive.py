@@ -247,6 +247,32 @@ def _archive(repo, w, *, force: bool) -> str | None:
     return ref
 
 
+def keep_commits(repo, w, shas: list[str], why: str) -> str:
+    """Make ``refs/nerve/archive/<task>`` reach ``shas`` too (commits someone pushed onto the task's branch on the
+    remote, before git-nerve overwrites them or keeps that branch without deleting it), by compare-and-set: a
+    "nerve snapshot" whose first parent is the branch tip the archive keeps (what ``retry`` restores), then the
+    previous archive and ``shas``. Its name; GitError when it cannot be made."""
+    cwd = repo.cwd
+    ref = refs.archive_name(w.task_id)
+    for _attempt in range(_CAS_ATTEMPTS):
+        previous = refs.resolve(cwd, ref)
+        if previous and not _not_contained(cwd, shas, [previous]):
+            break  # already kept
+        base = (_first_parent_if_snapshot(cwd, previous) if previous else None) or refs.resolve(
+            cwd, f"refs/heads/{w.branch}") or shas[0]
+        parents = list(dict.fromkeys(p for p in [base, previous, *shas] if p))
+        sha = ident.commit_tree([f"{base}^{{tree}}", *[a for p in parents for a in ("-p", p)],
+                                 "-m", f"nerve snapshot of {w.task_id}: {why}"], cwd=cwd)
+        if refs.update(cwd, ref, sha, previous, f"nerve: archive {w.task_id} ({why})"):
+            break
+    else:
+        raise GitError(f"{ref} kept moving while it was written ({_CAS_ATTEMPTS} attempts)")
+    lost = _not_contained(cwd, shas, [ref])  # git is the ground truth
+    if lost:
+        raise GitError(f"{lost[0][:12]} is not reachable from {ref} after archiving")
+    return ref
+
+
 def _first_parent_if_snapshot(cwd, sha: str) -> str:
     """The branch tip an archive keeps: a nerve snapshot's first parent, or the commit itself."""
     parents, subject = history.parents_and_subject(cwd, sha)
@@ -358,5 +384,5 @@ def _snapshot(wt: Path, parents: list[str], message: str) -> str:
     return worktrees.snapshot(wt, parents[0] if parents else None, message, parents=parents)
 
 
-__all__ = ["archive", "branch_gone", "branch_gone_error", "keep_submodule_work", "refuse_homeless_submodules", "keep_uncommitted", "known_tips",
+__all__ = ["archive", "branch_gone", "branch_gone_error", "keep_commits", "keep_submodule_work", "refuse_homeless_submodules", "keep_uncommitted", "known_tips",
            "last_known_tip", "recorded_commits"]

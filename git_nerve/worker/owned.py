@@ -5,7 +5,10 @@
   cancel --cleanup). A task spawned before git-nerve recorded this (``adopted`` NULL) is kept too:
   cannot tell means keep.
 * On a remote, git-nerve deletes only a branch it pushed there itself (``done``'s push, recorded as the
-  row's ``pushed``), never one it merely found there.
+  row's ``pushed``), never one it merely found there, and only while it still holds the value git-nerve last
+  pushed (the row's ``pushed_sha``, written by every push of the branch: the one record every write of it on
+  the remote leases: :func:`record_pushed`). A branch someone pushed onto since is kept, and what they pushed
+  archived (the cleanup); ``done`` does not overwrite it unless told to (:func:`others_on_remote`).
 * While ``spawn`` makes a branch it keeps ``<git-common-dir>/nerve/spawn-<task key>`` (the task, the branch,
   whether it was adopted): a spawn killed before its bus row is finished by running it again without taking
   the branch it made for a person's, and a spawn of an id differing only in case is told it collides.
@@ -44,6 +47,76 @@ def keep_on_remote(w: Worker, remote: str) -> str | None:
     return None
 
 
+# -- the task's branch on the remote: what git-nerve pushed, and what others pushed onto it --------------------
+
+
+def record_pushed(repo, w: Worker, remote: str, sha: str, overwrote=()) -> None:
+    """A push of the task's branch landed on ``remote`` at ``sha`` (``overwrote``: commits someone else pushed
+    there, archived, that it replaced): the row says git-nerve pushed it and what, which the next write leases.
+    The same message whether a rerun pushed it again or not (a killed `done` converges to the same log)."""
+    from .. import clock
+    from ..bus import messages, workers
+
+    if w.pushed and w.pushed_sha == sha and not overwrote:
+        return
+    with repo.bus.write() as conn:
+        workers.update(conn, w.task_id, pushed=1, pushed_sha=sha)
+        messages.publish(conn, w.task_id, "branch_pushed", {"remote": remote, "branch": w.branch, "sha": sha,
+                                                            **({"overwrote": list(overwrote)} if overwrote else {})},
+                         clock.now())
+
+
+def remote_value(repo, w: Worker, remote: str) -> str | None:
+    """The task's branch on ``remote`` as the remote has it now (asked of it: ``ls-remote``; None: no such
+    branch). A value git-nerve did not push itself is fetched (into the remote-tracking ref), so that its
+    commits can be named and archived; GitError when it cannot be."""
+    from ..errors import GitError
+    from ..git import objectdb
+    from ..git import remote as gitremote
+    from .locking import fetch_branches
+
+    now = gitremote.branch_tip(repo.cwd, remote, w.branch)
+    if now is not None and now != w.pushed_sha and not objectdb.existing_commits(repo.cwd, [now]):
+        fetch_branches(repo, remote, [w.branch])
+        if not objectdb.existing_commits(repo.cwd, [now]):
+            raise GitError(f"{w.branch} on {remote} moved while git-nerve read it; nothing changed: run the command again")
+    return now
+
+
+def others_on_remote(repo, w: Worker, now: str, tip: str, kept: list[str]) -> list[str]:
+    """The commits of ``now`` (the task's branch on the remote) that pushing ``tip`` over it would lose: neither
+    git-nerve's own last push nor ``kept`` (the integration branch) nor ``tip`` reaches them, nor a rebased copy
+    in ``tip``. Newest first."""
+    from ..git import history
+
+    return history.not_held(repo.cwd, tip, now, excluding=_existing(repo, [w.pushed_sha, *kept]))
+
+
+def not_pushed_by_us(repo, w: Worker, now: str, kept: list[str]) -> list[str]:
+    """The commits of ``now`` that git-nerve's last push of the branch and ``kept`` do not reach, newest first."""
+    from ..git import history
+
+    return history.rev_list(repo.cwd, [now], excluding=_existing(repo, [w.pushed_sha, *kept]))
+
+
+def _existing(repo, shas: list[str | None]) -> list[str]:
+    from ..git import objectdb
+
+    wanted = [s for s in dict.fromkeys(shas) if s]
+    found = objectdb.existing_commits(repo.cwd, wanted) if wanted else set()
+    return [s for s in wanted if s in found]
+
+
+def name_commits(repo, shas: list[str], most: int = 5) -> str:
+    """``1a2b3c4d5e6f (subject), ...`` for a line: the first ``most`` of ``shas``, then how many more."""
+    from ..git import history
+
+    info = history.commit_times_and_subjects(repo.paths.common_dir, shas[:most])
+    named = [f"{s[:12]} ({info[s][1]})" if s in info else s[:12] for s in shas[:most]]
+    more = len(shas) - most
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
 # -- the record of a spawn in progress ------------------------------------------------------------
 
 
@@ -79,4 +152,5 @@ def clear_spawning(paths: RepoPaths, task_id: str) -> None:
     destroy.remove_own_file(_spawn_record(paths, task_id), within=paths.nerve_dir, kind="spawn-record")
 
 
-__all__ = ["clear_spawning", "keep_branch", "keep_on_remote", "mark_spawning", "spawning"]
+__all__ = ["clear_spawning", "keep_branch", "keep_on_remote", "mark_spawning", "name_commits", "not_pushed_by_us",
+           "others_on_remote", "record_pushed", "remote_value", "spawning"]

@@ -98,36 +98,70 @@ def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = N
         destroy.delete_branch(repo.cwd, repo.paths.common_dir, w.branch, old=sha, **owner)
         deleted = True
     remote = repo.settings.remote
-    if remote and refs.exists(repo.cwd, f"refs/remotes/{remote}/{w.branch}"):
-        why = owned.keep_on_remote(w, remote)
-        if why:  # found there, not pushed there by git-nerve
-            if kept is not None:
-                kept.append(why)
-            return deleted
-        push = _delete_from_checkout(repo, remote, w)
-        if not push.ok and _remote_has_branch(repo, remote, w.branch):
-            # the task is already COMPLETED/FAILED: say so, do not fail the command for it
-            said = "; ".join(ln.strip() for ln in push.output.splitlines()
-                             if ln.strip() and not ln.startswith("error: failed to push some refs"))[-500:]
-            if warnings is not None:
-                warnings.append(f"{w.branch} was not deleted on {remote}: {said or push.message}")
-            return deleted
-        destroy.delete_tracking_ref(repo.cwd, repo.paths.common_dir, remote, w.branch, **owner)
-        deleted = True
+    if remote and (w.pushed or refs.exists(repo.cwd, f"refs/remotes/{remote}/{w.branch}")):
+        return _delete_on_remote(repo, remote, w, owner, warnings, kept) or deleted
     return deleted
 
 
-def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker) -> gitremote.PushResult:
-    """Delete the task's branch on the remote from a real checkout (as :func:`_push_from_checkout`)."""
+def _delete_on_remote(repo: Repo, remote: str, w: workers.Worker, owner: dict, warnings: list[str] | None,
+                      kept: list[str] | None) -> bool:
+    """Delete the task's branch on ``remote`` only while it holds the value git-nerve last pushed there (leased
+    on it, as read from the remote now); a branch that moved since (someone pushed onto it) is kept, what they
+    pushed archived, one line naming it. True when it is gone there."""
+    from .. import owned
+
+    why = owned.keep_on_remote(w, remote)
+    if why:  # found there, not pushed there by git-nerve
+        if kept is not None:
+            kept.append(why)
+        return False
+    now = owned.remote_value(repo, w, remote)
+    if now is not None and now != w.pushed_sha:
+        if kept is not None:
+            kept.append(_keep_moved(repo, remote, w, now))
+        return False
+    push = _delete_from_checkout(repo, remote, w, now) if now is not None else None
+    if push is not None and not push.ok and _remote_has_branch(repo, remote, w.branch):
+        # the task is already COMPLETED/FAILED: say so, do not fail the command for it
+        said = "; ".join(ln.strip() for ln in push.output.splitlines()
+                         if ln.strip() and not ln.startswith("error: failed to push some refs"))[-500:]
+        if warnings is not None:
+            warnings.append(f"{w.branch} was not deleted on {remote}: " + (
+                "it moved while it was being deleted (someone pushed onto it); it is kept" if push.rejected
+                else said or push.message))
+        return False
+    destroy.delete_tracking_ref(repo.cwd, repo.paths.common_dir, remote, w.branch, **owner)
+    return True
+
+
+def _keep_moved(repo: Repo, remote: str, w: workers.Worker, now: str) -> str:
+    """The task's branch on ``remote`` is not at the value git-nerve pushed there: what it holds that git-nerve
+    did not push (and the integration branch does not hold) is archived; the line saying why it is kept."""
+    from .. import archive, owned
+
+    integration = [r for r in (f"refs/remotes/{remote}/{w.integration}", f"refs/heads/{w.integration}")
+                   if refs.exists(repo.cwd, r)]
+    theirs = owned.not_pushed_by_us(repo, w, now, integration)
+    ref = archive.keep_commits(repo, w, [now], f"{w.branch} on {remote} moved since git-nerve pushed it")
+    why = (f"it moved since git-nerve pushed {w.pushed_sha[:12]}" if w.pushed_sha else
+           "git-nerve did not record the value it pushed there, so cannot tell whether someone pushed onto it")
+    return (f"kept branch {w.branch} on {remote}: {why} (now at {now[:12]}"
+            + (f"; {len(theirs)} commit(s) git-nerve did not push, archived under {ref}: "
+               f"{owned.name_commits(repo, theirs)})" if theirs else f", archived under {ref})"))
+
+
+def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker, expected: str) -> gitremote.PushResult:
+    """Delete the task's branch on the remote from a real checkout (as :func:`_push_from_checkout`), leased on
+    ``expected`` (the value git-nerve pushed there, read from the remote now)."""
     from .. import owned
     from ..settings import main_checkout
 
-    at = refs.resolve(repo.cwd, f"refs/remotes/{remote}/{w.branch}")
     config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
-    with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, at or "HEAD", what="push") as path:
+    at = expected if refs.resolve(repo.cwd, f"{expected}^{{commit}}") else "HEAD"
+    with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, at, what="push") as path:
         return destroy.delete_remote_branch(path, repo.paths.common_dir, remote, w.branch, owned_by_task=w.task_id,
                                             owned=owned.keep_on_remote(w, remote) is None, row_branch=w.branch,
-                                            config=config)
+                                            expected=expected, config=config)
 
 
 def _remote_has_branch(repo: Repo, remote: str, branch: str) -> bool:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ... import clock, faults
-from ...bus import messages, workers
+from ... import faults
+from ...bus import workers
 from ...errors import ConflictError, GitError, InvalidTransition, UsageError
 from ...git import checkout, cli, history, refs, worktrees
 from ...git import remote as gitremote
@@ -50,7 +50,8 @@ REBASE_STEPS = [
 ]
 
 
-def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bool = False) -> DoneResult:
+def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bool = False,
+         replace_remote: bool = False) -> DoneResult:
     """WORKING/CONFLICTED -> IN_REVIEW: rebase onto the integration branch, push, ask for review.
 
     The rebase runs in memory first (pygit2); a clean result moves the branch
@@ -58,6 +59,10 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bo
     conflict, git's own ``git rebase`` is started in the worktree so that the
     agent sees git's usual state and ``git rebase --continue`` works; the task
     becomes CONFLICTED and :class:`ConflictError` (exit 6) is raised.
+
+    The push replaces exactly the value the remote has now (read first): when someone pushed commits onto the
+    task's branch there that the branch here does not hold, nothing moves and GitError (exit 4) names them,
+    unless ``replace_remote``: then they are archived first (``refs/nerve/archive/<task>``) and overwritten.
     """
     w = get(repo.bus, task_id)
     if w.state in (State.IN_REVIEW.value, State.APPROVED.value, State.COMPLETED.value):
@@ -79,6 +84,7 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bo
         )
     _refuse_copied_secrets(repo, w, wt, tip, onto)  # before the rebase and the push: nothing moves
 
+    lease, theirs = _remote_lease(repo, w, tip, onto, replace_remote)  # before the rebase: a refusal changes nothing
     if not refs.is_ancestor(wt, onto, tip):
         _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")
         if skip_rebase:
@@ -89,7 +95,7 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bo
         result.rebased, result.rewritten, result.tip = True, rewritten, new_tip
         tip = new_tip
 
-    result.pushed = _push_branch(repo, w, wt, tip)
+    result.pushed = _push_branch(repo, w, wt, tip, lease, theirs)
     result.outcome = transition(
         repo.bus, task_id, State.IN_REVIEW, allowed_from=[State.WORKING, State.CONFLICTED],
         already=[State.IN_REVIEW, State.APPROVED, State.COMPLETED], verb="done",
@@ -133,25 +139,55 @@ def _ready_to_finish(repo: Repo, w: workers.Worker) -> tuple[workers.Worker, Pat
     return w, wt
 
 
-def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str) -> bool:
-    """Push the task's branch to the remote (with a lease), once recorded as pushed by git-nerve; False
-    without a remote."""
+def _remote_lease(repo: Repo, w: workers.Worker, tip: str, onto: str, replace: bool) -> tuple[str | None, list[str]]:
+    """(the value done's push replaces on the remote, read from it now (None: no remote; "": no such branch
+    there); the commits someone else pushed there that it overwrites). It may replace what git-nerve itself
+    pushed there last, and whatever the branch here holds (the agent rebased onto what someone pushed);
+    anything else someone pushed onto it refuses the push (exit 4), unless ``replace``: then it is archived
+    first."""
+    from .. import archive, owned
+
     remote = repo.settings.remote
     if not remote:
+        return None, []
+    now = owned.remote_value(repo, w, remote)
+    if now is None or now == w.pushed_sha:
+        return now or "", []
+    theirs = owned.others_on_remote(repo, w, now, tip, [onto])
+    if not theirs:
+        return now, []
+    named = owned.name_commits(repo, theirs)
+    archived = refs.archive_name(w.task_id)
+    if not replace:
+        raise GitError(
+            f"{w.branch} on {remote} has {len(theirs)} commit(s) that {w.branch} here does not hold: {named}; nothing "
+            f"was pushed ({w.task_id} is still {w.state}): rebase onto them (`git rebase {remote}/{w.branch}` in the "
+            f"worktree), then run `git worker done` again, or run `git worker done --replace-remote` to overwrite "
+            f"them (archived under {archived} first)")
+    archive.keep_commits(repo, w, [now], f"replaced on {remote} by done --replace-remote")
+    return now, theirs
+
+
+def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str, lease: str | None, theirs: list[str]) -> bool:
+    """Push the task's branch to the remote, leased on ``lease`` (what :func:`_remote_lease` read), and record
+    the value pushed (:func:`..owned.record_pushed`; ``theirs``: the archived commits it overwrote); False
+    without a remote."""
+    from .. import owned
+
+    remote = repo.settings.remote
+    if not remote or lease is None:
         return False
     claim = claims.riding_push(repo.bus, w.task_id, w.state, State.IN_REVIEW, "done", remote)  # shared mode: one atomic push
-    push = gitremote.push(wt, remote, f"refs/heads/{w.branch}", w.branch, force_with_lease=True,
+    push = gitremote.push(wt, remote, f"refs/heads/{w.branch}", w.branch, expect=lease,
                           env_extra={"NERVE_INTERNAL_PUSH": "done"}, also=claim.also)
     if not push.ok:
         claim.failed(repo.bus)  # HeldElsewhere when the claim lost the race (a task taken over: fenced off)
         raise _push_failed(push, w, remote)
     claim.landed(repo.bus)
     faults.point("done.after-push")
-    if not w.pushed:  # only a branch git-nerve pushed itself is ever deleted on the remote (owned.keep_on_remote)
-        with repo.bus.write() as conn:
-            workers.update(conn, w.task_id, pushed=1)
-            messages.publish(conn, w.task_id, "branch_pushed", {"remote": remote, "branch": w.branch, "sha": tip},
-                             clock.now())
+    # every push of the branch is recorded: only a branch git-nerve pushed itself is ever deleted on the remote,
+    # and only at the value it pushed (owned.keep_on_remote, cleanup)
+    owned.record_pushed(repo, w, remote, tip, theirs)
     return True
 
 
@@ -221,6 +257,8 @@ def _push_failed(push: gitremote.PushResult, w: workers.Worker, remote: str) -> 
         return GitError(f"the pre-push hook refused the push of {w.branch} to {remote}; {then}", details=said[-40:])
     if push.remote_refused:
         return _remote_refused(push, w.branch, remote, then)
+    if push.rejected:
+        return GitError(f"{w.branch} on {remote} moved while done pushed it; {then}")
     return GitError(f"could not push {w.branch} to {remote}: {push.message}")
 
 
