@@ -77,13 +77,15 @@ def main(argv: list[str] | None = None) -> int:
             def step(tasks):
                 # committed work first (no `git status`): a new conflict a commit made shows at once
                 result = scan.recompute(repo, changed=tasks, worktrees_too=False)
-                notify.tell(repo, result.new_conflicts, result.integration)
+                notify.after(repo, result)
                 print(f"radar {time.time():.3f}: {'all' if tasks is None else len(tasks)} task(s) asked: {result.computed} pair(s) "
                       f"computed, {result.reused} reused in {result.duration_s} s"
                       f"{f', {len(result.new_conflicts)} new conflict(s)' if result.new_conflicts else ''}", flush=True)
-                # then each worktree's uncommitted work, in the looker's thread
-                looker.ask(sorted(tasks) if tasks is not None else sorted(
-                    w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE)))
+                # then every live worktree's uncommitted work, in the looker's thread: a side's snapshot is known
+                # from its worktree only (another task's edit since the last look changes its pairs too); the
+                # tasks asked for first
+                live = sorted(w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE))
+                looker.ask(sorted(tasks or ()) + [t for t in live if t not in (tasks or ())])
 
             try:
                 queue.run(common, step, busy=looker.busy)

@@ -43,4 +43,12 @@ def take(git_dir: str | os.PathLike[str]) -> str:
         keep_or_remove(claimed, within=claimed.parent, kind="radar-notice")
 
 
-__all__ = ["NOTICE", "add", "path", "take"]
+def withdraw(git_dir: str | os.PathLike[str], needles: tuple[str, ...]) -> None:
+    """Drop the pending notice's lines holding one of ``needles`` (a conflict that is gone); the others stay."""
+    text = take(git_dir)
+    kept = [line for line in text.splitlines() if line and not any(n in line for n in needles)]
+    if kept:
+        add(git_dir, "\n".join(kept))
+
+
+__all__ = ["NOTICE", "add", "path", "take", "withdraw"]
