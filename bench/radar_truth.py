@@ -49,6 +49,8 @@ class Counts:
     fn: int = 0
     tn: int = 0
     wrong: list[str] = field(default_factory=list)
+    pair_conflicts: int = 0  #: of the task pairs, git's conflicts
+    integration_conflicts: int = 0  #: of the task <-> integration pairs, git's conflicts
 
     def add(self, key: str, radar: bool, truth: bool) -> None:
         if radar and truth:
@@ -104,11 +106,16 @@ def real_files(name: str, limit: int = 6) -> dict[str, str]:
     return {str(p.relative_to(tree)): p.read_text(encoding="utf-8") for p in found}
 
 
-def edit(text: str, rnd: random.Random, tag: str) -> str:
-    """One to three changes of real lines (a line changed, one inserted, one deleted), near each other or not."""
+#: lines of each edited file the tasks work on (a function or two: tasks of one project meet there)
+WINDOW = 40
+
+
+def edit(text: str, rnd: random.Random, tag: str, start: int = 0) -> str:
+    """One to three changes of real lines (a line changed, one inserted, one deleted) among the ``WINDOW`` lines
+    from ``start``, near each other or not."""
     lines = text.splitlines()
     for _ in range(rnd.randint(1, 3)):
-        at = rnd.randrange(len(lines))
+        at = min(len(lines) - 1, start + rnd.randrange(WINDOW))
         what = rnd.random()
         if what < 0.6:
             lines[at] = lines[at] + f"  # {tag}"
@@ -125,6 +132,8 @@ class Scenario:
         self.rnd = random.Random(seed)
         self.live: list[str] = []
         self.n = 0
+        self.start = {rel: self.rnd.randrange(max(1, (work / rel).read_text().count("\n") - WINDOW))
+                      for rel in hot}
 
     def wt(self, task: str) -> Path:
         return self.work.parent / f"{self.work.name}.worktrees" / task
@@ -136,7 +145,7 @@ class Scenario:
     def touch(self, cwd: Path, tag: str) -> None:
         for rel in self.rnd.sample(self.hot, self.rnd.choice((1, 1, 2))):
             p = cwd / rel
-            p.write_text(edit(p.read_text(encoding="utf-8"), self.rnd, tag), encoding="utf-8")
+            p.write_text(edit(p.read_text(encoding="utf-8"), self.rnd, tag, self.start[rel]), encoding="utf-8")
 
     def spawn(self, count: int) -> None:
         """``count`` new tasks from the integration branch: most commit edits, some leave them uncommitted (or
@@ -167,7 +176,8 @@ class Scenario:
                 continue
             worker(wt, "start", env=self.env, check=False)
             if worker(wt, "done", env=self.env, check=False).returncode != 0:
-                continue  # its rebase conflicts: CONFLICTED, still live (its rebase is aborted by `done`)
+                git(wt, "rebase", "--abort", env=self.env, check=False)  # CONFLICTED, left behind: still live
+                continue
             worker(self.work, "approve", task, env=self.env)
             worker(self.work, "merge", task, env=self.env)
             self.live.remove(task)
@@ -212,9 +222,11 @@ class Scenario:
         said = self.radar()
         for task, truth in with_integration.items():
             counts.integration += 1
+            counts.integration_conflicts += truth
             counts.add(f"{task} <-> integration", (task, INTEGRATION) in said, truth)
         for (a, b), truth in pairs.items():
             counts.pairs += 1
+            counts.pair_conflicts += truth
             counts.add(f"{a} <-> {b}", (a, b) in said, truth)
 
 
@@ -268,7 +280,8 @@ def main() -> None:
         took = time.monotonic() - started
     print(f"repository: {args.real or 'generated'}; edited files: {len(files)}; {args.phases} phases, seed {args.seed}")
     print(f"compared: {c.pairs} task pairs + {c.integration} task <-> integration pairs in {took:.0f} s")
-    print(f"conflicts: git {c.tp + c.fn}, radar {c.tp + c.fp}; true positives {c.tp}, false positives {c.fp}, "
+    print(f"conflicts: git {c.tp + c.fn} ({c.pair_conflicts} between tasks, {c.integration_conflicts} with the integration "
+          f"branch), radar {c.tp + c.fp}; true positives {c.tp}, false positives {c.fp}, "
           f"false negatives {c.fn}, true negatives {c.tn}")
     print(f"precision {c.precision():.1f} %, recall {c.recall():.1f} %")
     for line in c.wrong[:20]:

@@ -185,3 +185,22 @@ def test_the_radar_agrees_with_git_merge_tree(repo, monkeypatch):
     assert counts.pairs >= 30 and counts.tp > 0 and counts.tn > 0, counts
     assert (counts.fp, counts.fn) == (0, 0), counts.wrong
     assert sys.modules["bench.radar_truth"] is radar_truth
+
+
+def test_a_finished_rebase_recomputes_the_marks(repo, gw, sh):
+    """t1's conflicting commit is dropped by a rebase in its worktree (no commit follows): the radar hears of it
+    from the post-rewrite hook, the mark goes and both threads hear it is resolved."""
+    work = repo.work
+    commit_file(work, "calc.py", CALC, "calc")
+    t1, t2 = spawn(gw, work, "t1"), spawn(gw, work, "t2")
+    commit_file(t1, "calc.py", line(CALC, 6, "    return 'one'"), "t1: line 6")
+    commit_file(t1, "notes.txt", "notes\n", "t1: notes")
+    commit_file(t2, "calc.py", line(CALC, 6, "    return 'two'"), "t2: line 6")
+    assert conflicts(gw, work) == {("t1", "t2")}
+    res = sh(["git", "rebase", "-q", "--onto", "HEAD~2", "HEAD~1"], t1)  # drops "t1: line 6", through the hooks
+    assert res.code == 0, res
+
+    gone = wait_until(lambda: conflicts(gw, work, refresh=False) == set(), 60, interval=0.2, fail=False)
+    assert gone, (work / ".git" / "nerve" / "radar.log").read_text()
+    assert wait_until(lambda: [r.content for r in radar_rounds(work, "t2")][-1:] == [
+        "resolved: your work no longer conflicts with task t1"], 30, fail=False), radar_rounds(work, "t2")
