@@ -204,3 +204,22 @@ def test_a_finished_rebase_recomputes_the_marks(repo, gw, sh):
     assert gone, (work / ".git" / "nerve" / "radar.log").read_text()
     assert wait_until(lambda: [r.content for r in radar_rounds(work, "t2")][-1:] == [
         "resolved: your work no longer conflicts with task t1"], 30, fail=False), radar_rounds(work, "t2")
+
+
+def test_a_hook_message_never_names_a_finished_task(repo, gw, sh):
+    """The notice a conflict left for t1's next commit names t2; t2 is merged: the very next commit of t1 (before
+    any recompute could run) does not print it."""
+    work = repo.work
+    commit_file(work, "calc.py", CALC, "calc")
+    t1, t2 = spawn(gw, work, "t1"), spawn(gw, work, "t2")
+    commit_file(t1, "calc.py", line(CALC, 8, "    return 'one'"), "t1: line 8")
+    commit_file(t2, "calc.py", line(CALC, 8, "    return 'two'"), "t2: line 8")
+    commit_file(work, "other.txt", "main\n", "main moved on")  # another file: t1 is not in conflict with main
+    assert conflicts(gw, work) == {("t1", "t2")}
+    notice = t1 / git(t1, "rev-parse", "--git-path", "nerve/radar-notice")
+    assert "conflicts with task t2:" in notice.read_text()
+    merged(gw, work, t2, "t2")
+    write(t1, "more.txt", "more\n")
+    git(t1, "add", "more.txt")
+    res = sh(["git", "commit", "-qm", "t1: more"], t1)
+    assert res.code == 0 and "task t2" not in res.err, res

@@ -45,11 +45,26 @@ def after(repo, tasks: list[str] | None) -> None:
 
     common = repo.paths.common_dir
     try:
-        live = len(workers.all_workers(repo.bus.conn, states=queue.LIVE))
+        found = workers.all_workers(repo.bus.conn, states=queue.LIVE)
+        _withdraw_finished(found)
+        live = len(found)
         if live >= 2 or (live == 1 and cache.path(common).exists()):
             request(common, repo.cwd, tasks)
     except (OSError, ValueError):
         pass
+
+
+def _withdraw_finished(live) -> None:
+    """Now, before the recompute: the live tasks' pending hook notices lose their lines naming a task that
+    finished (their next commit must not print it as a live conflict)."""
+    from ..dotgit import locate
+    from . import notice
+
+    names = {w.task_id for w in live}
+    for w in live:
+        where = locate(w.worktree) if w.worktree and os.path.isdir(w.worktree) else None
+        if where is not None:
+            notice.withdraw_finished(where[0], names)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,4 +51,25 @@ def withdraw(git_dir: str | os.PathLike[str], needles: tuple[str, ...]) -> None:
         add(git_dir, "\n".join(kept))
 
 
-__all__ = ["NOTICE", "add", "path", "take", "withdraw"]
+def other_task(line: str) -> str | None:
+    """The task a notice line names as the conflict (None: the integration branch, or no such line)."""
+    head, sep, rest = line.partition("conflicts with task ")
+    if not sep:
+        return None
+    name = rest.split(":", 1)[0]
+    return name.split(" (on machine ", 1)[0] or None
+
+
+def withdraw_finished(git_dir: str | os.PathLike[str], live: set[str]) -> None:
+    """Drop the pending notice's lines naming a task no longer live (merged, cancelled): a hook message never
+    names a finished task as a live conflict."""
+    try:
+        text = path(git_dir).read_text(encoding="utf-8")
+    except OSError:
+        return
+    gone = {t for t in map(other_task, text.splitlines()) if t is not None and t not in live}
+    if gone:
+        withdraw(git_dir, tuple(n for t in sorted(gone) for n in (f"conflicts with task {t}:", f"conflicts with task {t} (")))
+
+
+__all__ = ["NOTICE", "add", "other_task", "path", "take", "withdraw", "withdraw_finished"]
