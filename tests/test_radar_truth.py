@@ -223,3 +223,22 @@ def test_a_hook_message_never_names_a_finished_task(repo, gw, sh):
     git(t1, "add", "more.txt")
     res = sh(["git", "commit", "-qm", "t1: more"], t1)
     assert res.code == 0 and "task t2" not in res.err, res
+
+
+def test_a_quick_pass_does_not_resolve_a_conflict_of_uncommitted_work(repo, gw):
+    """t1's uncommitted edit conflicts with t3; t1 commits something else: the quick pass (committed work only)
+    must not say "resolved", nor the look at t1's worktree then say the conflict anew."""
+    from git_nerve.radar import background
+
+    work = repo.work
+    commit_file(work, "calc.py", CALC, "calc")
+    t1, t3 = spawn(gw, work, "t1"), spawn(gw, work, "t3")
+    commit_file(t3, "calc.py", line(CALC, 14, "    return 3"), "t3: line 14")
+    write(t1, "calc.py", line(CALC, 14, "    return 1"))  # uncommitted
+    assert conflicts(gw, work) == {("t1", "t3")}
+    told = [r.content for r in radar_rounds(work, "t3")]
+    assert len(told) == 1
+    commit_file(t1, "notes.txt", "notes\n", "t1: notes")  # the conflicting edit stays uncommitted
+    assert background.main(["--cwd", str(t1), "--task", "t1"]) == 0  # what t1's post-commit hook starts
+    assert conflicts(gw, work, refresh=False) == {("t1", "t3")}
+    assert [r.content for r in radar_rounds(work, "t3")] == told

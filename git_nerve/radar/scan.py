@@ -91,7 +91,10 @@ def _side(ov, w, old: dict | None, refresh: bool, look: bool = True) -> dict | N
                 tree, dirty = ov.tree_of(snap), True
         except GitError:
             pass  # a worktree mid-operation: compare its committed work
-    return {"commit": tip, "tree": tree, "dirty": dirty, "at": time.time()}
+    side = {"commit": tip, "tree": tree, "dirty": dirty, "at": time.time()}
+    if worktree is None and old and (old.get("dirty") or old.get("unlooked")):
+        side["unlooked"] = True  # it had uncommitted work, not looked at since its tip moved (a quick pass)
+    return side
 
 
 def _look_first(ov, live, common, changed_set: set[str]) -> dict[str, dict]:
@@ -177,7 +180,10 @@ def _pairs(ov, sides: dict[str, dict], old_pairs: dict[str, dict], scan: Scan) -
         s1, s2 = sides[first], sides[second]
         inputs = [s1["commit"], s1["tree"], s2["commit"], s2["tree"], onto]
         old = old_pairs.get(k)
-        if old and old.get("inputs") == inputs:
+        if old and (old.get("inputs") == inputs
+                    or (old.get("kind") == "conflict" and (s1.get("unlooked") or s2.get("unlooked")))):
+            # a conflict is kept while a side's uncommitted work is not looked at again: no "resolved" told by a
+            # quick pass that compared only its commits, and no conflict told anew once it is looked at
             pairs[k] = old
             scan.reused += 1
             continue
