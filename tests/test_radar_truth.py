@@ -242,3 +242,22 @@ def test_a_quick_pass_does_not_resolve_a_conflict_of_uncommitted_work(repo, gw):
     assert background.main(["--cwd", str(t1), "--task", "t1"]) == 0  # what t1's post-commit hook starts
     assert conflicts(gw, work, refresh=False) == {("t1", "t3")}
     assert [r.content for r in radar_rounds(work, "t3")] == told
+
+
+def test_a_line_of_the_replayed_file_is_numbered_in_the_tasks_own_file():
+    import pygit2
+
+    from git_nerve.git.overlap import map_line
+
+    old = "".join(f"{i}\n" for i in range(1, 11))
+    new = "x\ny\n" + old.replace("5\n", "five\nFIVE\n")
+    patch = pygit2.Patch.create_from(old.encode(), new.encode(), context_lines=0)
+    assert [map_line(patch.hunks, n) for n in (1, 4, 5, 6, 10)] == [3, 6, 7, 9, 13]
+
+
+def test_a_notice_line_names_its_other_task():
+    from git_nerve.radar.notice import other_task
+
+    assert other_task("git-nerve radar: your work conflicts with task t2: src/app.py (your lines 2)") == "t2"
+    assert other_task("git-nerve radar: your work conflicts with task b (on machine one): a.py (conflict)") == "b"
+    assert other_task("git-nerve radar: your work conflicts with the integration branch (main): a.py") is None
