@@ -115,7 +115,7 @@ def test_a_commit_in_a_worker_refreshes_the_radar_in_the_background_and_the_next
     assert [(p["a"], p["b"], p["kind"]) for p in found] == [("t1", "t2", "conflict")]
     write(t1, "README.md", README + "more\n")
     res = sh(["git", "commit", "-qam", "t1: readme"], t1)
-    assert "git-nerve radar: your work conflicts with task t2: src/app.py (lines 2)" in res.err
+    assert "git-nerve radar: your work conflicts with task t2: src/app.py (your lines 2)" in res.err
 
 
 def test_conflict_ranges_are_numbered_in_the_first_sides_file():

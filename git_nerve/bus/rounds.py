@@ -95,6 +95,13 @@ def load(conn: sqlite3.Connection, thread_id: str, numbers: list[int]) -> list[R
     return out
 
 
+def of_role(conn: sqlite3.Connection, thread_id: str, role: str) -> list[Round]:
+    """Every round of ``role`` in the thread, in order (a thread's radar rounds are few)."""
+    cur = conn.execute("SELECT round, ts, role, metadata, content FROM rounds WHERE thread_id = ? AND role = ? "
+                       "ORDER BY round", (thread_id, role))
+    return [Round(r[0], r[1], r[2], json.loads(r[3]) if r[3] else {}, r[4]) for r in cur]
+
+
 def count(conn: sqlite3.Connection, thread_id: str) -> int:
     return last_round(conn, thread_id)
 

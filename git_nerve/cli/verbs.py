@@ -149,7 +149,7 @@ def run_conflicts(refresh: bool, as_json: bool, recompute: bool = True) -> None:
             from ..radar import notify  # only a recompute tells anyone
 
             result = scan.recompute(repo)
-            notify.tell(repo, result.new_conflicts, result.integration)
+            notify.after(repo, result)
         live = {w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE)}
         result = scan.among(result, live | _live_elsewhere(repo.bus.conn))
         if as_json:

@@ -145,6 +145,7 @@ def approve(task_id: str, by: str | None, comment: str | None, as_json: bool) ->
 
     with _repo(create=False) as repo:
         outcome = lifecycle.approve(repo, task_id, by=by or repo.config.get("user.name"), comment=comment)
+        radar_after(repo, [task_id])
         if as_json:
             echo_json(_outcome_json(repo, outcome, task_id))
         else:

@@ -1,5 +1,5 @@
-"""post-rewrite's Python part: the hint to a CONFLICTED task, the knowledge index (the rewrite itself is the
-shim's spool line)."""
+"""post-rewrite's Python part: the hint to a CONFLICTED task, the radar's recompute after a finished rebase,
+the knowledge index (the rewrite itself is the shim's spool line)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ def post_rewrite(where: Where, source: str, stdin: str) -> int:
     knowledge = kicks.knowledge_here(where)
     if ctx is not None and guarded(hook, "task state not read", _conflicted_rebase_finished, where, ctx.task_id, source):
         sys.stderr.write(f"git-nerve: {ctx.task_id} is CONFLICTED and its rebase is finished; next: {NEXT_AFTER_REBASE}\n")
+    if ctx is not None and source == "rebase" and not (where.git_dir / "rebase-merge" / "patch").exists():
+        guarded(hook, "conflict radar not refreshed", kicks.radar, where, ctx.task_id)  # the tip moved
     if knowledge and pairs:
         old_tip = pairs[-1][0]
         files = guarded(hook, "knowledge index not scheduled", lambda: here.diff_names(old_tip, "HEAD"))

@@ -204,7 +204,7 @@ def conflicts(b: Binding, refresh: bool = False) -> str:
     if refresh or result.at is None:
         with _repo(b) as repo:
             result = scan.recompute(repo)
-            notify.tell(repo, result.new_conflicts, result.integration)
+            notify.after(repo, result)
     mine = result.for_task(task)
     age = f" (computed {clock.ago(result.at)} ago)" if result.at else ""
     if not mine:

@@ -45,11 +45,26 @@ def after(repo, tasks: list[str] | None) -> None:
 
     common = repo.paths.common_dir
     try:
-        live = len(workers.all_workers(repo.bus.conn, states=queue.LIVE))
+        found = workers.all_workers(repo.bus.conn, states=queue.LIVE)
+        _withdraw_finished(found)
+        live = len(found)
         if live >= 2 or (live == 1 and cache.path(common).exists()):
             request(common, repo.cwd, tasks)
     except (OSError, ValueError):
         pass
+
+
+def _withdraw_finished(live) -> None:
+    """Now, before the recompute: the live tasks' pending hook notices lose their lines naming a task that
+    finished (their next commit must not print it as a live conflict)."""
+    from ..dotgit import locate
+    from . import notice
+
+    names = {w.task_id for w in live}
+    for w in live:
+        where = locate(w.worktree) if w.worktree and os.path.isdir(w.worktree) else None
+        if where is not None:
+            notice.withdraw_finished(where[0], names)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,13 +92,15 @@ def main(argv: list[str] | None = None) -> int:
             def step(tasks):
                 # committed work first (no `git status`): a new conflict a commit made shows at once
                 result = scan.recompute(repo, changed=tasks, worktrees_too=False)
-                notify.tell(repo, result.new_conflicts, result.integration)
+                notify.after(repo, result)
                 print(f"radar {time.time():.3f}: {'all' if tasks is None else len(tasks)} task(s) asked: {result.computed} pair(s) "
                       f"computed, {result.reused} reused in {result.duration_s} s"
                       f"{f', {len(result.new_conflicts)} new conflict(s)' if result.new_conflicts else ''}", flush=True)
-                # then each worktree's uncommitted work, in the looker's thread
-                looker.ask(sorted(tasks) if tasks is not None else sorted(
-                    w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE)))
+                # then every live worktree's uncommitted work, in the looker's thread: a side's snapshot is known
+                # from its worktree only (another task's edit since the last look changes its pairs too); the
+                # tasks asked for first
+                live = sorted(w.task_id for w in workers.all_workers(repo.bus.conn, states=scan.LIVE))
+                looker.ask(sorted(tasks or ()) + [t for t in live if t not in (tasks or ())])
 
             try:
                 queue.run(common, step, busy=looker.busy)

@@ -63,8 +63,9 @@ def _compute(common_dir, result: scan.Scan, task_id: str) -> dict[str, list[dict
                 from ..git import overlap
 
                 ov = ov or overlap.Repo(common_dir)
-                ranges = ov.compare(overlap.Side(mine["commit"], mine["tree"]),
-                                    overlap.Side(theirs["commit"], theirs["tree"])).conflicts
+                onto = (sides.get(cache.INTEGRATION) or {}).get("commit")
+                ranges = ov.compare_on(overlap.Side(mine["commit"], mine["tree"]),
+                                       overlap.Side(theirs["commit"], theirs["tree"]), onto).conflicts
             except (NerveError, KeyError, ValueError):
                 continue  # the recorded inputs are gone (a gc, a deleted snapshot): nothing to flag
         for path, spans in ranges.items():

@@ -58,7 +58,7 @@ class Looker:
                 while (task := self._next()) is not None:
                     try:
                         result = scan.recompute(repo, changed=[task])
-                        notify.tell(repo, result.new_conflicts, result.integration)
+                        notify.after(repo, result)
                         if result.new_conflicts:
                             print(f"radar {time.time():.3f}: looked at {task}: {len(result.new_conflicts)} new "
                                   f"conflict(s)", flush=True)

@@ -43,4 +43,33 @@ def take(git_dir: str | os.PathLike[str]) -> str:
         keep_or_remove(claimed, within=claimed.parent, kind="radar-notice")
 
 
-__all__ = ["NOTICE", "add", "path", "take"]
+def withdraw(git_dir: str | os.PathLike[str], needles: tuple[str, ...]) -> None:
+    """Drop the pending notice's lines holding one of ``needles`` (a conflict that is gone); the others stay."""
+    text = take(git_dir)
+    kept = [line for line in text.splitlines() if line and not any(n in line for n in needles)]
+    if kept:
+        add(git_dir, "\n".join(kept))
+
+
+def other_task(line: str) -> str | None:
+    """The task a notice line names as the conflict (None: the integration branch, or no such line)."""
+    head, sep, rest = line.partition("conflicts with task ")
+    if not sep:
+        return None
+    name = rest.split(":", 1)[0]
+    return name.split(" (on machine ", 1)[0] or None
+
+
+def withdraw_finished(git_dir: str | os.PathLike[str], live: set[str]) -> None:
+    """Drop the pending notice's lines naming a task no longer live (merged, cancelled): a hook message never
+    names a finished task as a live conflict."""
+    try:
+        text = path(git_dir).read_text(encoding="utf-8")
+    except OSError:
+        return
+    gone = {t for t in map(other_task, text.splitlines()) if t is not None and t not in live}
+    if gone:
+        withdraw(git_dir, tuple(n for t in sorted(gone) for n in (f"conflicts with task {t}:", f"conflicts with task {t} (")))
+
+
+__all__ = ["NOTICE", "add", "other_task", "path", "take", "withdraw", "withdraw_finished"]

@@ -84,13 +84,14 @@ def compare(repo, ov, sides: dict[str, dict], integration_tip: str | None, old: 
             key = f"{a}|{machine}:{b}"
             commit = fp.get("commit")
             have = isinstance(commit, str) and _have(ov, commit)  # a fetch brought it: compare exactly from then on
-            inputs = [s["commit"], s["tree"], commit, event_id, have]
+            inputs = [s["commit"], s["tree"], commit, event_id, integration_tip, have]
             was = old.get(key)
             if was and was.get("inputs") == inputs:
                 out[key] = was
                 continue
             if have:
-                result = ov.compare(overlap.Side(s["commit"], s["tree"]), overlap.Side(commit, ov.tree_of(commit)))
+                result = ov.compare_on(overlap.Side(s["commit"], s["tree"]), overlap.Side(commit, ov.tree_of(commit)),
+                                       integration_tip if integration_tip and _have(ov, integration_tip) else None)
             else:
                 if a not in mine_prints:
                     mine_prints[a] = overlap.footprint(ov, s["commit"], s["tree"], integration_tip)

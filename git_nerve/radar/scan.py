@@ -2,9 +2,13 @@
 
 A worker's *side* is its branch tip plus, when its worktree has uncommitted
 changes, a snapshot of them (a commit object only: no index, work tree or
-ref moves). A pair is recomputed only when one of its sides changed; the
-others are reused from the cache. The comparison itself is in memory
-(:mod:`git_nerve.git.overlap`).
+ref moves). A pair is recomputed only when one of its sides (tip or
+snapshot) or the integration tip changed; the others are reused from the
+cache. A conflict belongs to the work that makes it: two tasks are compared
+by their own changes (each against its merge base with the integration
+branch) replayed on the integration tip, a task and the integration branch
+by the task's change against what landed since its base. The comparison
+itself is in memory (:mod:`git_nerve.git.overlap`).
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ class Scan:
     reused: int = 0
     duration_s: float = 0.0
     new_conflicts: list[Pair] = field(default_factory=list)
+    #: pairs in conflict in the last result and no more (a side moved, or finished)
+    resolved: list[Pair] = field(default_factory=list)
     integration: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -85,7 +91,10 @@ def _side(ov, w, old: dict | None, refresh: bool, look: bool = True) -> dict | N
                 tree, dirty = ov.tree_of(snap), True
         except GitError:
             pass  # a worktree mid-operation: compare its committed work
-    return {"commit": tip, "tree": tree, "dirty": dirty, "at": time.time()}
+    side = {"commit": tip, "tree": tree, "dirty": dirty, "at": time.time()}
+    if worktree is None and old and (old.get("dirty") or old.get("unlooked")):
+        side["unlooked"] = True  # it had uncommitted work, not looked at since its tip moved (a quick pass)
+    return side
 
 
 def _look_first(ov, live, common, changed_set: set[str]) -> dict[str, dict]:
@@ -143,27 +152,7 @@ def recompute(repo, *, changed: Iterable[str] | None = None, worktrees_too: bool
         except NerveError:
             pass
         scan = Scan(integration=integration)
-        pairs: dict[str, dict] = {}
-        tasks = sorted(t for t in sides if t != cache.INTEGRATION)
-        combos = list(itertools.combinations(tasks, 2))
-        if cache.INTEGRATION in sides:
-            combos += [(t, cache.INTEGRATION) for t in tasks]
-        for a, b in combos:
-            k = cache.key(a, b)
-            first, second = k.split("|")
-            s1, s2 = sides[first], sides[second]
-            inputs = [s1["commit"], s1["tree"], s2["commit"], s2["tree"]]
-            old = data["pairs"].get(k)
-            if old and old.get("inputs") == inputs:
-                pairs[k] = old
-                scan.reused += 1
-            else:
-                result = ov.compare(overlap.Side(s1["commit"], s1["tree"]), overlap.Side(s2["commit"], s2["tree"]))
-                pairs[k] = {"inputs": inputs, **result.as_dict(), "at": time.time()}
-                scan.computed += 1
-                was = (old or {}).get("kind")
-                if result.kind == "conflict" and (was != "conflict" or old.get("files") != pairs[k]["files"]):
-                    scan.new_conflicts.append(_pair(first, second, pairs[k]))
+        pairs = _pairs(ov, sides, data["pairs"], scan)
         elsewhere = _across_machines(repo, ov, sides, data, scan)
         now = time.time()
         save = {"sides": sides, "pairs": pairs, "at": now, "integration": integration, **elsewhere}
@@ -173,6 +162,40 @@ def recompute(repo, *, changed: Iterable[str] | None = None, worktrees_too: bool
     scan.pairs += _remote_pairs(elsewhere)
     scan.duration_s = round(time.monotonic() - started, 3)
     return scan
+
+
+def _pairs(ov, sides: dict[str, dict], old_pairs: dict[str, dict], scan: Scan) -> dict[str, dict]:
+    """Every pair's record: reused while its inputs (both sides' tips and trees, the integration tip) are the same,
+    else computed (:meth:`~git_nerve.git.overlap.Repo.compare_on`: each task's own change, replayed on the
+    integration tip). New conflicts go to ``scan.new_conflicts``, conflicts gone to ``scan.resolved``."""
+    from ..git import overlap
+
+    onto = sides.get(cache.INTEGRATION, {}).get("commit")
+    tasks = sorted(t for t in sides if t != cache.INTEGRATION)
+    combos = list(itertools.combinations(tasks, 2)) + [(t, cache.INTEGRATION) for t in tasks if onto]
+    pairs: dict[str, dict] = {}
+    for a, b in combos:
+        k = cache.key(a, b)
+        first, second = k.split("|")
+        s1, s2 = sides[first], sides[second]
+        inputs = [s1["commit"], s1["tree"], s2["commit"], s2["tree"], onto]
+        old = old_pairs.get(k)
+        if old and (old.get("inputs") == inputs
+                    or (old.get("kind") == "conflict" and (s1.get("unlooked") or s2.get("unlooked")))):
+            # a conflict is kept while a side's uncommitted work is not looked at again: no "resolved" told by a
+            # quick pass that compared only its commits, and no conflict told anew once it is looked at
+            pairs[k] = old
+            scan.reused += 1
+            continue
+        one, two = overlap.Side(s1["commit"], s1["tree"]), overlap.Side(s2["commit"], s2["tree"])
+        result = ov.compare(one, two) if second == cache.INTEGRATION else ov.compare_on(one, two, onto)
+        pairs[k] = {"inputs": inputs, **result.as_dict(), "at": time.time()}
+        scan.computed += 1
+        if result.kind == "conflict" and ((old or {}).get("kind") != "conflict" or old.get("files") != pairs[k]["files"]):
+            scan.new_conflicts.append(_pair(first, second, pairs[k]))
+    scan.resolved = [_pair(*k.split("|"), v) for k, v in sorted(old_pairs.items())
+                     if v.get("kind") == "conflict" and pairs.get(k, {}).get("kind") != "conflict"]
+    return pairs
 
 
 def _across_machines(repo, ov, sides: dict[str, dict], data: dict, scan: Scan) -> dict[str, Any]:

@@ -148,10 +148,11 @@ class Queue:
 def _risky(repo: Any) -> set[str]:
     """Tasks in a conflict, by the radar brought up to date with the branch tips (pairs whose
     tips did not move come from its cache; worktrees are not looked at again)."""
-    from ..radar import scan
+    from ..radar import notify, scan
 
     try:
         result = scan.recompute(repo, changed=[])
+        notify.after(repo, result)  # what it found new or gone is told, as by every recompute (else never)
     except NerveError:
         result = scan.cached(repo.paths.common_dir)
     return {t for p in result.pairs if p.kind == "conflict" for t in (p.a, p.b)}
