@@ -54,7 +54,7 @@ def where_to_look(text: str, worktree: str | os.PathLike[str] | None, fallback: 
     from ..knowledge import query as kquery
 
     try:
-        result = kquery.search(paths, text, CHUNKS)
+        result = kquery.search(paths, text, CHUNKS, wait=False)  # a view still being made costs the hint, not a wait
     except Exception:  # noqa: BLE001 - a busy or damaged index costs the hint, never the thread
         return ()
     hints: dict[str, Hint] = {}
