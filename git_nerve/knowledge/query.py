@@ -119,10 +119,11 @@ def _check(text: str, limit: int) -> str:
     return match
 
 
-def search(paths: RepoPaths, text: str, limit: int = 10, *, mode: str = "auto") -> QueryResult:
-    """Search one worktree's index. ``mode``: one of :data:`MODES`."""
+def search(paths: RepoPaths, text: str, limit: int = 10, *, mode: str = "auto", wait: bool = True) -> QueryResult:
+    """Search one worktree's index. ``mode``: one of :data:`MODES`. ``wait``: a view being made (a new task's)
+    is waited for (:data:`FIRST_VIEW_WAIT`) rather than refused."""
     match = _check(text, limit)
-    hits, ranking, warnings = _search_index(paths, text, match, limit, embedder(), mode)
+    hits, ranking, warnings = _search_index(paths, text, match, limit, embedder(), mode, wait)
     return QueryResult(text, ranking, hits, warnings, [str(paths.toplevel)])
 
 
@@ -170,7 +171,8 @@ def search_everywhere(text: str, limit: int = 10) -> QueryResult:
     return QueryResult(text, ranking, merged[:limit], warnings, [e.toplevel for e in entries])
 
 
-def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder, mode: str = "auto") -> tuple[list[Hit], str, list[str]]:
+def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder, mode: str = "auto",
+                  wait: bool = False) -> tuple[list[Hit], str, list[str]]:
     toplevel = paths.require_worktree()
     ipath = index_path(paths.common_dir)
     if not ipath.is_file():
@@ -181,8 +183,9 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
     with open_index(paths, create=False) as index:
         if index.rebuilt:
             warnings.append("the index was built by another version of git-nerve and was cleared; run `git nerve knowledge sync`")
-        elif "synced" not in index.meta():
+        elif "synced" not in index.meta() and not (wait and _first_view(paths, index)):
             raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
+        warnings += freshness(paths, index.meta())
         found = index.search(match, max(limit, CANDIDATES))
         usage = prior.usage_question(text)
         scores = {cid: -bm25 * prior.factor(path, usage) for cid, bm25, path in found}
@@ -226,6 +229,50 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
         if (r := rows.get(cid)) is not None
     ]
     return hits, ranking, warnings
+
+
+#: seconds a query waits for the first sync of its worktree's view when one is queued or running (spawn starts it)
+FIRST_VIEW_WAIT = 10.0
+
+
+def _syncing(paths: RepoPaths) -> tuple[int, bool]:
+    """(lists of changed files queued, a sync running) for this worktree's view (the background trigger's)."""
+    from .. import locks
+    from . import trigger
+
+    return len(trigger.queued(paths.git_dir)), locks.is_held(trigger.lock_path(paths.git_dir))
+
+
+def _first_view(paths: RepoPaths, index) -> bool:
+    """A worktree whose view is being made (a new task's: spawn started its sync): wait for it, up to
+    :data:`FIRST_VIEW_WAIT` seconds; True once it is there."""
+    import time
+
+    deadline = time.monotonic() + FIRST_VIEW_WAIT
+    while any(_syncing(paths)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+        if "synced" in index.meta():
+            return True
+    return "synced" in index.meta()
+
+
+def freshness(paths: RepoPaths, meta: dict[str, str]) -> list[str]:
+    """Why this worktree's answer may be stale (issue 37): commits since its last sync, a refresh queued or running.
+    Read from files only (HEAD from git's own files; the trigger's queue and lock): a query starts no git."""
+    from ..git.refs import head_from_files
+
+    queued, running = _syncing(paths)
+    head = head_from_files(paths.git_dir, paths.common_dir)
+    moved = head is not None and meta.get("head") not in (None, "", head)
+    if not (moved or queued or running):
+        return []
+    if queued or running:
+        return ["this worktree's index is being refreshed (a background sync " + ("runs" if running else "is queued")
+                + "): results may not reflect the latest " + ("commit" if moved else "changes") + " yet"]
+    return ["HEAD moved since this worktree's index was last synced: results may be stale; "
+            "run `git nerve knowledge sync`"]
 
 
 def _embeddings(toplevel: Path) -> EmbeddingsConfig | None:
