@@ -171,36 +171,3 @@ def reflog_commits(git_dir, ref: str, *, since: float | None = None) -> list[str
                 out.append(sha)
     return out
 
-
-def head_from_files(git_dir: str | os.PathLike[str], common_dir: str | os.PathLike[str]) -> str | None:
-    """The commit HEAD names, read from git's files without a git process (as the hook shim reads it): a detached
-    HEAD, a loose ref or a packed one; None whenever the files do not say (reftable, a symbolic ref chain, an
-    unborn branch): the caller then knows nothing, never something wrong."""
-    try:
-        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as fh:
-            head = fh.readline().strip()
-    except OSError:
-        return None
-    if not head.startswith("ref: "):
-        return head if _is_sha(head) else None
-    ref = head[5:]
-    for where in (common_dir, git_dir):
-        try:
-            with open(os.path.join(where, ref), encoding="utf-8") as fh:
-                sha = fh.readline().strip()
-            return sha if _is_sha(sha) else None
-        except OSError:
-            continue
-    try:
-        with open(os.path.join(common_dir, "packed-refs"), encoding="utf-8") as fh:
-            for line in fh:
-                sha, _, name = line.rstrip("\n").partition(" ")
-                if name == ref:
-                    return sha if _is_sha(sha) else None
-    except OSError:
-        pass
-    return None
-
-
-def _is_sha(text: str) -> bool:
-    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)

@@ -14,9 +14,9 @@ way, else by reciprocal rank fusion of the per-index lists.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections import namedtuple
 from pathlib import Path
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # a query is an agent's hot path: typing's names for readers only
 
 from .. import nerve_toml
 from ..errors import NerveError, UsageError
@@ -44,18 +44,11 @@ DESCRIPTIONS = {
 }
 
 
-@dataclass
-class Hit:
-    repo: str  #: the worktree's top directory
-    path: str
-    start_line: int
-    end_line: int
-    score: float
-    title: str
-    snippet: str
-    text: str
-    hash: str
-    common_dir: str
+class Hit(namedtuple("Hit", "repo path start_line end_line score title snippet text hash common_dir")):
+    """One chunk found: ``repo`` is the worktree's top directory. (Named tuples, no dataclasses: a query is an
+    agent's hot path, and `git nerve thread`'s hints run one.)"""
+
+    __slots__ = ()
 
     def as_dict(self) -> dict:
         return {
@@ -64,13 +57,21 @@ class Hit:
         }
 
 
-@dataclass
 class QueryResult:
-    query: str
-    ranking: str
-    hits: list[Hit] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    repos: list[str] = field(default_factory=list)
+    """A query's answer: its hits, the ranking used, warnings (why it may be stale or partial), the repositories."""
+
+    __slots__ = ("query", "ranking", "hits", "warnings", "repos")
+
+    def __init__(self, query: str, ranking: str, hits: list[Hit] | None = None, warnings: list[str] | None = None,
+                 repos: list[str] | None = None):
+        self.query, self.ranking = query, ranking
+        self.hits, self.warnings, self.repos = list(hits or []), list(warnings or []), list(repos or [])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, QueryResult) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self) -> str:
+        return f"QueryResult({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
 
     @property
     def ranking_description(self) -> str:
@@ -166,8 +167,7 @@ def search_everywhere(text: str, limit: int = 10) -> QueryResult:
         fused = rrf([[id(h) for h in hits] for hits in unique])
         merged = []
         for key, score in fused:
-            by_key[key].score = score
-            merged.append(by_key[key])
+            merged.append(by_key[key]._replace(score=score))
     return QueryResult(text, ranking, merged[:limit], warnings, [e.toplevel for e in entries])
 
 
@@ -261,10 +261,10 @@ def _first_view(paths: RepoPaths, index) -> bool:
 def freshness(paths: RepoPaths, meta: dict[str, str]) -> list[str]:
     """Why this worktree's answer may be stale (issue 37): commits since its last sync, a refresh queued or running.
     Read from files only (HEAD from git's own files; the trigger's queue and lock): a query starts no git."""
-    from ..git.refs import head_from_files
+    from ..dotgit import head as head_from_files
 
     queued, running = _syncing(paths)
-    head = head_from_files(paths.git_dir, paths.common_dir)
+    head = head_from_files(str(paths.git_dir), str(paths.common_dir))
     moved = head is not None and meta.get("head") not in (None, "", head)
     if not (moved or queued or running):
         return []
@@ -276,10 +276,16 @@ def freshness(paths: RepoPaths, meta: dict[str, str]) -> list[str]:
 
 
 def _embeddings(toplevel: Path) -> EmbeddingsConfig | None:
-    """nerve.toml's ``[knowledge.embeddings]``; without a nerve.toml, None without loading the reader (start-up)."""
+    """nerve.toml's ``[knowledge.embeddings]``; without one, None without loading the TOML reader or the config module
+    (start-up): a file that does not even spell ``knowledge`` has no such table (the nerve.toml `init` writes)."""
     main = nerve_toml.main_checkout(toplevel)
     if not any(nerve_toml.path_in(top).is_file() for top in (toplevel, main) if top is not None):
         return None
+    try:
+        if b"knowledge" not in nerve_toml.locate(toplevel).read_bytes():
+            return None
+    except OSError:
+        pass  # the reader says what is wrong
     from . import config
 
     return config.load_embeddings(toplevel)

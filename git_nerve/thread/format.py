@@ -34,8 +34,8 @@ worker show T prints it whole) ...`` after it.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from .. import clock
 from ..text import clean, clean_line
@@ -51,15 +51,10 @@ RESERVED = frozenset({"type", "role", "content"})
 UNKNOWN_ROLE = "unknown"
 
 
-@dataclass(frozen=True)
-class ShownRound:
+class ShownRound(namedtuple("ShownRound", "round role ts metadata content")):
     """One round of a view; reserved metadata keys are dropped wherever it is shown."""
 
-    round: int
-    role: str | None
-    ts: float
-    metadata: dict[str, Any]
-    content: str
+    __slots__ = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -71,20 +66,12 @@ class ShownRound:
         }
 
 
-@dataclass(frozen=True)
-class Briefing:
-    """What `git worker spawn` was given for a task: the first thing its thread shows (default page only)."""
+class Briefing(namedtuple("Briefing", "task state description branch base integration worktree adopted full_length",
+                          defaults=(False, None))):
+    """What `git worker spawn` was given for a task: the first thing its thread shows (default page only).
+    ``full_length``: the description's whole length when it was cut to the budget (None: shown whole)."""
 
-    task: str
-    state: str
-    description: str
-    branch: str | None
-    base: str | None
-    integration: str | None
-    worktree: str | None
-    adopted: bool = False
-    #: the description's whole length when it was cut to the budget (None: shown whole)
-    full_length: int | None = None
+    __slots__ = ()
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -123,9 +110,7 @@ class Briefing:
         room = max(0, budget - len(self.head()))
         if len(self.description) <= room:
             return self
-        from dataclasses import replace
-
-        return replace(self, description=self.description[:room], full_length=len(self.description))
+        return self._replace(description=self.description[:room], full_length=len(self.description))
 
 
 def _short_ref(ref: str | None) -> str | None:

@@ -34,19 +34,18 @@ round just after the gap.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 #: Characters of rounds shown by default (round 1 and the newest are shown whatever the budget).
 DEFAULT_BUDGET = 8000
 
 
-@dataclass(frozen=True)
-class Gap:
-    """Rounds ``first..last`` (inclusive) left out; ``--before {before}`` loads them."""
+class Gap(namedtuple("Gap", "first last")):
+    """Rounds ``first..last`` (inclusive) left out; ``--before {before}`` loads them. (Named tuples here and in
+    :mod:`.format`: `git nerve thread` is an agent's hot path, and dataclasses cost it ~10 ms of imports.)"""
 
-    first: int
-    last: int
+    __slots__ = ()
 
     @property
     def count(self) -> int:
@@ -60,10 +59,10 @@ class Gap:
         return {"from": self.first, "to": self.last, "count": self.count, "before": self.before}
 
 
-@dataclass(frozen=True)
-class Selection:
-    rounds: tuple[int, ...]  #: the chosen round ids, ascending
-    omitted: tuple[Gap, ...]  #: the ranges left out, ascending
+class Selection(namedtuple("Selection", "rounds omitted")):
+    """``rounds``: the chosen round ids, ascending; ``omitted``: the ranges left out (:class:`Gap`), ascending."""
+
+    __slots__ = ()
 
 
 EMPTY = Selection((), ())
