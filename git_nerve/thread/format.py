@@ -157,12 +157,68 @@ def _dumper():
 
 
 def frontmatter(metadata: dict[str, Any]) -> str:
-    """Block-style YAML of ``metadata`` (keys in their stored order, lines never folded), without its final newline."""
+    """Block-style YAML of ``metadata`` (keys in their stored order, lines never folded), without its final newline.
+
+    The usual metadata (words, numbers, shas, lists of them) is written here, byte for byte as yaml would write it
+    (tests/test_thread_format.py compares them): importing yaml costs `git nerve thread` about as much as starting
+    Python. Anything else is yaml's."""
+    plain = _plain_yaml(metadata)
+    if plain is not None:
+        return plain
     import yaml
 
     return yaml.dump(
         metadata, Dumper=_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=False, width=2**31 - 1
     ).removesuffix("\n")
+
+
+#: words yaml reads as a bool or null (YAML 1.1, PyYAML's resolver): written quoted, so left to yaml
+_YAML_WORDS = frozenset("yes Yes YES no No NO true True TRUE false False FALSE on On ON off Off OFF null Null NULL".split())
+_WORD_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_WORD_CHARS = _WORD_START | frozenset("0123456789./-")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _plain_scalar(value: object) -> str | None:
+    """``value`` as yaml writes a plain scalar, for the kinds whose spelling is certain; None for anything else."""
+    if value is True or value is False:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if type(value) is int:
+        return str(value)
+    if type(value) is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        text = repr(value).lower()
+        return text.replace("e", ".0e", 1) if "." not in text and "e" in text else text
+    if type(value) is not str or not value or value in _YAML_WORDS:
+        return None
+    if value[0] in _WORD_START and all(c in _WORD_CHARS for c in value):
+        return value  # a word, a path, a dotted name: nothing yaml would read as another type
+    if 7 <= len(value) <= 64 and all(c in _HEX for c in value) and not value.isdigit():
+        return value  # a sha: no digit-only one (an int to yaml), and never a '.', '-', ':' or 'x' it could resolve
+    return None
+
+
+def _plain_yaml(metadata: dict[str, Any]) -> str | None:
+    """yaml.dump's block style of a flat mapping of words to plain scalars (or non-empty lists of them, or empty
+    lists); None for anything else."""
+    lines = []
+    for key, value in metadata.items():
+        if type(key) is not str or _plain_scalar(key) != key:
+            return None
+        if type(value) is list:
+            items = [_plain_scalar(v) for v in value]
+            if None in items:
+                return None
+            lines.append(f"{key}: []" if not items else f"{key}:\n" + "\n".join(f"- {v}" for v in items))
+            continue
+        text = _plain_scalar(value)
+        if text is None:
+            return None
+        lines.append(f"{key}: {text}")
+    return "\n".join(lines) if lines else None
 
 
 def header(r: ShownRound) -> str:
