@@ -175,3 +175,22 @@ def test_spawn_makes_no_view_when_turned_off(tmp_path, sh):
     wt = work.parent / f"{work.name}.worktrees" / "t1"
     assert not (discover(wt).git_dir / "nerve" / trigger.PENDING_DIR).exists()
     assert not (work / ".git" / "nerve" / "knowledge.db").exists()
+
+
+def test_a_rebase_refreshes_an_index_made_without_knowledge_yaml(tmp_path, sh):
+    """post-rewrite's refresh runs in the background where the repository has an index (its list of rewritten
+    commits reaches it on standard input)."""
+    work = kfix.project(tmp_path, knowledge_yaml=None).work
+    assert sh(["git", "nerve", "init"], work).code == 0
+    git(work, "checkout", "-qb", "feature")
+    commit_file(work, "src/zoo/ibis.py", "def ibis_beak_curve():\n    return 2\n")
+    git(work, "checkout", "-q", "main")
+    commit_file(work, "src/zoo/tapir.py", "def tapir_snout_length():\n    return 5\n")
+    git(work, "checkout", "-q", "feature")
+    assert sh(["git", "nerve", "knowledge", "sync"], work).code == 0
+    paths = discover(work)
+    assert not finds(work, "tapir snout", "src/zoo/tapir.py")
+    proc = subprocess.run(["git", "rebase", "-q", "main"], cwd=work, capture_output=True, text=True)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    wait_until(lambda: finds(work, "tapir snout", "src/zoo/tapir.py") and idle(paths), 30,
+               what="the rebased-in function in the index")

@@ -24,7 +24,7 @@ from .. import clock, context
 from ..bus import Bus, open_bus, rounds, workers
 from ..bus import messages
 from ..bus import shared as shared_cache
-from .elsewhere import elsewhere, held_view
+from .elsewhere import elsewhere, held_briefing, held_view
 from ..bus.driver import Connection
 from ..errors import UsageError
 from ..paths import RepoPaths, discover, find_by_files
@@ -105,10 +105,13 @@ def view(
         held = elsewhere(conn, thread_id)
         if held is None:
             raise _unknown(conn, thread_id)
-        shown, omitted = held_view(conn, thread_id, held, before, budget)
-        look = where_to_look(next((r.content for r in shown if r.round == 1), ""), None, here) \
-            if hints and before is None else ()
-        return ThreadView(thread_id, shown, omitted, look)
+        briefing = held_briefing(conn, thread_id, held, budget) if brief and before is None else None
+        shown, omitted = held_view(conn, thread_id, held, before, budget,
+                                   len(briefing.render()) if briefing is not None else 0)
+        text = briefing.description if briefing is not None and briefing.description.strip() else \
+            next((r.content for r in shown if r.round == 1), "")
+        look = where_to_look(text, None, here) if hints and before is None else ()
+        return ThreadView(thread_id, shown, omitted, look, briefing)
     briefing = briefing_of(conn, thread_id, budget) if brief and before is None else None
     pairs = rounds.sizes_backwards(conn, thread_id, before if before is not None else _AFTER_ALL)
     try:
