@@ -170,4 +170,3 @@ def reflog_commits(git_dir, ref: str, *, since: float | None = None) -> list[str
             if len(sha) >= 40 and sha != ZERO and sha not in out:
                 out.append(sha)
     return out
-
