@@ -96,11 +96,12 @@ def _clear_dead_temps(path: Path) -> None:
             keep_or_remove(tmp, within=path.parent, kind="ctx-temp")
 
 
-def resolve_task(git_dir: str | os.PathLike[str], explicit: str | None) -> str:
-    """The task a command acts on: ``--task`` if given, else this worktree's context."""
+def resolve_task(git_dir: str | os.PathLike[str], explicit: str | None, how_to_name: str = "pass --task TASK") -> str:
+    """The task a command acts on: ``--task`` (or the task argument) if given, else this worktree's context;
+    outside a task's worktree, ``how_to_name`` says what to pass."""
     if explicit:
         return explicit
     ctx = read(git_dir)
     if ctx is None:
-        raise UsageError("not inside a worker's worktree (no .worker-ctx.json); pass --task TASK")
+        raise UsageError(f"not inside a worker's worktree (no .worker-ctx.json); {how_to_name}")
     return ctx.task_id

@@ -58,3 +58,37 @@ def _git_dir_of(dot_git: str) -> str | None:
     if not line.startswith("gitdir: "):
         return None
     return os.path.normpath(os.path.join(os.path.dirname(dot_git), line[len("gitdir: "):]))
+
+
+def head(git_dir: str, common_dir: str) -> str | None:
+    """The commit HEAD names, read from git's files without a git process (as the hook shim reads it): a detached
+    HEAD, a loose ref or a packed one; None whenever the files do not say (reftable, a symbolic ref chain, an
+    unborn branch): the caller then knows nothing, never something wrong."""
+    try:
+        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as fh:
+            head = fh.readline().strip()
+    except OSError:
+        return None
+    if not head.startswith("ref: "):
+        return head if _is_sha(head) else None
+    ref = head[5:]
+    for where in (common_dir, git_dir):
+        try:
+            with open(os.path.join(where, ref), encoding="utf-8") as fh:
+                sha = fh.readline().strip()
+            return sha if _is_sha(sha) else None
+        except OSError:
+            continue
+    try:
+        with open(os.path.join(common_dir, "packed-refs"), encoding="utf-8") as fh:
+            for line in fh:
+                sha, _, name = line.rstrip("\n").partition(" ")
+                if name == ref:
+                    return sha if _is_sha(sha) else None
+    except OSError:
+        pass
+    return None
+
+
+def _is_sha(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)

@@ -1,5 +1,6 @@
 """The agent's commands (start, done, status --json, show --json, heartbeat) import neither typing nor click (issue
-27: under load a command's wall time is its CPU time over its share of the cores)."""
+27: under load a command's wall time is its CPU time over its share of the cores); an agent's reads (`git nerve
+thread`, `git nerve knowledge query`, issue 37) not even dataclasses or yaml."""
 
 from __future__ import annotations
 
@@ -30,3 +31,24 @@ def test_agent_commands_import_no_typing_or_click(tmp_path, argv, where):
     loaded = set(next(ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES ")).split()[1:])
     assert "git_nerve.worker.lifecycle" in loaded or argv == ["heartbeat"]
     assert not {"typing", "click"} & loaded
+
+
+@pytest.mark.parametrize("argv", [["thread"], ["thread", "--json"], ["knowledge", "query", "greeting"]])
+def test_an_agents_reads_import_no_typing_click_yaml_or_dataclasses(tmp_path, argv):
+    """A new task's thread (its briefing and where-to-look line: a knowledge index exists) and a query: the imports
+    were most of their time (issue 37: `git nerve thread` was 10.7x `python -c pass`, the same for 1 or 200 rounds)."""
+    work = build.simple(tmp_path).work
+    subprocess.run(["git", "config", "nerve.knowledge", "true"], cwd=work, check=True)
+    subprocess.run(["git", "worker", "spawn", "t1", "--no-fetch", "-d", "say hello"], cwd=work, check=True,
+                   capture_output=True)
+    wt = work.parent / f"{work.name}.worktrees" / "t1"
+    subprocess.run(["git", "nerve", "knowledge", "sync"], cwd=wt, check=True, capture_output=True)
+    code = ("import sys, atexit\n"
+            "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
+            f"sys.argv = ['git-nerve', *{argv!r}]\n"
+            "from git_nerve.cli.entry import nerve_main\nnerve_main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=wt, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(next(ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES ")).split()[1:])
+    assert "git_nerve.knowledge.query" in loaded  # the thread's hints ran a search too
+    assert not {"typing", "click", "yaml", "dataclasses", "git_nerve.cli.common"} & loaded

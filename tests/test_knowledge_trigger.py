@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import threading
+from pathlib import Path
 
 from fixtures.repos import knowledge as kfix
 from fixtures.repos.build import commit_file, write
@@ -130,3 +131,66 @@ def test_post_commit_hook_refreshes_the_index(tmp_path, gn):
     git(work, "commit", "-qm", "rename")
     assert wait_for(lambda: finds(work, "okapi stripes", "src/zoo/giraffe.py") and idle(paths))
     assert not finds(work, "okapi stripes", "src/zoo/okapi.py")
+
+
+def test_fresh_by_default_with_the_settings_init_writes(tmp_path, sh):
+    """No knowledge.yaml (issue 37): spawn makes the new worktree's view, so an agent's first query there answers; a
+    function committed in the worktree is found by a query there within 2 s; a query whose view missed a commit
+    says so (`--json` warnings, a line on stderr)."""
+    work = kfix.project(tmp_path, knowledge_yaml=None).work
+    git(work, "config", "nerve.knowledge", "true")  # the default (the test suite's global config turns it off)
+    assert sh(["git", "nerve", "init"], work).code == 0
+    res = sh(["git", "worker", "spawn", "t1", "--no-fetch", "--json"], work)
+    assert res.code == 0, res
+    wt = Path(json.loads(res.out)["worktree"])
+    first = sh(["git", "nerve", "knowledge", "query", "invoice total", "--json"], wt)  # waits for the view spawn started
+    assert first.code == 0, first
+    assert any(r["path"] == "src/billing/invoice.py" for r in json.loads(first.out)["results"])
+
+    write(wt, "src/zoo/quokka.py", "def quokka_smile_width():\n    return 7\n")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-qm", "quokka")
+    wt_paths = discover(wt)
+    wait_until(lambda: finds(wt, "quokka smile", "src/zoo/quokka.py"), 2.0, what="the committed function in the index")
+    wait_until(lambda: idle(wt_paths), 30, what="the background sync's end")
+
+    git(wt, "-c", "core.hooksPath=/nonexistent", "commit", "-qm", "no hook ran", "--allow-empty")  # the index missed it
+    res = sh(["git", "nerve", "knowledge", "query", "quokka smile", "--json"], wt)
+    assert res.code == 0, res
+    assert any("HEAD moved since this worktree's index was last synced" in w for w in json.loads(res.out)["warnings"])
+    res = sh(["git", "nerve", "knowledge", "query", "quokka smile"], wt)
+    assert res.code == 0 and "src/zoo/quokka.py" in res.out
+    assert [ln for ln in res.err.splitlines() if ln.startswith("warning: ")] == [
+        "warning: HEAD moved since this worktree's index was last synced: results may be stale; "
+        "run `git nerve knowledge sync`"]
+    sh(["git", "nerve", "knowledge", "sync"], wt)
+    assert json.loads(sh(["git", "nerve", "knowledge", "query", "quokka smile", "--json"], wt).out)["warnings"] == []
+
+
+def test_spawn_makes_no_view_when_turned_off(tmp_path, sh):
+    """`git config nerve.knowledge false`: a spawn starts no sync, and commits start no Python for the index."""
+    work = kfix.project(tmp_path, knowledge_yaml=None).work
+    assert sh(["git", "nerve", "init"], work).code == 0
+    assert sh(["git", "worker", "spawn", "t1", "--no-fetch"], work).code == 0
+    wt = work.parent / f"{work.name}.worktrees" / "t1"
+    assert not (discover(wt).git_dir / "nerve" / trigger.PENDING_DIR).exists()
+    assert not (work / ".git" / "nerve" / "knowledge.db").exists()
+
+
+def test_a_rebase_refreshes_an_index_made_without_knowledge_yaml(tmp_path, sh):
+    """post-rewrite's refresh runs in the background where the repository has an index (its list of rewritten
+    commits reaches it on standard input)."""
+    work = kfix.project(tmp_path, knowledge_yaml=None).work
+    assert sh(["git", "nerve", "init"], work).code == 0
+    git(work, "checkout", "-qb", "feature")
+    commit_file(work, "src/zoo/ibis.py", "def ibis_beak_curve():\n    return 2\n")
+    git(work, "checkout", "-q", "main")
+    commit_file(work, "src/zoo/tapir.py", "def tapir_snout_length():\n    return 5\n")
+    git(work, "checkout", "-q", "feature")
+    assert sh(["git", "nerve", "knowledge", "sync"], work).code == 0
+    paths = discover(work)
+    assert not finds(work, "tapir snout", "src/zoo/tapir.py")
+    proc = subprocess.run(["git", "rebase", "-q", "main"], cwd=work, capture_output=True, text=True)
+    assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+    wait_until(lambda: finds(work, "tapir snout", "src/zoo/tapir.py") and idle(paths), 30,
+               what="the rebased-in function in the index")

@@ -91,3 +91,41 @@ def test_a_record_of_another_sdk_or_git_nerve_is_not_used(repo):
     path.write_text(json.dumps(data))
     answers, err, code = session(wt)
     assert code == 0 and err == "" and answers[0] == first[0]
+
+
+def test_tools_list_is_answered_from_the_sdks_recorded_list_and_corrected_when_stale(repo):
+    """An agent CLI's first tool call waited for the SDK's import (issue 37): the second start answers tools/list
+    from the SDK's own earlier answer, as initialize; a record that no longer matches is answered once, then
+    recorded anew."""
+    wt = _worktree(repo.work)
+    first, err, code = session(wt)
+    assert code == 0 and err == "", err
+    record = json.loads(record_of(repo.work).read_text())
+    assert record["tools"]["2025-06-18"] == first[1]["result"]  # what the SDK itself answered
+
+    record["tools"]["2025-06-18"]["tools"][0]["description"] = "an older description"
+    record_of(repo.work).write_text(json.dumps(record))
+    answers, err, code = session(wt)
+    assert code == 0 and [a["id"] for a in answers] == [1, 2, 3]
+    assert answers[1]["result"]["tools"][0]["description"] == "an older description"  # the front answered it
+    assert err == "git-nerve mcp: the recorded tools/list answer was out of date; recorded anew\n"
+    assert json.loads(record_of(repo.work).read_text())["tools"]["2025-06-18"] == first[1]["result"]
+    again, err, code = session(wt)
+    assert code == 0 and err == "" and again[1] == first[1]
+
+
+def test_a_tools_list_page_after_the_first_is_the_sdks(repo):
+    wt = _worktree(repo.work)
+    first, _, _ = session(wt)
+    record = json.loads(record_of(repo.work).read_text())
+    record["tools"]["2025-06-18"]["tools"][0]["description"] = "an older description"
+    record_of(repo.work).write_text(json.dumps(record))
+    proc = subprocess.Popen([str(BIN / "git-nerve"), "mcp"], cwd=wt, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    lines = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "not-a-cursor"}}]
+    out, err = proc.communicate(b"".join((json.dumps(m) + "\n").encode() for m in lines), timeout=60)
+    answers = [json.loads(ln) for ln in out.splitlines()]
+    assert [a["id"] for a in answers] == [1, 2] and proc.returncode == 0, err
+    assert answers[1]["result"]["tools"][0]["description"] != "an older description"  # the SDK answered it
+    assert json.loads(record_of(repo.work).read_text()) == record  # and no page after the first is recorded

@@ -28,16 +28,20 @@ def test_a_thread_held_elsewhere_shows_the_holders_rounds_within_the_budget(tmp_
     proc = ss.run(["nerve", "thread", "t"], two)  # not synced yet: nothing known of t here
     assert proc.returncode != 0 and "unknown thread 't'" in proc.stderr
     ss.ok(["nerve", "sync"], two)
-    for args in ((), ("--budget", "700"), ("--before", "5", "--budget", "400"), ("--before", "2")):
+    # the default page opens with the task's briefing (its holder's, from what its spawn published), paid first
+    briefing = ss.ok(["nerve", "thread", "t"], two).stdout.split("\n\n[#1 ")[0]
+    assert briefing.startswith("[task t] ASSIGNED\n") and briefing.endswith("---\nmake the parser strict")
+    budget = str(700 + len(briefing))
+    for args in ((), ("--budget", budget), ("--before", "5", "--budget", "400"), ("--before", "2")):
         mine, theirs = _thread(one, *args), _thread(two, *args)
         assert theirs == mine, args
-    small = _thread(two, "--budget", "700")
+    small = _thread(two, "--budget", budget)
     assert [r[0] for r in _rounds(small)] == [1, 7, 8] and small["omitted"] == [
         {"from": 2, "to": 6, "count": 5, "before": 7}]
-    assert small["rounds"][2]["metadata"] == {"n": 8}
-    assert ss.ok(["nerve", "thread", "t", "--budget", "700"], two).stdout == \
-        ss.ok(["nerve", "thread", "t", "--budget", "700"], one).stdout
-    assert "... 5 messages omitted (use --before 7 to load) ..." in ss.ok(["nerve", "thread", "t", "--budget", "700"],
+    assert small["rounds"][2]["metadata"] == {"n": 8} and small["task"]["description"] == "make the parser strict"
+    assert ss.ok(["nerve", "thread", "t", "--budget", budget], two).stdout == \
+        ss.ok(["nerve", "thread", "t", "--budget", budget], one).stdout
+    assert "... 5 messages omitted (use --before 7 to load) ..." in ss.ok(["nerve", "thread", "t", "--budget", budget],
                                                                           two).stdout
 
 

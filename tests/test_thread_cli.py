@@ -25,6 +25,13 @@ def worktree(repo, gw) -> Path:
     return Path(json.loads(res.out)["worktree"])
 
 
+def rounds_of(out: str) -> str:
+    """A default page without the briefing it opens with (the task of these tests has no description: one
+    paragraph), asserted on by the tests of the briefing below."""
+    assert out.startswith("[task t1] "), out
+    return out.split("\n\n", 1)[1] if "\n\n" in out else ""
+
+
 def post(gn, cwd: Path, args: str, **kw):
     res = gn(f"post {args}", cwd, **kw)
     assert res.code == 0, res
@@ -46,7 +53,7 @@ def test_post_and_read_back_inside_the_worktree(worktree, gn):
     assert res.code == 0, res
     rounds = HEADER.findall(res.out)
     assert rounds == [("1", "analyzer"), ("2", "tester")]
-    body = re.sub(HEADER, "H", res.out)
+    body = re.sub(HEADER, "H", rounds_of(res.out))
     assert body == (
         "H\n---\nexit_code: 0\nfiles_changed: 3\n---\nAnalysis complete.\n\n"
         "H\n---\npassed: true\nratio: 0.5\nnote: 'fix #12'\n---\nAll good.\n"
@@ -100,12 +107,18 @@ def test_post_with_nested_json_metadata_and_json_output(worktree, gn):
     assert "---\nchecks:\n  lint:\n  - 1\n  - 2\nok: true\n---\ndone" in gn("thread", worktree).out
 
 
+def briefing_size(gn, worktree: Path) -> int:
+    """What the default page's briefing costs of the budget (its worktree's path is part of it)."""
+    return len(gn("thread", worktree).out.rstrip("\n"))
+
+
 def test_following_every_hint_through_the_cli_reads_each_round_once(worktree, gn):
+    brief = briefing_size(gn, worktree)
     for i in range(1, 13):
         post(gn, worktree, f"--role r{i} {'x' * 95}{i:05d}")
-    out = gn("thread --budget 300", worktree).out
+    out = gn(f"thread --budget {brief + 300}", worktree).out
     first = [int(n) for n, _ in HEADER.findall(out)]
-    assert first == [1, 11, 12]  # 100 characters each: round 1 + rounds 12 and 11 reach 300
+    assert first == [1, 11, 12]  # 100 characters each: the briefing, round 1 + rounds 12 and 11 reach the budget
     hints = HINT.findall(out)
     assert hints == [("9", "11")]
     seen = first[1:]
@@ -122,9 +135,10 @@ def test_following_every_hint_through_the_cli_reads_each_round_once(worktree, gn
 
 
 def test_json_view_carries_the_omitted_ranges(worktree, gn):
+    brief = briefing_size(gn, worktree)
     for i in range(6):
         post(gn, worktree, f"--role coder {'y' * 50}")
-    data = json.loads(gn("thread --budget 120 --json", worktree).out)
+    data = json.loads(gn(f"thread --budget {brief + 120} --json", worktree).out)
     assert data["thread"] == "t1"
     assert [r["round"] for r in data["rounds"]] == [1, 5, 6]
     assert data["omitted"] == [{"from": 2, "to": 4, "count": 3, "before": 5}]
@@ -134,9 +148,10 @@ def test_json_view_carries_the_omitted_ranges(worktree, gn):
 
 
 def test_empty_thread_and_before_one(worktree, gn):
-    res = gn("thread", worktree)
-    assert res.code == 0 and res.out == "" and "no rounds" in res.err
-    assert json.loads(gn("thread --json", worktree).out) == {"thread": "t1", "rounds": [], "omitted": []}
+    res = gn("thread", worktree)  # a new task's thread is its briefing (tests below), not "no rounds yet"
+    assert res.code == 0 and res.out.startswith("[task t1] ASSIGNED\n") and res.err == ""
+    data = json.loads(gn("thread --json", worktree).out)
+    assert data["rounds"] == [] and data["omitted"] == [] and data["task"]["id"] == "t1"
     post(gn, worktree, "--role a x")
     res = gn("thread --before 1", worktree)
     assert res.code == 0 and res.out == ""
@@ -207,6 +222,93 @@ def test_real_processes_pipe_content_and_read_the_thread(worktree, sh):
     assert res.code == 0 and res.out == "1\n", res
     res = sh(["git", "nerve", "thread"], worktree)
     assert res.code == 0, res
-    assert re.sub(HEADER, "H", res.out) == "H\n---\nstep: 1\n---\nfrom a pipe\n"
+    assert re.sub(HEADER, "H", rounds_of(res.out)) == "H\n---\nstep: 1\n---\nfrom a pipe\n"
     res = sh(shlex.split("git nerve thread --before x"), worktree)
     assert res.code == 2 and res.err.strip().startswith("error: --before") and len(res.err.strip().splitlines()) == 1
+
+
+# -- the thread is the agent's whole briefing (issue 37) -------------------------------------------------------
+
+
+@pytest.fixture
+def briefed(repo, gw) -> Path:
+    """Task `login`, spawned with a description (two paragraphs) from main; its worktree."""
+    res = gw(["spawn", "login", "--no-fetch", "--json", "-d", "Fix the login redirect.\n\nKeep the old URL working."],
+             repo.work)
+    assert res.code == 0, res
+    return Path(json.loads(res.out)["worktree"])
+
+
+def test_a_new_tasks_thread_opens_with_what_spawn_was_given(briefed, sh):
+    """The first thing an agent reads in its worktree: its task, not "no rounds yet" (the real, click-free path)."""
+    res = sh(["git", "nerve", "thread"], briefed)
+    assert res.code == 0 and res.err == "", res
+    assert res.out == (
+        "[task login] ASSIGNED\n"
+        "branch: feat/login (from main; merges into main)\n"
+        f"worktree: {briefed}\n"
+        "---\n"
+        "Fix the login redirect.\n\nKeep the old URL working.\n"
+    )
+    data = json.loads(sh(["git", "nerve", "thread", "--json"], briefed).out)
+    assert data["task"] == {"id": "login", "state": "ASSIGNED", "description": "Fix the login redirect.\n\nKeep the old URL working.",
+                            "branch": "feat/login", "base": "refs/heads/main", "integration": "main", "worktree": str(briefed),
+                            "adopted": False}
+    assert data["rounds"] == [] and data["omitted"] == []
+
+
+def test_the_briefing_comes_before_the_rounds_and_rounds_give_way_to_it(briefed, gn):
+    for i in range(1, 6):
+        post(gn, briefed, f"--role r{i} {'x' * 95}{i:05d}")
+    out = gn("thread --budget 300", briefed).out
+    assert out.startswith("[task login] ASSIGNED\n") and out.index("Keep the old URL working.") < out.index("[#1 r1]")
+    # the briefing (~140 characters) is paid first: round 1 and the newest round are all that fit after it
+    assert [int(n) for n, _ in HEADER.findall(out)] == [1, 5]
+    assert HINT.findall(out) == [("3", "5")]
+    page = gn("thread --budget 300 --before 5", briefed).out  # paging back: rounds only
+    assert "[task login]" not in page and [int(n) for n, _ in HEADER.findall(page)] == [2, 3, 4]
+
+
+def test_a_description_longer_than_the_budget_is_cut_last_and_says_so(repo, gw, gn):
+    long = "Rewrite the session store. " * 40  # 1080 characters
+    res = gw(["spawn", "big", "--no-fetch", "--json", "-d", long], repo.work)
+    worktree = Path(json.loads(res.out)["worktree"])
+    post_ = gn("post --role coder 'on it'", worktree)
+    assert post_.code == 0
+    res = gn("thread --budget 400", worktree)
+    assert res.code == 0, res
+    briefing, _, rest = res.out.partition("\n\n[#1 coder]")
+    assert rest, res.out  # round 1 (the newest too) is still shown
+    assert len(briefing.split("\n... description cut at")[0]) == 400
+    assert re.search(r"\.\.\. description cut at \d+ of 1080 characters \(git worker show big prints it whole\) \.\.\.$",
+                     briefing)
+    data = json.loads(gn("thread --budget 400 --json", worktree).out)
+    assert data["task"]["description_cut"]["of"] == 1080 and long.startswith(data["task"]["description"])
+    assert json.loads(gn("thread --json", worktree).out)["task"]["description"] == long  # the default budget: whole
+
+
+def test_the_mcp_thread_tool_gives_the_same_briefing(briefed, gn):
+    from git_nerve.mcptools import tools
+
+    text = tools.thread(tools.bind(briefed))
+    assert text == gn("thread", briefed).out.rstrip("\n")
+    assert text.startswith("[task login] ASSIGNED\n") and "no rounds" not in text
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["nope"], "unknown thread 'nope'"),
+    (["--before", "abc"], "--before must be a round id"),
+    (["--budget", "0"], "--budget must be a number of characters"),
+    (["--budget=-5"], "--budget must be a number of characters"),
+])
+def test_the_click_free_path_reports_bad_input_as_click_does(briefed, sh, args, expected):
+    res = sh(["git", "nerve", "thread", *args], briefed)
+    assert res.code == 2 and res.out == "", res
+    assert res.err.strip().splitlines() == [f"error: {res.err.strip()[7:]}"] and expected in res.err
+
+
+def test_the_click_free_path_works_from_a_subdirectory_by_id_and_outside_a_worktree(repo, briefed, sh):
+    assert sh(["git", "nerve", "thread"], briefed / "src").out.startswith("[task login] ")
+    assert sh(["git", "nerve", "thread", "login"], repo.work).out.startswith("[task login] ")
+    res = sh(["git", "nerve", "thread"], repo.work)
+    assert res.code == 2 and "pass THREAD_ID" in res.err and len(res.err.strip().splitlines()) == 1

@@ -165,3 +165,35 @@ def test_the_frontmatter_reads_back_as_the_metadata(meta):
     assert lines.count("---") == 2
     assert yaml.safe_load("".join(line + "\n" for line in lines[2:end])) == meta
     assert "\n".join(lines[end + 1:]) == "body"
+
+
+# -- the usual metadata without yaml (issue 37: importing yaml cost `git nerve thread` about a Python start) -----
+
+_TRICKY = st.sampled_from(["yes", "No", "on", "OFF", "true", "null", "Null", "~", "", "0755", "0x1f", "1_000", "1:30",
+                           "1e5", ".inf", "-.inf", ".nan", "2026-04-23", "a b", "x: y", "#c", "-a", "a-", "v1.2", "src/a.py",
+                           "_x", "=", "<<", "3f2a9c0d1e", "1234567", "0123456", "deadbeef" * 5, "é", "a\nb", "1.5"])
+_PLAIN_VALUES = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | _TRICKY
+                 | st.text(alphabet="abcxyz019_./-: #", max_size=12))
+
+
+@settings(max_examples=400, deadline=None)
+@given(meta=st.dictionaries(st.one_of(_TRICKY, st.text(alphabet="abkz_09.-", min_size=1, max_size=6)),
+                            _PLAIN_VALUES | st.lists(_PLAIN_VALUES, max_size=3), min_size=1, max_size=5))
+def test_the_frontmatter_written_without_yaml_is_byte_for_byte_yamls(meta):
+    from git_nerve.thread.format import _dumper, _plain_yaml
+
+    plain = _plain_yaml(meta)
+    if plain is not None:
+        assert plain == yaml.dump(meta, Dumper=_dumper(), sort_keys=False, allow_unicode=True, default_flow_style=False,
+                                  width=2**31 - 1).removesuffix("\n")
+
+
+def test_a_workflow_rounds_metadata_is_written_without_yaml():
+    from git_nerve.thread.format import _plain_yaml
+
+    meta = {"done": True, "files_changed": 3, "adapter": "claude", "duration_s": 12.5, "workflow": "develop",
+            "head": "3f2a9c0d1e" * 4, "commits": ["a1b2c3d4e5" * 4, "0f" * 20], "extract_retries": 1, "note": None}
+    assert _plain_yaml(meta) == (
+        "done: true\nfiles_changed: 3\nadapter: claude\nduration_s: 12.5\nworkflow: develop\n"
+        f"head: {'3f2a9c0d1e' * 4}\ncommits:\n- {'a1b2c3d4e5' * 4}\n- {'0f' * 20}\nextract_retries: 1\nnote: null")
+    assert _plain_yaml({"summary": "two words"}) is None  # yaml's

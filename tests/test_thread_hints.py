@@ -38,7 +38,7 @@ def test_thread_names_the_file_knowledge_query_ranks_first(shop_task, gn):
     for cwd, args in ((worktree, ["thread"]), (work, ["thread", "t1"])):
         res = gn(args, cwd)
         assert res.code == 0, res
-        assert res.out.startswith("[#1 coder]")
+        assert res.out.startswith("[task t1] ") and f"---\n{TASK}\n\n[#1 coder]" in res.out  # the briefing first
         named = files_named(res.out)
         assert named[0] == first["path"] and len(named) == len(set(named)) <= 3
         assert res.out.rstrip("\n").splitlines()[-1].startswith("... where to look: ")
@@ -54,7 +54,7 @@ def test_the_mcp_thread_tool_gives_the_same_hint(shop_task, gn):
 
     _, worktree = shop_task
     text = tools.thread(tools.bind(worktree))
-    assert text.startswith("thread 't1' has no rounds yet")
+    assert text.startswith("[task t1] ")  # no rounds yet: the briefing, then the hint
     cli_out = gn("thread", worktree).out
     assert LOOK.findall(text) == LOOK.findall(cli_out) and files_named(text)[0] == "src/billing/invoice.py"
 
@@ -75,4 +75,4 @@ def test_a_damaged_index_costs_the_hint_not_the_thread(shop_task, gn):
     assert gn("post --role coder hi", worktree).code == 0
     (Path(work) / ".git" / "nerve" / "knowledge.db").write_bytes(b"not a database" * 100)
     res = gn("thread", worktree)
-    assert res.code == 0 and res.out.startswith("[#1 coder]") and not LOOK.search(res.out), res
+    assert res.code == 0 and "\n\n[#1 coder]" in res.out and not LOOK.search(res.out), res

@@ -182,3 +182,21 @@ def test_a_status_after_many_spawns_walks_a_few_new_worktrees_not_all(repo):
     assert len(measured()) == 2
     assert measured() == ["t1", "t2", "t3", "t4"]
     assert "Disk:" in _worker(repo.work, "show", "t4")[1]  # one task's `show` measures it
+
+
+def test_show_without_an_id_inside_a_tasks_worktree(repo):
+    """`git worker show` infers the task as start, done and thread do (issue 37): the click-free `show --json`, click's
+    text, from a subdirectory; outside a task's worktree, one line and exit 2."""
+    assert _worker(repo.work, "spawn", "solo", "-d", "Say hello", "--no-fetch")[0] == 0
+    wt = repo.work.parent / f"{repo.work.name}.worktrees" / "solo"
+    code, out, err = _worker(wt, "show", "--json")
+    assert code == 0, err
+    assert json.loads(out)["worker"]["task_id"] == "solo"
+    assert _norm(out) == _norm(_worker(repo.work, "show", "solo", "--json")[1])
+    code, out, err = _worker(wt / "src", "show")
+    assert code == 0 and out.startswith("solo  ASSIGNED") and "Say hello" in out, (out, err)
+    for args in (("show",), ("show", "--json")):
+        code, out, err = _worker(repo.work, *args)
+        assert (code, out) == (2, ""), (args, out, err)
+        assert err.strip().splitlines() == ["error: not inside a worker's worktree (no .worker-ctx.json); "
+                                            "pass TASK_ID (a task id)"], args

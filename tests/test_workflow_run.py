@@ -180,6 +180,26 @@ def test_adapter_errors_become_rounds(task, gn, monkeypatch, tmp_path):
     }
 
 
+def test_an_agent_that_cannot_be_started_is_no_round_but_the_run_log_and_show_say_it(task, gn, gw, monkeypatch):
+    """`claude` not on PATH (issue 37): no `[#1 worker] ... spawn_failed` round for the next agent to read as
+    history; the run log of that round and `git worker show` name it, and the run ends with an error."""
+    from git_nerve.workflow import runlog
+
+    ref = use(monkeypatch, flow(create_exec(["no-such-agent-cli"])))
+    res = gn(["run", ref, "--task", "t1"], task.work)
+    assert res.code == 1 and "could not be started" in res.out and "spawn_failed" in res.out, res
+    assert thread_rounds(task) == []
+    (failed,) = task_messages(task, "agent_launch_failed")
+    assert failed.payload["role"] == "worker" and failed.payload["error"] == "spawn_failed"
+    assert "no-such-agent-cli" in failed.payload["message"] and failed.payload["round"] == 1
+    log = runlog.read(task.work / ".git", "t1")
+    assert log["round"] == 1 and "the agent could not be started" in log["text"] and "no-such-agent-cli" in log["text"]
+    assert Path(failed.payload["log"]).is_file()
+    shown = gw("show t1", task.work).out
+    assert "agent_launch_failed" in shown and "worker (no-such-agent-cli) could not be started" in shown
+    assert gn("thread t1", task.work).out.count("[#") == 0  # the agent's thread: its briefing only
+
+
 def test_a_broken_moderator_or_prompt_ends_the_run_with_a_reason(task, gn, monkeypatch):
     ref = use(monkeypatch, flow(lambda p, c: reply(True), moderator=lambda t: "nobody"))
     res = gn(["run", ref, "--task", "t1"], task.work)

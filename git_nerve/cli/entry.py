@@ -51,6 +51,8 @@ def nerve_main() -> None:
         sys.exit(0)
     if argv[:2] == ["knowledge", "query"] and _query(argv[2:]):
         sys.exit(0)
+    if argv[:1] == ["thread"] and _thread(argv[1:]):
+        sys.exit(0)
     if argv[:1] == ["help"]:
         sys.argv = [sys.argv[0], *argv[1:], "--help"]
     from .nerve import nerve
@@ -198,6 +200,44 @@ def _query(args: list[str]) -> bool:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
         except OSError:
             pass
+    return True
+
+
+def _thread(args: list[str]) -> bool:
+    """`git nerve thread` without click (an agent reads its thread first, and often): the same view, the same
+    printing (:mod:`.thread_print`); an error is reported by click's own handler (common.run_mapped, imported only
+    then), as :func:`_fast` does. False, having done nothing, for anything that is not plain."""
+    from .thread_print import print_view, thread_args
+
+    parsed = thread_args(args)
+    if parsed is None or "_GIT_NERVE_COMPLETE" in os.environ:
+        return False
+    thread_id, before, budget, as_json = parsed
+
+    def run() -> None:
+        from ..thread import service
+        from ..thread.select import DEFAULT_BUDGET
+
+        view = service.show(
+            thread_id,
+            before=None if before is None else service.parse_positive("--before", before, "a round id"),
+            budget=DEFAULT_BUDGET if budget is None else service.parse_positive("--budget", budget, "a number of characters"),
+        )
+        print_view(view, before, as_json)
+
+    _before_click(None, "git-nerve")  # the man pages, as click's path does first
+    try:
+        run()
+    except BaseException as exc:  # noqa: BLE001 - handed to the one handler every command's errors meet
+        if isinstance(exc, SystemExit):
+            raise
+        from .common import run_mapped
+
+        def again():
+            raise exc
+
+        run_mapped(again)
+        raise
     return True
 
 

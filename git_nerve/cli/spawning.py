@@ -20,6 +20,11 @@ def run_spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bo
     with _repo(bare="spawn workers") as repo:  # a bare repository is refused before the bus is created
         res = lifecycle.spawn(repo, task_id, description=description, from_ref=from_ref, fetch=not no_fetch, adopt=adopt,
                               wait=wait)
+        if res.created:  # knowledge fresh by default: the new worktree's view, in the background
+            from ..knowledge.trigger import after_spawn
+
+            warning = after_spawn(repo.config.get("nerve.knowledge"), res.worker.worktree, repo.paths.common_dir)
+            res.warnings += [warning] if warning else []
         for w in res.warnings:
             warn(w)
         if as_json:

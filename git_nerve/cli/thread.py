@@ -9,6 +9,7 @@ import click
 from ..errors import UsageError
 from ..thread.select import DEFAULT_BUDGET
 from .common import CONTEXT_SETTINGS, echo, echo_json
+from .thread_print import print_view
 
 
 @click.command("thread", context_settings=CONTEXT_SETTINGS)
@@ -23,8 +24,10 @@ def thread(thread_id: str | None, before: str | None, budget: str, as_json: bool
     """Show a task's thread within a budget.
 
     THREAD_ID is a task id; inside a worker's worktree it defaults to that
-    worktree's task. Without --before: round 1, then the newest rounds going
-    back until the budget is reached; a line `... K messages omitted (use
+    worktree's task. Without --before: the task's briefing (what `git worker
+    spawn` was given: its description, branch, base and worktree; always
+    shown, its description cut only when it alone exceeds the budget), round 1,
+    then the newest rounds going back until the budget is reached; a line `... K messages omitted (use
     --before M to load) ...` marks what was left out. With --before N: the
     rounds before N going back, ending with a hint when older rounds remain.
 
@@ -39,15 +42,7 @@ def thread(thread_id: str | None, before: str | None, budget: str, as_json: bool
         before=None if before is None else service.parse_positive("--before", before, "a round id"),
         budget=service.parse_positive("--budget", budget, "a number of characters"),
     )
-    if as_json:
-        echo_json(view.as_dict())
-    elif view.rounds or view.omitted:
-        echo(view.render())
-    else:
-        where = f"before round {before}" if before is not None else "yet"
-        echo(f"thread {view.thread!r} has no rounds {where}", err=True)
-        if view.hints:
-            echo(view.render())
+    print_view(view, before, as_json)
 
 
 @click.command("post", context_settings=CONTEXT_SETTINGS)

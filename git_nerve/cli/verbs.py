@@ -40,10 +40,14 @@ def state_line(outcome, verb_done: str, task_id: str, comment: str | None = None
              + " follow at its next sync")
 
 
-def task_of(repo, explicit: str | None) -> str:
+def task_of(repo, explicit: str | None, how_to_name: str = "pass --task TASK") -> str:
     from ..context import resolve_task
 
-    return resolve_task(repo.paths.git_dir, explicit)
+    return resolve_task(repo.paths.git_dir, explicit, how_to_name)
+
+
+#: what `git worker show` outside a task's worktree asks for
+SHOW_WHICH = "pass TASK_ID (a task id)"
 
 
 def run_start(task: str | None, as_json: bool) -> None:
@@ -115,9 +119,9 @@ def show_json(repo, task_id: str) -> dict:
             "inbox": [masking.value(e.as_dict()) for e in told]}
 
 
-def run_show_json(task_id: str) -> None:
+def run_show_json(task_id: str | None) -> None:
     with _repo(create=False) as repo:
-        echo_json(show_json(repo, task_id))
+        echo_json(show_json(repo, task_of(repo, task_id, SHOW_WHICH)))
 
 
 def run_status_json(stale: bool) -> None:
@@ -232,8 +236,6 @@ def plain_args(command: str, args: list[str], *, served: bool = False) -> dict |
         return {"refresh": False, "as_json": True, "recompute": not served} if kw["as_json"] else None
     if command in ("status", "show") and not kw.pop("as_json"):
         return None  # the table or text: click's path (its colours, --watch)
-    if kw.get("task_id", "") is None:
-        return None  # show without a task id: click's usage error
     return kw
 
 

@@ -121,14 +121,16 @@ def status(states: tuple[str, ...], stale: bool, watch: bool, interval: float, a
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("task_id")
+@click.argument("task_id", required=False, metavar="[TASK_ID]")
 @json_option
-def show(task_id: str, as_json: bool) -> None:
-    """A task's state, its whole message history and what was told about it (`git nerve tell`)."""
+def show(task_id: str | None, as_json: bool) -> None:
+    """A task's state, its whole message history (failed agent launches included) and what was told about it
+    (`git nerve tell`). TASK_ID defaults to the task of the worktree you are in."""
+    from .verbs import SHOW_WHICH, task_of
     from .worker_view import show_task
 
     with _repo(create=False) as repo:
-        show_task(repo, task_id, as_json)
+        show_task(repo, task_of(repo, task_id, SHOW_WHICH), as_json)
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)

@@ -104,6 +104,9 @@ def _summary(kind: str, p: dict) -> str:
             base = base[len(prefix):] if base.startswith(prefix) else base
         at = f" at {_short(p.get('base_sha'))}" if p.get("base_sha") else ""
         return clean_line(f"branch {p.get('branch')} from {base}{at}, worktree {p.get('worktree')}")
+    if kind == "agent_launch_failed":
+        log = f"; log {p.get('log')}" if p.get("log") else ""
+        return clean_line(f"{p.get('role')} ({p.get('adapter')}) could not be started: {p.get('message')}{log}")
     parts = [f"{k}={_short(v)}" for k, v in p.items() if v not in (None, "", [], {}) and k != "description"]
     text = clean_line(" ".join(parts))  # one line: a newline in a comment must not forge another entry
     return text if len(text) <= 120 else text[:117] + "..."

@@ -186,6 +186,11 @@ def spawn(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
     ids.validate_description(description)
     with _open(paths) as repo:
         res = lifecycle.spawn(repo, name, description=description, fetch=not _flag(body, "no_fetch"))
+        if res.created:  # knowledge fresh by default, as `git worker spawn` does
+            from ..knowledge.trigger import after_spawn
+
+            warning = after_spawn(repo.config.get("nerve.knowledge"), res.worker.worktree, repo.paths.common_dir)
+            res.warnings += [warning] if warning else []
         return {"created": res.created, "worker": row(res.worker, None), "warnings": res.warnings}
 
 

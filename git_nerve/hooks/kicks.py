@@ -8,12 +8,16 @@ from ..bus import workers
 from .common import Where, guarded, load_site_packages, open_bus, site_loaded
 
 KNOWLEDGE_FILE = "knowledge.yaml"
+INDEX_FILE = "knowledge.db"  # (knowledge/trigger.INDEX_FILE; imported from there only when a sync is scheduled)
 #: the live states the radar compares (git_nerve.radar.scan.LIVE; that module imports pygit2)
 RADAR_STATES = ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")
 
 
 def knowledge_here(where: Where) -> bool:
-    return where.toplevel is not None and (where.toplevel / KNOWLEDGE_FILE).is_file()
+    """Whether this commit refreshes the knowledge index (knowledge/trigger.enabled: a knowledge.yaml here, or the
+    repository has an index; the default once a spawn made a task's view)."""
+    return where.toplevel is not None and (
+        (where.toplevel / KNOWLEDGE_FILE).is_file() or (where.common_dir / "nerve" / INDEX_FILE).is_file())
 
 
 def _import_trigger():

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from . import kicks
 from ..git import here
 from .common import Where, guarded, operation_in_progress, worker_context
@@ -17,7 +15,7 @@ def post_commit(where: Where) -> int:
     """
     hook = "post-commit"
     ctx = worker_context(where, hook)
-    knowledge = kicks.knowledge_here(where) and not os.environ.get("NERVE_HOOK_BACKGROUND")
+    knowledge = kicks.knowledge_here(where)
     if ctx is None and not knowledge:
         return 0
     if ctx is not None and operation_in_progress(where.git_dir) != "rebase":

@@ -32,17 +32,8 @@ MAX_CHARS = 8000
 #: Pieces of code with fewer non-blank lines than this join the next chunk.
 MIN_CODE_LINES = 3
 
-MARKDOWN_EXT = frozenset({".md", ".markdown", ".mdx", ".mkd", ".mdown"})
-HASH_COMMENT_EXT = frozenset({".py", ".pyi", ".pyw", ".rb", ".sh", ".bash", ".zsh", ".pl", ".pm", ".r", ".jl", ".ex", ".exs", ".nim", ".cr", ".tcl"})
-CODE_EXT = HASH_COMMENT_EXT | frozenset(
-    {
-        ".js", ".jsx", ".mjs", ".cjs", ".ts", ".tsx", ".mts", ".cts", ".vue", ".svelte", ".go", ".rs", ".java",
-        ".kt", ".kts", ".scala", ".groovy", ".gradle", ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx",
-        ".m", ".mm", ".cs", ".fs", ".swift", ".dart", ".php", ".lua", ".erl", ".hs", ".ml", ".mli", ".clj",
-        ".cljs", ".zig", ".v", ".sol", ".sql", ".proto", ".thrift", ".graphql", ".tf", ".hcl", ".nix", ".ps1",
-        ".css", ".scss", ".less",
-    }
-)
+from .kinds import CODE_EXT, HASH_COMMENT_EXT, MARKDOWN_EXT, kind_of  # noqa: F401  (re-exported)
+
 TRIPLE_QUOTE_EXT = frozenset({".py", ".pyi", ".pyw"})
 
 
@@ -54,17 +45,6 @@ class Chunk:
     text: str
     symbol: str = ""  #: the definition's own name (code parsed by tree-sitter)
     doc: str = ""  #: its docstring or the comment above it
-
-
-def kind_of(path: str) -> str:
-    """'markdown', 'code' or 'text', from the file name."""
-    dot = path.rfind(".")
-    ext = path[dot:].lower() if dot > path.rfind("/") else ""
-    if ext in MARKDOWN_EXT:
-        return "markdown"
-    if ext in CODE_EXT:
-        return "code"
-    return "text"
 
 
 def split_lines(text: str) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .chunking import kind_of
+from .kinds import kind_of
 
 #: factor by kind of file, for implementation questions and for usage questions
 PRIOR = {

@@ -14,9 +14,9 @@ way, else by reciprocal rank fusion of the per-index lists.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections import namedtuple
 from pathlib import Path
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # a query is an agent's hot path: typing's names for readers only
 
 from .. import nerve_toml
 from ..errors import NerveError, UsageError
@@ -44,18 +44,11 @@ DESCRIPTIONS = {
 }
 
 
-@dataclass
-class Hit:
-    repo: str  #: the worktree's top directory
-    path: str
-    start_line: int
-    end_line: int
-    score: float
-    title: str
-    snippet: str
-    text: str
-    hash: str
-    common_dir: str
+class Hit(namedtuple("Hit", "repo path start_line end_line score title snippet text hash common_dir")):
+    """One chunk found: ``repo`` is the worktree's top directory. (Named tuples, no dataclasses: a query is an
+    agent's hot path, and `git nerve thread`'s hints run one.)"""
+
+    __slots__ = ()
 
     def as_dict(self) -> dict:
         return {
@@ -64,13 +57,21 @@ class Hit:
         }
 
 
-@dataclass
 class QueryResult:
-    query: str
-    ranking: str
-    hits: list[Hit] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    repos: list[str] = field(default_factory=list)
+    """A query's answer: its hits, the ranking used, warnings (why it may be stale or partial), the repositories."""
+
+    __slots__ = ("query", "ranking", "hits", "warnings", "repos")
+
+    def __init__(self, query: str, ranking: str, hits: list[Hit] | None = None, warnings: list[str] | None = None,
+                 repos: list[str] | None = None):
+        self.query, self.ranking = query, ranking
+        self.hits, self.warnings, self.repos = list(hits or []), list(warnings or []), list(repos or [])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, QueryResult) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self) -> str:
+        return f"QueryResult({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
 
     @property
     def ranking_description(self) -> str:
@@ -119,10 +120,11 @@ def _check(text: str, limit: int) -> str:
     return match
 
 
-def search(paths: RepoPaths, text: str, limit: int = 10, *, mode: str = "auto") -> QueryResult:
-    """Search one worktree's index. ``mode``: one of :data:`MODES`."""
+def search(paths: RepoPaths, text: str, limit: int = 10, *, mode: str = "auto", wait: bool = True) -> QueryResult:
+    """Search one worktree's index. ``mode``: one of :data:`MODES`. ``wait``: a view being made (a new task's)
+    is waited for (:data:`FIRST_VIEW_WAIT`) rather than refused."""
     match = _check(text, limit)
-    hits, ranking, warnings = _search_index(paths, text, match, limit, embedder(), mode)
+    hits, ranking, warnings = _search_index(paths, text, match, limit, embedder(), mode, wait)
     return QueryResult(text, ranking, hits, warnings, [str(paths.toplevel)])
 
 
@@ -165,12 +167,12 @@ def search_everywhere(text: str, limit: int = 10) -> QueryResult:
         fused = rrf([[id(h) for h in hits] for hits in unique])
         merged = []
         for key, score in fused:
-            by_key[key].score = score
-            merged.append(by_key[key])
+            merged.append(by_key[key]._replace(score=score))
     return QueryResult(text, ranking, merged[:limit], warnings, [e.toplevel for e in entries])
 
 
-def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder, mode: str = "auto") -> tuple[list[Hit], str, list[str]]:
+def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Embedder, mode: str = "auto",
+                  wait: bool = False) -> tuple[list[Hit], str, list[str]]:
     toplevel = paths.require_worktree()
     ipath = index_path(paths.common_dir)
     if not ipath.is_file():
@@ -181,8 +183,9 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
     with open_index(paths, create=False) as index:
         if index.rebuilt:
             warnings.append("the index was built by another version of git-nerve and was cleared; run `git nerve knowledge sync`")
-        elif "synced" not in index.meta():
+        elif "synced" not in index.meta() and not (wait and _first_view(paths, index)):
             raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
+        warnings += freshness(paths, index.meta())
         found = index.search(match, max(limit, CANDIDATES))
         usage = prior.usage_question(text)
         scores = {cid: -bm25 * prior.factor(path, usage) for cid, bm25, path in found}
@@ -228,12 +231,62 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
     return hits, ranking, warnings
 
 
+#: seconds a query waits for the first sync of its worktree's view when one is queued or running (spawn starts it)
+FIRST_VIEW_WAIT = 10.0
+
+
+def _syncing(paths: RepoPaths) -> tuple[int, bool]:
+    """(lists of changed files queued, a sync running) for this worktree's view (the background trigger's)."""
+    from .. import locks
+    from . import trigger
+
+    return len(trigger.queued(paths.git_dir)), locks.is_held(trigger.lock_path(paths.git_dir))
+
+
+def _first_view(paths: RepoPaths, index) -> bool:
+    """A worktree whose view is being made (a new task's: spawn started its sync): wait for it, up to
+    :data:`FIRST_VIEW_WAIT` seconds; True once it is there."""
+    import time
+
+    deadline = time.monotonic() + FIRST_VIEW_WAIT
+    while any(_syncing(paths)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+        if "synced" in index.meta():
+            return True
+    return "synced" in index.meta()
+
+
+def freshness(paths: RepoPaths, meta: dict[str, str]) -> list[str]:
+    """Why this worktree's answer may be stale (issue 37): commits since its last sync, a refresh queued or running.
+    Read from files only (HEAD from git's own files; the trigger's queue and lock): a query starts no git."""
+    from ..dotgit import head as head_from_files
+
+    queued, running = _syncing(paths)
+    head = head_from_files(str(paths.git_dir), str(paths.common_dir))
+    moved = head is not None and meta.get("head") not in (None, "", head)
+    if not (moved or queued or running):
+        return []
+    if queued or running:
+        return ["this worktree's index is being refreshed (a background sync " + ("runs" if running else "is queued")
+                + "): results may not reflect the latest " + ("commit" if moved else "changes") + " yet"]
+    return ["HEAD moved since this worktree's index was last synced: results may be stale; "
+            "run `git nerve knowledge sync`"]
+
+
 def _embeddings(common_dir, toplevel: Path) -> tuple[EmbeddingsConfig | None, str | None]:
-    """nerve.toml's ``[knowledge.embeddings]`` once trusted (else None and the line saying so); without a
-    nerve.toml, None without loading the reader (start-up)."""
+    """nerve.toml's ``[knowledge.embeddings]`` once trusted (else None and the line saying so); without one, None
+    without loading the TOML reader or the config module (start-up): a file that does not even spell ``knowledge``
+    has no such table (the nerve.toml `init` writes)."""
     main = nerve_toml.main_checkout(toplevel)
     if not any(nerve_toml.path_in(top).is_file() for top in (toplevel, main) if top is not None):
         return None, None
+    try:
+        if b"knowledge" not in nerve_toml.locate(toplevel).read_bytes():
+            return None, None
+    except OSError:
+        pass  # the reader says what is wrong
     from . import config
 
     return config.trusted_embeddings(common_dir, toplevel)

@@ -13,9 +13,12 @@ import sys
 from array import array
 from collections.abc import Hashable, Iterable, Sequence
 from itertools import islice
-from typing import TypeVar
 
-K = TypeVar("K", bound=Hashable)
+TYPE_CHECKING = False  # a query (an agent's hot path) imports this module: typing's names for readers only
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    K = TypeVar("K", bound=Hashable)
 
 #: The usual constant of reciprocal rank fusion (Cormack et al. 2009): dampens the weight of the very top ranks.
 RRF_K = 60

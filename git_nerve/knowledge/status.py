@@ -79,7 +79,7 @@ def status(paths: RepoPaths) -> dict:
     except (OSError, ValueError):
         last = None
     out["background"] = {
-        "trigger": cfg.exists,
+        "trigger": trigger.enabled(toplevel, paths.common_dir),
         "running_pid": _running(paths.git_dir),
         "queued_files": len(trigger.read_pending(trigger.queued(paths.git_dir))),
         "last": last,

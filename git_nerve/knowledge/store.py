@@ -29,14 +29,14 @@ import contextlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from collections import namedtuple
 
 from ..errors import DatabaseError
 from ..paths import create_file, ensure_local_filesystem, make_dirs
 from .terms import index_text
 
+TYPE_CHECKING = False  # a query (an agent's hot path) imports this module: typing's names for readers only
 if TYPE_CHECKING:
     from .chunking import Chunk
 
@@ -82,12 +82,9 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class Prepared(NamedTuple):
-    """A file's chunks as the store writes them (:func:`prepare`; pure, so a process pool can make them)."""
-
-    fts_path: str
-    #: (start_line, end_line, title, text, hash, FTS title, FTS symbol, FTS doc, FTS body) per chunk
-    chunks: list[tuple]
+#: A file's chunks as the store writes them (:func:`prepare`; pure, so a process pool can make them): ``fts_path``,
+#: and ``chunks``: (start_line, end_line, title, text, hash, FTS title, FTS symbol, FTS doc, FTS body) per chunk
+Prepared = namedtuple("Prepared", "fts_path chunks")
 
 
 def prepare(path: str, chunks: Sequence[Chunk]) -> Prepared:
@@ -98,30 +95,10 @@ def prepare(path: str, chunks: Sequence[Chunk]) -> Prepared:
     ])
 
 
-@dataclass(frozen=True)
-class FileRow:
-    hash: str
-    size: int
-    mtime_ns: int
-    chunks: int
-
-
-@dataclass(frozen=True)
-class SkipRow:
-    reason: str
-    size: int
-    mtime_ns: int
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    id: int
-    path: str
-    start_line: int
-    end_line: int
-    title: str
-    text: str
-    hash: str
+# named tuples, no dataclasses: a query (an agent's hot path) imports this module
+FileRow = namedtuple("FileRow", "hash size mtime_ns chunks")
+SkipRow = namedtuple("SkipRow", "reason size mtime_ns")
+ChunkRow = namedtuple("ChunkRow", "id path start_line end_line title text hash")
 
 
 def _connect(path: Path) -> sqlite3.Connection:

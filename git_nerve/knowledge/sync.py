@@ -183,7 +183,7 @@ def sync(
         report = _told(_sync(paths, toplevel, cfg, emb, full, files, progress), untrusted)
         if report.scope == "all":
             trigger.clear_pending(covered)
-    if trigger.queued(paths.git_dir) and cfg.exists:
+    if trigger.queued(paths.git_dir) and trigger.enabled(toplevel, paths.common_dir):
         trigger.spawn(toplevel, paths.git_dir, paths.common_dir)  # queued while we held the lock
     return report
 

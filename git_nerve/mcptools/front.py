@@ -1,4 +1,4 @@
-"""`git nerve mcp`'s quick answer to ``initialize``, given while the MCP SDK is still loading.
+"""`git nerve mcp`'s quick answers to ``initialize`` and ``tools/list``, given while the MCP SDK is still loading.
 
 Importing the SDK (pydantic models for every protocol version, anyio, starlette) takes most of a second;
 an agent CLI waits for the ``initialize`` answer before it goes on. So the server stands between the
@@ -10,6 +10,10 @@ CLI and the SDK on stdin/stdout (file descriptors 0 and 1 become pipes the SDK r
   earlier start of this git-nerve and this SDK in ``<git-common-dir>/nerve/mcp-initialize.json``) is
   answered at once from that record, and the SDK's own answer to it is dropped when it comes; if the two
   differ, the record is rewritten and one line goes to stderr;
+* so is a ``tools/list`` (its first page: no cursor) for the protocol version the ``initialize`` asked for:
+  the tool list the SDK itself answered last time (issue 37: an agent CLI's first tool call waited for the
+  SDK's import, 1.6 s); the record's key is this git-nerve's version, the mcptools modules' files and the
+  SDK's (size and modification time), so a changed package is never answered from an old record;
 * any other line the SDK writes is passed on to the CLI as it is.
 
 A first start (no record yet) waits for the SDK like before, and records its answer. Standard library only.
@@ -31,7 +35,8 @@ def _key() -> str:
     size and modification time: an upgrade changes them), without importing the SDK."""
     from importlib.util import find_spec
 
-    parts = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "server.py")]
+    here = os.path.dirname(os.path.abspath(__file__))
+    parts = [os.path.join(here, name) for name in ("server.py", "tools.py", "names.py")]
     for name in ("mcp", "mcp_types"):
         spec = find_spec(name)
         parts.append(spec.origin if spec is not None and spec.origin else name)
@@ -53,8 +58,10 @@ class Front:
     def __init__(self, record: Path):
         self.record = record
         self.key = _key()
-        self.known = self._load()
-        self.answered: dict[str, tuple[str, dict]] = {}  # request id (JSON) -> (requested version, our result)
+        self.known, self.tools = self._load()  # per protocol version: the SDK's initialize and tools/list results
+        self.version = ""  # the protocol version the client's initialize asked for
+        # request id (JSON) -> (what was asked, requested version, our result or None: the SDK's is recorded)
+        self.answered: dict[str, tuple[str, str, dict | None]] = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.out = os.fdopen(os.dup(1), "wb", buffering=0)  # the CLI's stdout
@@ -70,12 +77,15 @@ class Front:
         for t in self.threads:
             t.start()
 
-    def _load(self) -> dict:
+    def _load(self) -> tuple[dict, dict]:
         try:
             data = json.loads(self.record.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return {}
-        return data.get("answers", {}) if isinstance(data, dict) and data.get("key") == self.key else {}
+            return {}, {}
+        if not isinstance(data, dict) or data.get("key") != self.key:
+            return {}, {}
+        answers, tools = data.get("answers", {}), data.get("tools", {})
+        return (answers if isinstance(answers, dict) else {}), (tools if isinstance(tools, dict) else {})
 
     def _write(self, line: bytes) -> None:
         with self.lock:
@@ -94,17 +104,20 @@ class Front:
 
     def _maybe_answer(self, line: bytes) -> None:
         msg = _parse(line)
-        if not msg or msg.get("method") != "initialize" or "id" not in msg:
+        if not msg or msg.get("method") not in ("initialize", "tools/list") or "id" not in msg:
             return
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-        version = str(params.get("protocolVersion", ""))
-        result = self.known.get(version)
-        if result is None:
-            self.answered[json.dumps(msg["id"])] = (version, None)  # the SDK answers; its answer is recorded
-            return
-        self.answered[json.dumps(msg["id"])] = (version, result)
-        self._write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}, separators=(",", ":"))
-                    .encode("utf-8") + b"\n")
+        if msg["method"] == "initialize":
+            self.version = str(params.get("protocolVersion", ""))
+            asked, result = "initialize", self.known.get(self.version)
+        elif params.get("cursor") is None:
+            asked, result = "tools/list", self.tools.get(self.version)
+        else:
+            return  # a later page: the SDK's
+        self.answered[json.dumps(msg["id"])] = (asked, self.version, result)  # None: the SDK's answer is recorded
+        if result is not None:
+            self._write(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}, separators=(",", ":"))
+                        .encode("utf-8") + b"\n")
 
     def _from_sdk(self) -> None:
         """SDK -> CLI, less the SDK's answers to the ``initialize`` already answered."""
@@ -123,20 +136,21 @@ class Front:
         got = self.answered.pop(json.dumps(msg["id"]), None)
         if got is None:
             return False
-        version, ours = got
+        asked, version, ours = got
         theirs = msg.get("result")
-        if isinstance(theirs, dict) and theirs != ours:
-            self.known[version] = theirs
+        if isinstance(theirs, dict) and theirs != ours and not (asked == "tools/list" and theirs.get("nextCursor")):
+            (self.known if asked == "initialize" else self.tools)[version] = theirs
             self._save()
             if ours is not None:
-                sys.stderr.write("git-nerve mcp: the recorded initialize answer was out of date; recorded anew\n")
+                sys.stderr.write(f"git-nerve mcp: the recorded {asked} answer was out of date; recorded anew\n")
         return ours is not None
 
     def _save(self) -> None:
         from ..fs import replace_file
 
         try:
-            replace_file(self.record, json.dumps({"key": self.key, "answers": self.known}, indent=1))
+            replace_file(self.record, json.dumps({"key": self.key, "answers": self.known, "tools": self.tools},
+                                                 indent=1))
         except OSError:
             pass  # only a slower start next time
 

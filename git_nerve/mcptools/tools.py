@@ -85,11 +85,10 @@ def thread(b: Binding, budget: int | None = None, before: int | None = None) -> 
     task = b.task()
     with _bus(b) as bus:
         view = service.view(bus, task, before=before, budget=DEFAULT_BUDGET if budget is None else budget,
-                            hints=True, here=b.paths)
-    if view.rounds or view.omitted:
+                            hints=True, here=b.paths, brief=True)
+    if not view.empty:
         return view.render()
-    where = f"before round {before}" if before is not None else "yet"
-    empty = f"thread {task!r} has no rounds {where}"
+    empty = service.nothing_before(task, before)
     return f"{empty}\n\n{view.render()}" if view.hints else empty
 
 

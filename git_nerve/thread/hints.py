@@ -13,11 +13,11 @@ No index, an index never synced or unreadable, a description with no words: no h
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 
 from ..errors import NerveError
-from ..paths import RepoPaths, discover
+from ..paths import RepoPaths, discover, find_by_files
 
 #: Files named in the hint line.
 FILES = 3
@@ -27,14 +27,10 @@ CHUNKS = 20
 QUERY_CHARS = 2000
 
 
-@dataclass(frozen=True)
-class Hint:
+class Hint(namedtuple("Hint", "path start_line end_line score")):
     """One file to look at: its best chunk's lines and score in the knowledge index."""
 
-    path: str
-    start_line: int
-    end_line: int
-    score: float
+    __slots__ = ()
 
     def as_dict(self) -> dict:
         return {"path": self.path, "start_line": self.start_line, "end_line": self.end_line, "score": round(self.score, 6)}
@@ -54,7 +50,7 @@ def where_to_look(text: str, worktree: str | os.PathLike[str] | None, fallback: 
     from ..knowledge import query as kquery
 
     try:
-        result = kquery.search(paths, text, CHUNKS)
+        result = kquery.search(paths, text, CHUNKS, wait=False)  # a view still being made costs the hint, not a wait
     except Exception:  # noqa: BLE001 - a busy or damaged index costs the hint, never the thread
         return ()
     hints: dict[str, Hint] = {}
@@ -68,6 +64,9 @@ def where_to_look(text: str, worktree: str | os.PathLike[str] | None, fallback: 
 
 def _paths(worktree: str | os.PathLike[str] | None, fallback: RepoPaths | None) -> RepoPaths | None:
     if worktree and Path(worktree).is_dir():
+        found = find_by_files(worktree)  # from git's files: no git process on `git nerve thread`'s path
+        if found is not None:
+            return found
         try:
             return discover(worktree, inherit_location=False)
         except NerveError:

@@ -20,7 +20,9 @@ Two modes:
 
 * default: round 1, then the newest rounds going back; round 1 counts
   against the budget, and round 1 and the newest round are shown whatever
-  the budget. The rounds between them that did not fit form one gap.
+  the budget. The rounds between them that did not fit form one gap. What
+  the page shows before the rounds (a task's briefing) is ``spent`` already:
+  it is cut last, so rounds give way to it.
 * ``before=N``: the rounds before ``N``, going back from ``N - 1``; round 1
   is taken only if the walk reaches it. The older rounds left form one gap.
 
@@ -32,19 +34,18 @@ round just after the gap.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 #: Characters of rounds shown by default (round 1 and the newest are shown whatever the budget).
 DEFAULT_BUDGET = 8000
 
 
-@dataclass(frozen=True)
-class Gap:
-    """Rounds ``first..last`` (inclusive) left out; ``--before {before}`` loads them."""
+class Gap(namedtuple("Gap", "first last")):
+    """Rounds ``first..last`` (inclusive) left out; ``--before {before}`` loads them. (Named tuples here and in
+    :mod:`.format`: `git nerve thread` is an agent's hot path, and dataclasses cost it ~10 ms of imports.)"""
 
-    first: int
-    last: int
+    __slots__ = ()
 
     @property
     def count(self) -> int:
@@ -58,10 +59,10 @@ class Gap:
         return {"from": self.first, "to": self.last, "count": self.count, "before": self.before}
 
 
-@dataclass(frozen=True)
-class Selection:
-    rounds: tuple[int, ...]  #: the chosen round ids, ascending
-    omitted: tuple[Gap, ...]  #: the ranges left out, ascending
+class Selection(namedtuple("Selection", "rounds omitted")):
+    """``rounds``: the chosen round ids, ascending; ``omitted``: the ranges left out (:class:`Gap`), ascending."""
+
+    __slots__ = ()
 
 
 EMPTY = Selection((), ())
@@ -72,17 +73,19 @@ def _check_budget(budget: int) -> None:
         raise ValueError(f"budget must be a positive number of characters, got {budget!r}")
 
 
-def select_default(first_size: int | None, newest_first: Iterable[tuple[int, int]], budget: int) -> Selection:
+def select_default(first_size: int | None, newest_first: Iterable[tuple[int, int]], budget: int,
+                   spent: int = 0) -> Selection:
     """Round 1 plus the newest rounds, going back until the budget is reached.
 
     ``first_size`` is round 1's size (None for an empty thread);
     ``newest_first`` yields ``(round, size)`` for the thread's rounds, newest
-    first (round 1 may be among them; it is skipped).
+    first (round 1 may be among them; it is skipped); ``spent``: the characters
+    the page spends before its rounds (the task's briefing).
     """
     _check_budget(budget)
     if first_size is None:
         return EMPTY
-    total = first_size
+    total = first_size + max(0, spent)
     tail: list[int] = []
     it: Iterator[tuple[int, int]] = iter(newest_first)
     for number, size in it:

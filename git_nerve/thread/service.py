@@ -17,54 +17,55 @@ a ``type`` key would be hidden from every view).
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import re
-import unicodedata
-from dataclasses import dataclass
-from typing import Any
-
-import yaml
+from collections import namedtuple
 
 from .. import clock, context
 from ..bus import Bus, open_bus, rounds, workers
 from ..bus import messages
 from ..bus import shared as shared_cache
-from .elsewhere import elsewhere, held_view
+from .elsewhere import elsewhere, held_briefing, held_view
 from ..bus.driver import Connection
 from ..errors import UsageError
-from ..paths import RepoPaths, discover
-from .format import RESERVED, ShownRound, render
+from ..paths import RepoPaths, discover, find_by_files
+from .format import Briefing, ShownRound, render
 from .hints import Hint, where_to_look
+from .meta import check_metadata, parse_meta_value, parse_metadata  # noqa: F401  (re-exported)
 from .select import DEFAULT_BUDGET, Gap, select_before, select_default
+
+TYPE_CHECKING = False  # `git nerve thread` is an agent's hot path: typing's names for readers only
+if TYPE_CHECKING:
+    from typing import Any
 
 _AFTER_ALL = 2**63 - 1  # a `before` past any round id (SQLite's largest integer)
 
 
-@dataclass(frozen=True)
-class ThreadView:
-    """What `git nerve thread` shows: the chosen rounds and the ranges left out."""
+class ThreadView(namedtuple("ThreadView", "thread rounds omitted hints briefing", defaults=((), None))):
+    """What `git nerve thread` shows: the chosen rounds (:class:`.format.ShownRound`) and the ranges left out
+    (:class:`.select.Gap`); ``hints``, where to look in the code (:mod:`.hints`: only on the default page, only with
+    a knowledge index); ``briefing``, what the task was spawned with (:class:`.format.Briefing`: only on the
+    default page of a task's thread). A named tuple: `git nerve thread` is an agent's hot path."""
 
-    thread: str
-    rounds: tuple[ShownRound, ...]
-    omitted: tuple[Gap, ...]
-    #: where to look in the code (:mod:`.hints`): only on the default page, only with a knowledge index
-    hints: tuple[Hint, ...] = ()
+    __slots__ = ()
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "thread": self.thread,
-            "rounds": [r.as_dict() for r in self.rounds],
-            "omitted": [g.as_dict() for g in self.omitted],
-        }
+        data: dict[str, Any] = {"thread": self.thread}
+        if self.briefing is not None:
+            data["task"] = self.briefing.as_dict()
+        data["rounds"] = [r.as_dict() for r in self.rounds]
+        data["omitted"] = [g.as_dict() for g in self.omitted]
         if self.hints:
             data["hints"] = [h.as_dict() for h in self.hints]
         return data
 
     def render(self) -> str:
-        """The rounds and gaps (the seed's format), then the hint line when there is one."""
-        return render(self.rounds, self.omitted, self.hints)
+        """The briefing, the rounds and gaps (the seed's format), then the hint line when there is one."""
+        return render(self.rounds, self.omitted, self.hints, self.briefing)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing of the thread to show (its rounds before the round asked for, or an empty thread of no task)."""
+        return not (self.rounds or self.omitted or self.briefing)
 
 
 # -- reading -----------------------------------------------------------------
@@ -82,7 +83,7 @@ def _known(conn: Connection, thread_id: str) -> bool:
 
 def view(
     bus: Bus, thread_id: str, *, before: int | None = None, budget: int = DEFAULT_BUDGET, hints: bool = False,
-    here: RepoPaths | None = None,
+    here: RepoPaths | None = None, brief: bool = False,
 ) -> ThreadView:
     """The rounds of ``thread_id`` within ``budget`` characters.
 
@@ -91,7 +92,10 @@ def view(
     below 1 or ``before`` below 1 -> :class:`UsageError`. With ``hints``, the
     default page also carries where to look (:mod:`.hints`): what the knowledge
     index of the task's worktree (else of ``here``) ranks first for the task's
-    description (else round 1's content).
+    description (else round 1's content). With ``brief``, the default page of a
+    task's thread opens with its briefing (:class:`.format.Briefing`), which the
+    budget pays first: rounds give way to it, and only a briefing longer than the
+    whole budget has its description cut.
     """
     check_budget(budget)
     if before is not None:
@@ -101,14 +105,19 @@ def view(
         held = elsewhere(conn, thread_id)
         if held is None:
             raise _unknown(conn, thread_id)
-        shown, omitted = held_view(conn, thread_id, held, before, budget)
-        look = where_to_look(next((r.content for r in shown if r.round == 1), ""), None, here) \
-            if hints and before is None else ()
-        return ThreadView(thread_id, shown, omitted, look)
+        briefing = held_briefing(conn, thread_id, held, budget) if brief and before is None else None
+        shown, omitted = held_view(conn, thread_id, held, before, budget,
+                                   len(briefing.render()) if briefing is not None else 0)
+        text = briefing.description if briefing is not None and briefing.description.strip() else \
+            next((r.content for r in shown if r.round == 1), "")
+        look = where_to_look(text, None, here) if hints and before is None else ()
+        return ThreadView(thread_id, shown, omitted, look, briefing)
+    briefing = briefing_of(conn, thread_id, budget) if brief and before is None else None
     pairs = rounds.sizes_backwards(conn, thread_id, before if before is not None else _AFTER_ALL)
     try:
         if before is None:
-            chosen = select_default(rounds.size_of(conn, thread_id, 1), pairs, budget)
+            spent = len(briefing.render()) if briefing is not None else 0
+            chosen = select_default(rounds.size_of(conn, thread_id, 1), pairs, budget, spent)
         else:
             chosen = select_before(before, pairs, budget)
     finally:
@@ -116,7 +125,17 @@ def view(
     loaded = rounds.load(conn, thread_id, list(chosen.rounds))
     shown = tuple(ShownRound(r.round, r.role, r.ts, r.metadata, r.content) for r in loaded)
     look = _hints(conn, thread_id, shown, here) if hints and before is None else ()
-    return ThreadView(thread_id, shown, chosen.omitted, look)
+    return ThreadView(thread_id, shown, chosen.omitted, look, briefing)
+
+
+def briefing_of(conn: Connection, thread_id: str, budget: int) -> Briefing | None:
+    """The task's briefing from its row (what spawn recorded), cut to ``budget``; None for a thread of no task."""
+    w = workers.get(conn, thread_id)
+    if w is None:
+        return None
+    whole = Briefing(w.task_id, w.state, w.description or "", w.branch, w.base, w.integration, w.worktree,
+                     bool(w.adopted))
+    return whole.within(budget)
 
 
 def _hints(conn: Connection, thread_id: str, shown: tuple[ShownRound, ...], here: RepoPaths | None) -> tuple[Hint, ...]:
@@ -125,6 +144,11 @@ def _hints(conn: Connection, thread_id: str, shown: tuple[ShownRound, ...], here
     if not (text or "").strip():
         text = next((r.content for r in shown if r.round == 1), "")
     return where_to_look(text, w.worktree if w is not None else None, here)
+
+
+def nothing_before(thread_id: str, before: int | str | None) -> str:
+    """What a view with nothing to show says (on stderr, or as the MCP tool's answer)."""
+    return f"thread {thread_id!r} has no rounds {f'before round {before}' if before is not None else 'yet'}"
 
 
 def check_budget(budget: Any) -> int:
@@ -143,7 +167,7 @@ def parse_positive(option: str, raw: str, what: str) -> int:
     """``raw`` as a positive whole number, or a one-line UsageError naming ``option``."""
     digits = raw.strip().removeprefix("+")
     shown = raw if len(raw) <= 40 else f"{raw[:37]}..."
-    if not re.fullmatch(r"[0-9]+", digits) or not digits.strip("0"):
+    if not (digits.isascii() and digits.isdigit()) or not digits.strip("0"):
         raise UsageError(f"{option} must be {what}, 1 or more (got {shown!r})")
     if len(digits.lstrip("0")) > 19 or int(digits) > _AFTER_ALL:
         raise UsageError(f"{option} is too large (got {shown!r})")
@@ -156,30 +180,12 @@ def check_role(role: Any) -> str:
     """The role, trimmed; it must be a non-empty single line without control characters."""
     if not isinstance(role, str) or not role.strip():
         raise UsageError("a round needs a role (--role ROLE), e.g. tester or reviewer")
+    import unicodedata
+
     role = role.strip()
     if any(unicodedata.category(ch) == "Cc" for ch in role):
         raise UsageError(f"the role must be one line without control characters (got {role!r})")
     return role
-
-
-def check_metadata(metadata: Any) -> dict[str, Any]:
-    """A JSON object with string keys, finite numbers and none of the reserved keys."""
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, dict):
-        raise UsageError(f"metadata must be a JSON object, got {type(metadata).__name__}")
-    for key in metadata:
-        if not isinstance(key, str) or not key:
-            raise UsageError(f"metadata keys must be non-empty strings (got {key!r})")
-        if key in RESERVED:
-            raise UsageError(
-                f"metadata key {key!r} is reserved ({', '.join(sorted(RESERVED))} are fields of the round itself)"
-            )
-    try:
-        json.dumps(metadata, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"metadata must be plain JSON: {exc}") from exc
-    return metadata
 
 
 def append(
@@ -258,67 +264,6 @@ def post_anywhere(
         return None, held
 
 
-# -- `--meta KEY=VALUE` and `--meta-json` --------------------------------------
-
-_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
-_FLOAT = re.compile(r"[-+]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][-+]?[0-9]+)?")
-_BOOL = {"true", "True", "TRUE", "false", "False", "FALSE"}
-_NULL = {"null", "Null", "NULL", "~"}
-
-
-def parse_meta_value(raw: str) -> Any:
-    """A ``--meta`` value as a YAML scalar, keeping only the unsurprising typings.
-
-    ``yaml.safe_load`` parses it; the typed result is kept for the YAML 1.2
-    core spellings only: ``true``/``false``, ``null``/``~``, decimal integers
-    and finite decimal floats. Everything else stays the literal string,
-    including YAML 1.1 surprises (``yes``/``no``/``on``/``off``, octal
-    ``010``, sexagesimal ``1:30``), dates, ``.inf``/``.nan``, lists, maps and
-    text after `` #``. A quoted value (``'"42"'``) is unquoted to a string.
-    An empty value is the empty string.
-    """
-    if raw == "":
-        return ""
-    try:
-        parsed = yaml.safe_load(raw)
-    except yaml.YAMLError:
-        return raw
-    if raw[0] in "'\"":
-        return parsed if isinstance(parsed, str) else raw
-    if isinstance(parsed, bool):
-        return parsed if raw in _BOOL else raw
-    if parsed is None:
-        return None if raw in _NULL else raw
-    if isinstance(parsed, int) and _INT.fullmatch(raw):
-        return parsed
-    if isinstance(parsed, float) and math.isfinite(parsed) and _FLOAT.fullmatch(raw):
-        return parsed
-    return raw
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def parse_metadata(pairs: tuple[str, ...] | list[str] = (), meta_json: str | None = None) -> dict[str, Any]:
-    """Metadata from ``--meta-json`` then ``--meta KEY=VALUE`` pairs (a pair overrides the same key)."""
-    meta: dict[str, Any] = {}
-    if meta_json is not None:
-        try:
-            loaded = json.loads(meta_json, parse_constant=_reject_constant)
-        except ValueError as exc:
-            raise UsageError(f"--meta-json is not valid JSON: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise UsageError(f"--meta-json must be a JSON object, got {type(loaded).__name__}")
-        meta.update(loaded)
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--meta expects KEY=VALUE (got {pair!r})")
-        meta[key.strip()] = parse_meta_value(value)
-    return check_metadata(meta)
-
-
 # -- from a working directory --------------------------------------------------
 
 def open_thread(thread_id: str | None, cwd: str | os.PathLike[str] | None = None, *, how_to_name: str) -> tuple[Bus, str, RepoPaths]:
@@ -328,7 +273,8 @@ def open_thread(thread_id: str | None, cwd: str | os.PathLike[str] | None = None
     ``.worker-ctx.json``); outside one, ``how_to_name`` says what to pass.
     A repository without a bus has no threads: UsageError, nothing created.
     """
-    paths = discover(cwd)
+    found = find_by_files(cwd)  # from git's own files when nothing is unusual: no git at start-up (an agent's hot path)
+    paths = found if found is not None else discover(cwd)
     if thread_id is None:
         ctx = context.read(paths.git_dir)
         if ctx is None:
@@ -352,7 +298,7 @@ def show(
         check_before(before)
     bus, thread_id, paths = open_thread(thread_id, cwd, how_to_name="pass THREAD_ID (a task id)")
     with bus:
-        return view(bus, thread_id, before=before, budget=budget, hints=True, here=paths)
+        return view(bus, thread_id, before=before, budget=budget, hints=True, here=paths, brief=True)
 
 
 def post_here(

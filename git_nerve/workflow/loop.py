@@ -1,7 +1,9 @@
 """The round loop of `git nerve run` (:class:`Runner`): ask the steering hook (``between_rounds``) whether
 to stop, ask the moderator for the next role (or the end), enforce the round limit, run the role's adapter in
 the task's worktree under supervision (:mod:`.supervise`), extract its typed meta, reconcile with git
-(:mod:`.ground`) and append the round (:mod:`.result`) to the task's thread."""
+(:mod:`.ground`) and append the round (:mod:`.result`) to the task's thread. An agent that could not be started
+at all (``spawn_failed``) is no round an agent would read as history: it goes to the run log and the task's
+messages (``agent_launch_failed``, shown by `git worker show`), and the run ends with an error."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from ..bus.connection import Bus
 from ..errors import NerveError, UsageError
 from ..worker.heartbeat import record as record_heartbeat
 from . import ground
-from .adapters.base import AgentContext, StartFrame, adapter_name
+from .adapters.base import AdapterSpawnFailed, AgentContext, StartFrame, adapter_name
 from .config import NerveConfig
 from .extract import ExtractError, extract, schema_hint
 from .result import RoundReport, RunResult, round_record
@@ -262,6 +264,8 @@ class Runner:
             self._stop_how = out.stop_how
         agent_s = time.monotonic() - t0
         duration = round(agent_s, 1)
+        if isinstance(out.exc, AdapterSpawnFailed) and not out.stop_reason and not out.interrupted:
+            return self._launch_failed(name, aname, out.exc, ctx.round, duration, began)
         facts: dict[str, Any] = {"adapter": aname, "duration_s": duration, "workflow": self.workflow.name}
         content, metadata, status, detail = round_record(aname, facts, out)
         status, detail = self._reconcile(name, role, before, metadata, status, detail)
@@ -278,6 +282,23 @@ class Runner:
             self._finish("stopped", out.stop_reason)
             return False
         return True
+
+    def _launch_failed(self, name: str, aname: str, exc: AdapterSpawnFailed, number: int, duration: float,
+                       began: float) -> bool:
+        """The role's agent could not be started: recorded in the run log and as an ``agent_launch_failed``
+        message (never a thread round); the run ends with an error (the same launch would fail again)."""
+        from . import runlog
+
+        log_file = runlog.record_failure(self.bus.path.parent.parent, self.start.task_id, number, name, aname,
+                                         exc.message)
+        self._publish("agent_launch_failed", {"role": name, "adapter": aname, "round": number, "error": exc.kind,
+                                              "message": exc.message, "log": str(log_file) if log_file else None})
+        report = RoundReport(number, name, aname, duration, exc.kind, exc.message,
+                             round(time.monotonic() - began - duration, 4))
+        self.result.rounds.append(report)
+        self.on_event("role_end", asdict(report))
+        self._finish("error", f"the agent of role {name} could not be started: {exc.message}")
+        return False
 
     def _reconcile(
         self, name: str, role: Role, before: str | None, metadata: dict[str, Any], status: str, detail: str

@@ -126,6 +126,20 @@ def open_tee(common_dir, task_id: str, round_: int, role: str, adapter: str,
     return Tee(path, fd, masking_for(common_dir, task_id, env, worktree))
 
 
+def record_failure(common_dir, task_id: str, round_: int, role: str, adapter: str, message: str) -> Path | None:
+    """An agent that could not be started (``spawn_failed``: its CLI not on PATH, an endpoint unreachable): the
+    reason appended to that round's log, where its output would have been (the console's run info and `git
+    worker show` name it; the thread gets no round of it). The log's path, or None when it cannot be written."""
+    tee = open_tee(common_dir, task_id, round_, role, adapter, None)
+    if tee is None:
+        return None
+    try:
+        tee.write("stderr", f"git-nerve: the agent could not be started: {message}\n".encode("utf-8", "replace"))
+    finally:
+        tee.close()
+    return tee.path
+
+
 def _running(path: Path) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -199,4 +213,5 @@ def _complete(data: bytes) -> int:
     return len(data)
 
 
-__all__ = ["READ_LIMIT", "RUNS", "Tee", "log_path", "masking_for", "open_tee", "read", "rounds", "task_dir"]
+__all__ = ["READ_LIMIT", "RUNS", "Tee", "log_path", "masking_for", "open_tee", "read", "record_failure", "rounds",
+           "task_dir"]

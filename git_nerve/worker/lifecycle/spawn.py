@@ -278,7 +278,7 @@ def _record_spawn(repo: Repo, task_id: str, branch: str, path: Path, base_ref: s
         messages.publish(
             conn, task_id, "task_assign",
             {"to": "ASSIGNED", "branch": branch, "worktree": str(path), "base": base_ref, "base_sha": base_sha,
-             "description": description, "adopted": adopted},
+             "description": description, "adopted": adopted, "integration": row.integration},
             ts,
         )
         faults.point("spawn.before-commit")  # killed holding the bus write lock
