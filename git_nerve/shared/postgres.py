@@ -97,7 +97,7 @@ class PostgresState:
         try:
             conn = psycopg.connect(url, **postgres_schema.connect_options(url))
         except psycopg.Error as exc:
-            raise DatabaseError(f"cannot reach the database {where}: {postgres_schema.first_line(exc)}; {unchanged}") from None
+            raise postgres_schema.connect_failed(where, exc, unchanged) from None
         try:
             conn.execute("SET statement_timeout = '30s'")
             conn.execute("SET lock_timeout = '10s'")
@@ -161,7 +161,8 @@ class PostgresState:
 
             spawn(self.config.common_dir, self.cwd)
 
-    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str):
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str, *,
+                          fresh: bool = False):
         """The claim row locked across the command's push, judged first (HeldElsewhere: nothing pushed); the
         transition committed once the push landed (:mod:`.postgres_push`)."""
         from . import postgres_push
@@ -246,7 +247,7 @@ class PostgresState:
             return self._sync(bus, rebuild=rebuild)
 
     def _sync(self, bus: Bus, *, rebuild: bool) -> dict:
-        from .sync import LAST_ERROR, SYNCED_AT, UNREACHABLE_SINCE
+        from .sync import DOWN_KIND, LAST_ERROR, SYNCED_AT, UNREACHABLE_SINCE, note_failure
 
         started = time.monotonic()
         seen = {} if rebuild else _seen_map(cache.get_meta(bus.conn, self.seen_key))
@@ -259,11 +260,7 @@ class PostgresState:
                     "AND mseq > COALESCE((%s::jsonb ->> machine)::bigint, 0) ORDER BY machine, mseq",
                     (self.machine, json.dumps(seen))).fetchall()
         except DatabaseError as exc:
-            with bus.write() as conn:
-                cache.ensure(conn)
-                if cache.get_meta(conn, UNREACHABLE_SINCE) is None:
-                    cache.set_meta(conn, UNREACHABLE_SINCE, repr(clock.now()))
-                cache.set_meta(conn, LAST_ERROR, exc.message)
+            note_failure(bus, exc.message, getattr(exc, "kind", None))
             raise
         for _, machine, mseq, *_rest in events:
             seen[machine] = max(seen.get(machine, 0), mseq)
@@ -285,6 +282,7 @@ class PostgresState:
             cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
             cache.set_meta(conn, UNREACHABLE_SINCE, None)
             cache.set_meta(conn, LAST_ERROR, None)
+            cache.set_meta(conn, DOWN_KIND, None)
         told.mark(bus.path.parent, woken)  # again after the commit, as `git nerve tell` does
         return {"backend": "postgres", "machine": self.machine, "remote": f"{postgres_schema.where(self.url())} ({self.schema})",
                 "exported": exported, "ingested": ingested, "claims": len(changed),
