@@ -225,3 +225,38 @@ def test_a_peer_cannot_complete_this_machines_working_task_before_its_lease_ran_
     last = _record(bare, "refs/nerve/claims/t")
     assert (last["state"], last["owner"], last["machine"]) == ("IN_REVIEW", "one", "one")
     assert build.git(bare, "rev-parse", "refs/heads/feat/t") == build.git(one, "rev-parse", "feat/t")
+
+
+# -- the smaller points (§8) ------------------------------------------------------------------------------------
+def test_a_host_refusing_only_deletions_is_taken_in_the_degraded_mode_and_says_the_probe_stays(tmp_path):
+    bare = ss.origin(tmp_path)
+    _hook(bare, "pre-receive", "while read old new ref; do case $ref in refs/nerve/*) "
+                               "[ $new = 0000000000000000000000000000000000000000 ] && "
+                               "{ echo \"deleting $ref is not allowed\"; exit 1; };; esac; done; exit 0\n")
+    work = ss.clone(tmp_path, str(bare), "alpha")
+    proc = ss.run(["nerve", "init", "--shared"], work)
+    assert proc.returncode == 0, proc.stderr
+    assert "refuses deletions of refs/nerve/*" in proc.stderr and "finished claims stay live" in proc.stderr
+    probes = build.git(bare, "for-each-ref", "--format=%(refname)", "refs/nerve/probe/").split()
+    assert len(probes) == 1 and probes[0] in proc.stderr  # it stays, and init says which
+    assert 'backend = "git"' in (work / "nerve.toml").read_text()
+    ss.ok(["worker", "spawn", "t"], work)  # shared mode works
+    assert _record(bare, "refs/nerve/claims/t")["owner"] == "alpha"
+
+
+def test_a_sync_refused_by_policy_is_named_so_and_status_says_its_view_is_stale(tmp_path):
+    bare = ss.origin(tmp_path)
+    (one,) = ss.team(tmp_path, str(bare), ["one"])
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["nerve", "sync"], one)
+    _hook(bare, "pre-receive", "echo 'pushes are frozen here'; exit 1\n")
+    ss.ok(["nerve", "post", "--task", "t", "--role", "tester", "a round"], one)  # something new for the log
+    proc = ss.run(["nerve", "sync"], one)
+    assert proc.returncode == 4
+    assert "origin refused the sync by policy" in proc.stderr and "pushes are frozen here" in proc.stderr
+    status = ss.ok(["worker", "status"], one).stdout
+    view = next(ln for ln in status.splitlines() if ln.startswith("view: "))
+    assert "refused by policy since" in view and "stale" in view and "unreachable" not in view
+    (bare / "hooks" / "pre-receive").unlink()
+    ss.ok(["nerve", "sync"], one)
+    assert "view: synced" in ss.ok(["worker", "status"], one).stdout

@@ -65,9 +65,9 @@ def _refused(remote: str, ref: str, what: str, res: remote_refs.RemoteResult, le
     if res.unreachable:
         return GitError(f"cannot reach {remote} to probe it: {res.message}; shared mode was not turned on{left}",
                         details=said)
-    how = "by policy " if res.policy else ""
+    how = " by policy (the host's rules, not the network)" if res.policy else ""
     return GitError(
-        f"{remote} refused {how}the probe's {what} of {ref}: {res.message}; shared mode was not turned on{left}",
+        f"{remote} refused the probe's {what} of {ref}{how}: {res.message}; shared mode was not turned on{left}",
         details=[*(f"  {ln}" for ln in said),
                  "ways forward: a separate bare repository that allows refs/nerve/* as the coordination remote "
                  "(`git remote add nerve <url>`, then `git nerve init --shared --remote nerve`), or stay on one machine"])

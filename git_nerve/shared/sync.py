@@ -84,6 +84,7 @@ def sync(state, bus: Bus, *, rebuild: bool = False) -> dict:
 
 def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
     started = time.monotonic()
+    quiet = lease.unpublished_for(bus.conn, state.machine)  # before this sync publishes: what a taker could judge
     exported = export(state, bus)
     listed, adv = remote_refs.ls_remote(state.cwd, state.remote, NERVE + "*")
     if not listed.ok:
@@ -115,7 +116,7 @@ def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
         local = remote_refs.local_refs(state.cwd, NERVE)
     live = {ref[len(records.CLAIMS):]: sha for ref, sha in adv.items() if ref.startswith(records.CLAIMS)}
     pruned = archive.prune_mirrors(state.cwd, local, set(live))
-    ingested, claims = ingest(state, bus, rebuild=rebuild, live=set(live), local=local)
+    ingested, claims = ingest(state, bus, rebuild=rebuild, live=set(live), local=local, quiet=quiet)
     archived = archive.archive(state, bus, live)
     report = {"backend": "git", "machine": state.machine, "remote": state.remote, "exported": exported,
               "ingested": ingested, "claims": claims, "archived": len(archived), "pruned": pruned, "fetched": fetched,
@@ -191,10 +192,11 @@ def _behind(state, adv: dict[str, str], local: dict[str, str]) -> bool:
 
 
 def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = None,
-           local: dict[str, str] | None = None) -> tuple[int, int]:
+           local: dict[str, str] | None = None, quiet: float | None = None) -> tuple[int, int]:
     """Every other machine's new events, every changed claim and every new archive entry into the cache: (new
     events, claims updated). ``live``: the claims the remote has (None: every copy here); a copy of a claim the
-    remote archived is never read back (it would bring an earlier state back). ``local``: the refs/nerve/ refs."""
+    remote archived is never read back (it would bring an earlier state back). ``local``: the refs/nerve/ refs.
+    ``quiet``: seconds this machine's log had not reached the remote when the sync began (None: cannot tell)."""
     local = remote_refs.local_refs(state.cwd, NERVE) if local is None else local
     with bus.write() as conn:
         cache.ensure(conn)
@@ -221,7 +223,7 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
     cached = cache.claims_of(bus.conn, [*claim_tips, *found])  # only the tasks this sync may change
     archived = [e for task, e in found.items() if task not in claim_tips and _newer(e, cached.get(task))]
     changed = {t: sha for t, sha in claim_tips.items() if t not in cached or cached[t].tip != sha}
-    puts, refused = _judge(state, bus, changed, cached)
+    puts, refused = _judge(state, bus, changed, cached, quiet)
     new_events = 0
     with bus.write() as conn:
         cache.ensure(conn)
@@ -252,7 +254,7 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
     return new_events, len(puts)
 
 
-def _judge(state, bus: Bus, changed: dict[str, str], cached: dict) -> tuple[list, list]:
+def _judge(state, bus: Bus, changed: dict[str, str], cached: dict, quiet: float | None) -> tuple[list, list]:
     """Each changed claim judged record by record (:mod:`.vet`): ([(the last record accepted, its commit)],
     [(key, task, machine, reason, record)] refused). A claim never seen before is judged by its tip's form alone
     (one read for all of them); one seen before by every record since (a chain that does not continue it: every
@@ -267,7 +269,7 @@ def _judge(state, bus: Bus, changed: dict[str, str], cached: dict) -> tuple[list
                             rec if rec is not None else (data or b"")[:2000].decode("utf-8", "replace")))
         else:
             puts.append((rec, changed[task]))
-    silence = _silence(state, bus)
+    silence = lambda: quiet  # noqa: E731  (as it was before this sync published anything)
     for task in (t for t in changed if t in cached):
         c, tip = cached[task], changed[task]
         since = c.tip if refs.is_ancestor_quiet(state.cwd, c.tip, tip) else None
@@ -277,11 +279,6 @@ def _judge(state, bus: Bus, changed: dict[str, str], cached: dict) -> tuple[list
         if sha is not None and sha != c.tip:
             puts.append((rec, sha))
     return puts, refused
-
-
-def _silence(state, bus: Bus):
-    """Seconds since this machine's log last reached the remote (its clock), asked only when needed."""
-    return lambda: lease.unpublished_for(bus.conn, state.machine)
 
 
 def _sound(conn, machine: str, events: list[dict]) -> list[dict]:
@@ -334,8 +331,9 @@ def note_failure(bus: Bus, message: str, kind: str | None) -> None:
 
 def _failed(state, bus: Bus, res: remote_refs.RemoteResult) -> None:
     note_failure(bus, res.message, None if res.unreachable else ("policy" if res.policy else "refused"))
-    what = "cannot reach" if res.unreachable else ("sync refused by policy by" if res.policy else "sync refused by")
-    raise GitError(f"{what} {state.remote}: {res.message}; this machine's events wait in {records.LOGS}{state.machine} "
+    what = (f"cannot reach {state.remote}" if res.unreachable else f"{state.remote} refused the sync by policy (its rules, "
+            "not the network)" if res.policy else f"sync refused by {state.remote}")
+    raise GitError(f"{what}: {res.message}; this machine's events wait in {records.LOGS}{state.machine} "
                    "and the view stays the cached one")
 
 
