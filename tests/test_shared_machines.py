@@ -260,3 +260,41 @@ def test_a_sync_refused_by_policy_is_named_so_and_status_says_its_view_is_stale(
     (bare / "hooks" / "pre-receive").unlink()
     ss.ok(["nerve", "sync"], one)
     assert "view: synced" in ss.ok(["worker", "status"], one).stdout
+
+
+# -- PostgreSQL, where the code differs ---------------------------------------------------------------------------
+def test_postgres_a_second_clone_with_a_taken_machine_name_is_refused(tmp_path, db):
+    from tests.pg_support import query, schema_of, team
+
+    one, _two = team(tmp_path, db, ["one", "two"], listen=False)
+    rows = query(db, f"SELECT machine, instance FROM {schema_of(one)}.machine_names ORDER BY machine")
+    assert rows == [("one", build.git(one, "config", "nerve.instance")), ("two", build.git(_two, "config", "nerve.instance"))]
+    twin = tmp_path / "twin"
+    build.git(tmp_path, "clone", "-q", str(tmp_path / "srv" / "project.git"), str(twin))
+    build.git(twin, "config", "nerve.machine", "one")
+    build.git(twin, "config", "nerve.database", db)
+    proc = ss.run(["nerve", "init"], twin)
+    assert proc.returncode == 8 and "machine name one is already claimed by another clone" in proc.stderr
+    assert not (twin / ".git" / "nerve" / "bus.db").exists()
+    sync = ss.run(["nerve", "sync"], twin)
+    assert sync.returncode == 8 and "git config nerve.machine" in sync.stderr
+    ss.ok(["nerve", "sync"], one)  # the name's own clone goes on
+
+
+def test_postgres_credentials_refused_are_named_so_and_status_says_the_view_is_stale(tmp_path, db, pg_server):
+    from tests.pg_support import team
+
+    (one,) = team(tmp_path, db, ["one"], listen=False)
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["nerve", "sync"], one)
+    role = f"alice_{os.getpid()}_{abs(hash(str(tmp_path))) % 10**6}"
+    pg_server.psql(f"CREATE ROLE {role} LOGIN PASSWORD 'right'")
+    hba = pg_server.data / "pg_hba.conf"
+    hba.write_text(f"host all {role} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
+    pg_server.psql("SELECT pg_reload_conf()")
+    build.git(one, "config", "nerve.database", db.replace("postgres@", f"{role}:wrong@", 1))
+    proc = ss.run(["nerve", "sync"], one)
+    assert proc.returncode == 5, proc.stderr
+    assert "refused this machine's credentials" in proc.stderr and "cannot reach" not in proc.stderr
+    view = next(ln for ln in ss.ok(["worker", "status"], one).stdout.splitlines() if ln.startswith("view: "))
+    assert "database refused this machine's credentials since" in view and "stale" in view

@@ -45,7 +45,7 @@ def test_init_shared_postgres_records_the_backend_and_schema_never_the_connectio
     assert 'backend = "postgres"' in text and schema.startswith("nerve_alpha_")
     assert "s3cret" not in text + proc.stdout + proc.stderr and "127.0.0.1" not in text
     assert f"schema {schema}" in proc.stdout and "as machine alpha" in proc.stdout
-    assert _query(db, "SELECT version FROM " + schema + ".nerve_schema") == [(2,)]
+    assert _query(db, "SELECT version FROM " + schema + ".nerve_schema") == [(3,)]
     again = ss.ok(["nerve", "init", "--shared", "postgres"], work)  # idempotent: the same schema kept
     assert (work / "nerve.toml").read_text() == text and "recorded" not in again.stdout
     other = ss.clone(tmp_path, str(bare), "beta")  # a second repository in the same database: its own namespace

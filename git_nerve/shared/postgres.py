@@ -40,6 +40,7 @@ from ..errors import DatabaseError, HeldElsewhere, NerveError, UsageError
 from . import postgres_hold, postgres_move, postgres_schema, records
 from .postgres_sql import CLAIM_COLUMNS as _CLAIM_COLUMNS
 from .postgres_sql import cached as _cached
+from .postgres_sql import claim_name as _claim_name
 from .postgres_sql import insert_events
 from .postgres_sql import current as _current
 from .postgres_sql import move as _move
@@ -68,6 +69,15 @@ class PostgresState:
     @property
     def active(self) -> bool:
         return True
+
+    @property
+    def instance(self) -> str:
+        """This clone's instance id (:mod:`.identity`)."""
+        if getattr(self, "_instance", None) is None:
+            from .identity import instance
+
+            self._instance = instance(self.cwd)
+        return self._instance
 
     @property
     def seen_key(self) -> str:
@@ -110,10 +120,23 @@ class PostgresState:
         finally:
             conn.close()
 
-    def prepare_schema(self) -> str:
-        """Connect, create or migrate the schema (``init --shared postgres``); where the database is."""
-        with self.session("shared mode was not turned on"):
+    def prepare_schema(self, instance: str | None = None) -> str:
+        """Connect, create or migrate the schema (``init --shared postgres``); where the database is. ``instance``:
+        claim this machine's name for that clone (:mod:`.identity`): HeldElsewhere when another clone has it."""
+        with self.session("shared mode was not turned on" if instance is None else "nothing changed here") as conn:
+            if instance is not None:
+                self.own_name(conn, instance)
             return postgres_schema.where(self.url())
+
+    def own_name(self, conn, instance: str) -> None:
+        """This machine's name is this clone's (claimed now when nobody has it); HeldElsewhere when another
+        clone's (instance) holds it."""
+        from .identity import refused
+
+        with conn.transaction():
+            holder = _claim_name(conn, self.machine, instance)
+        if holder != instance:
+            raise refused(self.machine, holder)
 
     # -- claims ------------------------------------------------------------------------------------------------
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,
@@ -253,6 +276,7 @@ class PostgresState:
         seen = {} if rebuild else _seen_map(cache.get_meta(bus.conn, self.seen_key))
         try:
             with self.session("this machine's events wait in its bus; the view stays the cached one") as conn:
+                self.own_name(conn, self.instance)  # another clone with this name: refused, nothing published
                 exported = _export(conn, bus, self.machine)
                 claims = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims").fetchall()
                 events = conn.execute(

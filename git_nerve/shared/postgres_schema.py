@@ -13,7 +13,7 @@ from typing import Iterator
 from ..errors import DatabaseError
 
 #: the schema version this code creates and knows
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: seconds a connection may take before the command gives up (libpq's connect_timeout; PGCONNECT_TIMEOUT or
 #: the URL's own connect_timeout win)
 CONNECT_TIMEOUT = 5
@@ -68,6 +68,14 @@ CREATE TABLE moved (
     target  jsonb NOT NULL,
     machine text NOT NULL,
     at      timestamptz NOT NULL DEFAULT now()
+);
+""",
+    # one name, one machine (issue 36, shared/identity.py): the clone (instance) each machine name belongs to
+    3: """
+CREATE TABLE machine_names (
+    machine  text PRIMARY KEY,
+    instance text NOT NULL,
+    at       timestamptz NOT NULL DEFAULT now()
 );
 """,
 }

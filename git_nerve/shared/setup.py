@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import nerve_toml
-from ..errors import GitError, UsageError
+from ..errors import DatabaseError, GitError, UsageError
 from ..git import destroy, remote_refs
 from . import config as shared_config
 from . import records
@@ -74,42 +74,50 @@ def _refused(remote: str, ref: str, what: str, res: remote_refs.RemoteResult, le
 
 
 def join(toplevel: Path, backend: str | None, remote: str | None) -> list[str]:
-    """Before `git nerve init` writes anything: on the git remote (``backend`` "git", or nerve.toml's when None),
-    probe it when shared mode is being turned on, then claim this machine's name there for this clone
-    (:mod:`.identity`): HeldElsewhere (exit 8) when another clone holds it, nothing written. Only then are the
-    clone's instance id and, without ``nerve.machine``, its default name (host name and a short suffix) recorded
-    in its git config. Warnings to print (a remote out of reach: the first sync claims the name)."""
+    """Before `git nerve init` writes anything: the shared store this clone joins (``backend``: being turned on;
+    None: nerve.toml's), probed when shared mode is being turned on on the git remote; this machine's name
+    claimed there for this clone (:mod:`.identity`; on PostgreSQL a row of ``machine_names``, where nerve.toml
+    names the schema already): HeldElsewhere (exit 8) when another clone holds it, nothing written. Only then are
+    the clone's instance id and, without ``nerve.machine``, its default name (host name and a short suffix)
+    recorded in its git config. Warnings to print (a store out of reach: the first sync claims the name)."""
     import socket
 
     from . import identity
 
     home = nerve_toml.main_checkout(toplevel) or toplevel
     turning_on = backend is not None
+    table = shared_config.table_of_checkout(home)
     if backend is None:
-        table = shared_config.table_of_checkout(home)
         backend = table.get("backend") if isinstance(table.get("backend"), str) else "local"
         remote = table.get("remote") if isinstance(table.get("remote"), str) else None
-    if backend != "git":
+    if backend not in ("git", "postgres"):
         return []
-    remote = _remote(home, remote)
     named = shared_config._git_config(home, "nerve.machine")
     machine = shared_config.machine(home) if named else identity.default_name(
         home, records.machine_name(socket.gethostname()))
     mine = identity.instance(home, create=False) or secrets.token_hex(8)
-    warnings = probe(home, remote, machine) if turning_on else []
+    warnings: list[str] = []
     try:
-        identity.claim(home, remote, machine, mine)
-    except GitError as exc:
+        if backend == "git":
+            remote = _remote(home, remote)
+            warnings += probe(home, remote, machine) if turning_on else []
+            identity.claim(home, remote, machine, mine)
+        elif table.get("backend") == "postgres":  # (a schema named: the first machine's is made by enable_postgres)
+            from .postgres import PostgresState
+
+            schema = table.get("schema", shared_config.DEFAULT_SCHEMA)
+            if isinstance(schema, str) and shared_config.valid_schema(schema):
+                cfg = shared_config.SharedConfig("postgres", None, machine, home, home, schema=schema)
+                PostgresState(cfg).prepare_schema(instance=mine)
+    except (GitError, DatabaseError) as exc:
         if turning_on:
             raise
-        warnings.append(f"{exc.message}; the first `git nerve sync` that reaches {remote} claims the name")
-    if identity.instance(home, create=False) != mine:
-        from ..git import config as gitconfig
+        warnings.append(f"{exc.message}; the first `git nerve sync` that reaches it claims the name {machine}")
+    from ..git import config as gitconfig
 
+    if identity.instance(home, create=False) != mine:
         gitconfig.set_value(home, identity.INSTANCE_KEY, mine, scope="local")
     if not named:
-        from ..git import config as gitconfig
-
         gitconfig.set_value(home, "nerve.machine", machine, scope="local")
     return warnings
 
@@ -152,7 +160,9 @@ def enable_postgres(common_dir: Path, toplevel: Path) -> SharedSetup:
         raise UsageError(f"{path} [shared] schema = {schema!r} is not a PostgreSQL schema name")
     machine = shared_config.machine(home)
     cfg = shared_config.SharedConfig("postgres", None, machine, home, Path(common_dir), schema=schema)
-    where = PostgresState(cfg).prepare_schema()
+    from .identity import instance
+
+    where = PostgresState(cfg).prepare_schema(instance=instance(home))
     written = False if table else _record(path, {"backend": "postgres", "schema": schema},
                                           "several machines coordinate through PostgreSQL (docs/several-machines.md); "
                                           "each machine: git config nerve.database <url>")
