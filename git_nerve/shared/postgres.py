@@ -59,6 +59,30 @@ SEEN = "pg:seen"  # the cache's meta key (+ ":<schema>"): {machine: the last mse
 
 
 
+def _vetted(conn, recs: list[records.Record]) -> list[records.Record]:
+    """The claim rows whose form is sound (:mod:`.vet`: a task id by the local rules, machine names, states); the
+    others kept for inspection, changing nothing here. (Their transitions the database judged as they were made.)"""
+    from . import vet
+
+    out = []
+    for rec in recs:
+        why = vet.form_fault(rec, rec.task)
+        if why is None:
+            out.append(rec)
+        else:
+            vet.keep(conn, f"pg:{rec.task[:60]}:{rec.seq}", rec.task, rec.machine, why, rec)
+    return out
+
+
+def _sound_events(conn, events: list[dict]) -> list[dict]:
+    from . import vet
+
+    out = []
+    for machine in dict.fromkeys(e["machine"] for e in events):
+        out += vet.sound(conn, machine, [e for e in events if e["machine"] == machine])
+    return out
+
+
 class PostgresState:
     def __init__(self, config: SharedConfig):
         self.config = config
@@ -293,11 +317,11 @@ class PostgresState:
             if rebuild:
                 cache.clear(conn)
             cached = {c.task_id: c.tip for c in cache.claims(conn)}  # (a claim the git remote cached: replaced)
-            changed = [_record(r) for r in claims if cached.get(r[0]) != _tip(r[6])]
+            changed = _vetted(conn, [_record(r) for r in claims if cached.get(r[0]) != _tip(r[6])])
             for rec in changed:
                 cache.put_claim(conn, _cached(rec))
-            ingested = cache.add_events(conn, [{"id": e[0], "machine": e[1], "ts": e[3], "task": e[4], "kind": e[5],
-                                                "payload": e[6]} for e in events])
+            ingested = cache.add_events(conn, _sound_events(conn, [
+                {"id": e[0], "machine": e[1], "ts": e[3], "task": e[4], "kind": e[5], "payload": e[6]} for e in events]))
             cache.deliver_posts(conn, self.machine)  # other machines' posts and notes to tasks held here join
             woken = told.deliver(conn, bus.path.parent, self.machine)  # their threads and inboxes
             followed = follow(conn, self.machine, clock.now())  # reviews and merges made elsewhere: rows follow

@@ -234,7 +234,7 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
         for machine, tip in peers.items():
             lease.observe(conn, machine, tip)
         for machine, (tip, events) in batches.items():
-            new_events += cache.add_events(conn, _sound(conn, machine, events))
+            new_events += cache.add_events(conn, vet.sound(conn, machine, events))
             cache.set_meta(conn, f"log:{machine}", tip)
         puts += [(e.record, e.tip) for e in archived if vet.form_fault(e.record, e.record.task) is None]
         for rec, tip in puts:
@@ -279,19 +279,6 @@ def _judge(state, bus: Bus, changed: dict[str, str], cached: dict, quiet: float 
         if sha is not None and sha != c.tip:
             puts.append((rec, sha))
     return puts, refused
-
-
-def _sound(conn, machine: str, events: list[dict]) -> list[dict]:
-    """The events of ``machine``'s log whose form is sound; the others kept for inspection (:mod:`.vet`)."""
-    out = []
-    for e in events:
-        why = vet.event_fault(e, machine)
-        if why is None:
-            out.append(e)
-        else:
-            vet.keep(conn, f"{machine}:{str(e.get('id'))[:120]}", e.get("task") if isinstance(e.get("task"), str)
-                     else None, machine, why, json.dumps(e, sort_keys=True, default=str)[:2000])
-    return out
 
 
 def _entries(state, finished: dict[str, str], seen: dict[str, str | None]) -> dict:

@@ -137,6 +137,20 @@ def event_fault(event: dict, machine: str) -> str | None:
     return None
 
 
+def sound(conn, machine: str, events: list[dict]) -> list[dict]:
+    """The events of ``machine``'s log whose form is sound; the others kept for inspection (inside the caller's
+    write transaction)."""
+    out = []
+    for e in events:
+        why = event_fault(e, machine)
+        if why is None:
+            out.append(e)
+        else:
+            keep(conn, f"{machine}:{str(e.get('id'))[:120]}", e.get("task") if isinstance(e.get("task"), str) else None,
+                 machine, why, json.dumps(e, sort_keys=True, default=str)[:2000])
+    return out
+
+
 def _shown(value) -> str:
     text = value if isinstance(value, str) else repr(value)
     text = text if len(text) <= 80 else text[:77] + "..."
