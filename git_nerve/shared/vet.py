@@ -120,6 +120,8 @@ def event_fault(event: dict, machine: str) -> str | None:
     from ..errors import UsageError
     from ..worker import ids
 
+    if event.get("machine") != machine:
+        return f"it says it is machine {_shown(event.get('machine'))}'s, in machine {machine}'s log"
     if not isinstance(event.get("id"), str) or not event["id"].startswith(machine + ":") or len(event["id"]) > 200:
         return "its id is not one of its machine's"
     if not isinstance(event.get("kind"), str) or len(event["kind"]) > 64:
