@@ -88,7 +88,8 @@ class Riding:
 
         _unsure(bus, rec.task, True)  # the next run reads the remote first
         remote = getattr(self.state, "remote", "the remote")
-        again = f"run `git worker {rec.verb} {rec.task}` again: it reads {remote} first and finishes it here"
+        command = f"git worker done --task {rec.task}" if rec.verb == "done" else f"git worker {rec.verb} {rec.task}"
+        again = f"run `{command}` again: it reads {remote} first and finishes it here"
         if took:
             raise GitError(f"the push of {rec.task}'s {rec.verb} reached {remote} (its claim is there: {rec.state}) "
                            f"but the answer was lost: {again}; nothing else changed here")
