@@ -234,7 +234,7 @@ def test_a_newer_schema_is_refused_with_one_line(tmp_path, db):
     _query(db, f"UPDATE {_schema(one)}.nerve_schema SET version = 99")
     proc = ss.run(["worker", "spawn", "t"], one)
     assert proc.returncode == 5 and len(proc.stderr.splitlines()) == 1, proc
-    assert "is at version 99, newer than this git-nerve knows (2): upgrade git-nerve" in proc.stderr
+    assert "is at version 99, newer than this git-nerve knows (3): upgrade git-nerve" in proc.stderr
     assert _local_row(one, "t") is None
 
 
