@@ -202,6 +202,7 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
         cache.ensure(conn)
         if rebuild:
             cache.clear(conn)
+            vet.forget(conn)  # a rebuild judges every record anew
         peers = _peers(state, local)
         seen_logs = {m: cache.get_meta(conn, f"log:{m}") for m in peers}
         finished = archive.tips(state.cwd, local)
@@ -227,8 +228,6 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
     new_events = 0
     with bus.write() as conn:
         cache.ensure(conn)
-        if rebuild:
-            vet.forget(conn)
         for key, task, machine, why, rec in refused:
             vet.keep(conn, key, task, machine, why, rec)
         for machine, tip in peers.items():
