@@ -45,7 +45,7 @@ def test_init_shared_postgres_records_the_backend_and_schema_never_the_connectio
     assert 'backend = "postgres"' in text and schema.startswith("nerve_alpha_")
     assert "s3cret" not in text + proc.stdout + proc.stderr and "127.0.0.1" not in text
     assert f"schema {schema}" in proc.stdout and "as machine alpha" in proc.stdout
-    assert _query(db, "SELECT version FROM " + schema + ".nerve_schema") == [(2,)]
+    assert _query(db, "SELECT version FROM " + schema + ".nerve_schema") == [(3,)]
     again = ss.ok(["nerve", "init", "--shared", "postgres"], work)  # idempotent: the same schema kept
     assert (work / "nerve.toml").read_text() == text and "recorded" not in again.stdout
     other = ss.clone(tmp_path, str(bare), "beta")  # a second repository in the same database: its own namespace
@@ -234,7 +234,7 @@ def test_a_newer_schema_is_refused_with_one_line(tmp_path, db):
     _query(db, f"UPDATE {_schema(one)}.nerve_schema SET version = 99")
     proc = ss.run(["worker", "spawn", "t"], one)
     assert proc.returncode == 5 and len(proc.stderr.splitlines()) == 1, proc
-    assert "is at version 99, newer than this git-nerve knows (2): upgrade git-nerve" in proc.stderr
+    assert "is at version 99, newer than this git-nerve knows (3): upgrade git-nerve" in proc.stderr
     assert _local_row(one, "t") is None
 
 

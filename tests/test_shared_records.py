@@ -55,3 +55,33 @@ def test_an_archive_batch_round_trips_and_skips_what_it_cannot_read():
     data = records.encode_finished([("a" * 40, rec)]) + b"not json\n" + b'{"tip": "short", "record": {}}\n'
     assert records.decode_finished(data) == [("a" * 40, rec)]
     assert records.decode_finished(None) == [] and records.decode_finished(b'{"tip": "' + b"b" * 40 + b'", "record": 3}\n') == []
+
+
+def test_a_peers_record_is_judged_by_its_form_the_state_machine_and_this_machines_lease():
+    from git_nerve.shared import vet
+
+    working = records.Record("t", "WORKING", "ASSIGNED", "start", "one", "one", 2, 1.0)
+
+    def rec(**kw):
+        return records.Record(**{**working.__dict__, "previous": "WORKING", "seq": 3, **kw})
+
+    for task in ("a\nb", "../x", "other"):
+        assert vet.step(None, rec(task=task), "t", "one") is not None  # the ref's own name, a task id
+    assert vet.step(None, rec(machine="a b"), "t", "one") is not None
+    assert vet.step(None, rec(state="DONE"), "t", "one") is not None
+    assert vet.step(None, rec(state="COMPLETED", verb="merge", machine="evil"), "t", "one") is None  # first sight
+    assert "WORKING -> COMPLETED" in vet.step(working, rec(state="COMPLETED", verb="merge", machine="evil"), "t", "one")
+    assert "moved a task machine one holds" in vet.step(working, rec(state="FAILED", verb="cancel", machine="two"),
+                                                        "t", "one")
+    assert vet.step(working, rec(state="IN_REVIEW", verb="done"), "t", "one") is None  # the holder's own
+    review = rec(state="IN_REVIEW", verb="done")
+    assert vet.step(review, rec(state="APPROVED", verb="approve", machine="two"), "t", "one") is None  # any machine
+    taken = rec(state="ASSIGNED", verb="takeover", machine="two", owner="two")
+    assert "not by a takeover" in vet.step(working, rec(state="ASSIGNED", verb="start", machine="two", owner="two"),
+                                           "t", "one")
+    assert "before its lease ran out here" in vet.step(working, taken, "t", "one", lambda: 5.0, lease=600)
+    assert vet.step(working, taken, "t", "one", lambda: 601.0, lease=600) is None
+    assert vet.step(working, taken, "t", "three", lambda: 5.0, lease=600) is None  # not this machine's task
+    assert vet.event_fault({"id": "two:m1", "machine": "one", "ts": 1.0, "kind": "x"}, "two") is not None
+    assert vet.event_fault({"id": "two:m1", "machine": "two", "ts": 1.0, "kind": "x", "task": "a\nb"}, "two")
+    assert vet.event_fault({"id": "two:m1", "machine": "two", "ts": 1.0, "kind": "x", "task": "t"}, "two") is None

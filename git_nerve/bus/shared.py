@@ -234,6 +234,13 @@ def local_events(conn: sqlite3.Connection, machine: str, cursor: dict[str, int])
     return events, new
 
 
+def produced(conn: sqlite3.Connection) -> dict[str, int]:
+    """{stream: the highest id this machine's bus has produced}: no log this machine wrote can have published
+    past it (a cursor beyond it is a log another clone wrote)."""
+    tables = {"m": "messages", "r": "rounds", "i": "inbox", "o": "outbox"}
+    return {s: conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {t}").fetchone()[0] for s, t in tables.items()}
+
+
 def local_count(conn: sqlite3.Connection) -> int:
     """How many events this machine has produced (every record :func:`local_events` publishes)."""
     return sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("messages", "rounds", "inbox", "outbox"))

@@ -29,7 +29,9 @@ def init(as_json: bool, shared: str | None, shared_remote: str | None, move: boo
         raise click.UsageError("--remote goes with --shared (the git remote)")
     if move and not shared:
         raise click.UsageError("--move goes with --shared git|postgres (the store to move to)")
+    joining = [] if move else _join(shared, shared_remote)  # this machine's name claimed: before anything is written
     report = do_init()
+    report.warnings += joining
     if move:
         _print_move(report, _move(shared, shared_remote), as_json)
         return
@@ -57,6 +59,14 @@ def init(as_json: bool, shared: str | None, shared_remote: str | None, move: boo
             echo(f"Shared:      through {joined['remote']} as machine {joined['machine']} (probe passed{recorded}")
 
 
+def _join(backend: str | None, remote: str | None) -> list[str]:
+    from ..paths import discover
+    from ..shared.setup import join
+
+    paths = discover()
+    return join(paths.toplevel, backend, remote) if paths.toplevel is not None else []
+
+
 def _init_shared(report, remote: str | None, backend: str) -> dict:
     from ..paths import discover
     from ..shared.setup import enable, enable_postgres
@@ -67,7 +77,7 @@ def _init_shared(report, remote: str | None, backend: str) -> dict:
         done = enable_postgres(paths.common_dir, top)
         return {"backend": "postgres", "database": done.remote, "schema": done.schema, "machine": done.machine,
                 "nerve_toml": str(done.nerve_toml), "written": done.written}
-    done = enable(paths.common_dir, top, remote)
+    done = enable(paths.common_dir, top, remote, probed=True)
     return {"backend": "git", "remote": done.remote, "machine": done.machine, "nerve_toml": str(done.nerve_toml),
             "written": done.written}
 

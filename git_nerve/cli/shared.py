@@ -31,7 +31,7 @@ def sync(rebuild: bool, watch: bool, as_json: bool) -> None:
             raise click.UsageError("--watch and --rebuild go separately")
         run_watch(lambda report: _print_line(report) if as_json else _print(report, False))
         return
-    report = run_sync(rebuild=rebuild)
+    report = run_sync(rebuild=rebuild, tell=True)
     if report["backend"] != "local":  # tasks of this machine another one took over are fenced off on opening
         from ..worker.takeover import auto_takeover
         from .tasks import _repo_fenced
@@ -67,6 +67,7 @@ def _print(report: dict, as_json: bool) -> None:
         echo(f"took over {t['task']} from machine {t['from']} (its lease ran out; it was {t['state']}; now ASSIGNED here)")
     for t in report.get("followed", []):
         echo(_followed_line(t))
+    _warn_foreign(report)
     if report.get("archive_refused"):
         warn(f"{report['remote']} refused to archive finished claims ({report['archive_refused']}): they stay live "
              "claim refs; tried again after a lease")
@@ -74,6 +75,18 @@ def _print(report: dict, as_json: bool) -> None:
     echo(f"synced with {report['remote']} as {report['machine']}: {report['exported']} events published, "
          f"{report['ingested']} ingested, {report['claims']} claims updated{archived} ({report['seconds']} s)"
          + (f"; next look{again}" if again else ""))
+
+
+def _warn_foreign(report: dict) -> None:
+    """What this sync refused of other machines' words (each once; :mod:`git_nerve.shared.vet`)."""
+    from ..text import clean_line
+
+    for r in report.get("rejected", []):
+        if r["key"].startswith("log:"):  # this machine's name, another clone's log
+            warn(clean_line(r["reason"]))
+            continue
+        warn(clean_line(f"refused {r['machine'] or 'a machine'}'s record of {r['task'] or '-'} ({r['key'][:40]}): "
+                        f"{r['reason']}; it changed nothing here"))
 
 
 def _followed_line(t: dict) -> str:

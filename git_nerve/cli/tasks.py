@@ -102,22 +102,26 @@ def _print_removal(res) -> None:
              + (f" (+{len(tops) - 10} more)" if len(tops) > 10 else ""))
 
 
-def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float) -> None:
-    """`git worker status` in shared mode: how fresh the view is, then a MACHINE column."""
+def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float, refused: str | None = None) -> None:
+    """`git worker status` in shared mode: how fresh the view is (and a warning of records from other machines
+    refused here), then a MACHINE column."""
     from .. import clock
     from ..text import clean_line
     from .common import style
 
     colors = {"ASSIGNED": "blue", "WORKING": "cyan", "CONFLICTED": "red", "IN_REVIEW": "yellow", "APPROVED": "green",
               "COMPLETED": "bright_black", "FAILED": "magenta"}  # as the one-machine table
-    echo(f"view: {fresh}")
+    echo(f"view: {clean_line(fresh)}")
+    if refused:
+        warn(refused)
     echo(style(f"{'TASK':<24} {'STATE':<11} {'MACHINE':<16} {'BRANCH':<28} {'HEARTBEAT':<10} DESCRIPTION", bold=True))
     for r in rows:
         w = by_id.get(r["task_id"])
         hb = (clock.ago(w.last_heartbeat, now) + " ago") if w is not None and w.last_heartbeat else "-"
         desc = clean_line(((w.description if w else "").splitlines() or [""])[0])[:40]
         shown = style(f"{r['state']:<11}", fg=colors.get(r["state"]))
-        echo(f"{r['task_id']:<24} {shown} {r['machine']:<16} {(r['branch'] or '-'):<28} {hb:<10} {desc}"
+        task, machine, branch = (clean_line(r[k] or "") for k in ("task_id", "machine", "branch"))  # peers' words
+        echo(f"{task:<24} {shown} {machine:<16} {(branch or '-'):<28} {hb:<10} {desc}"
              + (" STALE" if r["stale"] else "") + (f" (fenced off here: {r['fenced']})" if r.get("fenced") else ""))
         if r.get("merged_elsewhere"):
             echo(f"{'':<24} {r['merged_elsewhere']}")

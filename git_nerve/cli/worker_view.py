@@ -18,7 +18,9 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
         echo_json(rows)
         return
     if fresh is not None:
-        return print_shared_status(rows, everyone, fresh, now)
+        from ..shared.status import refused_line
+
+        return print_shared_status(rows, everyone, fresh, now, refused_line(repo.bus))
     if not rows:
         echo("no workers" + (" match" if states or stale_only else " yet; create one with `git worker spawn <task-id>`"))
         return

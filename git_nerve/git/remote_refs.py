@@ -34,6 +34,20 @@ _UNREACHABLE = ("could not read from remote", "unable to connect", "connection r
                 "could not resolve host", "timed out", "unable to access", "failed to connect", "no such file or directory",
                 "connection reset", "network is unreachable", "unable to look up", "remote end hung up")
 
+#: words of a failure before anything reached the remote (the push surely did not land)
+_NOT_SENT = ("could not resolve host", "connection refused", "unable to connect", "network is unreachable",
+             "failed to connect", "unable to look up", "does not appear to be a git", "no such file or directory",
+             "could not read from remote", "unable to access")
+
+
+def may_have_landed(output: str) -> bool:
+    """Could a push that failed with these words have reached the remote (no rejection line for a ref, no
+    refusal, nothing saying it never connected)?"""
+    low = output.lower()
+    if any(ln.startswith("!\t") for ln in output.splitlines()) or any(w in low for w in _REFUSALS):
+        return False
+    return not any(w in low for w in _NOT_SENT)
+
 
 def write_record(cwd, files: dict[str, bytes], parent: str | None, message: str, *, keep: tuple[str, ...] = ()) -> str:
     """A new record commit holding ``files`` ({name: content}), on top of ``parent``; its sha. Nothing is moved.
@@ -94,6 +108,20 @@ class RemoteResult:
     refused: bool = False
     message: str = ""
     output: str = ""
+    #: the host's words say its rules refused it (a hook declined, a denied or hidden ref, a permission): policy,
+    #: never a race nor a network failure
+    policy: bool = False
+    #: the remote answered for the refs (a rejection line per ref): the push surely did not land; False with a
+    #: failure means no answer came (the connection dropped: it may have landed)
+    answered: bool = False
+
+    @property
+    def maybe_landed(self) -> bool:
+        """A push that failed with no answer for its refs, and not before anything could be sent (the connection
+        dropped once the remote had it): the remote may have taken it; only reading it back tells."""
+        if self.ok or self.stale or self.answered or self.policy:
+            return False
+        return may_have_landed(self.output)
 
 
 def cas_push(cwd, remote: str, updates: list[tuple[str, str, str | None]], *, timeout: float = TIMEOUT) -> RemoteResult:
@@ -187,9 +215,10 @@ def _result(proc) -> RemoteResult:
         stale = not refused and any(w in everything for w in _LOST_RACE)
         why = "; ".join(dict.fromkeys(s for s in summaries if "atomic push failed" not in s)) or summaries[0]
         return RemoteResult(False, stale=stale, refused=refused or not stale,
-                            message="; ".join([why, *[s[7:].strip() for s in said]]), output=text)
+                            message="; ".join([why, *[s[7:].strip() for s in said]]), output=text, policy=refused,
+                            answered=True)
     msg = cli.message(proc.stderr) or cli.last_line(proc.stdout) or f"git exited {proc.returncode}"
     low = text.lower()
     if any(w in low for w in _UNREACHABLE):
         return RemoteResult(False, unreachable=True, message=msg, output=text)
-    return RemoteResult(False, refused=True, message=msg, output=text)
+    return RemoteResult(False, refused=True, message=msg, output=text, policy=any(w in low for w in _REFUSALS))

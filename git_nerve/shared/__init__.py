@@ -47,7 +47,8 @@ class SharedState(Protocol):
 
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None: ...
 
-    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> object | None:
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str, *,
+                          fresh: bool = False) -> object | None:
         """A claim to carry in the command's own push to ``remote`` (atomically with the branch it moves), or
         None: nothing to carry (not this store, or already recorded); then :meth:`claim` runs as usual."""
         ...

@@ -154,6 +154,14 @@ def table_of(common_dir: Path) -> dict:
     return _table(main) if main is not None else {}
 
 
+def table_of_checkout(main: Path) -> dict:
+    """nerve.toml's ``[shared]`` table in the main checkout ``main`` as written ({} without one, or unreadable)."""
+    try:
+        return _table(main)
+    except UsageError:
+        return {}
+
+
 def _table(main: Path) -> dict:
     try:
         data = nerve_toml.read(main) or {}

@@ -15,7 +15,7 @@ from ..bus import shared as cache
 from ..bus.connection import Bus
 from ..errors import GitError, HeldElsewhere, UsageError
 from ..git import refs, remote_refs
-from . import archive, lease, records
+from . import archive, lease, records, vet
 from .judge import AUTO_STATES
 from .judge import already as _already
 from .judge import held as _held
@@ -53,6 +53,15 @@ class GitRemoteState:
     def active(self) -> bool:
         return True
 
+    @property
+    def instance(self) -> str:
+        """This clone's instance id (:mod:`.identity`; made once, the first time a sync needs it)."""
+        if getattr(self, "_instance", None) is None:
+            from .identity import instance
+
+            self._instance = instance(self.cwd)
+        return self._instance
+
     # -- claims --------------------------------------------------------------------------------------------
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,
               holder: str | None = None) -> None:
@@ -65,11 +74,13 @@ class GitRemoteState:
             if pending is None:
                 return
             res = remote_refs.cas_push(self.cwd, self.remote, [pending.update])
-            if res.ok:
+            unsure = res.maybe_landed  # sent, and no answer came
+            took = self.landed_anyway(pending) if unsure else None
+            if res.ok or took:
                 self.landed(bus, pending)
                 return
             if not res.stale:
-                raise self._failed(res, task_id, expected)
+                raise self._failed(res, task_id, expected, unsure=unsure and took is None)
             # only the mirror was behind, or another machine won: the next attempt asks the remote first
         raise GitError(f"could not move the claim of {task_id} on {self.remote}: it kept moving; nothing changed here")
 
@@ -109,7 +120,7 @@ class GitRemoteState:
         archive refs are fetched first for a new task, or when the remote had no claim)."""
         tip = self._fetch_claim(ref, task_id, expected) if asked else refs.resolve(self.cwd, ref)
         if tip is not None:
-            return tip, tip, self._record(tip)
+            return tip, tip, self._judged(task_id, tip)
         if asked or expected is None:
             self._fetch_finished(ref, task_id, expected)
         entry = archive.lookup(self.cwd, task_id)
@@ -127,9 +138,21 @@ class GitRemoteState:
         if stale is not None:
             archive.prune_mirrors(self.cwd, {ref: stale, **remote_refs.local_refs(self.cwd, records.FINISHED)}, set())
 
-    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> Pending | None:
-        """:meth:`prepare`, when ``remote`` is the coordination remote (else the claim is pushed on its own)."""
-        return self.prepare(task_id, expected, new, verb) if remote == self.remote else None
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str, *,
+                          fresh: bool = False) -> Pending | None:
+        """:meth:`prepare`, when ``remote`` is the coordination remote (else the claim is pushed on its own);
+        ``fresh``: ask the remote first (an earlier push of this task's may have landed without an answer)."""
+        return self.prepare(task_id, expected, new, verb, fresh=fresh) if remote == self.remote else None
+
+    def landed_anyway(self, pending: Pending) -> bool | None:
+        """After a push that failed without the remote refusing it (the answer lost: the connection dropped after
+        the remote took it): did ``pending`` land? True / False as the remote says now, None when it cannot be
+        asked (the outcome stays unknown)."""
+        try:
+            tip = self._fetch_claim(pending.ref, pending.record.task, pending.record.previous)
+        except GitError:
+            return None
+        return tip == pending.sha
 
     def landed(self, bus: Bus, pending: Pending) -> None:
         """The remote took ``pending``: the mirror and the cache follow."""
@@ -143,26 +166,35 @@ class GitRemoteState:
 
             spawn(self.config.common_dir, self.cwd)
 
-    def lost(self, pending: Pending) -> None:
+    def lost(self, pending: Pending) -> bool | None:
         """A push carrying ``pending`` failed: HeldElsewhere when the claim moved on the remote (the race was
-        lost), else nothing (the push failed for its own reason, which the caller says)."""
+        lost); True when the remote has the claim after all (it took the push, the answer was lost: the mirror
+        follows), or already records this very transition (an earlier push whose answer was lost); None when
+        the remote cannot be asked; else False (the push failed for its own reason, which the caller says)."""
         rec = pending.record
         try:
             tip = self._fetch_claim(pending.ref, rec.task, rec.previous)
         except GitError:
-            return
+            return None
+        if tip == pending.sha:
+            return True
         if tip != pending.tip:
-            current = self._record(tip)
+            current = self._judged(rec.task, tip)
             if current is not None and current.verb == records.MOVE:
                 raise moved_claim(rec.task, current)
+            if current is not None and _already(current, rec.state, rec.verb, self.machine):
+                return True
+            if current is not None and (current.state, current.owner) == (rec.previous, self.machine):
+                return False  # moved there only by records this machine refuses (:mod:`.vet`): the rerun goes on
             if current is not None:
                 raise _held(rec.task, current)
+        return False
 
     def learn(self, bus: Bus, task_id: str) -> records.Record | None:
         """The claim of ``task_id`` as this clone's mirror now holds it (a refused compare-and-set fetched it)
         into the cache, so that what follows (fencing a task taken over) sees the remote's word; the record."""
         tip = refs.resolve(self.cwd, records.CLAIMS + task_id)
-        rec = self._record(tip)
+        rec = self._judged(task_id, tip)
         if tip is None:  # archived: the remote has no claim ref of it any more (:mod:`.archive`)
             entry = archive.lookup(self.cwd, task_id)
             tip, rec = (entry.tip, entry.record) if entry else (None, None)
@@ -172,6 +204,22 @@ class GitRemoteState:
                 cache.put_claim(conn, _cached(rec, tip))
                 cache.set_meta(conn, cache.MACHINE, self.machine)
         return rec
+
+    def _judged(self, task_id: str, tip: str | None) -> records.Record | None:
+        """The claim at ``tip`` as this machine accepts it: the last record of its chain every check of
+        :mod:`.vet` passed (a peer's record that fails changes nothing here)."""
+        if tip is None:
+            return None
+        return vet.accepted(self.cwd, tip, task_id, self.machine, silence=self._silence, lease=self.config.lease)[0]
+
+    def _silence(self) -> float | None:
+        from ..bus.connection import Bus
+
+        try:
+            with Bus(self.config.common_dir / "nerve" / "bus.db") as bus:
+                return lease.unpublished_for(bus.conn, self.machine)
+        except Exception:  # noqa: BLE001 - cannot tell: judged as never published
+            return None
 
     def _record(self, sha: str | None) -> records.Record | None:
         if sha is None:
@@ -190,12 +238,18 @@ class GitRemoteState:
             raise self._failed(res, task_id, expected)
         return refs.resolve(self.cwd, ref)
 
-    def _failed(self, res: remote_refs.RemoteResult, task_id: str, expected: str | None) -> GitError:
+    def _failed(self, res: remote_refs.RemoteResult, task_id: str, expected: str | None, *,
+                unsure: bool = False) -> GitError:
         state = f"{task_id} is still {expected}" if expected else f"{task_id} was not created"
+        if unsure:
+            return GitError(f"the claim of {task_id} was sent to {self.remote} but no answer came back ({res.message}), "
+                            f"and {self.remote} could not be asked since: it may have landed. Nothing changed here "
+                            f"({state} here); run the same command again: it reads {self.remote} first and finishes it")
         if res.unreachable:
             return GitError(f"cannot reach {self.remote} (shared mode: every transition is agreed there): "
                             f"{res.message}; nothing changed here ({state})")
-        return GitError(f"{self.remote} refused the claim of {task_id}: {res.message}; nothing changed here ({state})")
+        how = " by policy (its rules, not a race or the network)" if res.policy else ""
+        return GitError(f"{self.remote} refused the claim of {task_id}{how}: {res.message}; nothing changed here ({state})")
 
     def take(self, bus: Bus, task_id: str) -> str:
         """Take over ``task_id`` (it becomes ASSIGNED to this machine) once its holder's lease ran out, as

@@ -49,6 +49,20 @@ def beaten(conn, machine: str, tip: str) -> None:
     cache.set_meta(conn, f"beat:{machine}", json.dumps({"tip": tip, "mono": time.monotonic()}))
 
 
+def published(conn, machine: str, tip: str) -> None:
+    """This machine's log reached the remote at ``tip`` now (inside the caller's write transaction)."""
+    cache.set_meta(conn, f"published:{machine}", json.dumps({"tip": tip, "mono": time.monotonic()}))
+
+
+def unpublished_for(conn, machine: str) -> float | None:
+    """Seconds (this machine's clock) since its own log last reached the remote: the others can have judged
+    its lease run out only once this passed the lease. None: never, or this machine restarted since (cannot
+    tell)."""
+    last = _read(cache.get_meta(conn, f"published:{machine}"))
+    now = time.monotonic()
+    return None if last is None or last["mono"] > now else now - last["mono"]
+
+
 def _read(value: str | None) -> dict | None:
     try:
         d = json.loads(value) if value else None

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 
 from .. import locks
 from ..bus import workers
-from ..errors import NerveError, StoreMoved
+from ..errors import BusError, DatabaseError, NerveError, StoreMoved
 from ..fs import file_id
 
 LOG = "listen.log"
@@ -140,6 +140,10 @@ def serve(state, bus, report: Callable[[dict], None], *, life=None) -> None:
             report({"error": exc.message})
             return
         except NerveError as exc:  # the database lost (DatabaseError), the bus or the sync lock busy: again soon
+            if isinstance(exc, DatabaseError) and not isinstance(exc, BusError):  # `status` says its view is stale
+                from .sync import note_failure
+
+                note_failure(bus, exc.message, getattr(exc, "kind", None))
             report({"error": exc.message})
         time.sleep(min(delay, life.wait()))  # only while the database is lost
         delay = min(delay * 2, BACKOFF[1])

@@ -17,7 +17,8 @@ class LocalState:
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None:
         return None
 
-    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str) -> None:
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str, *,
+                          fresh: bool = False) -> None:
         return None
 
     def landed(self, bus: Bus, pending: object) -> None:

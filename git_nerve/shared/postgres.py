@@ -40,6 +40,7 @@ from ..errors import DatabaseError, HeldElsewhere, NerveError, UsageError
 from . import postgres_hold, postgres_move, postgres_schema, records
 from .postgres_sql import CLAIM_COLUMNS as _CLAIM_COLUMNS
 from .postgres_sql import cached as _cached
+from .postgres_sql import claim_name as _claim_name
 from .postgres_sql import insert_events
 from .postgres_sql import current as _current
 from .postgres_sql import move as _move
@@ -58,6 +59,30 @@ SEEN = "pg:seen"  # the cache's meta key (+ ":<schema>"): {machine: the last mse
 
 
 
+def _vetted(conn, recs: list[records.Record]) -> list[records.Record]:
+    """The claim rows whose form is sound (:mod:`.vet`: a task id by the local rules, machine names, states); the
+    others kept for inspection, changing nothing here. (Their transitions the database judged as they were made.)"""
+    from . import vet
+
+    out = []
+    for rec in recs:
+        why = vet.form_fault(rec, rec.task)
+        if why is None:
+            out.append(rec)
+        else:
+            vet.keep(conn, f"pg:{rec.task[:60]}:{rec.seq}", rec.task, rec.machine, why, rec)
+    return out
+
+
+def _sound_events(conn, events: list[dict]) -> list[dict]:
+    from . import vet
+
+    out = []
+    for machine in dict.fromkeys(e["machine"] for e in events):
+        out += vet.sound(conn, machine, [e for e in events if e["machine"] == machine])
+    return out
+
+
 class PostgresState:
     def __init__(self, config: SharedConfig):
         self.config = config
@@ -68,6 +93,15 @@ class PostgresState:
     @property
     def active(self) -> bool:
         return True
+
+    @property
+    def instance(self) -> str:
+        """This clone's instance id (:mod:`.identity`)."""
+        if getattr(self, "_instance", None) is None:
+            from .identity import instance
+
+            self._instance = instance(self.cwd)
+        return self._instance
 
     @property
     def seen_key(self) -> str:
@@ -97,7 +131,7 @@ class PostgresState:
         try:
             conn = psycopg.connect(url, **postgres_schema.connect_options(url))
         except psycopg.Error as exc:
-            raise DatabaseError(f"cannot reach the database {where}: {postgres_schema.first_line(exc)}; {unchanged}") from None
+            raise postgres_schema.connect_failed(where, exc, unchanged) from None
         try:
             conn.execute("SET statement_timeout = '30s'")
             conn.execute("SET lock_timeout = '10s'")
@@ -110,10 +144,23 @@ class PostgresState:
         finally:
             conn.close()
 
-    def prepare_schema(self) -> str:
-        """Connect, create or migrate the schema (``init --shared postgres``); where the database is."""
-        with self.session("shared mode was not turned on"):
+    def prepare_schema(self, instance: str | None = None) -> str:
+        """Connect, create or migrate the schema (``init --shared postgres``); where the database is. ``instance``:
+        claim this machine's name for that clone (:mod:`.identity`): HeldElsewhere when another clone has it."""
+        with self.session("shared mode was not turned on" if instance is None else "nothing changed here") as conn:
+            if instance is not None:
+                self.own_name(conn, instance)
             return postgres_schema.where(self.url())
+
+    def own_name(self, conn, instance: str) -> None:
+        """This machine's name is this clone's (claimed now when nobody has it); HeldElsewhere when another
+        clone's (instance) holds it."""
+        from .identity import refused
+
+        with conn.transaction():
+            holder = _claim_name(conn, self.machine, instance)
+        if holder != instance:
+            raise refused(self.machine, holder)
 
     # -- claims ------------------------------------------------------------------------------------------------
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,
@@ -161,7 +208,8 @@ class PostgresState:
 
             spawn(self.config.common_dir, self.cwd)
 
-    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str):
+    def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str, *,
+                          fresh: bool = False):
         """The claim row locked across the command's push, judged first (HeldElsewhere: nothing pushed); the
         transition committed once the push landed (:mod:`.postgres_push`)."""
         from . import postgres_push
@@ -246,12 +294,13 @@ class PostgresState:
             return self._sync(bus, rebuild=rebuild)
 
     def _sync(self, bus: Bus, *, rebuild: bool) -> dict:
-        from .sync import LAST_ERROR, SYNCED_AT, UNREACHABLE_SINCE
+        from .sync import DOWN_KIND, LAST_ERROR, SYNCED_AT, UNREACHABLE_SINCE, note_failure
 
         started = time.monotonic()
         seen = {} if rebuild else _seen_map(cache.get_meta(bus.conn, self.seen_key))
         try:
             with self.session("this machine's events wait in its bus; the view stays the cached one") as conn:
+                self.own_name(conn, self.instance)  # another clone with this name: refused, nothing published
                 exported = _export(conn, bus, self.machine)
                 claims = conn.execute(f"SELECT {_CLAIM_COLUMNS} FROM claims").fetchall()
                 events = conn.execute(
@@ -259,11 +308,7 @@ class PostgresState:
                     "AND mseq > COALESCE((%s::jsonb ->> machine)::bigint, 0) ORDER BY machine, mseq",
                     (self.machine, json.dumps(seen))).fetchall()
         except DatabaseError as exc:
-            with bus.write() as conn:
-                cache.ensure(conn)
-                if cache.get_meta(conn, UNREACHABLE_SINCE) is None:
-                    cache.set_meta(conn, UNREACHABLE_SINCE, repr(clock.now()))
-                cache.set_meta(conn, LAST_ERROR, exc.message)
+            note_failure(bus, exc.message, getattr(exc, "kind", None))
             raise
         for _, machine, mseq, *_rest in events:
             seen[machine] = max(seen.get(machine, 0), mseq)
@@ -272,11 +317,11 @@ class PostgresState:
             if rebuild:
                 cache.clear(conn)
             cached = {c.task_id: c.tip for c in cache.claims(conn)}  # (a claim the git remote cached: replaced)
-            changed = [_record(r) for r in claims if cached.get(r[0]) != _tip(r[6])]
+            changed = _vetted(conn, [_record(r) for r in claims if cached.get(r[0]) != _tip(r[6])])
             for rec in changed:
                 cache.put_claim(conn, _cached(rec))
-            ingested = cache.add_events(conn, [{"id": e[0], "machine": e[1], "ts": e[3], "task": e[4], "kind": e[5],
-                                                "payload": e[6]} for e in events])
+            ingested = cache.add_events(conn, _sound_events(conn, [
+                {"id": e[0], "machine": e[1], "ts": e[3], "task": e[4], "kind": e[5], "payload": e[6]} for e in events]))
             cache.deliver_posts(conn, self.machine)  # other machines' posts and notes to tasks held here join
             woken = told.deliver(conn, bus.path.parent, self.machine)  # their threads and inboxes
             followed = follow(conn, self.machine, clock.now())  # reviews and merges made elsewhere: rows follow
@@ -285,6 +330,7 @@ class PostgresState:
             cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
             cache.set_meta(conn, UNREACHABLE_SINCE, None)
             cache.set_meta(conn, LAST_ERROR, None)
+            cache.set_meta(conn, DOWN_KIND, None)
         told.mark(bus.path.parent, woken)  # again after the commit, as `git nerve tell` does
         return {"backend": "postgres", "machine": self.machine, "remote": f"{postgres_schema.where(self.url())} ({self.schema})",
                 "exported": exported, "ingested": ingested, "claims": len(changed),

@@ -13,7 +13,7 @@ from typing import Iterator
 from ..errors import DatabaseError
 
 #: the schema version this code creates and knows
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: seconds a connection may take before the command gives up (libpq's connect_timeout; PGCONNECT_TIMEOUT or
 #: the URL's own connect_timeout win)
 CONNECT_TIMEOUT = 5
@@ -70,6 +70,14 @@ CREATE TABLE moved (
     at      timestamptz NOT NULL DEFAULT now()
 );
 """,
+    # one name, one machine (issue 36, shared/identity.py): the clone (instance) each machine name belongs to
+    3: """
+CREATE TABLE machine_names (
+    machine  text PRIMARY KEY,
+    instance text NOT NULL,
+    at       timestamptz NOT NULL DEFAULT now()
+);
+""",
 }
 
 
@@ -106,6 +114,26 @@ def schema_version(conn, schema: str) -> int | None:
         return None
     row = conn.execute("SELECT max(version) FROM nerve_schema").fetchone()
     return row[0] if row else None
+
+
+#: SQLSTATEs and libpq's words of a connection refused for its credentials (not a database out of reach)
+_AUTH_STATES = ("28P01", "28000")
+_AUTH_WORDS = ("password authentication failed", "authentication failed", "no password supplied",
+               "no pg_hba.conf entry", "role \"", "peer authentication failed")
+
+
+def connect_failed(where: str, exc, unchanged: str):
+    """The DatabaseError of a connection that failed: its credentials refused (``kind`` "auth", named as such),
+    else the database out of reach."""
+    from ..errors import DatabaseError
+
+    said = first_line(exc)
+    if getattr(exc, "sqlstate", None) in _AUTH_STATES or any(w in str(exc).lower() for w in _AUTH_WORDS):
+        err = DatabaseError(f"the database {where} refused this machine's credentials: {said} (its user and password: "
+                            f"git config nerve.database, ~/.pgpass, PGPASSWORD); {unchanged}")
+        err.kind = "auth"
+        return err
+    return DatabaseError(f"cannot reach the database {where}: {said}; {unchanged}")
 
 
 def connect_options(url: str) -> dict:

@@ -18,6 +18,14 @@ def seen(conn, machine: str) -> None:
                  (machine,))
 
 
+def claim_name(conn, machine: str, instance: str) -> str:
+    """Claim ``machine`` for ``instance`` unless another instance has it (inside the caller's transaction): the
+    instance that holds the name now (this one, or the other)."""
+    conn.execute("INSERT INTO machine_names (machine, instance) VALUES (%s, %s) ON CONFLICT (machine) DO NOTHING",
+                 (machine, instance))
+    return conn.execute("SELECT instance FROM machine_names WHERE machine = %s", (machine,)).fetchone()[0]
+
+
 def current(conn, task_id: str) -> records.Record | None:
     row = conn.execute(f"SELECT {CLAIM_COLUMNS} FROM claims WHERE task_id = %s", (task_id,)).fetchone()
     return record(row) if row else None

@@ -24,6 +24,8 @@ LOGS = "refs/nerve/log/"
 #: where a clone keeps the logs it fetched (its own log ref stays what it wrote)
 PEERS = "refs/nerve/peers/"
 PROBES = "refs/nerve/probe/"
+#: each machine name's claim: the instance (clone) that uses it (:mod:`.identity`)
+MACHINES = "refs/nerve/machines/"
 #: each machine's archive of finished tasks' claims (append-only; first parent: the previous batch)
 FINISHED = "refs/nerve/finished/"
 FINISHED_FILE = "finished.jsonl"
@@ -103,8 +105,20 @@ def is_record(event: dict) -> bool:
     return not str(event.get("id", "")).partition(":")[2].startswith(ALIVE_STREAM)
 
 
-def encode_cursor(cursor: dict[str, int]) -> bytes:
-    return json.dumps(cursor, sort_keys=True).encode() + b"\n"
+def encode_cursor(cursor: dict[str, int], instance: str | None = None) -> bytes:
+    """``cursor.json``: the last id published of each stream and, from issue 36 on, the instance (clone) that
+    wrote the batch (a string: :func:`decode_cursor` keeps only the numbers)."""
+    return json.dumps({**cursor, **({"instance": instance} if instance else {})}, sort_keys=True).encode() + b"\n"
+
+
+def cursor_instance(data: bytes | None) -> str | None:
+    """The instance that wrote a batch, as its ``cursor.json`` says (None: none named, a batch of an older
+    git-nerve or of a move)."""
+    try:
+        d = json.loads(data or b"{}")
+    except ValueError:
+        return None
+    return d.get("instance") if isinstance(d, dict) and isinstance(d.get("instance"), str) else None
 
 
 def decode_cursor(data: bytes | None) -> dict[str, int]:

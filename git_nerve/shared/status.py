@@ -16,15 +16,29 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def run_sync(cwd=None, *, rebuild: bool = False) -> dict:
-    """`git nerve sync` of the repository at ``cwd``: a report (see :func:`.sync.sync`)."""
+def run_sync(cwd=None, *, rebuild: bool = False, tell: bool = False) -> dict:
+    """`git nerve sync` of the repository at ``cwd``: a report (see :func:`.sync.sync`). ``tell``: a person reads
+    it (the command, not a background sync): the records other machines published that were refused and not
+    reported yet go into it (``rejected``), each once."""
     paths = discover(cwd)
     state = open_state(paths.common_dir)
     bus = Bus(paths.bus_path)
     try:
-        return state.sync(bus, rebuild=rebuild)
+        report = state.sync(bus, rebuild=rebuild)
+        if tell:
+            told_now = refused_now(bus)
+            if told_now:
+                report["rejected"] = told_now
+        return report
     finally:
         bus.close()
+
+
+def refused_now(bus: Bus) -> list[dict]:
+    """The refused records not reported yet (:func:`.vet.new_rejections`), each reported once from now on."""
+    from .vet import new_rejections
+
+    return new_rejections(bus)
 
 
 def run_watch(report, cwd=None) -> None:
@@ -80,6 +94,22 @@ def shared_rows(bus: Bus, rows: list[dict[str, Any]], states: tuple[str, ...] = 
     for r in rows:
         r["view"] = fresh
     return fresh
+
+
+def refused_line(bus: Bus) -> str | None:
+    """`git worker status`'s warning of the records other machines published that this machine refused (they
+    changed nothing here: :mod:`.vet`); None when there are none."""
+    from ..text import clean_line
+    from .vet import rejections
+
+    kept = rejections(bus.conn)
+    if not kept:
+        return None
+    last = kept[-1]
+    what = f"{last['machine'] or 'a machine'}'s record of {last['task'] or '-'}" if last["task"] else (
+        f"a record of {last['machine'] or 'a machine'}")
+    return clean_line(f"{len(kept)} record(s) from other machines refused here (they changed nothing), the last: "
+                      f"{what}: {last['reason']} (`git nerve sync --rebuild` judges them again)")
 
 
 def elsewhere(bus: Bus, task_id: str) -> dict[str, Any] | None:

@@ -66,16 +66,37 @@ class Riding:
         update = getattr(self.pending, "update", None)  # PostgreSQL's holds a row locked, rides nothing
         return (update,) if update is not None else ()
 
-    def failed(self, bus: Bus | None = None) -> None:
+    def failed(self, bus: Bus | None = None, push=None) -> None:
         """The push failed: HeldElsewhere when it was the claim that lost (after fencing the task off here
-        when another machine took it over; ``bus``: where to)."""
-        if self.pending is not None:
-            try:
-                self.state.lost(self.pending)
-            except HeldElsewhere:
-                if bus is not None:
-                    _fence_after_refusal(bus, self.pending.record.task)
-                raise
+        when another machine took it over; ``bus``: where to). When the remote has the claim after all (it took
+        the push and the answer was lost), the mirror follows and a GitError says to run the command again (it
+        finishes it); when the remote cannot be asked, the next run of the command asks it first (and a GitError
+        says the push may have landed, when ``push``, the command's failed push, may have reached the remote)."""
+        if self.pending is None:
+            return
+        rec = getattr(self.pending, "record", None)
+        try:
+            took = self.state.lost(self.pending)
+        except HeldElsewhere:
+            if bus is not None:
+                _fence_after_refusal(bus, self.pending.record.task)
+            raise
+        if rec is None or bus is None or took is False:
+            return
+        from ..errors import GitError
+        from ..git.remote_refs import may_have_landed
+
+        _unsure(bus, rec.task, True)  # the next run reads the remote first
+        remote = getattr(self.state, "remote", "the remote")
+        command = f"git worker done --task {rec.task}" if rec.verb == "done" else f"git worker {rec.verb} {rec.task}"
+        again = f"run `{command}` again: it reads {remote} first and finishes it here"
+        if took:
+            raise GitError(f"the push of {rec.task}'s {rec.verb} reached {remote} (its claim is there: {rec.state}) "
+                           f"but the answer was lost: {again}; nothing else changed here")
+        if push is not None and may_have_landed(getattr(push, "output", "")):
+            raise GitError(f"could not push {rec.task}'s {rec.verb} to {remote} ({getattr(push, 'message', '')}): no "
+                           f"answer came back and {remote} could not be asked since, so it may have landed; {again}; "
+                           "nothing else changed here")
 
     def landed(self, bus: Bus) -> None:
         if self.pending is not None:
@@ -89,11 +110,30 @@ def riding_push(bus: Bus, task_id: str, expected: str, to: State, verb: str, rem
     state = shared.for_bus(bus)
     if not state.active:
         return Riding()
+    unsure = _unsure(bus, task_id)
     try:
-        return Riding(state, state.prepare_with_push(task_id, expected, to.value, verb, remote))
+        pending = (state.prepare_with_push(task_id, expected, to.value, verb, remote, fresh=True) if unsure
+                   else state.prepare_with_push(task_id, expected, to.value, verb, remote))
     except HeldElsewhere:
         _fence_after_refusal(bus, task_id)
         raise
+    if unsure:
+        _unsure(bus, task_id, False)  # the remote was read: what it has is the truth again
+    return Riding(state, pending)
+
+
+def _unsure(bus: Bus, task_id: str, value: bool | None = None) -> bool:
+    """Did a push carrying ``task_id``'s claim fail with its outcome unknown (the next one reads the remote
+    first)? ``value``: set it (True) or clear it (False)."""
+    from ..bus import shared as cache
+
+    key = f"unsure:{task_id}"
+    if value is None:
+        return cache.get_meta(bus.conn, key) is not None
+    with bus.write() as conn:
+        cache.ensure(conn)
+        cache.set_meta(conn, key, "1" if value else None)
+    return value
 
 
 #: the verbs that, on a task another machine holds, are run on that machine (the command to name there)

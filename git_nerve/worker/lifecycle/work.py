@@ -181,7 +181,7 @@ def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str, lease: str |
     push = gitremote.push(wt, remote, f"refs/heads/{w.branch}", w.branch, expect=lease,
                           env_extra={"NERVE_INTERNAL_PUSH": "done"}, also=claim.also)
     if not push.ok:
-        claim.failed(repo.bus)  # HeldElsewhere when the claim lost the race (a task taken over: fenced off)
+        claim.failed(repo.bus, push)  # HeldElsewhere when the claim lost the race (a task taken over: fenced off)
         raise _push_failed(push, w, remote)
     claim.landed(repo.bus)
     faults.point("done.after-push")
