@@ -114,6 +114,7 @@ def _provider_key(home: str) -> bool:
 create_codex = adapter_factory(
     "codex", "codex",
     build=_argv, prompt_via="stdin", prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    env_names=("OPENAI_*", "CODEX_*"), state_dirs=(".codex",),
 )
 
 
