@@ -166,7 +166,7 @@ def test_sandbox_bwrap_without_a_box_refuses_with_one_line_and_auto_warns(two_ta
     for tool in ("git", "sh"):
         (empty / tool).symlink_to(subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True,
                                                  text=True).stdout.strip())
-    env = {**os.environ, "PATH": f"{Path(PY).parent}{os.pathsep}{empty}"}
+    env = {**os.environ, "PATH": f"{Path(PY).parent}{os.pathsep}{empty}", "NERVE_SANDBOX": "auto"}  # the default
     hard = subprocess.run(["git", "worker", "run", "--sandbox", "bwrap", "--", "sh", "-c", "echo RAN"], cwd=wt1,
                           env=env, capture_output=True, text=True, timeout=60)
     assert hard.returncode == 2 and "RAN" not in hard.stdout, (hard.stdout, hard.stderr)
@@ -180,6 +180,9 @@ def test_sandbox_bwrap_without_a_box_refuses_with_one_line_and_auto_warns(two_ta
     monkeypatch.setenv("PATH", env["PATH"])
     with pytest.raises(UsageError):
         sandbox.choose("bwrap")
+    monkeypatch.delenv("NERVE_SANDBOX")
+    lines = []
+    assert sandbox.choose(None, warn=lines.append) == "none" and len(lines) == 1  # unset: auto
     with pytest.raises(UsageError):
         sandbox.choose("docker")
 
@@ -249,3 +252,21 @@ def test_the_adapter_process_runs_in_the_box(bwrap, two_tasks):
     bus.close()
     assert "BUS REFUSED 30" in out, out  # EROFS
     assert (wt1 / "made-in-box.txt").read_text() == "x"
+
+
+def test_git_nerves_own_agent_works_in_the_box(bwrap, tmp_path):
+    """The real agent (`nerve_agent`, driven by the scripted model) in the box: it reads the thread, edits,
+    runs the tests, commits; the tester and reviewer see its work; its provider's key reaches it."""
+    from git_nerve.scripted_model.server import API_KEY, ScriptedModel
+    from tests.real_agents import AgentRepo, agent_env, assert_happy_path, chat_params
+
+    with ScriptedModel() as model:
+        toml = ('\n[adapters.nerve_agent]\nextra_args = ["--base-url", "' + model.url + '/v1", '
+                '"--api-key-env", "NERVE_TEST_KEY"]\n')
+        repo = AgentRepo.create(tmp_path, "nerve_agent", toml_extra=toml)
+        model.params.update(chat_params(repo))
+        env = {**agent_env(Path(PY)), "NERVE_TEST_KEY": API_KEY, "NERVE_SANDBOX": "bwrap",
+               "GEMINI_API_KEY": "not-for-this-agent"}
+        res = assert_happy_path(repo, model, env, timeout=180)
+    assert "unboxed" not in res.err
+    assert (repo.work / ".git" / "nerve" / "box" / "t1").is_dir()  # made only for a boxed agent

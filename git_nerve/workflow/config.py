@@ -96,8 +96,9 @@ class RunDefaults(BaseModel):
         default=None,
         description="how this repository runs its tests; prompts name it and adapters with command rules allow it",
     )
-    sandbox: Literal["auto", "bwrap", "none"] = Field(
-        default="auto", description="the box around every agent process (workflow/sandbox.py): auto = bwrap when usable",
+    sandbox: Literal["auto", "bwrap", "none"] | None = Field(
+        default=None, description="the box around every agent process (workflow/sandbox.py); unset: $NERVE_SANDBOX, "
+        "else auto = bwrap when usable",
     )
     network: Literal["on", "none"] = Field(default="on", description='"none": boxed agents get no network')
     hide: list[str] = Field(default_factory=list, description="more paths a boxed agent must not see (~ allowed)")

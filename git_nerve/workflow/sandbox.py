@@ -46,6 +46,9 @@ RUNTIME_SECRETS = ("gnupg", "keyring", "ssh-agent.socket", "gcr")
 SOCKET_VARS = ("SSH_AUTH_SOCK", "GPG_AGENT_INFO")
 #: the variable that tells git-nerve's own commands inside the box where their spool is
 BOX_ENV = "NERVE_BOX_SPOOL"  # = git_nerve.bus.spool.BOX_ENV
+#: the person's default box when neither --sandbox nor nerve.toml [run] sandbox says (e.g. "none" in a CI
+#: whose own tests write outside their worktree)
+ENV_MODE = "NERVE_SANDBOX"
 
 
 @dataclass(frozen=True)
@@ -182,11 +185,11 @@ def bwrap_usable(bwrap: str) -> str:
 
 
 def choose(mode: str | None, *, warn=None) -> str:
-    """The box to use for ``mode`` ("auto" when None): "bwrap", "seatbelt" (macOS) or "none".
+    """The box to use for ``mode`` (None: ``$NERVE_SANDBOX``, else "auto"): "bwrap", "seatbelt" (macOS) or "none".
 
     ``auto`` with no usable box: one warning line (``warn``, else stderr) and "none"; ``bwrap`` with none:
     a UsageError (exit 2)."""
-    mode = mode or "auto"
+    mode = mode or os.environ.get(ENV_MODE) or "auto"
     if mode not in MODES:
         raise UsageError(f"sandbox must be one of {', '.join(MODES)}, not {mode!r}")
     if mode == "none":
