@@ -216,6 +216,11 @@ def test_each_adapter_process_gets_only_its_own_provider_keys(repo, monkeypatch)
     assert "GEMINI_API_KEY" in seen and "ANTHROPIC_API_KEY" not in seen and "OPENAI_API_KEY" not in seen
     # any command (create_exec) declares nothing: it gets the environment as before
     assert "OPENAI_API_KEY" in _env_seen(create_exec([PY, "-c", ENV_DUMP]), repo.work)
+    # nerve.toml's [adapters.claude] pass_env names one more
+    monkeypatch.setenv("MY_GATEWAY_TOKEN", "t")
+    assert "MY_GATEWAY_TOKEN" not in _env_seen(_dumping(claude_adapter), repo.work)
+    assert "MY_GATEWAY_TOKEN" in _env_seen(_dumping(claude_adapter).with_defaults({"pass_env": ["MY_GATEWAY_TOKEN"]}),
+                                           repo.work)
     # a key set on the adapter itself (nerve.toml / the workflow) is its own
     assert "OPENAI_API_KEY" in _env_seen(dataclasses.replace(_dumping(claude_adapter), env={"OPENAI_API_KEY": "x"}),
                                          repo.work)

@@ -91,10 +91,10 @@ def validate(workflows: tuple[str, ...], adapter: str | None, as_json: bool) -> 
         echo(problem.line())
     for note in report.notes:
         echo(f"note: {note.line()}")
-    for line in report.environment_lines():
-        echo(line)
     if report.ok:
         echo(f"ok: {len(report.workflows)} workflow(s), {report.roles} role(s): {', '.join(report.workflows)}")
+    for line in report.environment_lines():
+        echo(line)
     sys.exit(0 if report.ok else 1)
 
 

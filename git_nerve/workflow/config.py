@@ -84,6 +84,9 @@ class AdapterDefaults(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     model: str | None = None
     extra_args: list[str] | None = None
+    #: more environment variables this adapter's process receives (names, e.g. the key variable a provider in
+    #: the CLI's own config names): an adapter receives only its declared ones and the general ones
+    pass_env: list[str] | None = None
 
 
 class RunDefaults(BaseModel):

@@ -62,8 +62,7 @@ class Report:
         lines = []
         for name, env in self.environment.items():
             if env["own"] is None:
-                lines.append(f"env: adapter {name} receives the whole environment (it declares no variables)")
-                continue
+                continue  # any command (create_exec): it receives the whole environment, as the JSON says
             own = ", ".join(env["own"]) or "none set here"
             withheld = ", ".join(env["withheld"]) or "nothing"
             lines.append(f"env: adapter {name} receives its own ({own}) and the general variables; withheld: {withheld}")

@@ -68,6 +68,10 @@ def prepare(a: CommandAdapter, inv: Invocation) -> None:
     extra = [arg for o in overrides if o.split("=", 1)[0] not in given for arg in ("-c", o)]
     inv.argv[2:2] = extra  # after `codex exec`
     inv.env["TMPDIR"] = tmp
+    # the key variable the person's own provider config names is codex's own (it receives only its declared ones)
+    key = _provider_env_key(inv.env.get("CODEX_HOME") or os.path.join(inv.env.get("HOME") or "~", ".codex"))
+    if key and key in os.environ:
+        inv.env.setdefault(key, os.environ[key])
 
 
 def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
@@ -99,16 +103,22 @@ def checks(a: CommandAdapter) -> list[str]:
 
 
 def _provider_key(home: str) -> bool:
+    key = _provider_env_key(home)
+    return bool(key and os.environ.get(key))
+
+
+def _provider_env_key(home: str) -> str | None:
+    """The variable the selected provider of ``$CODEX_HOME/config.toml`` reads its key from (its ``env_key``)."""
     try:
         import tomllib
 
         with open(os.path.join(home, "config.toml"), "rb") as fh:
             cfg = tomllib.load(fh)
     except (OSError, ValueError, ImportError):
-        return False
+        return None
     provider = (cfg.get("model_providers") or {}).get(cfg.get("model_provider") or "", {})
-    key = provider.get("env_key")
-    return bool(key and os.environ.get(key))
+    key = provider.get("env_key") if isinstance(provider, dict) else None
+    return key if isinstance(key, str) and key else None
 
 
 create_codex = adapter_factory(

@@ -137,6 +137,8 @@ class CommandAdapter:
             changes["timeout"] = float(defaults["timeout"])
         if self.extra_args is None and defaults.get("extra_args"):
             changes["extra_args"] = tuple(str(a) for a in defaults["extra_args"])
+        if self.env_names is not None and defaults.get("pass_env"):
+            changes["env_names"] = (*self.env_names, *(str(n) for n in defaults["pass_env"]))
         return dataclasses.replace(self, **changes) if changes else self
 
     def received_env(self) -> list[str] | None:
