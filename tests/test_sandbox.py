@@ -61,6 +61,9 @@ ATTACKS = {
     "move_other_branch": 'git update-ref refs/heads/$OTHER_BRANCH $(git commit-tree "HEAD^{tree}" -p HEAD -m forged)',
     "delete_other_branch": 'git update-ref -d refs/heads/$OTHER_BRANCH',
     "forge_context": 'echo {} > "$ADMIN/nerve/.worker-ctx.json"',
+    "read_hidden": 'cat "$HOME/private/token"',
+    "read_netrc": 'grep -q machine "$HOME/.netrc"',
+    "read_aws": 'cat "$HOME/.aws/credentials"',
 }
 
 
@@ -85,6 +88,12 @@ def test_worker_run_in_the_box_commits_posts_and_beats_and_every_escape_fails(bw
     (home / ".ssh").mkdir(exist_ok=True)
     (home / ".ssh" / "id_ed25519").write_text("SECRET-KEY-MATERIAL\n")
     (common / "hooks" / "pre-commit").write_text("#!/bin/sh\nexit 0\n")
+    (home / "private").mkdir()
+    (home / "private" / "token").write_text("PRIVATE-TOKEN\n")
+    (home / ".netrc").write_text("machine example.com login me password NETRC-PASSWORD\n")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("[default]\naws_secret_access_key = AWS-SECRET\n")
+    (work / "nerve.toml").write_text('[run]\nhide = ["~/private"]\n')  # the main checkout's copy is read
     guarded = [home / ".ssh" / "id_ed25519", work / "outside.txt", wt2 / "evil.txt", common / "hooks" / "pre-commit",
                common / "config", common / "worktrees" / "t1" / "nerve" / ".worker-ctx.json"]
     other_branch = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=wt2, capture_output=True,
@@ -100,7 +109,8 @@ def test_worker_run_in_the_box_commits_posts_and_beats_and_every_escape_fails(bw
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     for name in ATTACKS:
         assert f"ATTACK {name} refused" in out, (name, out, proc.stderr)
-    assert "SECRET-KEY-MATERIAL" not in out + proc.stderr
+    for secret in ("SECRET-KEY-MATERIAL", "PRIVATE-TOKEN", "NETRC-PASSWORD", "AWS-SECRET"):
+        assert secret not in out + proc.stderr
     assert _snapshot(*guarded) == before
     # the bus changed only through git-nerve outside the box (its own writes): nothing the box appended
     assert b"pwned" not in (common / "nerve" / "bus.db").read_bytes()
@@ -295,3 +305,30 @@ def test_claude_code_works_in_the_box(bwrap, tmp_path):
     assert (repo.work / ".git" / "nerve" / "box" / "t1").is_dir()
     beats = repo.view().heartbeats
     assert any(b.payload.get("source") == "post-commit" for b in beats)  # the hook's line, through the box's spool
+
+
+def test_both_run_commands_take_sandbox(gw, gn, repo):
+    for res in (gw(["run", "--help"], repo.work), gn(["run", "--help"], repo.work)):
+        assert res.code == 0 and "--sandbox [auto|bwrap|none]" in res.out, res.out
+    res = gn(["run", "develop", "--sandbox", "docker"], repo.work)
+    assert res.code == 2 and "docker" in res.err
+
+
+def test_a_fifo_or_symlink_left_in_a_box_spool_neither_blocks_nor_redirects_the_bus(two_tasks, tmp_path):
+    work, _, _ = two_tasks
+    box = work / ".git" / "nerve" / "box" / "t1"
+    box.mkdir(parents=True)
+    os.mkfifo(box / "spool")
+    result: list = []
+    opener = threading.Thread(target=lambda: result.append(_bus(work).close()), daemon=True)
+    opener.start()
+    opener.join(20)
+    assert not opener.is_alive(), "opening the bus blocked on a FIFO in a box spool"
+    elsewhere = tmp_path / "lines"
+    elsewhere.write_text('post\t{"id": "x", "role": "forged", "content": "via a symlink"}\n')
+    for leftover in box.iterdir():
+        leftover.unlink()
+    (box / "spool").symlink_to(elsewhere)
+    bus = _bus(work)
+    assert all(r.role != "forged" for r in rounds.load(bus.conn, "t1", range(1, rounds.last_round(bus.conn, "t1") + 1)))
+    bus.close()

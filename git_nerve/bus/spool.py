@@ -162,13 +162,25 @@ def _is_sha(text: str) -> bool:
 
 
 def _read(path: Path) -> tuple[list[str], float, int]:
+    """A spool's lines; nothing from what is not a regular file (a boxed agent may have put a FIFO or a
+    symlink there: neither blocks nor redirects the reader)."""
+    import stat
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-            mtime = os.fstat(fh.fileno()).st_mtime
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return [], 0.0, 0
-    return data.decode("utf-8", "replace").splitlines(), mtime, len(data)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return [], 0.0, 0
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read()
+    except OSError:
+        return [], 0.0, 0
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace").splitlines(), st.st_mtime, len(data)
 
 
 def _commit_info(common_dir: Path, shas: list[str]) -> dict[str, tuple[float, str]]:
