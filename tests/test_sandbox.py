@@ -64,6 +64,7 @@ ATTACKS = {
     "read_hidden": 'cat "$HOME/private/token"',
     "read_netrc": 'grep -q machine "$HOME/.netrc"',
     "read_aws": 'cat "$HOME/.aws/credentials"',
+    "remove_packs": 'rm -f "$COMMON"/objects/pack/*.pack && ! ls "$COMMON"/objects/pack/*.pack',
 }
 
 
@@ -94,6 +95,9 @@ def test_worker_run_in_the_box_commits_posts_and_beats_and_every_escape_fails(bw
     (home / ".aws").mkdir()
     (home / ".aws" / "credentials").write_text("[default]\naws_secret_access_key = AWS-SECRET\n")
     (work / "nerve.toml").write_text('[run]\nhide = ["~/private"]\n')  # the main checkout's copy is read
+    subprocess.run(["git", "gc", "-q"], cwd=work, check=True)  # the history in a pack
+    packs = sorted((common / "objects" / "pack").glob("*.pack"))
+    assert packs
     guarded = [home / ".ssh" / "id_ed25519", work / "outside.txt", wt2 / "evil.txt", common / "hooks" / "pre-commit",
                common / "config", common / "worktrees" / "t1" / "nerve" / ".worker-ctx.json"]
     other_branch = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=wt2, capture_output=True,
@@ -112,6 +116,7 @@ def test_worker_run_in_the_box_commits_posts_and_beats_and_every_escape_fails(bw
     for secret in ("SECRET-KEY-MATERIAL", "PRIVATE-TOKEN", "NETRC-PASSWORD", "AWS-SECRET"):
         assert secret not in out + proc.stderr
     assert _snapshot(*guarded) == before
+    assert sorted((common / "objects" / "pack").glob("*.pack")) == packs
     # the bus changed only through git-nerve outside the box (its own writes): nothing the box appended
     assert b"pwned" not in (common / "nerve" / "bus.db").read_bytes()
     assert bus.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

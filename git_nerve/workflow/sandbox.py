@@ -4,7 +4,8 @@ Inside the box (``bwrap``, Linux):
 
 * the whole file system is read-only (``--ro-bind / /``, a fresh ``/dev`` and ``/proc``);
 * the task's worktree is writable, and in the git common dir what a commit there writes: ``objects/``
-  (``objects/info`` stays read-only: no alternates), the task's own branch ref (its directory, every other
+  (new loose objects; ``objects/info`` and ``objects/pack`` stay read-only: no alternates, the packs as they
+  are), the task's own branch ref (its directory, every other
   entry there re-bound read-only, so a sibling branch cannot be rewritten, renamed over or removed) and
   reflog, the worktree's admin dir ``worktrees/<name>`` (HEAD, index, its logs) but for its ``gitdir``,
   ``commondir``, ``config.worktree`` and ``nerve/`` (the task's context), which stay read-only;
@@ -99,8 +100,9 @@ def _ref_paths(box: Box) -> list[tuple[str, str]]:
 def _git_paths(box: Box) -> list[tuple[str, str]]:
     common = box.common_dir
     out = [("--bind", os.path.join(common, "objects"))]
-    if os.path.isdir(os.path.join(common, "objects", "info")):
-        out.append(("--ro-bind", os.path.join(common, "objects", "info")))
+    for sub in ("info", "pack"):  # no alternates, and the packs (the history) stay as they are
+        if os.path.isdir(os.path.join(common, "objects", sub)):
+            out.append(("--ro-bind", os.path.join(common, "objects", sub)))
     out += _ref_paths(box)
     admin = os.path.realpath(box.git_dir) if box.git_dir else ""
     if admin and admin != os.path.realpath(common):  # a linked worktree: its admin dir is its own
