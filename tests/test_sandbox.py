@@ -337,3 +337,24 @@ def test_a_fifo_or_symlink_left_in_a_box_spool_neither_blocks_nor_redirects_the_
     bus = _bus(work)
     assert all(r.role != "forged" for r in rounds.load(bus.conn, "t1", range(1, rounds.last_round(bus.conn, "t1") + 1)))
     bus.close()
+
+
+def test_a_note_reaches_the_boxed_agent_once_and_its_delivery_is_recorded_outside(bwrap, two_tasks, gn):
+    from git_nerve.bus import steer
+
+    work, wt1, _ = two_tasks
+    assert gn(["tell", "--task", "t1", "use tabs, not spaces"], work).code == 0
+    hook = "echo '{\"hook_event_name\": \"PostToolUse\"}' | git nerve notes --hook claude"
+    proc = subprocess.run(["git", "worker", "run", "--sandbox", "bwrap", "--", "sh", "-c",
+                           f"echo FIRST; {hook}; echo SECOND; {hook}; echo END"], cwd=wt1, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    first, second = proc.stdout.split("FIRST", 1)[1].split("SECOND", 1)
+    assert "use tabs, not spaces" in first and "nothing delivered" not in proc.stderr, (proc.stdout, proc.stderr)
+    assert "use tabs" not in second  # handed over once, though the bus was read-only in the box
+    bus = _bus(work)
+    delivered = steer.deliveries_for(bus.conn, "t1")
+    lines = [ln.text for ln in steer.outbox_after(bus.conn) if ln.kind == "delivered"]
+    bus.close()
+    assert len(delivered) == 1 and delivered[0].via == "hook"
+    assert any("note delivered to" in t and "in its box" in t and "use tabs" in t for t in lines), lines

@@ -43,6 +43,8 @@ SOURCES = {"commit": "post-commit", "merge": "post-merge", "rewrite": "post-rewr
 BOX = "box"
 #: inside an agent's box: the task's box spool directory (set by the box, read by git-nerve's own commands)
 BOX_ENV = "NERVE_BOX_SPOOL"
+#: the kinds of line only git-nerve's own commands inside a box write (the hooks write the others)
+BOXED = ("post", "heartbeat", "deliver")
 #: the most of one post's content a box spool line carries
 MAX_BOX_LINE = 256 * 1024
 
@@ -134,7 +136,7 @@ def parse(line: str) -> tuple | None:
         return ("commit", parts[1], None)
     if kind == "merge" and len(parts) >= 2 and _is_sha(parts[1]):
         return ("merge", parts[1], (parts[2] if len(parts) > 2 else "0") == "1")
-    if kind in ("post", "heartbeat") and len(parts) == 2:
+    if kind in ("post", "heartbeat", "deliver") and len(parts) == 2:
         payload = _json_object(parts[1])
         return (kind, payload, None) if payload is not None else None
     if kind == "rewrite" and len(parts) >= 3:
@@ -275,10 +277,10 @@ def _record(conn, task_id: str, events: list, info: dict, now: float) -> int:
             seen_rewrites.add((m.payload.get("source"), _pairs_key(m.payload.get("pairs"))))
     last = w.last_heartbeat or 0.0
     new = 0
-    boxed = [e for e in events if e[0] in ("post", "heartbeat")]
+    boxed = [e for e in events if e[0] in BOXED]
     if boxed:
         new += _record_boxed(conn, task_id, boxed, now)
-        events = [e for e in events if e[0] not in ("post", "heartbeat")]
+        events = [e for e in events if e[0] not in BOXED]
         last = workers.get(conn, task_id).last_heartbeat or 0.0
     for kind, a, b, mtime in events:
         if kind in ("commit", "merge"):
@@ -315,6 +317,9 @@ def _record_boxed(conn, task_id: str, events: list, now: float) -> int:
     new = 0
     for kind, payload, _, mtime in events:
         ts = min(float(payload.get("ts") or mtime), mtime, now)
+        if kind == "deliver":
+            new += _record_delivered(conn, task_id, payload, ts)
+            continue
         if kind == "heartbeat":
             status, progress = payload.get("status"), payload.get("progress")
             status = status[:500] if isinstance(status, str) else None
@@ -338,6 +343,36 @@ def _record_boxed(conn, task_id: str, events: list, now: float) -> int:
     return new
 
 
+def _record_delivered(conn, task_id: str, payload: dict, ts: float) -> int:
+    """Notes a boxed agent was handed (those of the ids that are this task's undelivered notes), recorded."""
+    from . import steer, workers
+
+    ids = {i for i in payload.get("ids") or () if isinstance(i, int)}
+    w = workers.get(conn, task_id)
+    notes = [m for m in steer.undelivered_notes(conn, task_id, all_since=w.assigned_at if w else None) if m.id in ids]
+    if not notes:
+        return 0
+    via = payload.get("via") if payload.get("via") in steer.VIAS else "hook"
+    pid = payload.get("pid") if isinstance(payload.get("pid"), int) else None
+    reader = " ".join(str(payload.get("reader") or "agent").split())[:60]
+    steer.deliver_notes(conn, task_id, notes, reader=f"{reader} in its box", via=via, pid=pid, ts=ts)
+    return len(notes)
+
+
+def box_delivered() -> set[int]:
+    """Inside a box: the note ids its spool already says were handed over (not yet taken in outside)."""
+    where = box_spool()
+    found: set[int] = set()
+    if where is None:
+        return found
+    for name in _pending(where):
+        for line in _read(where / name)[0]:
+            event = parse(line)
+            if event is not None and event[0] == "deliver":
+                found.update(i for i in event[1].get("ids") or () if isinstance(i, int))
+    return found
+
+
 def _pairs_key(pairs) -> tuple:
     return tuple(tuple(p) for p in pairs or ())
 
@@ -350,4 +385,4 @@ def ingest_quietly(bus) -> None:
         sys.stderr.write(f"warning: git-nerve: commits recorded by the hooks not read yet ({type(exc).__name__}: {exc})\n")
 
 
-__all__ = ["BOX_ENV", "SPOOL", "append_box", "box_dir", "box_spool", "ingest", "ingest_quietly", "parse", "spool_path"]
+__all__ = ["BOX_ENV", "SPOOL", "append_box", "box_delivered", "box_dir", "box_spool", "ingest", "ingest_quietly", "parse", "spool_path"]
