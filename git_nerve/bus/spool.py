@@ -347,15 +347,18 @@ def _record_delivered(conn, task_id: str, payload: dict, ts: float) -> int:
     """Notes a boxed agent was handed (those of the ids that are this task's undelivered notes), recorded."""
     from . import steer, workers
 
-    ids = {i for i in payload.get("ids") or () if isinstance(i, int)}
-    w = workers.get(conn, task_id)
-    notes = [m for m in steer.undelivered_notes(conn, task_id, all_since=w.assigned_at if w else None) if m.id in ids]
-    if not notes:
-        return 0
     via = payload.get("via") if payload.get("via") in steer.VIAS else "hook"
     pid = payload.get("pid") if isinstance(payload.get("pid"), int) else None
     reader = " ".join(str(payload.get("reader") or "agent").split())[:60]
-    steer.deliver_notes(conn, task_id, notes, reader=f"{reader} in its box", via=via, pid=pid, ts=ts)
+    if "stop" in payload:  # the task's last stop reached the agent (only that one: the id must match)
+        m = steer.last_stop(conn, task_id)
+        if m is None or m.id != payload["stop"]:
+            return 0
+        return int(steer.stop_delivered(conn, task_id, m, reader=reader, via=via, pid=pid, ts=ts))
+    ids = {i for i in payload.get("ids") or () if isinstance(i, int)}
+    w = workers.get(conn, task_id)
+    notes = [m for m in steer.undelivered_notes(conn, task_id, all_since=w.assigned_at if w else None) if m.id in ids]
+    steer.deliver_notes(conn, task_id, notes, reader=reader, via=via, pid=pid, ts=ts)
     return len(notes)
 
 

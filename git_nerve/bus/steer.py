@@ -214,6 +214,23 @@ def deliver_notes(conn: sqlite3.Connection, task_id: str, notes: list[InboxMessa
                     text=f"note delivered to {who(reader, pid, via)}; queued message: {quoted(m)}")
 
 
+def last_stop(conn: sqlite3.Connection, task_id: str) -> InboxMessage | None:
+    """The newest ``stop`` addressed to ``task_id`` (its own or to all) since it was assigned."""
+    from . import workers
+
+    w = workers.get(conn, task_id)
+    stops = [m for m in about_task(conn, task_id, all_since=w.assigned_at if w else None) if m.kind == "stop"]
+    return stops[-1] if stops else None
+
+
+def stop_delivered(conn: sqlite3.Connection, task_id: str, m: InboxMessage, *, reader: str, via: str,
+                   pid: int | None, ts: float) -> bool:
+    """Outbox: the stop ``m`` reached ``task_id``'s running agent (once per stop), in the caller's transaction."""
+    return acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=DELIVERED, ts=ts,
+                       text=f"stop delivered to {who(reader, pid, via)}: the agent is asked to end now; "
+                            f"queued message: {quoted(m)}")
+
+
 def record_delivery(
     conn: sqlite3.Connection, *, inbox_id: int, task_id: str, reader: str, pid: int | None, via: str, ts: float
 ) -> bool:

@@ -102,22 +102,21 @@ def settle(bus: Bus, task_id: str) -> list[steer.Delivery]:
     return done
 
 
-def last_stop(conn, task_id: str) -> steer.InboxMessage | None:
-    """The newest ``stop`` addressed to ``task_id`` (its own or to all) since it was assigned."""
-    w = workers.get(conn, task_id)
-    stops = [m for m in steer.about_task(conn, task_id, all_since=w.assigned_at if w else None) if m.kind == "stop"]
-    return stops[-1] if stops else None
+last_stop = steer.last_stop
 
 
 def stop_delivered(bus: Bus, task_id: str, *, reader: str, via: str, pid: int | None = None) -> bool:
     """Outbox: the task's stop reached its running agent (once per stop)."""
     m = last_stop(bus.conn, task_id)
-    if m is None or getattr(bus, "boxed", False):  # inside a box: the stop is obeyed, its outbox line not written
+    if m is None:
         return False
+    if getattr(bus, "boxed", False):  # inside an agent's box: through its spool, recorded outside
+        from ..bus import spool
+
+        spool.append_box("deliver", {"stop": m.id, "reader": reader, "via": via, "pid": pid, "ts": clock.now()})
+        return True
     with bus.write() as conn:
-        return steer.acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=DELIVERED, ts=clock.now(),
-                                 text=f"stop delivered to {_who(reader, pid, via)}: the agent is asked to end now; "
-                                      f"queued message: {quoted(m)}")
+        return steer.stop_delivered(conn, task_id, m, reader=reader, via=via, pid=pid, ts=clock.now())
 
 
 def stop_reached(conn, task_id: str) -> str | None:
