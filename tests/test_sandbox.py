@@ -293,23 +293,24 @@ def test_git_nerves_own_agent_works_in_the_box(bwrap, tmp_path):
 
 
 @pytest.mark.real
-def test_claude_code_works_in_the_box(bwrap, tmp_path):
-    """A real agent CLI (Claude Code at its pinned version, driven by the scripted model) in the box: the
-    develop workflow completes, its commit recorded by the hooks through the box's spool."""
+@pytest.mark.parametrize("name", ["claude", "codex", "gemini", "qwen", "opencode"])
+def test_real_agent_clis_work_in_the_box(bwrap, tmp_path, name):
+    """A real agent CLI (at its pinned version, driven by the scripted model) in the box: the develop workflow
+    completes; where the CLI's shell runs the hooks, its commit is recorded through the box's spool."""
     from git_nerve.scripted_model.server import ScriptedModel
     from tests.agent_drivers import DRIVERS, env_for
     from tests.real_agents import AgentRepo, assert_happy_path, chat_params
 
-    driver = DRIVERS["claude"]
+    driver = DRIVERS[name]
     bin_path = driver.install()
     repo = AgentRepo.create(tmp_path, driver.name)
     with ScriptedModel(params=chat_params(repo)) as model:
-        env = {**env_for(driver, bin_path, model), "NERVE_SANDBOX": "bwrap", "OPENAI_API_KEY": "not-for-claude"}
+        env = {**env_for(driver, bin_path, model), "NERVE_SANDBOX": "bwrap"}
         res = assert_happy_path(repo, model, env)
     assert "unboxed" not in res.err
     assert (repo.work / ".git" / "nerve" / "box" / "t1").is_dir()
-    beats = repo.view().heartbeats
-    assert any(b.payload.get("source") == "post-commit" for b in beats)  # the hook's line, through the box's spool
+    if driver.hooks_run:
+        assert any(b.payload.get("source") == "post-commit" for b in repo.view().heartbeats)
 
 
 def test_both_run_commands_take_sandbox(gw, gn, repo):

@@ -231,6 +231,10 @@ def make_box(*, workdir: str, git_dir: str, common_dir: str, branch: str, task_i
     home = env.get("HOME") or os.path.expanduser("~")
     states = []
     for rel in state_dirs:
+        if rel.startswith("$"):  # a variable naming the state directory (CODEX_HOME): where it points, if set
+            if not env.get(rel[1:]):
+                continue
+            rel = env[rel[1:]]
         path = os.path.join(home, rel)
         if not os.path.lexists(path) and not os.path.splitext(rel)[1]:
             os.makedirs(path, mode=0o700, exist_ok=True)  # the CLI would make it: it must exist to be bound

@@ -8,6 +8,8 @@ worktree writes (the worktree's git dir, the repository's objects, refs and
 logs, and git-nerve's bus for the hooks and `git nerve thread`), a private
 temporary directory instead of /tmp, and no network. Approvals are never asked
 (``approval_policy = "never"``): what the sandbox refuses stays refused.
+Inside git-nerve's own box (issue 41, :mod:`..sandbox`) Codex's bubblewrap cannot be built: there it runs
+``--sandbox danger-full-access`` and the box confines its commands.
 ``extra_args`` can override any of these flags (``--sandbox read-only``).
 
 Codex reads its model provider and credentials from the user's own
@@ -55,6 +57,11 @@ def prepare(a: CommandAdapter, inv: Invocation) -> None:
         roots.append(inv.git_dir)
     if inv.common_dir:
         roots += [os.path.join(inv.common_dir, d) for d in ("objects", "refs", "logs", "nerve")]
+    boxed = getattr(inv.ctx.start, "sandbox", "none") != "none"
+    if boxed and "--sandbox" not in (a.extra_args or ()) and "--sandbox" in inv.argv:
+        # in git-nerve's box (issue 41) Codex's own bubblewrap cannot be built (its mounts need what the box
+        # keeps read-only): the box confines its commands instead
+        inv.argv[inv.argv.index("--sandbox") + 1] = "danger-full-access"
     overrides = [
         "approval_policy=\"never\"",
         # a login shell would reset PATH from /etc/profile: `git nerve` and the test command's tools must be found
@@ -124,7 +131,7 @@ def _provider_env_key(home: str) -> str | None:
 create_codex = adapter_factory(
     "codex", "codex",
     build=_argv, prompt_via="stdin", prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    env_names=("OPENAI_*", "CODEX_*"), state_dirs=(".codex",),
+    env_names=("OPENAI_*", "CODEX_*"), state_dirs=(".codex", "$CODEX_HOME"),
 )
 
 

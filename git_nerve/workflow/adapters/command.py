@@ -112,7 +112,8 @@ class CommandAdapter:
     #: the environment variables this CLI needs besides the general ones (its key, base URL, ...; ``X_*`` a
     #: prefix): it receives no other (:mod:`.credentials`); None: unknown, it receives everything
     env_names: tuple[str, ...] | None = None
-    #: the CLI's own state (relative to HOME, e.g. ``.claude``): writable inside the box (:mod:`..sandbox`)
+    #: the CLI's own state (relative to HOME, e.g. ``.claude``; ``$VAR``: where VAR points): writable inside the
+    #: box (:mod:`..sandbox`)
     state_dirs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
