@@ -39,6 +39,7 @@ def hermetic(tmp_path_factory, monkeypatch):
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     # no warm reader (git_nerve/warm) outlives a test: tests/test_warm.py turns it on for its own clones
     env["NERVE_WARM"] = "0"
+    env["NERVE_SANDBOX"] = "none"  # fake agents log outside their worktree; tests/test_sandbox.py boxes on purpose
     for key in list(os.environ):
         if key not in env:
             monkeypatch.delenv(key, raising=False)

@@ -108,10 +108,10 @@ def test_opencode_permission_rules_deny_what_is_not_allowed():
 def test_opencode_gets_the_prompt_on_stdin_and_its_rules_in_the_environment(tmp_path, monkeypatch):
     fake = tmp_path / "bin" / "opencode"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\nenv > \"$OUT/env\"\necho \"$@\" > \"$OUT/argv\"\ncat > \"$OUT/stdin\"\necho done\n")
+    fake.write_text("#!/bin/sh\nenv > \"$NERVE_OUT/env\"\necho \"$@\" > \"$NERVE_OUT/argv\"\ncat > \"$NERVE_OUT/stdin\"\necho done\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.setenv("NERVE_OUT", str(tmp_path))
     work = tmp_path / "work"
     work.mkdir()
     start = StartFrame(task_id="t1", workflow="wf", content="x", workdir=str(work), test_command=TEST)

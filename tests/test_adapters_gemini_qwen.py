@@ -33,7 +33,7 @@ argv = sys.argv[1:]
 policy = argv[argv.index("--policy") + 1] if "--policy" in argv else None
 out = {{"argv": argv, "prompt": prompt, "policy": open(policy).read() if policy and os.path.exists(policy) else None,
         "env": {{k: v for k, v in os.environ.items() if k.startswith(("GIT_", "NO_COLOR", "GEMINI_CLI"))}}}}
-with open(os.environ["RECORD_TO"], "w") as fh:
+with open(os.environ["NERVE_RECORD_TO"], "w") as fh:
     json.dump(out, fh)
 print("done\n```json\n{{\"summary\": \"ok\", \"files_changed\": []}}\n```")
 '''
@@ -46,7 +46,7 @@ def recorder(tmp_path, monkeypatch):
     exe.write_text(RECORDER.format(python=sys.executable))
     exe.chmod(0o755)
     record = tmp_path / "record.json"
-    monkeypatch.setenv("RECORD_TO", str(record))
+    monkeypatch.setenv("NERVE_RECORD_TO", str(record))
 
     def read() -> dict:
         return json.loads(record.read_text())

@@ -66,8 +66,12 @@ class Bus:
         self.busy_timeout = busy_timeout
         self.retries = max(1, retries)
         began = time.monotonic()
-        self.conn = self._open(create)
-        if ingest:
+        from .spool import box_spool
+
+        #: inside an agent's box (issue 41) the bus is read-only: what is written goes to the box's spool
+        self.boxed = box_spool() is not None
+        self.conn = self._open_boxed() if self.boxed else self._open(create)
+        if ingest and not self.boxed:
             from .spool import ingest_quietly
 
             ingest_quietly(self)
@@ -119,6 +123,20 @@ class Bus:
         except DatabaseError:
             conn.close()
             raise
+        return conn
+
+    def _open_boxed(self) -> driver.Connection:
+        """The bus read-only, from inside an agent's box: no creation, no migration, no spool ingest (git-nerve
+        outside the box holds it open meanwhile, so its WAL files exist for a read-only reader)."""
+        if not os.path.isfile(self.path):
+            raise DatabaseError(f"no bus at {self.path} (inside an agent's box the bus is read-only)")
+        try:
+            conn = driver.connect(self.path.absolute().as_uri() + "?mode=ro", uri=True, timeout=self.busy_timeout,
+                                  isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            self._check_ours(conn)
+        except (sqlite3.Error, BusError) as exc:
+            raise DatabaseError(f"cannot read the bus {self.path} from inside the box: {exc}") from exc
         return conn
 
     def _connect(self, path: Path) -> driver.Connection:

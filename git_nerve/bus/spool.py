@@ -21,6 +21,12 @@ its lines are ingested in one bus transaction in which each event is keyed
 is skipped, and the claimed file is removed only after the commit. A reader
 that dies half-way leaves the claimed file; the next reader ingests it, and
 what was already recorded is not recorded twice.
+
+An agent's box (issue 41, :mod:`git_nerve.workflow.sandbox`) cannot write the bus: the task's box spool
+``<common-dir>/nerve/box/<task>/spool`` is the one place it may write, named by :data:`BOX_ENV`. The hooks'
+lines go there, and so do ``git nerve post`` (``post<TAB><json>``) and ``git worker heartbeat``
+(``heartbeat<TAB><json>``) run inside the box. Its lines are attributed to the task the directory is named
+after, never to what a file inside the box claims.
 """
 
 from __future__ import annotations
@@ -34,6 +40,42 @@ from ..filedoor import Refused, remove_own_file
 SPOOL = "spool"
 CLAIMED = "spool.claimed-"
 SOURCES = {"commit": "post-commit", "merge": "post-merge", "rewrite": "post-rewrite"}
+BOX = "box"
+#: inside an agent's box: the task's box spool directory (set by the box, read by git-nerve's own commands)
+BOX_ENV = "NERVE_BOX_SPOOL"
+#: the kinds of line only git-nerve's own commands inside a box write (the hooks write the others)
+BOXED = ("post", "heartbeat", "deliver")
+#: the most of one post's content a box spool line carries
+MAX_BOX_LINE = 256 * 1024
+
+
+def box_dir(common_dir: str | os.PathLike[str], task_id: str) -> Path:
+    """The box spool directory of ``task_id``: the one place of the repository its boxed agent writes to."""
+    return Path(common_dir) / "nerve" / BOX / task_id
+
+
+def box_spool() -> Path | None:
+    """Inside an agent's box: its spool directory; None outside."""
+    where = os.environ.get(BOX_ENV)
+    return Path(where) if where else None
+
+
+def append_box(kind: str, payload: dict) -> None:
+    """One ``post`` / ``heartbeat`` line for git-nerve outside the box (one append, one write)."""
+    import json
+
+    where = box_spool()
+    assert where is not None
+    line = f"{kind}\t{json.dumps(payload, separators=(',', ':'))}\n".encode()
+    if len(line) > MAX_BOX_LINE:
+        from ..errors import UsageError
+
+        raise UsageError(f"too long for the box's spool ({len(line)} bytes, at most {MAX_BOX_LINE})")
+    fd = os.open(where / SPOOL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
 
 
 def spool_path(git_dir: str | os.PathLike[str]) -> Path:
@@ -41,15 +83,17 @@ def spool_path(git_dir: str | os.PathLike[str]) -> Path:
 
 
 def _nerve_dirs(common_dir: Path) -> list[Path]:
-    """The ``nerve`` dirs of every git dir of the repository (the main one and each linked worktree's)."""
+    """The ``nerve`` dirs of every git dir of the repository (the main one and each linked worktree's), then
+    the box spool directories (:func:`box_dir`)."""
     found = [common_dir / "nerve"]
-    try:
-        entries = os.scandir(common_dir / "worktrees")
-    except OSError:
-        return found
-    with entries:
-        for e in entries:
-            found.append(Path(e.path) / "nerve")
+    for parent, sub in ((common_dir / "worktrees", "nerve"), (common_dir / "nerve" / BOX, "")):
+        try:
+            entries = os.scandir(parent)
+        except OSError:
+            continue
+        with entries:
+            for e in entries:
+                found.append(Path(e.path) / sub if sub else Path(e.path))
     return found
 
 
@@ -92,6 +136,9 @@ def parse(line: str) -> tuple | None:
         return ("commit", parts[1], None)
     if kind == "merge" and len(parts) >= 2 and _is_sha(parts[1]):
         return ("merge", parts[1], (parts[2] if len(parts) > 2 else "0") == "1")
+    if kind in ("post", "heartbeat", "deliver") and len(parts) == 2:
+        payload = _json_object(parts[1])
+        return (kind, payload, None) if payload is not None else None
     if kind == "rewrite" and len(parts) >= 3:
         pairs = []
         for item in parts[2].split():
@@ -102,18 +149,40 @@ def parse(line: str) -> tuple | None:
     return None
 
 
+def _json_object(text: str) -> dict | None:
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _is_sha(text: str) -> bool:
     return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def _read(path: Path) -> tuple[list[str], float, int]:
+    """A spool's lines; nothing from what is not a regular file (a boxed agent may have put a FIFO or a
+    symlink there: neither blocks nor redirects the reader)."""
+    import stat
+
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-            mtime = os.fstat(fh.fileno()).st_mtime
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return [], 0.0, 0
-    return data.decode("utf-8", "replace").splitlines(), mtime, len(data)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return [], 0.0, 0
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read()
+    except OSError:
+        return [], 0.0, 0
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", "replace").splitlines(), st.st_mtime, len(data)
 
 
 def _commit_info(common_dir: Path, shas: list[str]) -> dict[str, tuple[float, str]]:
@@ -138,21 +207,16 @@ def ingest(bus, common_dir: str | os.PathLike[str] | None = None) -> int:
         if names:
             claimed = _claim(nerve_dir, names)
             if claimed:
-                work.append((nerve_dir.parent, claimed))
+                work.append((nerve_dir, claimed))
     if not work:
         return 0
     from .. import clock, faults
-    from ..context import read as read_context
-    from ..errors import NerveError
 
     faults.point("spool.after-claim")
     batches = []  # (task_id, [(kind, a, b, mtime)])
     done_files = []
-    for git_dir, claimed in work:
-        try:
-            ctx = read_context(git_dir)
-        except NerveError:
-            ctx = None
+    for nerve_dir, claimed in work:
+        task_id = _task_of(nerve_dir, common)
         events = []
         for path in claimed:
             lines, mtime, size = _read(path)
@@ -161,8 +225,8 @@ def ingest(bus, common_dir: str | os.PathLike[str] | None = None) -> int:
                 event = parse(line)
                 if event is not None:
                     events.append((*event, mtime))
-        if ctx is not None and events:
-            batches.append((ctx.task_id, events))
+        if task_id is not None and events:
+            batches.append((task_id, events))
     shas = [e[1] for _, events in batches for e in events if e[0] in ("commit", "merge")]
     shas += [e[2][-1][1] for _, events in batches for e in events if e[0] == "rewrite" and e[2]]
     info = _commit_info(common, shas) if shas else {}
@@ -183,6 +247,21 @@ def ingest(bus, common_dir: str | os.PathLike[str] | None = None) -> int:
     return new
 
 
+def _task_of(nerve_dir: Path, common: Path) -> str | None:
+    """Whose lines a spool holds: a box spool's, the task its directory is named after (never what the box
+    wrote); a worktree's, the task of its context file."""
+    if nerve_dir.parent == common / "nerve" / BOX:
+        return nerve_dir.name
+    from ..context import read as read_context
+    from ..errors import NerveError
+
+    try:
+        ctx = read_context(nerve_dir.parent)
+    except NerveError:
+        return None
+    return ctx.task_id if ctx is not None else None
+
+
 def _record(conn, task_id: str, events: list, info: dict, now: float) -> int:
     from . import messages, workers
 
@@ -198,6 +277,11 @@ def _record(conn, task_id: str, events: list, info: dict, now: float) -> int:
             seen_rewrites.add((m.payload.get("source"), _pairs_key(m.payload.get("pairs"))))
     last = w.last_heartbeat or 0.0
     new = 0
+    boxed = [e for e in events if e[0] in BOXED]
+    if boxed:
+        new += _record_boxed(conn, task_id, boxed, now)
+        events = [e for e in events if e[0] not in BOXED]
+        last = workers.get(conn, task_id).last_heartbeat or 0.0
     for kind, a, b, mtime in events:
         if kind in ("commit", "merge"):
             if a in seen_commits:
@@ -226,6 +310,72 @@ def _record(conn, task_id: str, events: list, info: dict, now: float) -> int:
     return new
 
 
+def _record_boxed(conn, task_id: str, events: list, now: float) -> int:
+    """A boxed agent's posts (each once: keyed by the id it was spooled with) and heartbeats."""
+    from . import messages, rounds, workers
+
+    new = 0
+    for kind, payload, _, mtime in events:
+        ts = min(float(payload.get("ts") or mtime), mtime, now)
+        if kind == "deliver":
+            new += _record_delivered(conn, task_id, payload, ts)
+            continue
+        if kind == "heartbeat":
+            status, progress = payload.get("status"), payload.get("progress")
+            status = status[:500] if isinstance(status, str) else None
+            progress = float(progress) if isinstance(progress, (int, float)) and 0 <= progress <= 1 else None
+            workers.heartbeat(conn, task_id, ts, status, progress)
+            facts = {"source": "box", **({"status": status} if status else {}),
+                     **({"progress": progress} if progress is not None else {})}
+            messages.publish(conn, task_id, "heartbeat", facts, ts)
+            new += 1
+            continue
+        key, role, content = str(payload.get("id") or ""), payload.get("role"), payload.get("content")
+        meta = payload.get("metadata") if isinstance(payload.get("metadata"), dict) else {}
+        if not (key and isinstance(role, str) and role.strip() and isinstance(content, str)):
+            continue
+        if conn.execute("SELECT 1 FROM rounds WHERE thread_id = ? AND json_extract(metadata, '$.box_post') = ?",
+                        (task_id, key)).fetchone():
+            continue  # taken in before a reader died: once
+        rounds.append(conn, task_id, role=" ".join(role.split())[:100], content=content,
+                      metadata={**meta, "box_post": key}, ts=ts)
+        new += 1
+    return new
+
+
+def _record_delivered(conn, task_id: str, payload: dict, ts: float) -> int:
+    """Notes a boxed agent was handed (those of the ids that are this task's undelivered notes), recorded."""
+    from . import steer, workers
+
+    via = payload.get("via") if payload.get("via") in steer.VIAS else "hook"
+    pid = payload.get("pid") if isinstance(payload.get("pid"), int) else None
+    reader = " ".join(str(payload.get("reader") or "agent").split())[:60]
+    if "stop" in payload:  # the task's last stop reached the agent (only that one: the id must match)
+        m = steer.last_stop(conn, task_id)
+        if m is None or m.id != payload["stop"]:
+            return 0
+        return int(steer.stop_delivered(conn, task_id, m, reader=reader, via=via, pid=pid, ts=ts))
+    ids = {i for i in payload.get("ids") or () if isinstance(i, int)}
+    w = workers.get(conn, task_id)
+    notes = [m for m in steer.undelivered_notes(conn, task_id, all_since=w.assigned_at if w else None) if m.id in ids]
+    steer.deliver_notes(conn, task_id, notes, reader=reader, via=via, pid=pid, ts=ts)
+    return len(notes)
+
+
+def box_delivered() -> set[int]:
+    """Inside a box: the note ids its spool already says were handed over (not yet taken in outside)."""
+    where = box_spool()
+    found: set[int] = set()
+    if where is None:
+        return found
+    for name in _pending(where):
+        for line in _read(where / name)[0]:
+            event = parse(line)
+            if event is not None and event[0] == "deliver":
+                found.update(i for i in event[1].get("ids") or () if isinstance(i, int))
+    return found
+
+
 def _pairs_key(pairs) -> tuple:
     return tuple(tuple(p) for p in pairs or ())
 
@@ -238,4 +388,4 @@ def ingest_quietly(bus) -> None:
         sys.stderr.write(f"warning: git-nerve: commits recorded by the hooks not read yet ({type(exc).__name__}: {exc})\n")
 
 
-__all__ = ["SPOOL", "ingest", "ingest_quietly", "parse", "spool_path"]
+__all__ = ["BOX_ENV", "SPOOL", "append_box", "box_delivered", "box_dir", "box_spool", "ingest", "ingest_quietly", "parse", "spool_path"]

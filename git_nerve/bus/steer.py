@@ -183,6 +183,54 @@ def undelivered_notes(conn: sqlite3.Connection, task_id: str, *, all_since: floa
     return [InboxMessage(*r) for r in conn.execute(sql, params)]
 
 
+#: the outbox kind of a delivery's line
+DELIVERED = "delivered"
+
+
+def task_consumer(task_id: str) -> str:
+    """The consumer of a task's runs: `git nerve run` and `git worker run` share it, so a
+    ``stop`` for the task is acted on once, by whichever runs next."""
+    return f"task:{task_id}"
+
+
+def quoted(m: InboxMessage) -> str:
+    """``"<full text>" (queued at <ISO timestamp>)``: how every outbox line names its message."""
+    from .. import clock
+
+    return f'"{m.text}" (queued at {clock.iso(m.ts)})'
+
+
+def who(reader: str, pid: int | None, via: str) -> str:
+    return f"{reader}" + (f" (pid {pid})" if pid else "") + f" via {via}"
+
+
+def deliver_notes(conn: sqlite3.Connection, task_id: str, notes: list[InboxMessage], *, reader: str, via: str,
+                  pid: int | None, ts: float) -> None:
+    """Record that ``notes`` reached ``task_id``'s agent (``reader``/``pid``), one outbox line each, in the
+    caller's transaction (steer.delivery.deliver, and the box spool's ``deliver`` lines: bus/spool.py)."""
+    for m in notes:
+        record_delivery(conn, inbox_id=m.id, task_id=task_id, reader=reader, pid=pid, via=via, ts=ts)
+        acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=DELIVERED, ts=ts,
+                    text=f"note delivered to {who(reader, pid, via)}; queued message: {quoted(m)}")
+
+
+def last_stop(conn: sqlite3.Connection, task_id: str) -> InboxMessage | None:
+    """The newest ``stop`` addressed to ``task_id`` (its own or to all) since it was assigned."""
+    from . import workers
+
+    w = workers.get(conn, task_id)
+    stops = [m for m in about_task(conn, task_id, all_since=w.assigned_at if w else None) if m.kind == "stop"]
+    return stops[-1] if stops else None
+
+
+def stop_delivered(conn: sqlite3.Connection, task_id: str, m: InboxMessage, *, reader: str, via: str,
+                   pid: int | None, ts: float) -> bool:
+    """Outbox: the stop ``m`` reached ``task_id``'s running agent (once per stop), in the caller's transaction."""
+    return acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=DELIVERED, ts=ts,
+                       text=f"stop delivered to {who(reader, pid, via)}: the agent is asked to end now; "
+                            f"queued message: {quoted(m)}")
+
+
 def record_delivery(
     conn: sqlite3.Connection, *, inbox_id: int, task_id: str, reader: str, pid: int | None, via: str, ts: float
 ) -> bool:

@@ -81,6 +81,13 @@ def post(content: str | None, task: str | None, role: str, meta: tuple[str, ...]
             echo(f"posted to the thread of {thread_id}, held by machine {machine}: it becomes a round there when "
                  f"{machine} syncs (`git nerve thread {thread_id}` shows it after that sync and the next one here)")
         return
+    if number is None:  # from inside an agent's box: its spool, a round once git-nerve takes it in
+        if as_json:
+            echo_json({"thread": thread_id, "round": None, "pending": True})
+        else:
+            echo(f"posted to the thread of {thread_id} through the box's spool: it becomes a round when git-nerve "
+                 "takes it in (at once, outside the box)")
+        return
     if as_json:
         echo_json({"thread": thread_id, "round": number})
     else:

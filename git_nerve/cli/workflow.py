@@ -28,8 +28,11 @@ def _progress(kind: str, data: dict) -> None:
               help="Stop after N agent runs (default: the workflow's own limit).")
 @click.option("--adapter", "adapter", metavar="NAME",
               help="Run every role on the built-in adapter NAME (claude, codex, gemini, ...; default: nerve.toml [run] adapter, else the workflow's own).")
+@click.option("--sandbox", "sandbox", type=click.Choice(["auto", "bwrap", "none"]), default=None,
+              help="The box around each agent process (default: nerve.toml [run] sandbox, else auto: bwrap when usable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def run(workflow: str, task: str | None, max_rounds: int | None, adapter: str | None, as_json: bool) -> None:
+def run(workflow: str, task: str | None, max_rounds: int | None, adapter: str | None, sandbox: str | None,
+        as_json: bool) -> None:
     """Run WORKFLOW on a task, in the task's worktree.
 
     WORKFLOW is a name (.nerve/workflows/NAME.py in this checkout, else a
@@ -47,7 +50,8 @@ def run(workflow: str, task: str | None, max_rounds: int | None, adapter: str | 
     from ..workflow.runner import run_task
 
     hook = stop_hook()  # between rounds, and on every heartbeat tick while an agent runs (a stop kills it)
-    result = run_task(workflow, task=task, max_rounds=max_rounds, adapter=adapter, between_rounds=hook, on_tick=hook,
+    result = run_task(workflow, task=task, max_rounds=max_rounds, adapter=adapter, sandbox=sandbox,
+                      between_rounds=hook, on_tick=hook,
                       on_event=None if as_json else _progress)
     if as_json:
         echo_json(result.as_dict())
@@ -74,7 +78,8 @@ def validate(workflows: tuple[str, ...], adapter: str | None, as_json: bool) -> 
     the installed CLI: the binary, its version, the flags the adapter uses,
     credentials or login (HTTP adapters: their API key variable is set).
     Notes (not problems) name adapters no CI suite runs against the real CLI
-    and agent CLIs with no sandbox or permission layer.
+    and agent CLIs with no sandbox or permission layer; `env:` lines name the
+    variables each adapter receives and those withheld from it (names only).
     """
     from ..workflow.validate import validate_here
 
@@ -88,6 +93,8 @@ def validate(workflows: tuple[str, ...], adapter: str | None, as_json: bool) -> 
         echo(f"note: {note.line()}")
     if report.ok:
         echo(f"ok: {len(report.workflows)} workflow(s), {report.roles} role(s): {', '.join(report.workflows)}")
+    for line in report.environment_lines():
+        echo(line)
     sys.exit(0 if report.ok else 1)
 
 
@@ -97,9 +104,12 @@ def validate(workflows: tuple[str, ...], adapter: str | None, as_json: bool) -> 
 @click.option("--task", "task", metavar="TASK", help="Act on TASK instead of the worktree's own task.")
 @click.option("--done", is_flag=True, help="Run `git worker done` afterwards when CMD exits 0.")
 @click.option("--role", "role", metavar="ROLE", help="The role of the round recorded in the thread (default: CMD's name).")
+@click.option("--sandbox", "sandbox", type=click.Choice(["auto", "bwrap", "none"]), default=None,
+              help="The box around CMD (default: nerve.toml [run] sandbox, else auto: bwrap when usable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stderr when CMD ends.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED, metavar="-- CMD [ARGS]...")
-def worker_run(task: str | None, done: bool, role: str | None, as_json: bool, command: tuple[str, ...]) -> None:
+def worker_run(task: str | None, done: bool, role: str | None, sandbox: str | None, as_json: bool,
+               command: tuple[str, ...]) -> None:
     """Run an agent command in the task's worktree, supervised.
 
     Starts the task if it is ASSIGNED, sends a heartbeat every
@@ -117,7 +127,7 @@ def worker_run(task: str | None, done: bool, role: str | None, as_json: bool, co
     if argv[:1] == ["--"]:
         argv = argv[1:]
     result = run_command(
-        argv, task=task, done=done, role=role, on_tick=stop_hook(),
+        argv, task=task, done=done, role=role, on_tick=stop_hook(), sandbox=sandbox,
         stdout=getattr(sys.stdout, "buffer", None), stderr=getattr(sys.stderr, "buffer", None),
     )
     if result.heartbeat_error:

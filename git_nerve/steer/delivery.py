@@ -31,12 +31,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 #: outbox kinds of the lines written here (messages' own kinds are stop/skip/add/note)
-DELIVERED = "delivered"
+DELIVERED = steer.DELIVERED
 ACTED = "acted"
 
 
-def _who(reader: str, pid: int | None, via: str) -> str:
-    return f"{reader}" + (f" (pid {pid})" if pid else "") + f" via {via}"
+_who = steer.who
 
 
 def deliver(bus: Bus, task_id: str, *, reader: str, via: str, pid: int | None = None) -> list[steer.InboxMessage]:
@@ -49,21 +48,32 @@ def deliver(bus: Bus, task_id: str, *, reader: str, via: str, pid: int | None = 
     since = w.assigned_at if w else None
     if not steer.undelivered_notes(conn, task_id, all_since=since):
         return []
+    if getattr(bus, "boxed", False):
+        return _deliver_from_box(conn, task_id, since, reader=reader, via=via, pid=pid)
     with bus.write() as conn:
         found = steer.undelivered_notes(conn, task_id, all_since=since)
-        ts = clock.now()
-        for m in found:
-            steer.record_delivery(conn, inbox_id=m.id, task_id=task_id, reader=reader, pid=pid, via=via, ts=ts)
-            steer.acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=DELIVERED, ts=ts,
-                              text=f"note delivered to {_who(reader, pid, via)}; queued message: {quoted(m)}")
+        steer.deliver_notes(conn, task_id, found, reader=reader, via=via, pid=pid, ts=clock.now())
+    return found
+
+
+def _deliver_from_box(conn, task_id: str, since, *, reader: str, via: str, pid: int | None) -> list:
+    """Inside an agent's box (issue 41): the notes not yet handed over (the bus, or the box's spool, says which
+    were), recorded through the box's spool; git-nerve records the delivery outside."""
+    from ..bus import spool
+
+    given = spool.box_delivered()
+    found = [m for m in steer.undelivered_notes(conn, task_id, all_since=since) if m.id not in given]
+    if found:
+        spool.append_box("deliver", {"ids": [m.id for m in found], "reader": reader, "via": via, "pid": pid,
+                                     "ts": clock.now()})
     return found
 
 
 def acted(bus: Bus, task_id: str, *, how: str, inbox_ids: list[int] | None = None) -> list[steer.Delivery]:
     """Record that the notes delivered to ``task_id`` (or only ``inbox_ids``) were acted on, and how."""
     conn = bus.conn
-    if not any(d.acted_at is None for d in steer.deliveries_for(conn, task_id)):
-        return []
+    if getattr(bus, "boxed", False) or not any(d.acted_at is None for d in steer.deliveries_for(conn, task_id)):
+        return []  # inside a box: settled outside (the runner's own calls, the next hook outside)
     with bus.write() as conn:
         ts = clock.now()
         done = steer.mark_acted(conn, task_id=task_id, acted=how, ts=ts, inbox_ids=inbox_ids)
@@ -92,11 +102,7 @@ def settle(bus: Bus, task_id: str) -> list[steer.Delivery]:
     return done
 
 
-def last_stop(conn, task_id: str) -> steer.InboxMessage | None:
-    """The newest ``stop`` addressed to ``task_id`` (its own or to all) since it was assigned."""
-    w = workers.get(conn, task_id)
-    stops = [m for m in steer.about_task(conn, task_id, all_since=w.assigned_at if w else None) if m.kind == "stop"]
-    return stops[-1] if stops else None
+last_stop = steer.last_stop
 
 
 def stop_delivered(bus: Bus, task_id: str, *, reader: str, via: str, pid: int | None = None) -> bool:
@@ -104,10 +110,13 @@ def stop_delivered(bus: Bus, task_id: str, *, reader: str, via: str, pid: int | 
     m = last_stop(bus.conn, task_id)
     if m is None:
         return False
+    if getattr(bus, "boxed", False):  # inside an agent's box: through its spool, recorded outside
+        from ..bus import spool
+
+        spool.append_box("deliver", {"stop": m.id, "reader": reader, "via": via, "pid": pid, "ts": clock.now()})
+        return True
     with bus.write() as conn:
-        return steer.acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=DELIVERED, ts=clock.now(),
-                                 text=f"stop delivered to {_who(reader, pid, via)}: the agent is asked to end now; "
-                                      f"queued message: {quoted(m)}")
+        return steer.stop_delivered(conn, task_id, m, reader=reader, via=via, pid=pid, ts=clock.now())
 
 
 def stop_reached(conn, task_id: str) -> str | None:
@@ -124,7 +133,7 @@ def stop_reached(conn, task_id: str) -> str | None:
 def stop_obeyed(bus: Bus, task_id: str, *, how: str) -> bool:
     """Outbox: how the task's stop ended its agent and where its work is (once per stop)."""
     m = last_stop(bus.conn, task_id)
-    if m is None:
+    if m is None or getattr(bus, "boxed", False):  # inside a box: the stop is obeyed, its outbox line not written
         return False
     with bus.write() as conn:
         return steer.acknowledge(conn, consumer=task_consumer(task_id), inbox_id=m.id, kind=ACTED, ts=clock.now(),

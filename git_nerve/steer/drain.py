@@ -26,16 +26,13 @@ from dataclasses import dataclass, field
 
 from .. import clock
 from ..bus import steer, workers
+from ..bus.steer import quoted, task_consumer  # noqa: F401 - re-exported: the names steer's modules use
 from ..bus.connection import Bus
 from ..bus.driver import Connection
 
 QUEUE_CONSUMER = "merge-all"
 
 
-def task_consumer(task_id: str) -> str:
-    """The consumer of a task's runs: `git nerve run` and `git worker run` share it, so a
-    ``stop`` for the task is acted on once, by whichever runs next."""
-    return f"task:{task_id}"
 
 
 @dataclass(frozen=True)
@@ -82,9 +79,6 @@ class Ack:
     text: str
 
 
-def quoted(m: steer.InboxMessage) -> str:
-    """``"<full text>" (queued at <ISO timestamp>)``: how every outbox line names its message."""
-    return f'"{m.text}" (queued at {clock.iso(m.ts)})'
 
 
 def stop_line(m: steer.InboxMessage) -> str:

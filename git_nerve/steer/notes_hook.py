@@ -122,7 +122,11 @@ def collect(cwd: str, *, reader: str, via: str, pid: int | None) -> dict:
     paths, task_id = _task_of(cwd)
     if task_id is None:
         return {"task": None, "stop": None, "notes": [], "text": ""}
-    gate = via == "hook"  # the sh gate's marker (steer.pending): cleared before the bus is read
+    from ..bus.spool import box_spool
+
+    # the sh gate's marker (steer.pending): cleared before the bus is read; inside an agent's box it cannot be
+    # (read-only): it stays, and the box's spool says which notes were handed over
+    gate = via == "hook" and box_spool() is None
     if gate:
         pending.clear(paths.nerve_dir, task_id)
     try:

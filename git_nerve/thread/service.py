@@ -249,6 +249,9 @@ def post_anywhere(
 
     masking = redactor(bus.conn, thread_id)  # what an agent posts is stored masked (git_nerve/redact.py)
     content, metadata, meta = masking.value(content), masking.value(metadata), masking.value(meta)
+    if getattr(bus, "boxed", False):
+        _post_from_box(thread_id, role, content, meta)
+        return None, None
     with bus.write() as conn:
         if _known(conn, thread_id):
             return append(conn, thread_id, role=role, content=content, metadata=metadata, ts=ts), None
@@ -262,6 +265,22 @@ def post_anywhere(
         payload = {"role": role, "content": content, "metadata": meta or None, "holder": held}
         messages.publish(conn, thread_id, shared_cache.THREAD_POST, payload, clock.now() if ts is None else ts)
         return None, held
+
+
+def _post_from_box(thread_id: str, role: str, content: Any, meta: dict) -> None:
+    """Inside an agent's box (issue 41): the post goes to the box's spool, taken in outside the box as a round of
+    the box's own task (the only thread a box may post to)."""
+    import uuid
+
+    from ..bus import spool
+
+    own = spool.box_spool()
+    if own is None or own.name != thread_id:
+        raise UsageError(f"inside an agent's box only its own task's thread can be posted to, not {thread_id!r}")
+    if not isinstance(content, str) or (not content.strip() and not meta):
+        raise UsageError("nothing to post: the content is empty and there is no metadata")
+    spool.append_box("post", {"id": uuid.uuid4().hex, "role": role, "content": content, "metadata": meta,
+                              "ts": clock.now()})
 
 
 # -- from a working directory --------------------------------------------------

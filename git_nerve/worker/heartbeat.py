@@ -37,6 +37,11 @@ def record(
         payload["progress"] = progress
     if extra:
         payload.update(extra)
+    if getattr(bus, "boxed", False):  # inside an agent's box: through its spool (issue 41)
+        from ..bus import spool
+
+        spool.append_box("heartbeat", {"status": status, "progress": progress, "ts": ts})
+        return ts
     with bus.write() as conn:
         if not workers.heartbeat(conn, task_id, ts, status, progress):
             raise UsageError(f"unknown task {task_id!r}")

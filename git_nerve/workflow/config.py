@@ -84,6 +84,9 @@ class AdapterDefaults(BaseModel):
     timeout: float | None = Field(default=None, gt=0)
     model: str | None = None
     extra_args: list[str] | None = None
+    #: more environment variables this adapter's process receives (names, e.g. the key variable a provider in
+    #: the CLI's own config names): an adapter receives only its declared ones and the general ones
+    pass_env: list[str] | None = None
 
 
 class RunDefaults(BaseModel):
@@ -96,6 +99,12 @@ class RunDefaults(BaseModel):
         default=None,
         description="how this repository runs its tests; prompts name it and adapters with command rules allow it",
     )
+    sandbox: Literal["auto", "bwrap", "none"] | None = Field(
+        default=None, description="the box around every agent process (workflow/sandbox.py); unset: $NERVE_SANDBOX, "
+        "else auto = bwrap when usable",
+    )
+    network: Literal["on", "none"] = Field(default="on", description='"none": boxed agents get no network')
+    hide: list[str] = Field(default_factory=list, description="more paths a boxed agent must not see (~ allowed)")
 
 
 class NerveConfig(BaseModel):

@@ -66,11 +66,13 @@ def run_task(
     cwd: str | Path | None = None,
     max_rounds: int | None = None,
     adapter: str | None = None,
+    sandbox: str | None = None,
     between_rounds: StopHook | None = None,
     on_tick: StopHook | None = None,
     on_event: EventHook | None = None,
 ) -> RunResult:
-    """`git nerve run NAME [--task T] [--max-rounds N] [--adapter A]`: everything from discovery to the summary."""
+    """`git nerve run NAME [--task T] [--max-rounds N] [--adapter A] [--sandbox S]`: everything from discovery to the
+    summary. ``sandbox`` (else nerve.toml [run] sandbox, default auto) is the box around each agent process."""
     from ..context import resolve_task
     from ..errors import InvalidTransition
     from ..locks import LockTimeout, hold
@@ -101,6 +103,7 @@ def run_task(
         interval = parse_duration(repo.config.get("nerve.heartbeatInterval"), 15.0, "nerve.heartbeatInterval")
         if interval <= 0:
             raise UsageError("git config nerve.heartbeatInterval must be positive")
+        box = _box_settings(cfg.run, sandbox)
         try:
             with hold(repo.lock_path(f"run-{task_id}"), timeout=0, what=f"the run lock of {task_id}"):
                 if w.state == "ASSIGNED":
@@ -108,7 +111,7 @@ def run_task(
                 start = StartFrame(
                     task_id=task_id, workflow=workflow.name, content=w.description, workdir=str(workdir),
                     branch=w.branch, base=w.base, first_round=rounds.last_round(repo.bus.conn, task_id) + 1,
-                    test_command=cfg.run.test_command or "",
+                    test_command=cfg.run.test_command or "", **box,
                 )
                 return run(
                     workflow, bus=repo.bus, start=start, config=cfg, max_rounds=max_rounds, heartbeat_interval=interval,
@@ -118,6 +121,15 @@ def run_task(
             raise NerveError(f"another `git nerve run` is working on {task_id}; wait for it or stop it first") from None
     finally:
         repo.close()
+
+
+def _box_settings(run_cfg, sandbox: str | None) -> dict[str, Any]:
+    """The StartFrame's box fields: which box (``--sandbox``, else [run] sandbox; :func:`.sandbox.choose`),
+    its network and what else it hides."""
+    from .sandbox import choose
+
+    return {"sandbox": choose(sandbox or run_cfg.sandbox), "network": run_cfg.network != "none",
+            "hide": tuple(run_cfg.hide)}
 
 
 __all__ = ["ABORT_WAIT", "EXIT_CODES", "STOP_GRACE", "EventHook", "RoundReport", "RunResult", "Runner", "StopHook", "footer",

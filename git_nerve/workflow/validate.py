@@ -40,6 +40,9 @@ class Report:
     #: what a person should know although nothing stops the run: an adapter no CI suite runs against
     #: the real CLI, an agent CLI with no sandbox or permission layer
     notes: list[Problem] = field(default_factory=list)
+    #: adapter -> {"own": its declared variables set here, "general": the general ones set here, "withheld": the
+    #: variables set here it does not receive} (names, never values; "own" None: it receives everything)
+    environment: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -52,7 +55,19 @@ class Report:
             "roles": self.roles,
             "problems": [{"where": p.where, "message": p.message} for p in self.problems],
             "notes": [{"where": p.where, "message": p.message} for p in self.notes],
+            "environment": self.environment,
         }
+
+    def environment_lines(self) -> list[str]:
+        """What each adapter receives, one line each (names only)."""
+        lines = []
+        for name, env in self.environment.items():
+            if env["own"] is None:
+                continue  # any command (create_exec): it receives the whole environment, as the JSON says
+            own = ", ".join(env["own"]) or "none set here"
+            withheld = ", ".join(env["withheld"]) or "nothing"
+            lines.append(f"env: adapter {name} receives its own ({own}) and the general variables; withheld: {withheld}")
+        return lines
 
 
 def _extract_problems(cfg: nerve_config.ExtractConfig) -> list[str]:
@@ -94,6 +109,7 @@ def validate(toplevel: str | os.PathLike[str] | None, names: Sequence[str] | Non
             continue
         report.problems += _workflow_problems(name, wf, cfg)
         report.notes += [n for n in _adapter_notes(name, wf) if n not in report.notes]
+        report.environment.update(_environment(wf))
         report.roles += len(wf.roles) if isinstance(wf, Workflow) else 0
     return report
 
@@ -136,6 +152,22 @@ def _adapter_notes(label: str, wf: Workflow) -> list[Problem]:
                 "no sandbox or permission layer: the agent can run any command your user can; run it in a container or VM",
             ))
     return notes
+
+
+def _environment(wf: Workflow) -> dict[str, dict[str, Any]]:
+    """What each adapter of ``wf`` receives from this environment (:mod:`.adapters.credentials`)."""
+    from .adapters.credentials import GENERAL, GENERAL_PREFIXES, received
+
+    found: dict[str, dict[str, Any]] = {}
+    for role in wf.roles.values():
+        adapter, name = role.adapter, adapter_name(role.adapter)
+        getter = getattr(adapter, "received_env", None)
+        names = getter() if callable(getter) else None
+        got, withheld = received(os.environ, names)
+        general = [k for k in got if k in GENERAL or k.startswith(GENERAL_PREFIXES)]
+        own = None if names is None else [k for k in got if k not in general]
+        found[name] = {"own": own, "general": general, "withheld": withheld}
+    return found
 
 
 def validate_here(cwd: str | Path | None = None, names: Sequence[str] | None = None, adapter: str | None = None) -> Report:

@@ -167,8 +167,9 @@ def run_command(
     stdout: BinaryIO | None = None,
     stderr: BinaryIO | None = None,
     grace: float = DEFAULT_GRACE,
+    sandbox: str | None = None,
 ) -> WrapResult:
-    """Run ``argv`` for a task; see the module docstring."""
+    """Run ``argv`` for a task; see the module docstring. ``sandbox``: the box around CMD (:func:`_boxed`)."""
     from ..worker import lifecycle
 
     argv = [os.fspath(a) for a in argv]
@@ -191,8 +192,9 @@ def run_command(
         tail = _Tail()
         masking, log, sinks = _masked_log(repo, task_id, role or name, worktree, tail, stdout, stderr)
         t0 = time.monotonic()
-        with contextlib.closing(log) if log is not None else contextlib.nullcontext():
-            code, beats = _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace, *sinks)
+        with contextlib.closing(log) if log is not None else contextlib.nullcontext(), \
+                _boxed(repo, sandbox, worktree, w, task_id) as box:
+            code, beats = _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace, *sinks, box)
         duration = round(time.monotonic() - t0, 1)
         exit_code = code if code >= 0 else 128 - code
         metadata = _exit_facts(name, code, exit_code, duration, beats)
@@ -262,13 +264,47 @@ def _runnable(repo, task: str | None, argv: list[str], here: Path):
     return task_id, w, worktree, run_dir, interval
 
 
-def _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace, out_sink, err_sink):
-    """Start ``argv`` in its own process group, heartbeat while it runs; (its status, the heartbeats)."""
+@contextlib.contextmanager
+def _boxed(repo, mode: str | None, worktree: Path, w, task_id: str):
+    """(kind, Box) of the box CMD runs in (``mode``, else nerve.toml [run] sandbox, default auto: :mod:`.sandbox`),
+    or None unboxed; what it spooled is taken in when it ends."""
+    from . import config as nerve_config
+    from . import sandbox
+    from .adapters.command import git_dirs
+
+    cfg = nerve_config.load(repo.paths.toplevel or worktree).run
+    kind = sandbox.choose(mode or cfg.sandbox)
+    git_dir, common_dir = git_dirs(str(worktree))
+    if kind == "none" or not common_dir:
+        yield None
+        return
+    import tempfile
+
+    from ..bus import spool
+    from ..git import destroy
+
+    tmp = tempfile.mkdtemp(prefix="nerve-box-")
+    try:
+        yield kind, sandbox.make_box(workdir=str(worktree), git_dir=git_dir, common_dir=common_dir, branch=w.branch,
+                                     task_id=task_id, tmp_parent=tmp, env=os.environ, network=cfg.network != "none",
+                                     hide=cfg.hide)
+        spool.ingest(repo.bus)
+    finally:
+        destroy.remove_own_tempdir(tmp, prefix="nerve-box-")
+
+
+def _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace, out_sink, err_sink, box=None):
+    """Start ``argv`` in its own process group (in ``box``: (kind, Box)), heartbeat while it runs; (its status,
+    the heartbeats)."""
+    env = gitcli.clean_env(ports.env_for(repo.bus.conn, task_id))  # + NERVE_PORT
+    if box is not None:
+        from .sandbox import wrap
+
+        argv, env = wrap(box[0], box[1], argv, env)
     with _Forwarding() as forwarding:  # from before the start: a Ctrl-C right after it goes to the command too
         try:
             proc = subprocess.Popen(
-                argv, cwd=run_dir, env=gitcli.clean_env(ports.env_for(repo.bus.conn, task_id)),  # + NERVE_PORT
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                argv, cwd=run_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
             )
         except OSError as exc:
             raise UsageError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None

@@ -242,6 +242,7 @@ create_aider = adapter_factory(
     "aider", "aider",
     build=_argv, prompt_via="file", prepare=_prepare, diagnose=diagnose, checks=checks,
     sandbox="",  # aider has no sandbox and no permission rules; see the module docstring
+    env_names=("AIDER_*", "OPENAI_*", "LITELLM_*", "OLLAMA_*"), state_dirs=(".aider",),
 )
 
 

@@ -41,6 +41,9 @@ class StartFrame:
     base: str = ""  #: the ref the task was spawned from
     first_round: int = 1  #: the thread's round id where this run began (older rounds are earlier history)
     test_command: str = ""  #: how the repository runs its tests (nerve.toml [run] test_command), "" if unknown
+    sandbox: str = "none"  #: the box around each agent process: "bwrap", "seatbelt" or "none" (workflow/sandbox.py)
+    network: bool = True  #: False: a boxed agent gets no network ([run] network = "none")
+    hide: tuple[str, ...] = ()  #: more paths a boxed agent must not see ([run] hide)
 
 
 @dataclass

@@ -248,6 +248,7 @@ create_claude = adapter_factory(
     "claude", "claude",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
     clean_stop=True,
+    env_names=("ANTHROPIC_*", "CLAUDE_*", "DISABLE_*", "MCP_*"), state_dirs=(".claude", ".claude.json", ".config/claude"),
 )
 
 

@@ -8,6 +8,8 @@ worktree writes (the worktree's git dir, the repository's objects, refs and
 logs, and git-nerve's bus for the hooks and `git nerve thread`), a private
 temporary directory instead of /tmp, and no network. Approvals are never asked
 (``approval_policy = "never"``): what the sandbox refuses stays refused.
+Inside git-nerve's own box (issue 41, :mod:`..sandbox`) Codex's bubblewrap cannot be built: there it runs
+``--sandbox danger-full-access`` and the box confines its commands.
 ``extra_args`` can override any of these flags (``--sandbox read-only``).
 
 Codex reads its model provider and credentials from the user's own
@@ -55,6 +57,11 @@ def prepare(a: CommandAdapter, inv: Invocation) -> None:
         roots.append(inv.git_dir)
     if inv.common_dir:
         roots += [os.path.join(inv.common_dir, d) for d in ("objects", "refs", "logs", "nerve")]
+    boxed = getattr(inv.ctx.start, "sandbox", "none") != "none"
+    if boxed and "--sandbox" not in (a.extra_args or ()) and "--sandbox" in inv.argv:
+        # in git-nerve's box (issue 41) Codex's own bubblewrap cannot be built (its mounts need what the box
+        # keeps read-only): the box confines its commands instead
+        inv.argv[inv.argv.index("--sandbox") + 1] = "danger-full-access"
     overrides = [
         "approval_policy=\"never\"",
         # a login shell would reset PATH from /etc/profile: `git nerve` and the test command's tools must be found
@@ -68,6 +75,10 @@ def prepare(a: CommandAdapter, inv: Invocation) -> None:
     extra = [arg for o in overrides if o.split("=", 1)[0] not in given for arg in ("-c", o)]
     inv.argv[2:2] = extra  # after `codex exec`
     inv.env["TMPDIR"] = tmp
+    # the key variable the person's own provider config names is codex's own (it receives only its declared ones)
+    key = _provider_env_key(inv.env.get("CODEX_HOME") or os.path.join(inv.env.get("HOME") or "~", ".codex"))
+    if key and key in os.environ:
+        inv.env.setdefault(key, os.environ[key])
 
 
 def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
@@ -99,21 +110,28 @@ def checks(a: CommandAdapter) -> list[str]:
 
 
 def _provider_key(home: str) -> bool:
+    key = _provider_env_key(home)
+    return bool(key and os.environ.get(key))
+
+
+def _provider_env_key(home: str) -> str | None:
+    """The variable the selected provider of ``$CODEX_HOME/config.toml`` reads its key from (its ``env_key``)."""
     try:
         import tomllib
 
         with open(os.path.join(home, "config.toml"), "rb") as fh:
             cfg = tomllib.load(fh)
     except (OSError, ValueError, ImportError):
-        return False
+        return None
     provider = (cfg.get("model_providers") or {}).get(cfg.get("model_provider") or "", {})
-    key = provider.get("env_key")
-    return bool(key and os.environ.get(key))
+    key = provider.get("env_key") if isinstance(provider, dict) else None
+    return key if isinstance(key, str) and key else None
 
 
 create_codex = adapter_factory(
     "codex", "codex",
     build=_argv, prompt_via="stdin", prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    env_names=("OPENAI_*", "CODEX_*"), state_dirs=(".codex", "$CODEX_HOME"),
 )
 
 

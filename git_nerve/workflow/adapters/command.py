@@ -25,7 +25,8 @@ from typing import Any
 
 from ...git import cli as gitcli
 from ...git import location
-from .. import runlog
+from .. import runlog, sandbox
+from . import credentials
 from .base import DEFAULT_TIMEOUT, AgentContext
 from .process import (  # noqa: F401 - re-exported: adapters, wrap.py and benches import them from here
     DEFAULT_GRACE,
@@ -108,6 +109,12 @@ class CommandAdapter:
     #: the CLI ends the agent itself at its next safe point when the run asks it to stop (its notes hook,
     #: `git nerve notes --hook`): the runner then waits its stop grace before killing the process group
     clean_stop: bool = False
+    #: the environment variables this CLI needs besides the general ones (its key, base URL, ...; ``X_*`` a
+    #: prefix): it receives no other (:mod:`.credentials`); None: unknown, it receives everything
+    env_names: tuple[str, ...] | None = None
+    #: the CLI's own state (relative to HOME, e.g. ``.claude``; ``$VAR``: where VAR points): writable inside the
+    #: box (:mod:`..sandbox`)
+    state_dirs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.prompt_via not in ("stdin", "file"):
@@ -131,7 +138,13 @@ class CommandAdapter:
             changes["timeout"] = float(defaults["timeout"])
         if self.extra_args is None and defaults.get("extra_args"):
             changes["extra_args"] = tuple(str(a) for a in defaults["extra_args"])
+        if self.env_names is not None and defaults.get("pass_env"):
+            changes["env_names"] = (*self.env_names, *(str(n) for n in defaults["pass_env"]))
         return dataclasses.replace(self, **changes) if changes else self
+
+    def received_env(self) -> list[str] | None:
+        """The variables this adapter declares (:mod:`.credentials`); None: it receives everything."""
+        return credentials.declared(self.env_names, self.extra_args)
 
     def check(self) -> list[str]:
         """What would stop this adapter from running here (`git nerve validate`)."""
@@ -140,13 +153,15 @@ class CommandAdapter:
         return list(self.checks(self)) if self.checks is not None else []
 
     def __call__(self, prompt: str, ctx: AgentContext) -> str:
+        own = {**getattr(ctx, "env", {}), **(self.env or {})}
         env = gitcli.clean_env({
             "NERVE_TASK_ID": ctx.task_id, "NERVE_ROLE": ctx.role, "NERVE_WORKFLOW": ctx.start.workflow,
-            RUN_MARKER: uuid.uuid4().hex, **getattr(ctx, "env", {}), **(self.env or {}),
+            RUN_MARKER: uuid.uuid4().hex, **own,
         })
+        env = credentials.only_own(env, self.received_env(), keep=own)
         tmpdir = tempfile.mkdtemp(prefix=f"nerve-{self.name}-")
         try:
-            git_dir, common_dir = _git_dirs(ctx.workdir)
+            git_dir, common_dir = git_dirs(ctx.workdir)
             inv = Invocation(self.argv(), env, ctx.workdir, tmpdir, git_dir, common_dir, ctx)
             if self.prompt_via == "file":
                 inv.prompt_file = os.path.join(tmpdir, f"nerve-prompt-{ctx.role or 'agent'}.md")
@@ -155,6 +170,7 @@ class CommandAdapter:
                 inv.argv = [inv.prompt_file if a == PROMPT_FILE else a for a in inv.argv]
             if self.prepare is not None:
                 self.prepare(self, inv)
+            boxed = _box(self, inv)
             started = time.monotonic()
             tee = (runlog.open_tee(common_dir, ctx.task_id, ctx.round, ctx.role, self.name, inv.env, ctx.workdir)
                    if ctx.round else None)
@@ -168,6 +184,8 @@ class CommandAdapter:
                 ctx.process_s += time.monotonic() - started
                 if tee is not None:
                     tee.close()
+                if boxed:
+                    sandbox.take_in(common_dir)
             return stdout
         finally:
             from ...git import destroy
@@ -175,7 +193,22 @@ class CommandAdapter:
             destroy.remove_own_tempdir(tmpdir, prefix=f"nerve-{self.name}-")
 
 
-def _git_dirs(workdir: str) -> tuple[str, str]:
+def _box(adapter: CommandAdapter, inv: Invocation) -> bool:
+    """Put the agent's argv in its box when the run asked for one (``ctx.start.sandbox``); True if it did."""
+    start = inv.ctx.start
+    kind = getattr(start, "sandbox", "none")
+    if kind == "none" or not inv.common_dir:
+        return False
+    box = sandbox.make_box(
+        workdir=inv.workdir, git_dir=inv.git_dir, common_dir=inv.common_dir, branch=start.branch,
+        task_id=inv.ctx.task_id, tmp_parent=inv.tmpdir, env=inv.env, network=getattr(start, "network", True),
+        hide=getattr(start, "hide", ()), state_dirs=adapter.state_dirs,
+    )
+    inv.argv, inv.env = sandbox.wrap(kind, box, inv.argv, inv.env)
+    return True
+
+
+def git_dirs(workdir: str) -> tuple[str, str]:
     """The worktree's own git dir and the repository's common dir (absolute); empty outside a repository."""
     if not os.path.isdir(workdir):
         return "", ""  # run_process says the working directory is missing

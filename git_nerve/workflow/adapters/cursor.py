@@ -26,6 +26,7 @@ create_cursor = adapter_factory(
     "cursor", "cursor-agent",
     build=_argv, prompt_via="stdin",
     sandbox="Cursor CLI permission rules (~/.cursor/cli-config.json allow/deny); untested here", tested=False,
+    env_names=("CURSOR_*",), state_dirs=(".cursor", ".config/cursor"),
 )
 
 

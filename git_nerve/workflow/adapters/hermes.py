@@ -179,6 +179,7 @@ create_hermes = adapter_factory(
     build=_argv, prompt_via="file", prepare=_prepare, diagnose=diagnose, checks=checks,
     sandbox="Hermes rules: approvals.deny lets the terminal run only git, `git nerve` and the test command; "
             "file writes only in the worktree (HERMES_WRITE_SAFE_ROOT); tools: terminal, file (no OS sandbox)",
+    env_names=("HERMES_*", "OPENAI_*", "OPENROUTER_*"), state_dirs=(".hermes", "$HERMES_HOME"),
 )
 
 

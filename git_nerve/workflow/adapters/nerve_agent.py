@@ -59,6 +59,7 @@ create_nerve_agent = adapter_factory(
     "nerve_agent", None,
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
     clean_stop=True,
+    env_names=("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL"), state_dirs=(),
 )
 
 

@@ -110,6 +110,7 @@ create_opencode = adapter_factory(
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks,
     sandbox="opencode permission rules (OPENCODE_PERMISSION): edits inside the project, shell only git, "
             "`git nerve`, the test command; no web, no external directories (no OS sandbox)",
+    env_names=("OPENCODE_*", "OPENAI_*"), state_dirs=(".local/share/opencode", ".config/opencode", ".cache/opencode", ".local/state/opencode"),
 )
 
 
