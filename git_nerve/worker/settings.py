@@ -61,6 +61,15 @@ def parse_duration(value: str | None, default: float, key: str) -> float:
     return float(m[1]) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
 
 
+
+def heartbeat_interval(config) -> float:
+    """git config nerve.heartbeatInterval (default 15 s; ``config``: a repository's git config reader), refused when
+    not positive: what `git nerve run` and `git worker run` beat at."""
+    interval = parse_duration(config.get("nerve.heartbeatInterval"), 15.0, "nerve.heartbeatInterval")
+    if interval <= 0:
+        raise UsageError("git config nerve.heartbeatInterval must be positive")
+    return interval
+
 def main_checkout(paths: RepoPaths) -> Path:
     """The main worktree's directory (the common dir itself for a bare repository)."""
     common = paths.common_dir

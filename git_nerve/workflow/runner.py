@@ -77,7 +77,7 @@ def run_task(
     from ..errors import InvalidTransition
     from ..locks import LockTimeout, hold
     from ..worker import lifecycle
-    from ..worker.settings import parse_duration
+    from ..worker.settings import heartbeat_interval
     from ..worker.transitions import get as get_worker
     from . import config as nerve_config
     from .loader import load
@@ -100,10 +100,7 @@ def run_task(
             raise InvalidTransition(f"cannot run a workflow on {task_id}: it is {w.state} (runs need {', '.join(RUNNABLE)})")
         if not workdir.is_dir():
             raise UsageError(f"the worktree of {task_id} is missing ({workdir}); run `git worker spawn {task_id}` to recreate it")
-        interval = parse_duration(repo.config.get("nerve.heartbeatInterval"), 15.0, "nerve.heartbeatInterval")
-        if interval <= 0:
-            raise UsageError("git config nerve.heartbeatInterval must be positive")
-        box = _box_settings(cfg.run, sandbox)
+        interval, box = heartbeat_interval(repo.config), _box_settings(cfg.run, sandbox)
         try:
             with hold(repo.lock_path(f"run-{task_id}"), timeout=0, what=f"the run lock of {task_id}"):
                 if w.state == "ASSIGNED":

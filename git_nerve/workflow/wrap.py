@@ -187,9 +187,7 @@ def run_command(
         started = False
         if w.state == "ASSIGNED":
             started = lifecycle.start(repo, task_id).changed
-        name = os.path.basename(argv[0])
-        before = ground.tip(worktree, w.branch)
-        tail = _Tail()
+        name, before, tail = os.path.basename(argv[0]), ground.tip(worktree, w.branch), _Tail()
         masking, log, sinks = _masked_log(repo, task_id, role or name, worktree, tail, stdout, stderr)
         t0 = time.monotonic()
         with contextlib.closing(log) if log is not None else contextlib.nullcontext(), \
@@ -244,7 +242,7 @@ def _exit_facts(name: str, code: int, exit_code: int, duration: float, beats: "_
 def _runnable(repo, task: str | None, argv: list[str], here: Path):
     """(the task, its row, its worktree, where the command runs, the heartbeat interval), or the refusal."""
     from ..context import resolve_task
-    from ..worker.settings import parse_duration
+    from ..worker.settings import heartbeat_interval
     from ..worker.transitions import get as get_worker
 
     task_id = resolve_task(repo.paths.git_dir, task)
@@ -258,10 +256,7 @@ def _runnable(repo, task: str | None, argv: list[str], here: Path):
     run_dir = here if resolved_here == worktree.resolve() or worktree.resolve() in resolved_here.parents else worktree
     if not _found(argv[0], run_dir):
         raise UsageError(f"command not found: {argv[0]}")
-    interval = parse_duration(repo.config.get("nerve.heartbeatInterval"), 15.0, "nerve.heartbeatInterval")
-    if interval <= 0:
-        raise UsageError("git config nerve.heartbeatInterval must be positive")
-    return task_id, w, worktree, run_dir, interval
+    return task_id, w, worktree, run_dir, heartbeat_interval(repo.config)
 
 
 @contextlib.contextmanager
