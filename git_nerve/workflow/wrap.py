@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .. import clock
-from ..bus import rounds
+from ..bus import rounds, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, NerveError, UsageError
 from ..locks import hold
@@ -197,8 +197,11 @@ def run_command(
         if problem:
             metadata["git_error"] = problem
         content = tail.text() or "(no output)"
+        ended = clock.now()
         with repo.bus.write() as conn:
-            number = rounds.append(conn, task_id, role=role or name, content=content, metadata=metadata, ts=clock.now())
+            number = rounds.append(conn, task_id, role=role or name, content=content, metadata=metadata, ts=ended)
+            # the row's status says how the run ended, never "running" after it did
+            workers.heartbeat(conn, task_id, ended, ended_status(name, code, beats.stopped, ended), None)
         result = WrapResult(task_id, exit_code, number, duration, started, -code if code < 0 else None, beats.stopped,
                             heartbeats=beats.count, heartbeat_error=beats.error, commits=obs.commits)
         if done and exit_code == 0:
@@ -210,6 +213,19 @@ def run_command(
     finally:
         running.close()
         repo.close()
+
+
+def ended_status(name: str, code: int, stopped: str | None, at: float) -> str:
+    """What a task's row says once its `git worker run` ended: ``run NAME exited 1 at 14:03:07`` (local time),
+    ``killed by SIGTERM``, or ``stopped (REASON)`` when git-nerve stopped it."""
+    when = time.strftime("%H:%M:%S", time.localtime(at))
+    if stopped:
+        how = f"stopped ({stopped})"
+    elif code < 0:
+        how = f"killed by {signal.Signals(-code).name if -code in signal.valid_signals() else f'signal {-code}'}"
+    else:
+        how = f"exited {code}"
+    return f"run {name} {how} at {when}"
 
 
 def _exit_facts(name: str, code: int, exit_code: int, duration: float, beats: "_Heartbeats") -> dict[str, Any]:
@@ -266,8 +282,12 @@ def _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace
     return code, beats
 
 
+#: what a person or a process manager sends to end a command (Ctrl-C, kill, a closed terminal)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 class _Forwarding:
-    """While the ``with`` runs (main thread only), SIGINT and SIGTERM go to the command's process group instead of
+    """While the ``with`` runs (main thread only), SIGINT, SIGTERM and SIGHUP go to the command's process group instead of
     ending this wrapper; one that arrives before the command was started (:meth:`started`) is sent to it as soon
     as it has been: installed before the start, so no signal in between ends the wrapper and leaves the command."""
 
@@ -278,7 +298,7 @@ class _Forwarding:
 
     def __enter__(self) -> "_Forwarding":
         if threading.current_thread() is threading.main_thread():
-            self.previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+            self.previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED}
         return self
 
     def _on_signal(self, signum, frame) -> None:
