@@ -97,13 +97,15 @@ def show_json(repo, task_id: str) -> dict:
     from ..worker import lifecycle
     from ..worker.status import row as status_row
     from .prep import prep_fields
+    from .status_rows import worktree_missing
 
     view = elsewhere(repo.bus, task_id)
     if view is not None:
         return view
     w, msgs = lifecycle.show(repo, task_id)
     told = steer_tell.about(repo.bus, task_id)
-    return {"worker": {**status_row(w, settings_or_none(repo)), **prep_fields(repo, w)},
+    return {"worker": {**status_row(w, settings_or_none(repo)), "worktree_missing": worktree_missing(w),
+                       **prep_fields(repo, w)},
             "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": m.payload} for m in msgs],
             "inbox": [e.as_dict() for e in told]}
 
