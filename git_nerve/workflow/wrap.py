@@ -196,12 +196,8 @@ def run_command(
         problem = ground.verdict(obs, must_commit=done, branch=w.branch)
         if problem:
             metadata["git_error"] = problem
-        content = tail.text() or "(no output)"
-        ended = clock.now()
-        with repo.bus.write() as conn:
-            number = rounds.append(conn, task_id, role=role or name, content=content, metadata=metadata, ts=ended)
-            # the row's status says how the run ended, never "running" after it did
-            workers.heartbeat(conn, task_id, ended, ended_status(name, code, beats.stopped, ended), None)
+        number = _record_end(repo, task_id, role or name, tail.text() or "(no output)", metadata,
+                             ended_status(name, code, beats.stopped, clock.now()))
         result = WrapResult(task_id, exit_code, number, duration, started, -code if code < 0 else None, beats.stopped,
                             heartbeats=beats.count, heartbeat_error=beats.error, commits=obs.commits)
         if done and exit_code == 0:
@@ -213,6 +209,15 @@ def run_command(
     finally:
         running.close()
         repo.close()
+
+
+def _record_end(repo, task_id: str, role: str, content: str, metadata: dict[str, Any], status: str) -> int:
+    """The run's round, and the row's status saying how it ended (never "running" after it did); the round's number."""
+    ended = clock.now()
+    with repo.bus.write() as conn:
+        number = rounds.append(conn, task_id, role=role, content=content, metadata=metadata, ts=ended)
+        workers.heartbeat(conn, task_id, ended, status, None)
+    return number
 
 
 def ended_status(name: str, code: int, stopped: str | None, at: float) -> str:
