@@ -7,22 +7,27 @@
 #   manifest     ~/.local/share/git-nerve/install-manifest              (what --uninstall removes)
 #
 #   ./install.sh               install for the current user (root too: /root/.local)
+#   ./install.sh --demo [ARGS] install, then run `git nerve demo [ARGS]` from what was installed
+#                              (also when PREFIX/bin is not on your PATH yet)
 #   PREFIX=DIR ./install.sh    install under DIR instead (PREFIX=/usr/local: for every user)
 #   ./install.sh --uninstall   remove exactly what the install under PREFIX recorded, nothing else
 #
 # Exit 0: installed and `git nerve` is on PATH. Exit 3: installed, but PREFIX/bin is not (first) on
 # PATH: the line to run is printed. Exit 1: nothing usable was installed (the reason is printed).
+# With --demo: the demo's own exit code (0 when it ran through), the PATH line printed all the same.
 # Needs only python3 (with its venv module) and git; dependencies come from your pip index.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 python=${PYTHON:-python3}
 action=install
+demo=""
 case "${1:-}" in
     "") ;;
     --uninstall) action=uninstall ;;
+    --demo) demo=yes; shift ;;  # the rest of the arguments are the demo's
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-    *) echo "install.sh: unknown argument '$1' (usage: ./install.sh [--uninstall])" >&2; exit 2 ;;
+    *) echo "install.sh: unknown argument '$1' (usage: ./install.sh [--demo [DEMO ARGS]] | --uninstall)" >&2; exit 2 ;;
 esac
 
 if [ -z "${HOME:-}" ] && [ -z "${PREFIX:-}" ]; then
@@ -87,6 +92,10 @@ uninstall() {
     if [ ! -f "$manifest" ]; then
         echo "install.sh: nothing to uninstall: no $manifest (an install under PREFIX=$PREFIX records one)" >&2
         exit 1
+    fi
+    # the man page links a command run through a link of ours made (manlink.py), while the venv is still there
+    if [ -x "$venv/bin/python" ]; then
+        "$venv/bin/python" -m git_nerve.manlink --unlink "$bin" 2>/dev/null || true
     fi
     while IFS= read -r line; do
         kind=${line%% *}; rest=${line#* }; sum=${rest%% *}; path=${rest#* }
@@ -181,7 +190,6 @@ if ! "$python" -m venv --clear "$venv" >/dev/null 2>&1; then
     echo "install.sh: '$python -m venv' failed; install your distribution's venv package (e.g. apt-get install python3-venv)" >&2
     exit 1
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
 echo "Installing git-nerve and its dependencies from your pip index"
 if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$here"; then
     echo "install.sh: 'pip install $here' failed (above); nothing was linked" >&2
@@ -207,11 +215,11 @@ mkdir -p "$staging/man1"
 for page in "$staging"/man1/*.1; do
     put "$page" "$man1/$(basename "$page")"
 done
+"$venv/bin/python" -m git_nerve.completion --all "$staging"  # every script in one process
 for spec in $completion_files; do
     shell=${spec%%:*}
     for cmd in $commands; do
         rel=$(printf '%s' "${spec#*:}" | sed "s/%/$cmd/")
-        "$venv/bin/python" -m git_nerve.completion "$shell" "$cmd" > "$staging/$shell-$cmd"
         put "$staging/$shell-$cmd" "$PREFIX/$rel"
     done
 done
@@ -232,6 +240,7 @@ case "$PREFIX" in
 esac
 
 found=$(command -v git-nerve 2>/dev/null || true)
+rc=0
 if [ "$found" != "$bin/git-nerve" ]; then
     if [ -z "$found" ]; then
         echo "install.sh: installed, but $bin is not on your PATH, so 'git nerve' is not found yet. Run:" >&2
@@ -242,5 +251,10 @@ if [ "$found" != "$bin/git-nerve" ]; then
     echo "    export PATH=\"$bin:\$PATH\" && git nerve demo" >&2
     echo "" >&2
     echo "and put the export line in your shell's start-up file (~/.bashrc, ~/.zshrc, ~/.profile)." >&2
-    exit 3
+    rc=3
 fi
+if [ -n "$demo" ]; then  # from what was just installed, whatever PATH says (its own commands found first)
+    [ "$rc" -eq 0 ] || echo "install.sh: running the demo from $bin meanwhile" >&2
+    PATH="$bin:$PATH" exec "$bin/git-nerve" demo "$@"
+fi
+exit "$rc"

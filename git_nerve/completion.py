@@ -19,6 +19,7 @@ both programs' for people who manage their own.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -187,8 +188,15 @@ def attach(group) -> None:
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--all":  # install.sh: every script in one process, as DIR/<shell>-<program>
+        for shell in SHELLS:
+            for program in PROGRAMS:
+                with open(os.path.join(argv[1], f"{shell}-{program}"), "w", encoding="utf-8") as fh:
+                    fh.write(script(shell, program))
+        return 0
     if len(argv) != 2 or argv[0] not in SHELLS or argv[1] not in PROGRAMS:
-        print(f"usage: python -m git_nerve.completion {{{'|'.join(SHELLS)}}} {{{'|'.join(PROGRAMS)}}}", file=sys.stderr)
+        print(f"usage: python -m git_nerve.completion {{{'|'.join(SHELLS)}}} {{{'|'.join(PROGRAMS)}}}"
+              " | --all DIR", file=sys.stderr)
         return 2
     sys.stdout.write(script(argv[0], argv[1]))
     return 0

@@ -31,6 +31,7 @@ from pathlib import Path
 import click
 
 from .demo import DemoFailed, _commands, _env, _run, _say, _shown, seed_repository
+from .stopping import Stopped
 
 RATE, LABEL, README = "tax-rate", "tax-label", "readme"
 TEST_COMMAND = "python3 -m unittest -v"
@@ -83,8 +84,10 @@ def _serve_until_interrupted(proc: subprocess.Popen) -> None:
     sys.stdout.flush()
     try:
         proc.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         click.echo("console stopped")
+        if isinstance(exc, Stopped):  # SIGTERM or SIGHUP: the command ends as that signal says
+            raise
 
 
 def stop_group(proc: subprocess.Popen) -> None:

@@ -65,3 +65,32 @@ def link_pages(argv0: str, prefix: str | None = None) -> list[str]:
     except OSError:
         pass
     return made
+
+
+def unlink_pages(bindir: str) -> tuple[list[str], list[str]]:
+    """Remove the man page links git-nerve recorded making for ``bindir`` (under ``<bindir>/../share``), through
+    the door: only a link that still points where it was made to point. (removed, kept: one line each, why)."""
+    from .git import destroy
+
+    records = Path(os.path.dirname(os.path.abspath(bindir))) / "share" / "git-nerve"
+    removed, kept = [], []
+    for link in destroy.recorded_names(records, "manlink"):
+        if not os.path.lexists(link):
+            destroy.forget(records, "manlink", link)  # already gone: only its record was left
+            continue
+        try:
+            destroy.remove_recorded_link(records, link)
+            removed.append(link)
+        except destroy.Refused as exc:  # someone's own now: kept, and no longer ours to name again
+            kept.append(str(exc))
+            destroy.forget(records, "manlink", link)
+    owned = records.joinpath(*destroy.OWNED_DIR)
+    destroy.remove_empty_dirs([owned, owned.parent])  # the records' own dirs; share/git-nerve may be an installer's
+    return removed, kept
+
+
+if __name__ == "__main__":  # install.sh --uninstall: `python -m git_nerve.manlink --unlink BIN_DIR`
+    if len(sys.argv) == 3 and sys.argv[1] == "--unlink":
+        for line in unlink_pages(sys.argv[2])[0]:
+            print(f"removed {line}")
+

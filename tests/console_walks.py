@@ -223,6 +223,17 @@ def drafts_and_history(b: Browser) -> None:
     assert b("value", selector="#review-text") == "draft of t2" and b("count", selector="tr.comment") == 0
 
 
+def empty_output_and_missing_worktree(b: Browser) -> None:
+    """A task with no agent output says so in words (no empty black box); a live task whose worktree was
+    removed by hand says it is missing and how to recreate it."""
+    b("eval", js="location.hash = '#/task/t1/output'")
+    b("wait_text", selector="[data-testid=output-head]", text="no output yet")
+    assert b("eval", js="document.querySelector('[data-testid=output]').hidden") is True
+    b("wait_text", selector="tr.worker[data-task=t4] [data-testid=worktree-missing]",
+      text="worktree missing: git worker spawn t4 recreates it")
+    assert b("count", selector="tr.worker[data-task=t1] [data-testid=worktree-missing]") == 0
+
+
 def keys_and_links(b: Browser) -> None:
     # k back to t1, d opens the diff from another view, ? the help
     b("wait", selector="tr.worker[data-task=t1]")

@@ -6,6 +6,7 @@ finishes)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -206,11 +207,14 @@ def test_drafts_belong_to_their_task_and_urls_keys_and_a_phone_width_work(repo, 
     for task in ("t1", "t2"):
         wk.drive(work, task, "IN_REVIEW")
     commit_file(wk.drive(work, "t3", "WORKING"), "page.html", walks.EVIL + "\n", walks.EVIL)
+    shutil.rmtree(wk.drive(work, "t4", "WORKING"))  # removed by hand: the console says so
     shots = artifacts(tmp_path)
     console = Console(work)
     b = Browser.start()
     try:
         assert b("goto", url=console.url + "#/task/t1/diff") == 200
+        walks.empty_output_and_missing_worktree(b)
+        b("eval", js="location.hash = '#/task/t1/diff'")
         walks.drafts_and_history(b)
         walks.keys_and_links(b)
         walks.phone_widths(b, shots)

@@ -86,3 +86,46 @@ def test_demo_options_are_checked_before_anything_is_built(tmp_path, gn):
     res = gn(["demo", "--agent", "no-such-cli", "--dir", str(tmp_path / "d")], tmp_path)
     assert res.code == 2, res.err
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_to_the_demo_stops_its_console_too(tmp_path, sig):
+    """`git nerve demo --console` ended by SIGTERM (a process manager), SIGHUP (a closed terminal) or Ctrl-C:
+    the demo exits 128 + the signal, and its `git nerve console` child stops serving (before, it went on as an
+    orphan and git said "git-nerve died of signal 15")."""
+    import signal
+    import subprocess
+    import time
+    import urllib.error
+    import urllib.request
+
+    from conftest import BIN
+
+    proc = subprocess.Popen([str(BIN / "git-nerve"), "demo", "--console", "--dir", str(tmp_path / "demo")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = None
+    try:
+        deadline = time.monotonic() + 120
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            assert line, f"the demo ended before its console served: {proc.stderr.read()}"
+            m = re.search(r"open (http://\S+) to watch", line)
+            url = m.group(1) if m else None
+        assert url, "the demo never printed its console's URL"
+        assert urllib.request.urlopen(url, timeout=10).status == 200  # serving
+        proc.send_signal(getattr(signal, sig))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + getattr(signal, sig), (proc.returncode, err[-2000:])
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 20
+    while True:  # the console child is gone: its port answers no more
+        try:
+            urllib.request.urlopen(url, timeout=2)
+        except (urllib.error.URLError, ConnectionError, OSError):
+            break
+        assert time.monotonic() < deadline, f"the console at {url} still serves after the demo ended by {sig}"
+        time.sleep(0.2)

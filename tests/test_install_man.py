@@ -175,3 +175,36 @@ def test_manlink_links_missing_pages_beside_the_bin_dir_and_overwrites_nothing(t
     (man1 / "git-worker.1").symlink_to(tmp_path / "elsewhere")  # the person's own link now: not recorded as ours
     link_pages(str(bin_dir / "git-worker"), str(again))
     assert os.readlink(man1 / "git-worker.1") == str(tmp_path / "elsewhere")
+
+
+def test_uninstall_links_removes_only_the_links_git_nerve_recorded_making(tmp_path):
+    """`git nerve uninstall-links` (manlink.unlink_pages): the recorded links that still point where they were made
+    to point go; a person's link, a recorded link re-pointed since, and a file at a recorded name are kept."""
+    from git_nerve.manlink import link_pages, unlink_pages
+
+    prefix = tmp_path / "tool"
+    shipped = prefix / "share" / "man" / "man1"
+    shipped.mkdir(parents=True)
+    for name in ("git-worker.1", "git-worker-spawn.1", "git-nerve.1", "git-nerve-demo.1"):
+        (shipped / name).write_text(name)
+    (prefix / "bin").mkdir()
+    bin_dir = tmp_path / "local" / "bin"
+    bin_dir.mkdir(parents=True)
+    man1 = tmp_path / "local" / "share" / "man" / "man1"
+    man1.mkdir(parents=True)
+    (man1 / "mine.1").symlink_to(shipped / "git-worker.1")  # the person's own link
+    made = link_pages(str(bin_dir / "git-worker"), str(prefix))
+    assert len(made) == 4
+    (man1 / "git-nerve.1").unlink()
+    (man1 / "git-nerve.1").symlink_to(tmp_path / "theirs")  # re-pointed by someone since
+    (man1 / "git-nerve-demo.1").unlink()
+    (man1 / "git-nerve-demo.1").write_text("a file now")  # replaced by a file
+    removed, kept = unlink_pages(str(bin_dir))
+    assert sorted(Path(p).name for p in removed) == ["git-worker-spawn.1", "git-worker.1"]
+    assert len(kept) == 2 and all(line.startswith("kept ") for line in kept)
+    assert os.readlink(man1 / "mine.1") == str(shipped / "git-worker.1")
+    assert os.readlink(man1 / "git-nerve.1") == str(tmp_path / "theirs")
+    assert (man1 / "git-nerve-demo.1").read_text() == "a file now"
+    assert not (man1 / "git-worker.1").exists() and not (man1 / "git-worker.1").is_symlink()
+    assert unlink_pages(str(bin_dir)) == ([], [])  # nothing more to remove, and the kept ones are not ours any more
+

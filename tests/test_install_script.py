@@ -62,11 +62,12 @@ def with_parents(files: set[str]) -> set[str]:
 
 def readme_install_line() -> str:
     blocks = re.findall(r"```sh\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
-    assert blocks[0] == "./install.sh && git nerve demo"
+    assert blocks[0] == "./install.sh --demo"
     return blocks[0]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # three installs and two demos, each real
 def test_the_readme_line_on_a_fresh_home_then_help_completion_reinstall_and_uninstall(tmp_path):
     home = Path(os.environ["HOME"])
     # what install.sh writes is under ~/.local (build tools pip runs may leave their own dotfiles in HOME)
@@ -74,14 +75,16 @@ def test_the_readme_line_on_a_fresh_home_then_help_completion_reinstall_and_unin
     env = install_env()
     bin_dir = home / ".local" / "bin"
 
-    # 1. The README's line, verbatim, with ~/.local/bin not on PATH: installs, then stops (non-zero,
-    #    so `git nerve demo` never runs into "git: 'nerve' is not a git command") with the line to run.
-    res = sh(readme_install_line(), ROOT, env)
-    assert res.returncode == 3, res.stdout + res.stderr
-    assert "is not a git command" not in res.stderr
+    # 1. The README's line, verbatim (plus the demo's fast form and a directory, to keep the test short), with
+    #    ~/.local/bin not on PATH: installs, says how to put it on PATH, and shows the demo from what it
+    #    installed: exit 0 (before, `./install.sh && git nerve demo` stopped at exit 3 with no demo).
+    res = sh(readme_install_line() + " --fast --dir " + str(tmp_path / "first-demo"), ROOT, env, timeout=1200)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "is not a git command" not in res.stderr and "CONFLICTED" in res.stdout  # the demo ran through
     assert f"under {home}/.local" in res.stdout  # says where, root included: no silent /usr/local
     line = f'export PATH="{bin_dir}:$PATH" && git nerve demo'
     assert line in [row.strip() for row in res.stderr.splitlines()], res.stderr
+    assert sh([str(INSTALL)], ROOT, env).returncode == 3  # without --demo: installed, not on PATH (as before)
     manifest = home / ".local" / "share" / "git-nerve" / "install-manifest"
     recorded = [row.split(" ", 2)[2] for row in manifest.read_text().splitlines()]
     assert all(p.startswith(f"{home}/") for p in recorded), recorded  # nothing outside HOME (no /usr/local)
@@ -162,7 +165,7 @@ def test_a_file_the_install_did_not_make_is_never_overwritten(tmp_path):
 def test_an_unknown_argument_is_one_line_and_exit_2(tmp_path):
     res = sh([str(INSTALL), "--bogus"], tmp_path, install_env(PREFIX=str(tmp_path / "p")))
     assert res.returncode == 2
-    assert res.stderr == "install.sh: unknown argument '--bogus' (usage: ./install.sh [--uninstall])\n"
+    assert res.stderr == "install.sh: unknown argument '--bogus' (usage: ./install.sh [--demo [DEMO ARGS]] | --uninstall)\n"
     assert not (tmp_path / "p").exists()
 
 

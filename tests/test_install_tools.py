@@ -143,3 +143,17 @@ def test_uv_tool_install(what, source, wheel, tmp_path):
     mine.write_text(".TH MINE 1\n")
     assert run(["git", "nerve", "--version"], tmp_path, env).returncode == 0
     assert mine.read_text() == ".TH MINE 1\n"
+    # before `uv tool uninstall`: the links git-nerve made go, the user's page stays; nothing dangles after
+    man1 = home / ".local/share/man/man1"
+    links = sorted(p.name for p in man1.iterdir() if p.is_symlink())
+    assert links and "git-nerve-demo.1" not in links
+    res = run(["git", "nerve", "uninstall-links"], tmp_path, env)
+    assert res.returncode == 0, res.stderr
+    said = res.stdout.splitlines()
+    assert sorted(line.rsplit("/", 1)[1] for line in said if line.startswith("removed ")) == links
+    assert [line for line in said if not line.startswith("removed ")] == [
+        f"kept {mine}: not a symbolic link"]  # the user's own page at a name git-nerve once linked
+    assert [p.name for p in man1.iterdir() if p.is_symlink()] == [] and mine.read_text() == ".TH MINE 1\n"
+    proc = run([str(uv), "tool", "uninstall", "git-nerve"], tmp_path, env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [p for p in man1.iterdir() if p.is_symlink() and not p.exists()] == []  # no dangling link left

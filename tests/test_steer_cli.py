@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -90,6 +91,31 @@ def test_outbox_lists_oldest_first_and_follow_prints_new_lines(repo, gw, gn):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
+
+
+def test_outbox_lists_a_note_as_queued_then_delivered_then_acknowledged(repo, gw, gn):
+    """A note told while no agent runs is in the outbox at once as queued (before, nothing was listed until
+    an agent read it); then delivered, then acknowledged; text and --json alike."""
+    from git_nerve.bus.connection import Bus
+    from git_nerve.steer import delivery
+
+    wk.drive(repo.work, "t1", "WORKING")
+    assert gn(["tell", "--task", "t1", "please rename foo"], repo.work).code == 0
+    listed = json.loads(gn(["outbox", "--json"], repo.work).out)
+    assert [(x["status"], x["inbox_id"], x["kind"]) for x in listed] == [("queued", 1, "note")]
+    assert listed[0]["text"] == '#1 note to t1: "please rename foo" (queued: nobody has read it yet)'
+    text = gn(["outbox"], repo.work).out.splitlines()
+    assert len(text) == 1 and re.search(r"Z  queued +#1 note to t1: \"please rename foo\"", text[0]), text
+    bus = Bus(repo.work / ".git" / "nerve" / "bus.db")
+    try:
+        delivery.deliver(bus, "t1", reader="claude", via="hook", pid=4242)
+        assert [x["status"] for x in json.loads(gn(["outbox", "--json"], repo.work).out)] == ["delivered"]
+        delivery.acted(bus, "t1", how="edited foo.py")
+    finally:
+        bus.close()
+    listed = json.loads(gn(["outbox", "--json"], repo.work).out)
+    assert [x["status"] for x in listed] == ["delivered", "acknowledged"]
+    assert not re.search(r"Z  queued +#", gn(["outbox"], repo.work).out)
 
 
 def test_help_names_the_patterns_and_merge_keeps_its_options(gn, gw, tmp_path):

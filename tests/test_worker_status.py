@@ -206,3 +206,22 @@ def test_read_commands_write_nothing(repo, gw, command):
     before = wk.kinds(repo.work, "t1")
     assert gw(command, repo.work).code == 0
     assert wk.kinds(repo.work, "t1") == before
+
+
+def test_a_worktree_removed_by_hand_shows_as_missing_with_the_way_back(repo, gw):
+    """`rm -rf` of a live task's worktree: status, status --json and show say it is missing and name the
+    commands that recreate it or end the task (before, the task stayed ASSIGNED with nothing said)."""
+    import shutil
+
+    wt = wk.spawn(repo.work, "t1")
+    wk.spawn(repo.work, "t2")
+    shutil.rmtree(wt)
+    rows = {r["task_id"]: r for r in status_json(gw, repo.work)}
+    assert rows["t1"]["worktree_missing"] is True and rows["t2"]["worktree_missing"] is False
+    res = gw(["status"], repo.work)
+    line = f"worktree missing ({wt}): `git worker spawn t1` recreates it, `git worker cancel t1 --cleanup` ends the task"
+    assert line in res.out and res.out.count("worktree missing") == 1
+    assert line in gw(["show", "t1"], repo.work).out
+    assert json.loads(gw(["show", "t1", "--json"], repo.work).out)["worker"]["worktree_missing"] is True
+    assert gw(["spawn", "t1"], repo.work).code == 0  # the way back it names works
+    assert wt.is_dir() and status_json(gw, repo.work)[0]["worktree_missing"] is False

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -102,12 +104,15 @@ def test_heartbeats_are_on_the_bus_while_the_command_runs(task):
     proc = subprocess.Popen([str(BIN / "git-worker"), "run", "--", PY, "-c", "import time; time.sleep(1.2)"],
                             cwd=worktree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen_while_running = 0
+    status_while_running = set()
     bus = bus_of(work)
     try:
         while proc.poll() is None:
             beats = [m for m in messages.for_task(bus.conn, "t1", kinds=("heartbeat",)) if m.payload.get("source") == "run"]
+            status = workers.get(bus.conn, "t1").heartbeat_status
             if proc.poll() is None:
                 seen_while_running = max(seen_while_running, len(beats))
+                status_while_running.add(status)
             time.sleep(0.1)  # samples the heartbeats while the command runs (its 1.2 s make the time pass)
         w = workers.get(bus.conn, "t1")
     finally:
@@ -115,17 +120,18 @@ def test_heartbeats_are_on_the_bus_while_the_command_runs(task):
     _, err = proc.communicate()
     assert proc.returncode == 0, err
     assert seen_while_running >= 3
-    assert w.heartbeat_status == f"running {Path(PY).name}" and w.state == "WORKING"
+    assert f"running {Path(PY).name}" in status_while_running
+    assert w.heartbeat_status.startswith(f"run {Path(PY).name} exited 0 at ") and w.state == "WORKING"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["sigterm", "sigint", "sighup"])
 def test_signals_are_forwarded_to_the_command(task, sig, tmp_path):
     work, worktree = task
     ready = tmp_path / "ready"
     script = (
         "import signal, sys, time, pathlib\n"
         "def bye(n, f):\n    print('got', signal.Signals(n).name, flush=True); sys.exit(7)\n"
-        "signal.signal(signal.SIGTERM, bye); signal.signal(signal.SIGINT, bye)\n"
+        "signal.signal(signal.SIGTERM, bye); signal.signal(signal.SIGINT, bye); signal.signal(signal.SIGHUP, bye)\n"
         f"pathlib.Path({str(ready)!r}).write_text('x')\n"
         "time.sleep(30)\n"
     )
@@ -138,6 +144,31 @@ def test_signals_are_forwarded_to_the_command(task, sig, tmp_path):
     assert f"got {sig.name}" in out
     r = last_round(work)
     assert r.metadata["exit_code"] == 7 and f"got {sig.name}" in r.content
+    assert status_of(work).startswith(f"run {Path(PY).name} exited 7 at ")
+
+
+def status_of(work: Path) -> str:
+    bus = bus_of(work)
+    try:
+        return workers.get(bus.conn, "t1").heartbeat_status
+    finally:
+        bus.close()
+
+
+def test_a_finished_run_says_how_it_ended_not_running(task, gw, repo):
+    """`git worker run -- false`: the row says `run false exited 1 at HH:MM:SS` in status --json and the console's
+    summary, never `running false` once it ended; a killed command says which signal."""
+    work, worktree = task
+    assert gw(["run", "--", "false"], worktree).code == 1
+    line = status_of(work)
+    assert re.fullmatch(r"run false exited 1 at \d\d:\d\d:\d\d", line), line
+    rows = json.loads(gw(["status", "--json"], work).out)
+    assert rows[0]["status"] == line
+    res = gw(["run", "--", "sh", "-c", "kill -TERM $$"], worktree)
+    assert res.code == 143
+    assert re.fullmatch(r"run sh killed by SIGTERM at \d\d:\d\d:\d\d", status_of(work)), status_of(work)
+    assert gw(["run", "--", "true"], worktree).code == 0
+    assert status_of(work).startswith("run true exited 0 at ")
 
 
 def test_a_tick_can_stop_the_command_and_its_group(task, monkeypatch, tmp_path):

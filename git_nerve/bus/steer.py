@@ -144,6 +144,12 @@ def outbox_after(conn: sqlite3.Connection, after: int = 0, *, limit: int | None 
     return [OutboxLine(*r) for r in conn.execute(sql, params)]
 
 
+def unanswered(conn: sqlite3.Connection) -> list[InboxMessage]:
+    """The messages no consumer has written an outbox line for yet (queued: no agent or queue has read them)."""
+    cur = conn.execute(f"{_INBOX} WHERE id NOT IN (SELECT inbox_id FROM outbox WHERE inbox_id IS NOT NULL) ORDER BY id")
+    return [InboxMessage(*r) for r in cur]
+
+
 def outbox_for(conn: sqlite3.Connection, inbox_ids: list[int]) -> list[OutboxLine]:
     """The outbox lines answering the given inbox messages, oldest first."""
     out: list[OutboxLine] = []
@@ -269,5 +275,5 @@ def deliveries_for(conn: sqlite3.Connection, task_id: str) -> list[Delivery]:
 __all__ = [
     "KINDS", "SCOPES", "VIAS", "Delivery", "InboxMessage", "OutboxLine", "about_task", "acknowledge", "advance",
     "cursor", "deliveries_for", "enqueue", "for_queue_after", "for_task_after", "last_id", "mark_acted", "message",
-    "outbox_after", "outbox_for", "record_delivery", "undelivered_notes",
+    "outbox_after", "outbox_for", "record_delivery", "unanswered", "undelivered_notes",
 ]

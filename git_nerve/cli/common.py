@@ -50,10 +50,16 @@ def fail(exc: NerveError) -> None:
 def run_mapped(call: Callable[[], Any]) -> Any:
     """Run ``call``; our exceptions become one clear line on stderr and the documented exit code (the one place
     where errors meet the user: :meth:`NerveGroup.invoke`)."""
+    from ..stopping import Stopped, raise_on_stop_signals
+
+    raise_on_stop_signals()  # SIGTERM/SIGHUP unwind like Ctrl-C: what the command started is stopped with it
     try:
         return call()
     except NerveError as exc:
         fail(exc)
+    except Stopped as exc:
+        click.echo(f"stopped by {exc}", err=True)
+        sys.exit(128 + exc.signum)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(int(ExitCode.INTERRUPTED))

@@ -147,4 +147,35 @@ def demo(directory: Path | None, fast: bool, agent: str | None, console: bool) -
     run_agents(directory, agent=agent, console=console)
 
 
-COMMANDS = [init, demo]
+@click.command("uninstall-links", context_settings=CONTEXT_SETTINGS)
+@click.option("--bin", "bindir", type=click.Path(file_okay=False, path_type=Path),
+              help="The bin directory whose links to remove (default: the one this command ran from).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def uninstall_links(bindir: Path | None, as_json: bool) -> None:
+    """Remove the man page links git-nerve made beside a bin directory.
+
+    Installed with `uv tool install`, the first command links git-nerve's man
+    pages into <bin>/../share/man/man1 (uv does not install them); run this
+    before `uv tool uninstall git-nerve` so none is left pointing nowhere.
+    Only links git-nerve recorded making, still pointing where it made them
+    point, are removed; anything else is kept and named.
+    """
+    import os
+    import sys
+
+    from ..manlink import unlink_pages
+
+    where = os.fspath(bindir) if bindir is not None else os.path.dirname(os.path.abspath(sys.argv[0]))
+    removed, kept = unlink_pages(where)
+    if as_json:
+        echo_json({"bin": where, "removed": removed, "kept": kept})
+        return
+    for link in removed:
+        echo(f"removed {link}")
+    for line in kept:
+        echo(line)
+    if not removed and not kept:
+        echo(f"no man page links of git-nerve's beside {where}")
+
+
+COMMANDS = [init, demo, uninstall_links]

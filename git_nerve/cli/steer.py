@@ -62,10 +62,12 @@ def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_j
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until Ctrl-C.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with --follow: one object per line).")
 def outbox(follow: bool, as_json: bool) -> None:
-    """Acknowledgements of queued messages, oldest first.
+    """Told messages and their acknowledgements, oldest first.
 
-    Each line says which consumer acted on which message (its text, kind and
-    the time it was queued) and what it did.
+    A message nobody has read yet is listed as `queued`; once an agent has it,
+    a line says it was delivered (to whom), then which consumer acted on it
+    and what it did (its text, kind and the time it was queued). --json: each
+    object's "status" is queued, delivered or acknowledged.
     """
     from ..steer import outbox as box
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..text import clean_line
 from .common import echo, echo_json, style
 from .prep import prep_lines, prep_status_line
-from .status_rows import merged_elsewhere_line
+from .status_rows import merged_elsewhere_line, worktree_missing, worktree_missing_line
 from .tasks import print_shared_status, show_elsewhere
 
 
@@ -35,6 +35,8 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
         hb_cell = f"{hb} " + style("STALE", fg="red", bold=True) + " " * max(0, 10 - len(hb)) if r["stale"] else f"{hb:<16}"
         desc = clean_line((w.description.splitlines() or [""])[0])[:40]
         echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb_cell} {clock.ago(w.assigned_at, now):<6} {desc}")
+        if r["worktree_missing"]:
+            echo(style(f"{'':<24} ! {worktree_missing_line(r['task_id'], r['worktree'])}", fg="red"))
         if prep_status_line(r):
             echo(prep_status_line(r))
         old_marks = " (stale: computed before its last commit; git worker conflicts --refresh)" if r["radar_stale"] else ""
@@ -72,6 +74,8 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
         echo(f"  {merged_elsewhere_line(repo, w)}")
     if w.description:
         echo(f"  {w.description}")
+    if worktree_missing(w):
+        echo(style(f"  ! {worktree_missing_line(w.task_id, w.worktree)}", fg="red"))
     for line in prep_lines(repo, w):
         echo(line)
     for m in messages.fold_heartbeats(msgs):

@@ -118,6 +118,19 @@ def recorded(common: Path, kind: str, name: str) -> dict | None:
     return data
 
 
+def recorded_names(common: Path, kind: str) -> list[str]:
+    """The names of every record of ``kind`` under ``common`` (a record that cannot be read is left out)."""
+    found = []
+    for path in sorted(Path(common).joinpath(*OWNED_DIR).glob(f"{kind}-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("kind") == kind and isinstance(data.get("name"), str):
+            found.append(data["name"])
+    return found
+
+
 def forget(common: Path, kind: str, name: str) -> None:
     """Drop the record of something that is gone."""
     try:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from .. import clock
-from ..bus import rounds
+from ..bus import rounds, workers
 from ..bus.connection import Bus
 from ..errors import InvalidTransition, NerveError, UsageError
 from ..locks import hold
@@ -202,9 +202,8 @@ def run_command(
         problem = ground.verdict(obs, must_commit=done, branch=w.branch)
         if problem:
             metadata["git_error"] = problem
-        content = tail.text(masking=masking) or "(no output)"
-        with repo.bus.write() as conn:
-            number = rounds.append(conn, task_id, role=role or name, content=content, metadata=metadata, ts=clock.now())
+        number = _record_end(repo, task_id, role or name, tail.text(masking=masking) or "(no output)", metadata,
+                             ended_status(name, code, beats.stopped, clock.now()))
         result = WrapResult(task_id, exit_code, number, duration, started, -code if code < 0 else None, beats.stopped,
                             heartbeats=beats.count, heartbeat_error=beats.error, commits=obs.commits)
         if done and exit_code == 0:
@@ -228,6 +227,28 @@ def _masked_log(repo, task_id: str, role: str, worktree: Path, tail: _Tail, stdo
     log = runlog.open_tee(repo.paths.common_dir, task_id, rounds.last_round(repo.bus.conn, task_id) + 1, role, "run",
                           os.environ, worktree)
     return masking, log, (_tee(stdout, tail, log and log.sink("stdout")), _tee(stderr, tail, log and log.sink("stderr")))
+
+
+def _record_end(repo, task_id: str, role: str, content: str, metadata: dict[str, Any], status: str) -> int:
+    """The run's round, and the row's status saying how it ended (never "running" after it did); the round's number."""
+    ended = clock.now()
+    with repo.bus.write() as conn:
+        number = rounds.append(conn, task_id, role=role, content=content, metadata=metadata, ts=ended)
+        workers.heartbeat(conn, task_id, ended, status, None)
+    return number
+
+
+def ended_status(name: str, code: int, stopped: str | None, at: float) -> str:
+    """What a task's row says once its `git worker run` ended: ``run NAME exited 1 at 14:03:07`` (local time),
+    ``killed by SIGTERM``, or ``stopped (REASON)`` when git-nerve stopped it."""
+    when = time.strftime("%H:%M:%S", time.localtime(at))
+    if stopped:
+        how = f"stopped ({stopped})"
+    elif code < 0:
+        how = f"killed by {signal.Signals(-code).name if -code in signal.valid_signals() else f'signal {-code}'}"
+    else:
+        how = f"exited {code}"
+    return f"run {name} {how} at {when}"
 
 
 def _exit_facts(name: str, code: int, exit_code: int, duration: float, beats: "_Heartbeats") -> dict[str, Any]:
@@ -315,8 +336,12 @@ def _run_supervised(argv, run_dir, repo, task_id, name, interval, on_tick, grace
     return code, beats
 
 
+#: what a person or a process manager sends to end a command (Ctrl-C, kill, a closed terminal)
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 class _Forwarding:
-    """While the ``with`` runs (main thread only), SIGINT and SIGTERM go to the command's process group instead of
+    """While the ``with`` runs (main thread only), SIGINT, SIGTERM and SIGHUP go to the command's process group instead of
     ending this wrapper; one that arrives before the command was started (:meth:`started`) is sent to it as soon
     as it has been: installed before the start, so no signal in between ends the wrapper and leaves the command."""
 
@@ -327,7 +352,7 @@ class _Forwarding:
 
     def __enter__(self) -> "_Forwarding":
         if threading.current_thread() is threading.main_thread():
-            self.previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+            self.previous = {s: signal.signal(s, self._on_signal) for s in FORWARDED}
         return self
 
     def _on_signal(self, signum, frame) -> None:
