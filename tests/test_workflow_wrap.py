@@ -41,12 +41,16 @@ def last_round(work: Path) -> rounds.Round:
         bus.close()
 
 
-def state(work: Path) -> str:
+def worker_row(work: Path) -> workers.Worker:
     bus = bus_of(work)
     try:
-        return workers.get(bus.conn, "t1").state
+        return workers.get(bus.conn, "t1")
     finally:
         bus.close()
+
+
+def state(work: Path) -> str:
+    return worker_row(work).state
 
 
 def test_run_starts_the_task_and_records_exit_code_and_output_tail(task, gw):
@@ -148,11 +152,7 @@ def test_signals_are_forwarded_to_the_command(task, sig, tmp_path):
 
 
 def status_of(work: Path) -> str:
-    bus = bus_of(work)
-    try:
-        return workers.get(bus.conn, "t1").heartbeat_status
-    finally:
-        bus.close()
+    return worker_row(work).heartbeat_status
 
 
 def test_a_finished_run_says_how_it_ended_not_running(task, gw, repo):

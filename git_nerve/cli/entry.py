@@ -85,8 +85,21 @@ def _fast(command: str, args: list[str], *, served: bool = False) -> bool:
         return False
     _before_click(None, "git-worker")  # the man pages, as click's path does first
     _enable_liveness()
+    _reported(lambda: run(**kw), passed)
+    if command in ("status", "show", "conflicts"):
+        _warm_up()
+    elif command == "spawn":
+        from ..warm.start import after_spawn
+
+        after_spawn()
+    return True
+
+
+def _reported(run, passed: tuple) -> None:
+    """``run()``; an error other than ``passed`` is reported by the one handler every command's errors meet
+    (common.run_mapped, imported only then), so a click-free path prints and exits as its click command does."""
     try:
-        run(**kw)
+        run()
     except BaseException as exc:  # noqa: BLE001 - handed to the one handler every command's errors meet
         if isinstance(exc, passed):
             raise
@@ -97,13 +110,6 @@ def _fast(command: str, args: list[str], *, served: bool = False) -> bool:
 
         run_mapped(again)
         raise
-    if command in ("status", "show", "conflicts"):
-        _warm_up()
-    elif command == "spawn":
-        from ..warm.start import after_spawn
-
-        after_spawn()
-    return True
 
 
 def _warm_up() -> None:
@@ -226,18 +232,7 @@ def _thread(args: list[str]) -> bool:
         print_view(view, before, as_json)
 
     _before_click(None, "git-nerve")  # the man pages, as click's path does first
-    try:
-        run()
-    except BaseException as exc:  # noqa: BLE001 - handed to the one handler every command's errors meet
-        if isinstance(exc, SystemExit):
-            raise
-        from .common import run_mapped
-
-        def again():
-            raise exc
-
-        run_mapped(again)
-        raise
+    _reported(run, (SystemExit,))
     return True
 
 
