@@ -210,7 +210,8 @@ def test_tell_kinds_go_where_git_nerve_tell_sends_them(console, repo, gn):
     status, text = console.request("POST", "/api/tell", body={"task": "t9", "text": "hi"})
     assert status == 400 and "unknown task" in json.loads(text)["error"]
     # the command sees exactly what the console queued
-    queued = json.loads(gn("outbox --json", repo.work).out)
-    assert queued == []  # nothing has acted on them yet
+    queued = json.loads(gn("outbox --json", repo.work).out)  # nothing has acted on them yet: listed as queued
+    assert [(q["inbox_id"], q["kind"], q["status"]) for q in queued] == [
+        (1, "stop", "queued"), (2, "stop", "queued"), (3, "skip", "queued"), (4, "add", "queued")]
     shown = json.loads(gn("tell --task t2 --json hello", repo.work).out)
     assert shown["id"] == 5
