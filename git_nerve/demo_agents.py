@@ -54,8 +54,9 @@ if __name__ == "__main__":
 '''
 
 
-def _console(gn: list[str], root: Path, env: dict[str, str]) -> subprocess.Popen | None:
-    """Start `git nerve console` when this git-nerve has it; print its URL. None when it is not available."""
+def _console(gn: list[str], root: Path, env: dict[str, str], started: list) -> subprocess.Popen | None:
+    """Start `git nerve console` when this git-nerve has it; print its URL. None when it is not available.
+    ``started`` gets the process the moment it exists (a signal right after its URL is printed still stops it)."""
     import importlib.util
 
     if importlib.util.find_spec("git_nerve.console") is None:
@@ -65,6 +66,7 @@ def _console(gn: list[str], root: Path, env: dict[str, str]) -> subprocess.Popen
     log = root / "logs" / "console.log"
     proc = subprocess.Popen([*gn, "console"], cwd=root / "shop", env=env, stdout=log.open("w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
+    started.append(proc)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and proc.poll() is None:
         m = re.search(r"https?://\S+", log.read_text(errors="replace"))
@@ -137,6 +139,7 @@ def run(directory: Path | None = None, *, agent: str | None = None, console: boo
     model = None
     procs: dict[str, subprocess.Popen] = {}
     console_proc = None
+    consoles: list[subprocess.Popen] = []  # what the finally stops, whatever instant a signal arrives at
     try:
         env = _env()
         if agent is None:
@@ -150,7 +153,7 @@ def run(directory: Path | None = None, *, agent: str | None = None, console: boo
         base = _set_up(root, work, gn, adapter, model)
         if console:
             _say("The web console, to watch it all live")
-            console_proc = _console(gn, root, env)
+            console_proc = _console(gn, root, env, consoles)
         from .scripted_model.scenario import DEMO_NOTE
 
         branches = _spawn_three(work, gw)
@@ -164,8 +167,8 @@ def run(directory: Path | None = None, *, agent: str | None = None, console: boo
     finally:
         for p in procs.values():
             stop_group(p)
-        if console_proc is not None:
-            stop_group(console_proc)
+        for p in consoles:
+            stop_group(p)
         if model is not None:
             model.stop()
 
