@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +32,7 @@ class Daemon:
         self.base = base
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
+        self.groups: list[int] = []  # every daemon's process group (its connection children too), ended by stop()
 
     def url(self, name: str) -> str:
         return f"git://127.0.0.1:{self.port}/{name}"
@@ -40,6 +42,7 @@ class Daemon:
             ["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", f"--base-path={self.base}",
              "--listen=127.0.0.1", f"--port={self.port}", str(self.base)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        self.groups.append(self.proc.pid)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -50,10 +53,17 @@ class Daemon:
         raise RuntimeError("git daemon did not start")
 
     def stop(self) -> None:
+        """The daemon and every process of its sessions (a connection's child a test killed the daemon under
+        included): nothing a test started outlives it."""
+        for group in self.groups:
+            try:
+                os.killpg(group, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         if self.proc is not None:
-            self.proc.terminate()
             self.proc.wait(timeout=10)
             self.proc = None
+        self.groups.clear()
 
 
 def origin(root: Path) -> Path:

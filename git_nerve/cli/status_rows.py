@@ -24,7 +24,6 @@ def status_rows(repo, states: tuple[str, ...], stale_only: bool) -> tuple[list[d
     for r in rows:
         r["radar"], r["radar_stale"] = radar_marks(repo.bus.conn, everyone, r["task_id"], radar.get(r["task_id"], []),
                                                    radar_at)
-        r["worktree_missing"] = worktree_missing(everyone[r["task_id"]])
     if stale_only:
         rows = [r for r in rows if r["stale"]]
     from ..worktree_prep.disk import Budget
@@ -41,15 +40,6 @@ def status_rows(repo, states: tuple[str, ...], stale_only: bool) -> tuple[list[d
             if line:
                 r["merged_elsewhere"] = line
     return rows, everyone, fresh, now
-
-
-def worktree_missing(w) -> bool:
-    """A live task (an agent works there) whose worktree is gone from the disk (removed by hand)."""
-    import os
-
-    from ..worker.status import LIVE
-
-    return w.state in LIVE and bool(w.worktree) and not os.path.isdir(w.worktree)
 
 
 def worktree_missing_line(task_id: str, worktree: str) -> str:

@@ -103,7 +103,6 @@ def show_json(repo, task_id: str) -> dict:
     from ..worker import lifecycle
     from ..worker.status import row as status_row
     from .prep import prep_fields
-    from .status_rows import worktree_missing
 
     view = elsewhere(repo.bus, task_id)
     if view is not None:
@@ -113,8 +112,7 @@ def show_json(repo, task_id: str) -> dict:
     w, msgs = lifecycle.show(repo, task_id)
     told = steer_tell.about(repo.bus, task_id)
     masking = redactor(repo.bus.conn, task_id, w.worktree)  # what an agent wrote, masked (git_nerve/redact.py)
-    return {"worker": {**status_row(w, settings_or_none(repo)), "worktree_missing": worktree_missing(w),
-                       **prep_fields(repo, w)},
+    return {"worker": {**status_row(w, settings_or_none(repo)), **prep_fields(repo, w)},
             "trust_flags": lifecycle.trust_flags(repo, w),
             "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": masking.value(m.payload)}
                          for m in msgs],

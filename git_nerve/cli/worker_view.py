@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..text import clean_line
 from .common import echo, echo_json, style
 from .prep import prep_lines, prep_status_line
-from .status_rows import merged_elsewhere_line, worktree_missing, worktree_missing_line
+from .status_rows import merged_elsewhere_line, worktree_missing_line
 from .tasks import print_shared_status, show_elsewhere
 
 
@@ -54,6 +54,7 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
     from ..bus import messages
     from ..steer import tell as steer_tell
     from ..worker import lifecycle
+    from ..worker.status import worktree_missing
 
     if as_json:
         from .verbs import show_json

@@ -23,6 +23,14 @@ def is_stale(w: Worker, *, stale_after: float, review_stale_after: float, at: fl
     return False
 
 
+def worktree_missing(w: Worker) -> bool:
+    """A live task (an agent works there) whose worktree is gone from the disk (removed by hand): status, show and
+    the console say so, with the command that recreates it."""
+    import os
+
+    return w.state in LIVE and bool(w.worktree) and not os.path.isdir(w.worktree)
+
+
 def row(w: Worker, settings: Settings | None, at: float | None = None) -> dict[str, Any]:
     stale_after = settings.stale_after if settings else 300.0
     review_after = settings.review_stale_after if settings else 3600.0
@@ -41,6 +49,7 @@ def row(w: Worker, settings: Settings | None, at: float | None = None) -> dict[s
         "status": w.heartbeat_status,
         "progress": w.progress,
         "stale": is_stale(w, stale_after=stale_after, review_stale_after=review_after, at=at),
+        "worktree_missing": worktree_missing(w),
     }
 
 
