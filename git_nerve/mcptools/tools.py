@@ -120,6 +120,7 @@ def heartbeat(b: Binding, status: str | None = None, progress: float | None = No
 def state(b: Binding) -> str:
     """The task's row of `git worker status --json`, plus its unread notes count and radar marks, as JSON."""
     from ..bus import steer, workers
+    from ..worker import attention
     from ..worker.status import row
 
     task = b.task()
@@ -131,7 +132,13 @@ def state(b: Binding) -> str:
             settings = None
         data = row(w, settings)
         data["unread_notes"] = len(steer.undelivered_notes(repo.bus.conn, task, all_since=w.assigned_at))
-    data["radar"] = [_mark(p, task, r) for r in [_scan(b)] for p in r.for_task(task)]
+        result = _scan(b)
+        mine = result.for_task(task)
+        # what needs the person, as `git worker status --json` says it (issue 38)
+        flagged = {task} if any(p.kind == "conflict" for p in mine) else set()
+        data["attention"] = attention.of_all(repo.bus.conn, {task: w}, flagged, now=clock.now(),
+                                             stuck=attention.stuck_after(repo.paths.toplevel))[task]
+    data["radar"] = [_mark(p, task, result) for p in mine]
     return clean(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 

@@ -203,8 +203,7 @@ def run_command(
         if problem:
             metadata["git_error"] = problem
         content = tail.text(masking=masking) or "(no output)"
-        with repo.bus.write() as conn:
-            number = rounds.append(conn, task_id, role=role or name, content=content, metadata=metadata, ts=clock.now())
+        number = _record_round(repo, task_id, role or name, content, metadata)
         result = WrapResult(task_id, exit_code, number, duration, started, -code if code < 0 else None, beats.stopped,
                             heartbeats=beats.count, heartbeat_error=beats.error, commits=obs.commits)
         if done and exit_code == 0:
@@ -228,6 +227,18 @@ def _masked_log(repo, task_id: str, role: str, worktree: Path, tail: _Tail, stdo
     log = runlog.open_tee(repo.paths.common_dir, task_id, rounds.last_round(repo.bus.conn, task_id) + 1, role, "run",
                           os.environ, worktree)
     return masking, log, (_tee(stdout, tail, log and log.sink("stdout")), _tee(stderr, tail, log and log.sink("stderr")))
+
+
+def _record_round(repo, task_id: str, role: str, content: str, metadata: dict[str, Any]) -> int:
+    """The run's round in the thread (its exit code in the metadata); a non-zero exit makes the task's attention
+    "failed": the notification sender is started (issue 38), never waited for."""
+    with repo.bus.write() as conn:
+        number = rounds.append(conn, task_id, role=role, content=content, metadata=metadata, ts=clock.now())
+    if metadata.get("exit_code"):
+        from ..worker.notify import poke
+
+        poke(repo.paths.common_dir)
+    return number
 
 
 def _exit_facts(name: str, code: int, exit_code: int, duration: float, beats: "_Heartbeats") -> dict[str, Any]:
