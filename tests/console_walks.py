@@ -96,6 +96,16 @@ def the_next_round(b: Browser, gw, gn, work: Path, wt1: Path, shots: Path) -> No
     b("click", selector="[data-testid=tab-diff]")
     b("click", selector="#files li[data-path='feature.txt'] a")
     b("wait_text", selector="#diff tr.line.add", text="return ANSWER")
+    # "since your last review": only what changed since the tip reviewed (feature.txt), not the whole change
+    assert b("count", selector="#files li") == 3
+    b("click", selector="[data-testid=since-review]")
+    b("wait_text", selector="[data-testid=files-count]", text="1 file changed since your last review")
+    assert b("eval", js="[...document.querySelectorAll('#files li')].map(l => l.dataset.path)") == ["feature.txt"]
+    b("wait_text", selector="#diff tr.line.add", text="ANSWER = 42")
+    b("wait_text", selector="#diff tr.line.del", text="return 42")  # against the tip reviewed, not main
+    b("screenshot", path=str(shots / "since-review.png"))
+    b("click", selector="[data-testid=since-review]")
+    b("wait_text", selector="[data-testid=files-count]", text="3 files changed against main")
 
 
 def approve_and_merge(b: Browser, work: Path, origin: Path, shots: Path) -> str:
