@@ -122,3 +122,16 @@ def test_an_untrusted_command_is_skipped_said_in_the_log_and_by_trust_show(repo,
     assert not out.exists() and receiver.bodies == []
     shown = gn("trust --show", work).out
     assert "nerve.toml [notify] command" in shown and "nerve.toml [notify] url" in shown
+
+
+def test_a_command_that_hangs_is_stopped_at_its_timeout_and_the_task_moved_on_meanwhile(repo, tmp_path, gw):
+    work = repo.work
+    toml = (f"[notify]\ncommand = [{json.dumps(sys.executable)}, \"-c\", \"import time; time.sleep(60)\"]\n"
+            "timeout = 1\ncoalesce = 0\n")
+    commit_file(work, "nerve.toml", toml, "nerve.toml: a notify command that hangs")
+    subprocess.run(["git", "nerve", "trust"], cwd=work, check=True, capture_output=True)
+    wk.drive(work, "t1", "IN_REVIEW")
+    assert wk.state(work, "t1") == "IN_REVIEW"  # the command did not wait for the notification
+    log = Path(work) / ".git" / "nerve" / "notify.log"
+    wait_until(lambda: log.exists() and "t1 review: command timed out after 1s" in log.read_text(),
+               what="the timeout in the notify log")
