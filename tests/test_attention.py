@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from conftest import git
 from fixtures.repos import worker as wk
@@ -76,3 +77,19 @@ def test_the_mcp_state_tool_carries_the_same_attention(repo, gw):
     assert gw(["heartbeat", "--status", "input: may I delete the cache?"], wt).code == 0
     assert json.loads(tools.state(tools.bind(wt)))["attention"] == attention(gw, work)["asks"] == "input"
 
+
+
+def test_in_shared_mode_another_machines_task_gets_what_its_state_says(tmp_path):
+    from tests import shared_support as ss
+
+    one, two = ss.team(tmp_path, str(ss.origin(tmp_path)), ["one", "two"])
+    ss.ok(["worker", "spawn", "t", "-d", "the feature"], one)
+    wt = Path(json.loads(ss.ok(["worker", "status", "--json"], one).stdout)[0]["worktree"])
+    ss.ok(["worker", "start"], wt)
+    commit_file(wt, "feature.txt", "the feature\n", "t: the feature")
+    ss.ok(["worker", "done"], wt)
+    for w in (one, two):
+        ss.ok(["nerve", "sync"], w)
+    rows = {r["task_id"]: r for r in json.loads(ss.ok(["worker", "status", "--json"], two).stdout)}
+    assert rows["t"]["machine"] == "one" and rows["t"]["state"] == "IN_REVIEW" and rows["t"]["attention"] == "review"
+    assert "» needs you: review" in ss.ok(["worker", "status"], two).stdout
