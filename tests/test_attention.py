@@ -93,3 +93,15 @@ def test_in_shared_mode_another_machines_task_gets_what_its_state_says(tmp_path)
     rows = {r["task_id"]: r for r in json.loads(ss.ok(["worker", "status", "--json"], two).stdout)}
     assert rows["t"]["machine"] == "one" and rows["t"]["state"] == "IN_REVIEW" and rows["t"]["attention"] == "review"
     assert "» needs you: review" in ss.ok(["worker", "status"], two).stdout
+
+
+def test_the_mcp_conflicts_tool_says_the_attention_a_radar_conflict_gives(repo, gw):
+    from git_nerve.mcptools import tools
+
+    work = repo.work
+    one, two = wk.drive(work, "one", "WORKING"), wk.drive(work, "two", "WORKING")
+    commit_file(one, wk.APP, wk.app_text("hi"), "one: greeting")
+    commit_file(two, wk.APP, wk.app_text("yo"), "two: greeting")
+    said = tools.conflicts(tools.bind(one), refresh=True)
+    assert "CONFLICT: " in said and "attention: conflict" in said, said
+    assert attention(gw, work)["one"] == "conflict"
