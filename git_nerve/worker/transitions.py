@@ -99,7 +99,8 @@ def transition(
     assert new is not None
     from .notify import poke
 
-    poke(bus.path.parent.parent)  # a notification when its attention becomes something (issue 38); never waits
+    if getattr(bus, "path", None) is not None:  # <common>/nerve/bus.db
+        poke(bus.path.parent.parent)  # a notification when its attention becomes something (issue 38); never waits
     return Outcome(True, w.state, new.state, new)
 
 
