@@ -106,6 +106,21 @@ def the_next_round(b: Browser, gw, gn, work: Path, wt1: Path, shots: Path) -> No
     b("screenshot", path=str(shots / "since-review.png"))
     b("click", selector="[data-testid=since-review]")
     b("wait_text", selector="[data-testid=files-count]", text="3 files changed against main")
+    # every file on one page, each collapsible; "viewed" folds a file away and is kept over a reload
+    b("click", selector="[data-testid=stacked]")
+    b("wait_fn", js="document.querySelectorAll('#diff details.stacked').length === 3")
+    b("wait_text", selector="#diff details[data-path='feature.txt'] tr.line.add", text="return ANSWER")
+    b("wait_text", selector="#diff details[data-path='src/app.py'] tr.line.add", text="hey")
+    b("wait", selector="#diff details[data-path='logo.bin'] [data-testid=diff-summary]")
+    b("screenshot", path=str(shots / "all-files.png"))
+    b("click", selector="#diff details[data-path='feature.txt'] [data-testid=viewed]")
+    b("wait_fn", js="!document.querySelector(\"#diff details[data-path='feature.txt']\").open")
+    assert b("reload") == 200
+    b("wait", selector="#diff details[data-path='src/app.py'] table.diff")
+    b("wait_fn", js="document.querySelector(\"#diff details[data-path='feature.txt'] [data-testid=viewed]\").checked")
+    assert b("eval", js="[...document.querySelectorAll('#diff details.stacked')].map(d => d.open)") == [False, True, True]
+    b("click", selector="[data-testid=stacked]")
+    b("wait", selector="#files li[data-path='feature.txt']")
 
 
 def approve_and_merge(b: Browser, work: Path, origin: Path, shots: Path) -> str:
