@@ -4,6 +4,7 @@ what git and the bus then hold."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -95,6 +96,31 @@ def the_next_round(b: Browser, gw, gn, work: Path, wt1: Path, shots: Path) -> No
     b("click", selector="[data-testid=tab-diff]")
     b("click", selector="#files li[data-path='feature.txt'] a")
     b("wait_text", selector="#diff tr.line.add", text="return ANSWER")
+    # "since your last review": only what changed since the tip reviewed (feature.txt), not the whole change
+    assert b("count", selector="#files li") == 3
+    b("click", selector="[data-testid=since-review]")
+    b("wait_text", selector="[data-testid=files-count]", text="1 file changed since your last review")
+    assert b("eval", js="[...document.querySelectorAll('#files li')].map(l => l.dataset.path)") == ["feature.txt"]
+    b("wait_text", selector="#diff tr.line.add", text="ANSWER = 42")
+    b("wait_text", selector="#diff tr.line.del", text="return 42")  # against the tip reviewed, not main
+    b("screenshot", path=str(shots / "since-review.png"))
+    b("click", selector="[data-testid=since-review]")
+    b("wait_text", selector="[data-testid=files-count]", text="3 files changed against main")
+    # every file on one page, each collapsible; "viewed" folds a file away and is kept over a reload
+    b("click", selector="[data-testid=stacked]")
+    b("wait_fn", js="document.querySelectorAll('#diff details.stacked').length === 3")
+    b("wait_text", selector="#diff details[data-path='feature.txt'] tr.line.add", text="return ANSWER")
+    b("wait_text", selector="#diff details[data-path='src/app.py'] tr.line.add", text="hey")
+    b("wait", selector="#diff details[data-path='logo.bin'] [data-testid=diff-summary]")
+    b("screenshot", path=str(shots / "all-files.png"))
+    b("click", selector="#diff details[data-path='feature.txt'] [data-testid=viewed]")
+    b("wait_fn", js="!document.querySelector(\"#diff details[data-path='feature.txt']\").open")
+    assert b("reload") == 200
+    b("wait", selector="#diff details[data-path='src/app.py'] table.diff")
+    b("wait_fn", js="document.querySelector(\"#diff details[data-path='feature.txt'] [data-testid=viewed]\").checked")
+    assert b("eval", js="[...document.querySelectorAll('#diff details.stacked')].map(d => d.open)") == [False, True, True]
+    b("click", selector="[data-testid=stacked]")
+    b("wait", selector="#files li[data-path='feature.txt']")
 
 
 def approve_and_merge(b: Browser, work: Path, origin: Path, shots: Path) -> str:
@@ -142,6 +168,8 @@ def filters(b: Browser, shots: Path) -> None:
     b("screenshot", path=str(shots / "filters.png"))
     b("click", selector="#filter-conflicts")
     b("click", selector="#filter-done")
+    b("wait", selector="tr.worker[data-task=c1]", state="attached")  # in the finished group, collapsed
+    b("click", selector="[data-testid=group-finished]")
     b("wait", selector="tr.worker[data-task=c1]")
 
 
@@ -171,6 +199,10 @@ def refusals_spawn_and_live_buttons(b: Browser, gw, work: Path) -> None:
     # a refusal is shown as the CLI words it: merge --all with a check but no check command; a bad name
     b("click", selector="#merge-all")
     b("wait_text", selector="#confirm-title", text="Merge every APPROVED task?")
+    # no check command configured: the check is not ticked by default (issue 38); ticked by hand, it is refused
+    assert b("eval", js="document.querySelector('[data-testid=confirm-check]').checked") is False
+    b("wait_text", selector="#confirm-fields", text="none configured")
+    b("click", selector="[data-testid=confirm-check]")
     b("click", selector="[data-testid=confirm-ok]")
     b("wait", selector="#queue-result [data-testid=error]")
     shown = b("text", selector="#queue-result [data-testid=error]")
@@ -277,3 +309,99 @@ def phone_widths(b: Browser, shots: Path) -> None:
         b("click", selector="[data-testid=tab-diff]")
         b("click", selector="[data-testid=mode-unified]")
     b("viewport", width=1500, height=1000)
+
+
+#: tasks whose ids and descriptions the board shows on one line each (issue 38)
+BOARD = {"timeout-handling-for-slow-remotes": ("WORKING", "retry the fetch with a deadline and say which remote was slow"),
+         "docs-console": ("IN_REVIEW", "document the console's board and its keyboard"),
+         "merge-queue-digest": ("APPROVED", "one line per merged task in the queue's digest"),
+         "a1": ("ASSIGNED", "short"),
+         "flaky-test-quarantine": ("FAILED", "move the flaky tests aside and say so in the run's summary"),
+         "heartbeat-jitter": ("WORKING", "spread the heartbeats of many workers over the interval"),
+         "old-cleanup": ("COMPLETED", "remove what the previous release left behind in nerve/tmp"),
+         "radar-colours": ("IN_REVIEW", "the radar marks in the colours the page uses elsewhere")}
+
+#: the page's rows as a person sees them: cells per row, headers shown, ids/descriptions on one line
+ROWS_JS = """(() => {
+  const heads = [...document.querySelectorAll('table.workers thead th')].filter(h => !h.hidden).length;
+  const one = e => { const lh = parseFloat(getComputedStyle(e).lineHeight) || 20;
+                     return e.getClientRects().length === 1 && e.getBoundingClientRect().height < 1.6 * lh; };
+  return [...document.querySelectorAll('tr.worker')].map(r => ({
+    task: r.dataset.task, cells: r.children.length, heads,
+    id_one_line: one(r.querySelector('[data-testid=task-link]')),
+    desc_one_line: one(r.querySelector('[data-testid=task-desc]')),
+    desc_title: r.querySelector('[data-testid=task-desc]').title,
+    prep: r.querySelector('[data-testid=prep]').textContent }));
+})()"""
+
+#: the selected task's panel is on the screen (its top inside the window)
+PANEL_IN_VIEW = ("(() => { const r = document.querySelector('#task').getBoundingClientRect();"
+                 " return r.top > -4 && r.top < window.innerHeight - 100; })()")
+
+
+def board_groups(b: Browser) -> None:
+    """What needs the person first (failed before review), then what runs, then what is finished (collapsed)."""
+    b("wait_fn", js="document.querySelectorAll('tr.worker').length === 8")
+    order = b("eval", js="[...document.querySelectorAll('#workers tr')].map(r => r.dataset.task || r.dataset.testid)")
+    assert order == ["group-needs", "flaky-test-quarantine", "docs-console", "radar-colours",
+                     "group-running", "timeout-handling-for-slow-remotes", "merge-queue-digest", "a1", "heartbeat-jitter",
+                     "group-finished", "old-cleanup"], order
+    assert b("texts", selector="tr.group") == ["NEEDS YOU · 3", "RUNNING · 4", "FINISHED · 1 (SHOW)"]
+    assert b("texts", selector="tr.worker [data-testid=attention]") == ["failed", "review", "review"]
+    assert b("count", selector="tr.worker[data-task=old-cleanup]:visible") == 0
+    b("click", selector="[data-testid=group-finished]")
+    b("wait", selector="tr.worker[data-task=old-cleanup]")
+    b("wait_text", selector="[data-testid=group-finished]", text="(hide)")
+
+
+def board_at_a_glance(b: Browser, disks: dict[str, str], shots: Path) -> None:
+    """At 1400, 900 and 420 px: no "null", one cell per header, ids and descriptions on one line (the full text on
+    hover), disk sizes as `status` prints them, and a task clicked at the bottom of the board shows its panel."""
+    for width in (1400, 900, 420):
+        b("viewport", width=width, height=900)
+        b("eval", js="location.hash = '#/'")
+        b("wait_fn", js="document.querySelectorAll('tr.worker').length === 8")
+        assert " null" not in " " + b("eval", js="document.body.innerText").replace("\n", " ") + " ", width
+        for r in b("eval", js=ROWS_JS):
+            want = BOARD[r["task"]][1]
+            assert r["cells"] == 6 and (width == 420 or r["heads"] == 6), (width, r)  # no "null" cell, no shift
+            assert r["id_one_line"] and r["desc_one_line"] and r["desc_title"] == want, (width, r)
+            assert r["prep"].startswith(f"disk {disks[r['task']]}"), (width, r, disks)
+        assert max(b.overflow().values()) <= 0, (width, b.overflow())
+        b("screenshot", path=str(shots / f"board-{width}.png"))
+        last = b("eval", js="[...document.querySelectorAll('tr.worker')].pop().dataset.task")
+        b("eval", js="window.scrollTo(0, document.documentElement.scrollHeight)")
+        b("click", selector=f"tr.worker[data-task='{last}'] [data-testid=heartbeat]")
+        b("wait_text", selector="#task-id", text=last)
+        try:
+            b("wait_fn", js=PANEL_IN_VIEW)
+        except AssertionError:
+            raise AssertionError((width, b("eval", js="[document.querySelector('#task').getBoundingClientRect().top,"
+                                                      " window.scrollY, innerHeight]"))) from None
+        b("screenshot", path=str(shots / f"board-{width}-selected.png"))
+    b("viewport", width=1500, height=1000)
+
+
+def merge_dialog_defaults(b: Browser, console, work: Path, gn) -> None:
+    """The merge dialogs tick "run the check" only once a check command is configured and trusted."""
+    from waiting import wait_until
+
+    def ticked(opener: str) -> bool:
+        b("click", selector=opener)
+        b("wait", selector="#confirm")
+        value = b("eval", js="document.querySelector('[data-testid=confirm-check]').checked")
+        b("click", selector="[data-testid=confirm-cancel]")
+        b("wait", selector="#confirm", state="hidden")
+        return value
+
+    def configured():
+        s = json.loads(console.request("GET", "/api/state")[1])
+        return s["seq"] if s["check_command"] else None
+
+    b.open_task("merge-queue-digest")
+    assert ticked("#act-merge") is False and ticked("#merge-all") is False
+    commit_file(work, "nerve.toml", '[run]\ntest_command = "true"\n', "nerve.toml: a check")
+    assert gn("trust", work).code == 0
+    seq = wait_until(configured, what="the summary saying a check command is configured")
+    b("wait_fn", js=f"Number(document.querySelector('#updated').textContent.split('#').pop()) >= {seq}")
+    assert ticked("#act-merge") is True and ticked("#merge-all") is True

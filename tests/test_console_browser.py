@@ -17,6 +17,7 @@ import pytest
 import console_walks as walks
 from conftest import git
 from console_support import Browser, Console, artifacts, review_setup
+from waiting import wait_until
 from fixtures.repos.build import commit_file
 
 NOTE = "please also write NOTES.md"
@@ -109,7 +110,8 @@ def test_the_console_in_chromium_follows_a_live_worker_and_reviews_and_merges_it
         browser("wait_text", selector="#queue li", text="t1")
         browser("wait_text", selector="#thread .round.reviewer", text="looks right")
         browser("click", selector="#act-merge")
-        browser("click", selector="[data-testid=confirm-check]")  # this repository has no check command
+        # this repository has no check command: the dialog does not tick "run the check" (issue 38)
+        assert browser("eval", js="document.querySelector('[data-testid=confirm-check]').checked") is False
         browser("click", selector="[data-testid=confirm-ok]")
         browser("wait_text", selector="#result", text="merged t1 into main", timeout=60_000)
         browser("wait", selector="tr.worker[data-task=t1][data-state=COMPLETED]")
@@ -244,6 +246,39 @@ def test_in_shared_mode_each_task_names_its_machine_and_another_machines_task_is
         assert b.open_task("t", "thread") == set()
         b("wait_text", selector="[data-testid=held-elsewhere]", text="held by machine one: read-only here")
         assert b.open_task("mine", "thread") == {"cancel"}
+        assert b.problems() == []
+    finally:
+        b.close()
+        assert console.stop() == 0
+
+
+@pytest.mark.real
+def test_the_board_reads_at_a_glance_on_every_width_and_the_merge_dialogs_default_to_what_is_configured(repo, tmp_path,
+                                                                                                        gw, gn):
+    """Issue 38: no "null", no column shift, ids and descriptions on one line, disk sizes as `status` prints them,
+    the selected task's panel in view at 1400, 900 and 420 px; "run the check" ticked only when configured."""
+    from fixtures.repos import worker as wk
+    from git_nerve.worktree_prep.disk import human
+
+    work = repo.work
+    for task, (state, desc) in walks.BOARD.items():
+        wk.drive(work, task, state, description=desc)
+    console = Console(work)
+    b = Browser.start()
+    shots = artifacts(tmp_path)
+    try:
+        assert b("goto", url=console.url) == 200
+        b("wait", selector="tr.worker")
+        # every worktree measured (a few per summary: a budget), then `status` reads the same sizes
+        wait_until(lambda: all(r["disk_bytes"] is not None for r in json.loads(console.request("GET", "/api/state")[1])["workers"]
+                               if r["state"] != "COMPLETED"), what="every worktree measured", timeout=60)
+        rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True,
+                                         capture_output=True, text=True).stdout)
+        disks = {r["task_id"]: human(r["disk_bytes"]) for r in rows}
+        assert any(d.endswith("KB") for d in disks.values()), disks
+        walks.board_groups(b)
+        walks.board_at_a_glance(b, disks, shots)
+        walks.merge_dialog_defaults(b, console, work, gn)
         assert b.problems() == []
     finally:
         b.close()

@@ -388,3 +388,31 @@ def test_a_secret_split_across_two_reads_never_reaches_the_log(repo):
     got = runlog.read(repo.work / ".git", "t9")
     assert got["text"] == "key=[redacted] and /home/x\ntok-abc" and not got["running"]
     assert got["rounds"] == [{"round": 1, "role": "coder", "adapter": "probe", "running": False, "size": len(got["text"])}]
+
+
+def test_since_the_last_review_lists_only_what_changed_after_the_tip_reviewed(repo, gw):
+    work = repo.work
+    assert gw("spawn t1", work).code == 0
+    wt = _worktree(gw, work, "t1")
+    assert gw("start", wt).code == 0
+    commit_file(wt, "a.txt", "one\n", "t1: a")
+    commit_file(wt, "b.txt", "one\n", "t1: b")
+    assert gw("done", wt).code == 0
+    c = Console(work)
+    try:
+        status, body = _get(c, "/api/task/t1/files?since=review")
+        assert status == 400 and body["error"].startswith("no earlier review of t1"), body
+        assert _get(c, "/api/task/t1/files")[1]["reviewed"] is None
+        assert gw("request-changes t1 --comment 'b is wrong'", work).code == 0
+        commit_file(wt, "b.txt", "two\n", "t1: fix b")
+        assert gw("done", wt).code == 0
+        whole = _get(c, "/api/task/t1/files")[1]
+        assert {f["path"] for f in whole["files"]} == {"a.txt", "b.txt"} and whole["reviewed"]
+        status, since = _get(c, "/api/task/t1/files?since=review")
+        assert status == 200 and since["since_review"] and since["base"] == whole["reviewed"]
+        assert [f["path"] for f in since["files"]] == ["b.txt"]  # a.txt did not change since the review
+        fd = _get(c, "/api/task/t1/diff?path=b.txt&since=review")[1]
+        assert [(ln["kind"], ln["text"]) for h in fd["hunks"] for ln in h["lines"]] == [("-", "one"), ("+", "two")]
+        assert _get(c, "/api/task/t1/files?since=yesterday")[0] == 400
+    finally:
+        assert c.stop() == 0

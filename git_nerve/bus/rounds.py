@@ -106,3 +106,15 @@ def count(conn: sqlite3.Connection, thread_id: str) -> int:
 
 def threads(conn: sqlite3.Connection) -> list[str]:
     return [r[0] for r in conn.execute("SELECT DISTINCT thread_id FROM rounds ORDER BY thread_id")]
+
+
+def last_exit(conn: sqlite3.Connection, thread_id: str) -> tuple[int | None, float | None]:
+    """(exit code, time) of the thread's newest round recording one (`git worker run`'s); (None, None): none."""
+    for meta, ts in conn.execute("SELECT metadata, ts FROM rounds WHERE thread_id = ? AND metadata LIKE '%\"exit_code\"%'"
+                                 " ORDER BY round DESC LIMIT 1", (thread_id,)):
+        try:
+            code = json.loads(meta).get("exit_code")
+        except (ValueError, AttributeError):
+            return None, None
+        return (code if isinstance(code, int) and not isinstance(code, bool) else None), ts
+    return None, None

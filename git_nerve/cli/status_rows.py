@@ -24,6 +24,7 @@ def status_rows(repo, states: tuple[str, ...], stale_only: bool) -> tuple[list[d
     for r in rows:
         r["radar"], r["radar_stale"] = radar_marks(repo.bus.conn, everyone, r["task_id"], radar.get(r["task_id"], []),
                                                    radar_at)
+    _attention(repo, rows, everyone, now)  # what needs the person (issue 38): one function for status, console, MCP
     if stale_only:
         rows = [r for r in rows if r["stale"]]
     from ..worktree_prep.disk import Budget
@@ -34,6 +35,10 @@ def status_rows(repo, states: tuple[str, ...], stale_only: bool) -> tuple[list[d
     fresh = shared_rows(repo.bus, rows, states)  # shared mode: every machine's tasks, a MACHINE column
     if fresh is not None:
         _radar_elsewhere(repo, rows, radar)
+        from ..worker.attention import of_state
+
+        for r in rows:
+            r.setdefault("attention", of_state(r["state"]))  # another machine's task: what its state says
         for r in rows:
             w = everyone.get(r["task_id"])
             line = merged_elsewhere_line(repo, w) if w is not None else None
@@ -45,6 +50,21 @@ def status_rows(repo, states: tuple[str, ...], stale_only: bool) -> tuple[list[d
 def worktree_missing_line(task_id: str, worktree: str) -> str:
     return (f"worktree missing ({worktree}): `git worker spawn {task_id}` recreates it, "
             f"`git worker cancel {task_id} --cleanup` ends the task")
+
+
+def _attention(repo, rows: list[dict], everyone: dict, now: float) -> None:
+    """Each row's ``attention`` (:mod:`..worker.attention`), its radar conflicts as `status` shows them."""
+    from ..worker import attention
+
+    conflicts = {r["task_id"] for r in rows if any(m.startswith("conflict") for m in r["radar"])}
+    found = attention.of_all(repo.bus.conn, everyone, conflicts, now=now, tasks=[r["task_id"] for r in rows],
+                             stuck=attention.stuck_after(repo.paths.toplevel))
+    for r in rows:
+        r["attention"] = found[r["task_id"]]
+    if any(found.values()):  # `stuck` is noticed when someone looks: a notification, never waited for
+        from ..worker.notify import poke
+
+        poke(repo.paths.common_dir, found)
 
 
 def merged_elsewhere_line(repo, w) -> str | None:

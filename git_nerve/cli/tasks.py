@@ -115,7 +115,9 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float, r
     if refused:
         warn(refused)
     echo(style(f"{'TASK':<24} {'STATE':<11} {'MACHINE':<16} {'BRANCH':<28} {'HEARTBEAT':<10} DESCRIPTION", bold=True))
-    for r in rows:
+    from ..worker.attention import SAY, rank
+
+    for r in sorted(rows, key=lambda r: rank(r.get("attention"))):  # what needs the person first (issue 38)
         w = by_id.get(r["task_id"])
         hb = (clock.ago(w.last_heartbeat, now) + " ago") if w is not None and w.last_heartbeat else "-"
         desc = clean_line(((w.description if w else "").splitlines() or [""])[0])[:40]
@@ -123,6 +125,8 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float, r
         task, machine, branch = (clean_line(r[k] or "") for k in ("task_id", "machine", "branch"))  # peers' words
         echo(f"{task:<24} {shown} {machine:<16} {(branch or '-'):<28} {hb:<10} {desc}"
              + (" STALE" if r["stale"] else "") + (f" (fenced off here: {r['fenced']})" if r.get("fenced") else ""))
+        if r.get("attention"):
+            echo(style(f"{'':<24} » {SAY[r['attention']]}", fg="red" if r["attention"] in ("conflict", "failed") else "yellow"))
         if r.get("merged_elsewhere"):
             echo(f"{'':<24} {r['merged_elsewhere']}")
         for mark in r.get("radar") or []:

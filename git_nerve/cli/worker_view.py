@@ -27,7 +27,9 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
     by_id = everyone
     header = f"{'TASK':<24} {'STATE':<11} {'BRANCH':<28} {'HEARTBEAT':<16} {'AGE':<6} DESCRIPTION"
     echo(style(header, bold=True))
-    for r in rows:
+    from ..worker.attention import SAY, rank
+
+    for r in sorted(rows, key=lambda r: rank(r["attention"])):  # what needs the person first (issue 38)
         w = by_id[r["task_id"]]
         state = r["state"]
         shown = style(f"{state:<11}", fg=_COLORS.get(state))  # the state, always; staleness is its own marker
@@ -37,6 +39,10 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
         echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb_cell} {clock.ago(w.assigned_at, now):<6} {desc}")
         if r["worktree_missing"]:
             echo(style(f"{'':<24} ! {worktree_missing_line(r['task_id'], r['worktree'])}", fg="red"))
+        if r["attention"]:
+            said = SAY[r["attention"]] + (f": {clean_line(r['status'].split(':', 1)[1].strip())}" if r["attention"] == "input" else "")
+            echo(style(f"{'':<24} » {said}", fg="red" if r["attention"] in ("conflict", "failed") else "yellow",
+                       bold=True))
         if prep_status_line(r):
             echo(prep_status_line(r))
         old_marks = " (stale: computed before its last commit; git worker conflicts --refresh)" if r["radar_stale"] else ""

@@ -82,6 +82,7 @@ class Watcher:
         self._key: tuple | None = None
         self._built_at = 0.0
         self._body = ""
+        self._needs: set[tuple[str, str]] = set()
         self.latest: tuple[int, str] = (0, "{}")
         self.errors = 0
         self._thread: threading.Thread | None = None
@@ -92,6 +93,16 @@ class Watcher:
             return os.stat(radar_cache.path(self.paths.common_dir)).st_mtime_ns
         except OSError:
             return 0
+
+    def _notify(self, data: dict) -> None:
+        """A task whose attention became something (a `stuck` the clock made, too): the notification sender runs
+        (issue 38), started only when what needs the person changed."""
+        needs = {(r["task_id"], r.get("attention")) for r in data["workers"] if r.get("attention")}
+        if needs - self._needs:
+            from ..worker.notify import poke
+
+            poke(self.paths.common_dir, dict(needs))
+        self._needs = needs
 
     def poll(self) -> bool:
         """Look once; True when a new summary was published."""
@@ -108,6 +119,7 @@ class Watcher:
         self._key, self._built_at = key, now
         data = state.summary(self.repo, self.commits, steering=steering)
         at = data.pop("at")
+        self._notify(data)
         body = json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":"))
         if body == self._body:
             return False

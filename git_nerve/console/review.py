@@ -122,20 +122,47 @@ def _open(paths: RepoPaths) -> lifecycle.Repo:
     return lifecycle.Repo(paths, Bus(paths.bus_path, create=False, ingest=False))
 
 
-def files(paths: RepoPaths, task_id: str, commit: str | None = None) -> dict[str, Any]:
+def _reviewed(repo: lifecycle.Repo, t: _Task, task_id: str) -> str | None:
+    """The tip the last request-changes reviewed (its ``changes_requested`` message), when it is still an object
+    here and not the tip now; None otherwise."""
+    from ..bus import messages
+
+    found = messages.for_task(repo.bus.conn, task_id, kinds=("changes_requested",))
+    tip = found[-1].payload.get("tip") if found else None
+    return tip if isinstance(tip, str) and tip != t.head and t.diffs.is_commit(tip) else None
+
+
+def _since(repo: lifecycle.Repo, t: _Task, task_id: str) -> tuple[str, set[str]]:
+    """"since your last review": (the reviewed tip, the paths the task changes then or now: a file only the
+    integration branch changed in between is not the agent's)."""
+    old = _reviewed(repo, t, task_id)
+    if old is None:
+        raise UsageError(f"no earlier review of {task_id} to compare with (request changes records the tip it reviewed)")
+    old_base = t.diffs.task_range(old, t.integration_tip)[0] if t.integration_tip else old
+    mine = {f.path for f in t.diffs.files(t.base, t.head)} | {f.path for f in t.diffs.files(old_base, old)}
+    return old, mine
+
+
+def files(paths: RepoPaths, task_id: str, commit: str | None = None, since: bool = False) -> dict[str, Any]:
     """The files the task changed against the integration branch (with the radar's flagged lines), or, with
-    ``commit``, the files that one of its commits changed against its parent."""
+    ``commit``, the files that one of its commits changed against its parent; ``since``: those of its files that
+    changed since the tip the last request-changes reviewed (``reviewed``: that tip, when there is one)."""
     with _open(paths) as repo:
         t = _Task(repo, task_id)
         base, head = _range(t, task_id, commit)
+        mine = None
+        if since and not commit:
+            base, mine = _since(repo, t, task_id)
         flagged = radar_flags.for_task(repo.paths.common_dir, task_id) if not commit else {}
         out = []
         for f in t.diffs.files(base, head):
-            out.append({**f.as_dict(), "flagged": flagged.get(f.path, [])})
+            if mine is None or f.path in mine or f.old_path in mine:
+                out.append({**f.as_dict(), "flagged": flagged.get(f.path, [])})
         # issue 35: a change to a setting that runs a command on the person's machine, said first, in words
         trust_flags = trust_changes.between(repo.cwd, base, head) if not commit and base != head else []
         return {"task_id": task_id, "base": base, "head": head, "integration": t.integration, "files": out,
-                "trust_flags": trust_flags}
+                "trust_flags": trust_flags, "reviewed": _reviewed(repo, t, task_id) if not commit else None,
+                "since_review": mine is not None}
 
 
 def _range(t: _Task, task_id: str, commit: str | None) -> tuple[str | None, str]:
@@ -147,10 +174,12 @@ def _range(t: _Task, task_id: str, commit: str | None) -> tuple[str | None, str]
     return t.diffs.commit_range(commit)
 
 
-def diff(paths: RepoPaths, task_id: str, path: str, commit: str | None) -> dict[str, Any]:
+def diff(paths: RepoPaths, task_id: str, path: str, commit: str | None, since: bool = False) -> dict[str, Any]:
     with _open(paths) as repo:
         t = _Task(repo, task_id)
         base, head = _range(t, task_id, commit)
+        if since and not commit:
+            base = _since(repo, t, task_id)[0]
         fd = t.diffs.file(base, head, path)
         flagged = radar_flags.for_task(repo.paths.common_dir, task_id).get(fd.path, []) if not commit else []
         return {"task_id": task_id, "base": base, "head": head, **fd.as_dict(), "flagged": flagged}
@@ -193,6 +222,14 @@ def _required(request: Request, name: str) -> str:
     return value
 
 
+def _since_flag(request: Request) -> bool:
+    """``?since=review``: against the tip the last request-changes reviewed."""
+    value = request.query_params.get("since")
+    if value not in (None, "", "review"):
+        raise UsageError(f"'since' can only be 'review', not {value!r}")
+    return value == "review"
+
+
 def _route(fn: Callable[[Request], Any]):
     async def handler(request: Request) -> Response:
         try:
@@ -208,8 +245,8 @@ def routes(paths: RepoPaths) -> list[Route]:
         return r.path_params["task_id"]
 
     reads: dict[str, Callable[[Request], Any]] = {
-        "files": lambda r: files(paths, tid(r), r.query_params.get("commit") or None),
-        "diff": lambda r: diff(paths, tid(r), _required(r, "path"), r.query_params.get("commit") or None),
+        "files": lambda r: files(paths, tid(r), r.query_params.get("commit") or None, _since_flag(r)),
+        "diff": lambda r: diff(paths, tid(r), _required(r, "path"), r.query_params.get("commit") or None, _since_flag(r)),
         "commits": lambda r: commits(paths, tid(r)),
         "output": lambda r: output(paths, tid(r), _int(r, "round"), _int(r, "after")),
     }

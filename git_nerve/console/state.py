@@ -27,7 +27,8 @@ from ..steer.outbox import as_dict as outbox_dict
 from ..steer.queue import Queue
 from ..thread import service as thread_service
 from ..worker import lifecycle
-from ..worker.status import row
+from ..worker import attention
+from ..worker.status import RADAR_LIVE, row
 from ..worktree_prep import disk as prep_disk
 from ..worktree_prep import report as prep_report
 from .actions import allowed_actions, held_elsewhere, reviews_here
@@ -99,7 +100,14 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
         r["allowed_actions"] = allowed_actions(w.state)
         r["version"] = f"{newest}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}"
         r.update(prep_report.fields(repo.bus, w, budget=budget))  # port, setup, copied, disk_bytes (cached)
+        r["disk"] = prep_disk.human(r["disk_bytes"])  # as `git worker status` prints it
         rows.append(r)
+    # what needs the person (issue 38): the function `git worker status --json` uses, on the same radar conflicts
+    conflicts = {r["task_id"] for r in rows if r["state"] in RADAR_LIVE and any(m["kind"] == "conflict" for m in r["radar"])}
+    needs = attention.of_all(conn, {w.task_id: w for w in all_workers}, conflicts, now=now,
+                             stuck=attention.stuck_after(repo.paths.toplevel))
+    for r in rows:
+        r["attention"] = needs[r["task_id"]]
     shared = _every_machine(repo, rows, marks, steering)
     risky = {t for p in radar.pairs if p.kind == "conflict" for t in (p.a, p.b)}
     approved = [w for w in all_workers if w.state == "APPROVED"]
@@ -107,10 +115,19 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
         "at": now,
         "workers": rows,
         **({"shared": shared} if shared is not None else {}),
+        "check_command": _check_configured(repo),
         "radar": radar.as_dict(),
         "queue": [{"task_id": t, "radar_conflict": t in risky} for t in Queue(approved, risky).tasks],
         "outbox": [outbox_dict(line) for line in watch.outbox_tail(conn, OUTBOX_LINES)],
     }
+
+
+def _check_configured(repo) -> bool:
+    """Whether the merge dialogs tick "run the check": ``[run] test_command`` present and trusted (issue 38)."""
+    from .. import trust
+
+    top = repo.paths.toplevel
+    return top is not None and trust.check_configured(repo.paths.common_dir, top)
 
 
 def _every_machine(repo, rows: list[dict[str, Any]], marks: dict, steering: tuple) -> dict[str, str] | None:
@@ -139,6 +156,7 @@ def _every_machine(repo, rows: list[dict[str, Any]], marks: dict, steering: tupl
         r["held_elsewhere"] = held_elsewhere(r["task_id"], r["state"], r["machine"], from_here=here)
         r.setdefault("last_commit", None)
         r.setdefault("heartbeat_ts", None)
+        r.setdefault("attention", attention.of_state(r["state"]))
         seq = (r.get("last_transition") or {}).get("seq", "")
         r["version"] = r.get("version", f"{seq}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}")
     return {"machine": machine, "view": fresh}
@@ -181,8 +199,9 @@ def task_detail(repo, task_id: str) -> dict[str, Any]:
     if held is not None:
         return _detail_elsewhere(repo, held)
     w, msgs = lifecycle.show(repo, task_id)
+    prep = prep_report.fields(repo.bus, w)
     return {
-        "worker": {**row(w, _settings(repo)), **prep_report.fields(repo.bus, w)},
+        "worker": {**row(w, _settings(repo)), **prep, "disk": prep_disk.human(prep["disk_bytes"])},
         "thread": _thread(repo, task_id),
         "messages": _history(msgs),
         "told": [e.as_dict() for e in steer_tell.about(repo.bus, task_id)],

@@ -220,6 +220,14 @@ class Diffs:
                         "time": commit.commit_time, "files": changed})
         return out
 
+    def is_commit(self, sha: str) -> bool:
+        """``sha`` names a commit this repository still holds."""
+        try:
+            self._commit(sha)
+        except UsageError:
+            return False
+        return True
+
     def is_in(self, sha: str, head: str, hide: str | None) -> bool:
         """``sha`` names one of the commits :meth:`commits` lists."""
         full = str(self._commit(sha).id)

@@ -130,8 +130,20 @@ def state(b: Binding) -> str:
             settings = None
         data = row(w, settings)
         data["unread_notes"] = len(steer.undelivered_notes(repo.bus.conn, task, all_since=w.assigned_at))
-    data["radar"] = [_mark(p, task, r) for r in [_scan(b)] for p in r.for_task(task)]
+        result = _scan(b)
+        mine = result.for_task(task)
+        data["attention"] = _attention(repo, w, mine)
+    data["radar"] = [_mark(p, task, result) for p in mine]
     return clean(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def _attention(repo, w, pairs) -> str | None:
+    """What needs the person about ``w``, as `git worker status --json` says it (issue 38); ``pairs``: its radar's."""
+    from ..worker import attention
+
+    flagged = {w.task_id} if any(p.kind == "conflict" for p in pairs) else set()
+    return attention.of_all(repo.bus.conn, {w.task_id: w}, flagged, now=clock.now(),
+                            stuck=attention.stuck_after(repo.paths.toplevel))[w.task_id]
 
 
 def done(b: Binding) -> str:
@@ -211,6 +223,13 @@ def conflicts(b: Binding, refresh: bool = False) -> str:
     lines = []
     for p in sorted(mine, key=lambda p: (p.kind != "conflict", p.a, p.b)):
         lines.append(("CONFLICT: " if p.kind == "conflict" else "overlap (merges cleanly): ") + _mark(p, task, result))
+    from ..bus import workers
+
+    with _repo(b) as repo:
+        w = workers.get(repo.bus.conn, task)
+        seen = _attention(repo, w, mine) if w is not None else None
+    if seen:  # as the person's `git worker status` shows this task
+        lines.append(f"attention: {seen} (what the person's `git worker status` shows for {task})")
     return clean("\n".join(lines) + age)
 
 

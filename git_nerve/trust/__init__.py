@@ -31,6 +31,8 @@ ADAPTER = "nerve.toml [run] adapter"
 EXTRA = "nerve.toml [adapters.*] extra_args"
 EXTRACT = "nerve.toml [extract] llm endpoint"
 EMBEDDINGS = "nerve.toml [knowledge.embeddings] endpoint"
+NOTIFY_COMMAND = "nerve.toml [notify] command"
+NOTIFY_URL = "nerve.toml [notify] url"
 WORKFLOW_DIR = ".nerve/workflows"
 #: what a bare ``--check`` (no command) of merge stands for: ``[run] test_command``, once trusted. It starts with
 #: a NUL byte: no command line can spell it.
@@ -138,6 +140,17 @@ def default_check(common_dir, toplevel) -> str:
     return s.value
 
 
+def check_configured(common_dir, toplevel) -> bool:
+    """Whether a bare ``--check`` would run something: ``[run] test_command`` present and trusted (the console's
+    merge dialogs tick "run the check" only then). False when nerve.toml cannot be read."""
+    try:
+        v = verdict(common_dir, toplevel)
+    except UsageError:
+        return False
+    s = v.settings.get(TEST)
+    return s is not None and isinstance(s.value, str) and v.is_trusted(TEST)
+
+
 def require_workflow(common_dir, name: str, data: bytes) -> None:
     """`git nerve run NAME` / `validate`: the repository's ``.nerve/workflows/NAME.py`` (``data``: the bytes about
     to be imported) runs only when this user trusted that exact content (else :class:`Untrusted`, exit 7)."""
@@ -150,7 +163,8 @@ def require_workflow(common_dir, name: str, data: bytes) -> None:
                         f"nothing ran: {HOW}")
 
 
-__all__ = ["ADAPTER", "CLONE", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "SETUP", "TEST",
+__all__ = ["ADAPTER", "CLONE", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
+           "NOTIFY_URL", "SETUP", "TEST",
            "WORKFLOW_DIR", "WORKTREEINCLUDE",
-           "Untrusted", "Verdict", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",
+           "Untrusted", "Verdict", "check_configured", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",
            "trust_written", "verdict"]

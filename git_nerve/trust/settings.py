@@ -19,8 +19,8 @@ from pathlib import Path
 
 from .. import nerve_toml
 
-from . import (ADAPTER, CLONE, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, INCLUDE, SETUP, TEST, WORKFLOW_DIR,  # noqa: F401
-               WORKTREEINCLUDE)
+from . import (ADAPTER, CLONE, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, INCLUDE, NOTIFY_COMMAND, NOTIFY_URL,  # noqa: F401
+               SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
 
 #: what each setting does on the person's machine, in words (the flag of a change says "it will <this>")
 DOES = {
@@ -33,6 +33,8 @@ DOES = {
     EXTRA: "add arguments to the agent CLIs `git nerve run` starts",
     EXTRACT: "send agent output and an environment variable's value to its endpoint (git nerve run)",
     EMBEDDINGS: "send repository files and an environment variable's value to its endpoint (knowledge sync)",
+    NOTIFY_COMMAND: "run on your machine when a task needs you (a notification), the task's summary on its stdin",
+    NOTIFY_URL: "receive a POST of each notification (a task's id, state, description line and summary)",
 }
 WORKFLOW_DOES = "run as Python on your machine (git nerve run imports it)"
 
@@ -101,6 +103,14 @@ def from_toml(data: dict | None) -> dict[str, Setting]:
     if isinstance(emb, dict) and emb.get("provider", "openai") != "local":
         value = {k: emb.get(k) for k in ("base_url", "api_key_env", "model")}
         put(EMBEDDINGS, value, [f"{k} = {v}" for k, v in value.items() if v is not None])
+    notify = table("notify")
+    command = notify.get("command")
+    if command not in (None, "", []):
+        put(NOTIFY_COMMAND, command if isinstance(command, list) else repr(command),
+            [" ".join(map(str, command)) if isinstance(command, list) else repr(command)])
+    url = notify.get("url")
+    if url not in (None, ""):
+        put(NOTIFY_URL, url if isinstance(url, str) else repr(url), [str(url)])
     return out
 
 

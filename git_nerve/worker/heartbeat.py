@@ -103,6 +103,10 @@ def main(argv: list[str]) -> int:
             ts = record(bus, task_id, status=opts["status"], progress=opts["progress"])
         finally:
             bus.close()
+        if (opts["status"] or "").strip().lower().startswith("input:"):  # its agent waits for a person (issue 38)
+            from .notify import poke
+
+            poke(paths.common_dir)
     except NerveError as exc:  # the bus's driver errors too (BusError: "bus error: ...", exit 5)
         sys.stderr.write(f"error: {exc.message}\n")
         return int(exc.exit_code)

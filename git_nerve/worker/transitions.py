@@ -97,6 +97,10 @@ def transition(
             rounds.append(conn, task_id, ts=ts, **round_)
         new = workers.get(conn, task_id)
     assert new is not None
+    from .notify import poke
+
+    if getattr(bus, "path", None) is not None:  # <common>/nerve/bus.db
+        poke(bus.path.parent.parent)  # a notification when its attention becomes something (issue 38); never waits
     return Outcome(True, w.state, new.state, new)
 
 

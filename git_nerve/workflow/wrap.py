@@ -235,6 +235,10 @@ def _record_end(repo, task_id: str, role: str, content: str, metadata: dict[str,
     with repo.bus.write() as conn:
         number = rounds.append(conn, task_id, role=role, content=content, metadata=metadata, ts=ended)
         workers.heartbeat(conn, task_id, ended, status, None)
+    if metadata.get("exit_code"):  # the task's attention is "failed": the notification sender (issue 38), not waited for
+        from ..worker.notify import poke
+
+        poke(repo.paths.common_dir)
     return number
 
 

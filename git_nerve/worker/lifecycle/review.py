@@ -37,12 +37,15 @@ def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by:
     comment = _blank_to_none(comment)
     if reviews_elsewhere(repo, task_id):  # shared mode on PostgreSQL: another machine's task
         return review_elsewhere(repo, task_id, "request changes for", by=by, comment=comment)
-    with hold(task_lock(repo, get(repo.bus, task_id, "request changes for")),
-              what=f"the lock of {task_id} (a merge of it is publishing)"):
+    w = get(repo.bus, task_id, "request changes for")
+    with hold(task_lock(repo, w), what=f"the lock of {task_id} (a merge of it is publishing)"):
         _refuse_merged_on_remote(repo, task_id, "request changes for")
+        from ...git import refs
+
+        tip = refs.resolve(repo.cwd, f"refs/heads/{w.branch}") if w.branch else None  # what was reviewed (issue 38)
         return transition(
             repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
-            verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment})],
+            verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment, "tip": tip})],
             columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
             also_when_already=_new_comment(repo, task_id, State.WORKING, "changes_requested", comment),
         )
