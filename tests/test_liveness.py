@@ -32,6 +32,7 @@ PROC_ALLOWED = {
     "workflow/adapters/process.py": "finds and stops an agent's own helper processes (process control, not files)",
     "knowledge/status.py": "tells a zombie sync process from a live one in a status line",
     "waits.py": "a command's own wait for a CPU, reported to bench/ under NERVE_WAITS (informational)",
+    "workflow/sandbox.py": "mounts a fresh /proc inside an agent's bubblewrap box (Linux only; reads nothing of /proc)",
 }
 
 

@@ -207,6 +207,7 @@ def test_a_planted_api_key_never_reaches_the_bus_threads_outbox_logs_or_output(r
             assert res.code in ok, res
             return res
 
+        run(["git", "nerve", "trust"])  # the person's own workflow file (issue 35: a workflow runs once trusted)
         run(["git", "worker", "spawn", "t1"])
         wt = work.parent / "project.worktrees" / "t1"
         run(["git", "worker", "start"], wt)
