@@ -225,7 +225,8 @@ def assert_happy_path(repo: AgentRepo, model, env: dict[str, str], *, timeout: f
 
     # what the CLI itself sent back to the model: the thread, the test run, the diff
     # the coder's first read of its thread is its briefing (issue 37: no longer "has no rounds yet")
-    assert any("[task t1] " in r and "\n---\n" in r for r in model.results("coder")), model.results("coder")
+    assert any("[task t1] " in r and ("\n---\n" in r or "\\n---\\n" in r)  # raw, or JSON-escaped (hermes)
+               for r in model.results("coder")), model.results("coder")
     for role in ("tester", "reviewer"):
         assert any("[#1 coder]" in r for r in model.results(role)), (role, model.results(role))
     for role in ("coder", "tester"):
