@@ -56,6 +56,7 @@ def test_tell_stop_ends_a_running_workflow_before_its_next_agent(repo, gn, monke
     path = repo.work / ".nerve" / "workflows" / "loop.py"
     path.parent.mkdir(parents=True)
     path.write_text(LOOP_FLOW, encoding="utf-8")
+    assert gn(["trust"], repo.work).code == 0  # the person's own workflow file (issue 35: runs once trusted)
     proc = subprocess.Popen([str(BIN / "git-nerve"), "run", "loop", "--task", "t1"], cwd=repo.work,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -79,6 +80,7 @@ def test_tell_stop_ends_a_running_workflow_before_its_next_agent(repo, gn, monke
     # the consumer acted once: the next run is not stopped by the same message
     (path.parent / "noop.py").write_text(LOOP_FLOW.replace('lambda thread: "sleeper"', "lambda thread: END").replace(
         "import Role,", "import END, Role,"), encoding="utf-8")
+    assert gn(["trust"], repo.work).code == 0
     res = gn(["run", "noop", "--task", "t1"], repo.work)
     assert res.code == 0 and res.out.startswith("workflow loop on t1: completed"), res
 
