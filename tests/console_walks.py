@@ -354,7 +354,7 @@ def board_groups(b: Browser) -> None:
     b("wait_text", selector="[data-testid=group-finished]", text="(hide)")
 
 
-def board_at_a_glance(b: Browser, disks: dict[str, str], shots: Path) -> None:
+def board_at_a_glance(b: Browser, disks: dict[str, str], shots: Path, ports: dict[str, int | None]) -> None:
     """At 1400, 900 and 420 px: no "null", one cell per header, ids and descriptions on one line (the full text on
     hover), disk sizes as `status` prints them, and a task clicked at the bottom of the board shows its panel."""
     for width in (1400, 900, 420):
@@ -367,6 +367,8 @@ def board_at_a_glance(b: Browser, disks: dict[str, str], shots: Path) -> None:
             assert r["cells"] == 6 and (width == 420 or r["heads"] == 6), (width, r)  # no "null" cell, no shift
             assert r["id_one_line"] and r["desc_one_line"] and r["desc_title"] == want, (width, r)
             assert r["prep"].startswith(f"disk {disks[r['task']]}"), (width, r, disks)
+            if ports[r["task"]]:  # what the worktree was given follows, as `status` says it
+                assert f"port {ports[r['task']]}" in r["prep"], (width, r, ports)
         assert max(b.overflow().values()) <= 0, (width, b.overflow())
         b("screenshot", path=str(shots / f"board-{width}.png"))
         last = b("eval", js="[...document.querySelectorAll('tr.worker')].pop().dataset.task")

@@ -277,7 +277,9 @@ def test_the_board_reads_at_a_glance_on_every_width_and_the_merge_dialogs_defaul
         disks = {r["task_id"]: human(r["disk_bytes"]) for r in rows}
         assert any(d.endswith("KB") for d in disks.values()), disks
         walks.board_groups(b)
-        walks.board_at_a_glance(b, disks, shots)
+        ports = {r["task_id"]: r.get("port") for r in rows}
+        assert any(ports.values()), ports
+        walks.board_at_a_glance(b, disks, shots, ports)
         walks.merge_dialog_defaults(b, console, work, gn)
         assert b.problems() == []
     finally:

@@ -305,7 +305,7 @@ def test_the_console_shows_port_setup_and_disk(repo, gw):
     assert row["port"] == 33000 and row["setup"] == "done" and row["disk_bytes"] > 0
     assert detail["setup_log"].endswith("setup/t1.log")
     page = (Path(state.__file__).parent / "page.html").read_text()
-    assert 'data-testid": "prep"' in page and "w.disk_bytes" in page
+    assert 'data-testid": "prep"' in page and '"disk " + (w.disk' in page and '"port " + w.port' in page
 
 
 def test_concurrent_spawns_get_distinct_ports_and_retry_keeps_distinctness(repo, gw):
