@@ -231,8 +231,9 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
     return hits, ranking, warnings
 
 
-#: seconds a query waits for the first sync of its worktree's view when one is queued or running (spawn starts it)
-FIRST_VIEW_WAIT = 10.0
+#: seconds a query waits for the first sync of its worktree's view when one is queued or running (spawn starts it;
+#: a whole-tree sync on a loaded machine took over 10 s in CI)
+FIRST_VIEW_WAIT = 30.0
 
 
 def _syncing(paths: RepoPaths) -> tuple[int, bool]:
