@@ -167,6 +167,42 @@ def test_fresh_by_default_with_the_settings_init_writes(tmp_path, sh):
     assert json.loads(sh(["git", "nerve", "knowledge", "query", "quokka smile", "--json"], wt).out)["warnings"] == []
 
 
+def test_a_first_query_waits_for_a_view_whose_sync_has_not_made_the_index_yet(tmp_path, sh):
+    """A new task's first query can come before its background sync has even created the index file (a loaded
+    machine starts Python slowly): while that sync is queued it waits, then answers (CI, stop 44: it said "no
+    knowledge index" at once)."""
+    work = kfix.project(tmp_path, knowledge_yaml=None).work
+    paths = discover(work)
+    assert not (paths.common_dir / "nerve" / "knowledge.db").exists()
+    trigger.add_pending(paths.git_dir, [])  # what spawn queues before it starts the sync
+    late = threading.Timer(1.5, background.run, args=(paths,))
+    late.start()
+    try:
+        res = sh(["git", "nerve", "knowledge", "query", "invoice total", "--json"], work)
+    finally:
+        late.join()
+    assert res.code == 0, res
+    assert any(r["path"] == "src/billing/invoice.py" for r in json.loads(res.out)["results"])
+
+
+def test_the_background_sync_is_not_turned_away_by_a_querys_probe(tmp_path, monkeypatch):
+    """A query probes the lock for an instant (``locks.is_held``); a sync starting at that instant retries instead
+    of leaving its queued list to a holder that takes nothing."""
+    work = kfix.project(tmp_path, knowledge_yaml=None).work
+    paths = discover(work)
+    trigger.add_pending(paths.git_dir, [])
+    real, calls = locks.try_hold, []
+
+    def probed_once(path):  # the first try meets a probe
+        calls.append(path)
+        return None if len(calls) == 1 else real(path)
+
+    monkeypatch.setattr(locks, "try_hold", probed_once)
+    assert background.run(paths) == 0
+    assert not trigger.queued(paths.git_dir)
+    assert finds(work, "invoice total", "src/billing/invoice.py")
+
+
 def test_spawn_makes_no_view_when_turned_off(tmp_path, sh):
     """`git config nerve.knowledge false`: a spawn starts no sync, and commits start no Python for the index."""
     work = kfix.project(tmp_path, knowledge_yaml=None).work

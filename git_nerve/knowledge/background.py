@@ -27,6 +27,21 @@ def log(message: str) -> None:
     sys.stdout.flush()
 
 
+#: tries to take the lock: a query's probe (:func:`locks.is_held`) holds it for an instant, a sync for as long as
+#: it runs; one refusal alone must not leave the queue to a holder that takes nothing
+TAKE_TRIES = 5
+
+
+def _take(path):
+    """The knowledge lock, or None when a sync holds it (refused :data:`TAKE_TRIES` times, 0.1 s apart)."""
+    for attempt in range(TAKE_TRIES):
+        held = locks.try_hold(path)
+        if held is not None or attempt == TAKE_TRIES - 1:
+            return held
+        time.sleep(0.1)
+    return None
+
+
 def run(paths: RepoPaths) -> int:
     """Drain the queue of this worktree; 0 unless the last sync failed."""
     from .status import record_background
@@ -34,7 +49,7 @@ def run(paths: RepoPaths) -> int:
 
     status = 0
     while True:
-        held = locks.try_hold(trigger.lock_path(paths.git_dir))
+        held = _take(trigger.lock_path(paths.git_dir))
         if held is None:
             return status  # the holder takes our list (it looks again after letting go)
         try:

@@ -175,7 +175,7 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
                   wait: bool = False) -> tuple[list[Hit], str, list[str]]:
     toplevel = paths.require_worktree()
     ipath = index_path(paths.common_dir)
-    if not ipath.is_file():
+    if not ipath.is_file() and not (wait and _first_view(paths, lambda: ipath.is_file())):
         raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
     emb, untrusted = _embeddings(paths.common_dir, toplevel)
     warnings: list[str] = [untrusted] if untrusted else []
@@ -183,7 +183,7 @@ def _search_index(paths: RepoPaths, text: str, match: str, limit: int, embed: Em
     with open_index(paths, create=False) as index:
         if index.rebuilt:
             warnings.append("the index was built by another version of git-nerve and was cleared; run `git nerve knowledge sync`")
-        elif "synced" not in index.meta() and not (wait and _first_view(paths, index)):
+        elif "synced" not in index.meta() and not (wait and _first_view(paths, lambda: "synced" in index.meta())):
             raise UsageError(f"no knowledge index for {toplevel} yet; run `git nerve knowledge sync` there")
         warnings += freshness(paths, index.meta())
         found = index.search(match, max(limit, CANDIDATES))
@@ -244,19 +244,20 @@ def _syncing(paths: RepoPaths) -> tuple[int, bool]:
     return len(trigger.queued(paths.git_dir)), locks.is_held(trigger.lock_path(paths.git_dir))
 
 
-def _first_view(paths: RepoPaths, index) -> bool:
-    """A worktree whose view is being made (a new task's: spawn started its sync): wait for it, up to
-    :data:`FIRST_VIEW_WAIT` seconds; True once it is there."""
+def _first_view(paths: RepoPaths, ready) -> bool:
+    """A worktree whose view is being made (a new task's: spawn queued its sync and started it): wait up to
+    :data:`FIRST_VIEW_WAIT` seconds while that sync is queued or running, until ``ready()`` (the index file is
+    there; the view is synced); True once it is."""
     import time
 
     deadline = time.monotonic() + FIRST_VIEW_WAIT
     while any(_syncing(paths)):
+        if ready():
+            return True
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
-        if "synced" in index.meta():
-            return True
-    return "synced" in index.meta()
+    return ready()
 
 
 def freshness(paths: RepoPaths, meta: dict[str, str]) -> list[str]:
