@@ -34,9 +34,28 @@ def comment_then_next_round(b: Browser, gw, work: Path, wt1: Path) -> None:
     b("wait_text", selector="#result", text="changes requested: t1 is WORKING (3 line comments sent)")
     # before the next round the sent comments are on their lines already (no longer drafts)
     b("wait_text", selector="#diff tr.line[data-new='1'] + tr[data-testid=earlier-comment]", text=ON_GREET)
+    # all files on one page: two files marked viewed (folded away)
+    b("click", selector="[data-testid=stacked]")
+    for path in ("feature.txt", "src/app.py"):
+        b("wait", selector=f"#diff details[data-path='{path}'] table.diff")
+        b("click", selector=f"#diff details[data-path='{path}'] [data-testid=viewed]")
+        b("wait_fn", js=f"!document.querySelector(\"#diff details[data-path='{path}']\").open")
     commit_file(wt1, "feature.txt", "ANSWER = 42\n\n\ndef feature():\n    return ANSWER\n", "t1: name the constant")
     assert gw("done", wt1).code == 0
     b("wait", selector="tr.worker[data-task=t1][data-state=IN_REVIEW]", timeout=20_000)
+    # the file the round changed is no longer "viewed" (open again); the one it left alone stays folded
+    b("wait_text", selector="#diff details[data-path='feature.txt'] tr.line.add", text="return ANSWER")
+    want = '{"feature.txt":[false,true],"logo.bin":[false,true],"src/app.py":[true,false]}'
+    try:  # each file's diff (and its mark) arrives on its own
+        b("wait_fn", js=f"JSON.stringify({VIEWED}) === '{want}'")
+    except AssertionError:
+        raise AssertionError(b("eval", js=VIEWED)) from None
+    b("click", selector="#diff details[data-path='src/app.py'] [data-testid=viewed]")  # unfolded to read its comment
+
+
+#: per file of the stacked view: [its "viewed" mark, open]
+VIEWED = ("Object.fromEntries([...document.querySelectorAll('#diff details.stacked')].map(d => [d.dataset.path,"
+          " [d.querySelector('[data-testid=viewed]').checked, d.open]]))")
 
 
 def _on(path: str, line: int) -> str:
