@@ -77,6 +77,9 @@ def comments_stay_on_their_lines(b: Browser, shots: Path) -> None:
         b("wait_text", selector=_on("src/app.py", 1), text=ON_GREET)  # unchanged: on its line, not outdated
         assert "outdated" not in b("text", selector=_on("src/app.py", 1))
         assert max(b.overflow().values()) <= 0, (width, b.overflow())
+        # the board's radar marks stay small marks (the banner's style is its own)
+        marks = b("eval", js="[...document.querySelectorAll('tr.worker .mark')].map(e => e.getBoundingClientRect().height)")
+        assert marks and all(h < 20 for h in marks), (width, marks)
         b("screenshot", path=str(shots / f"comments-all-files-{width}.png"))
         b("click", selector="[data-testid=since-review]")
         b("wait_text", selector="[data-testid=files-count]", text="1 file changed since your last review")

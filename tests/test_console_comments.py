@@ -168,3 +168,22 @@ def test_a_merge_that_conflicted_gives_the_merge_recipe(repo, gw):
         assert b["note"].startswith("Your branch conflicts with main in src/app.py")
     finally:
         assert c.stop() == 0
+
+
+def test_two_tasks_on_the_same_lines_get_a_banner_naming_each_other_and_no_rebase_note(repo, gw):
+    """A radar conflict between two tasks: each one's banner names the other and the lines; a rebase would not
+    resolve it, so no note is offered."""
+    for t in ("a1", "b2"):
+        assert gw(f"spawn {t}", repo.work).code == 0
+    commit_file(_worktree(gw, repo.work, "a1"), "src/app.py", "def greet(name):\n    return f'A {name}'\n")
+    commit_file(_worktree(gw, repo.work, "b2"), "src/app.py", "def greet(name):\n    return f'B {name}'\n")
+    assert gw("conflicts --refresh", repo.work).code in (0, 1)
+    c = Console(repo.work)
+    try:
+        for me, other in (("a1", "b2"), ("b2", "a1")):
+            b = _get(c, f"/api/task/{me}")[1]["conflict"]
+            assert b["what"] == f"the conflict radar flags lines of {me} that {other} also change", b
+            assert b["flagged"] == [{"with": other, "path": "src/app.py", "lines": "2"}] and b["recipe"] == [], b
+            assert b["note"] is None and b["files"] == []
+    finally:
+        assert c.stop() == 0

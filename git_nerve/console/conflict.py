@@ -74,8 +74,8 @@ def banner(repo, w) -> dict[str, Any] | None:
     note = None
     if with_integration:
         note = (f"Your branch conflicts with {integration}" + (f" in {', '.join(named)}" if named else "") +
-                f": rebase onto {integration} and resolve the conflicts, then `git worker done`." +
-                ("\n" + "\n".join(recipe) if recipe else ""))
+                f": rebase onto {integration} and resolve the conflicts." +
+                ("\n" + "\n".join(recipe) if recipe else f" (`git worker done` rebases onto {integration})"))
     return {"what": what, "integration": integration, "files": files, "flagged": flagged, "recipe": recipe,
             "note": note}
 
