@@ -203,7 +203,8 @@ class Diffs:
         fd.hunks, fd.cut = _hunks(patch)
         return fd
 
-    def map_lines(self, old: str | None, new: str, path: str, lines) -> tuple[str | None, dict[int, tuple[int | None, str]]]:
+    def map_lines(self, old: str | None, new: str, path: str,
+                  lines) -> tuple[str | None, dict[int, tuple[int | None, str]]]:
         """Where each of ``lines`` of ``path`` in commit ``old`` is in commit ``new``: (the file's path in ``new``,
         ``{line: (its line there or None, how)}``), ``how`` being "same" (the same line, the same number), "moved"
         (the same line, another number), "changed" (the line was rewritten: the first line of what replaced it) or

@@ -47,10 +47,10 @@ def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by:
         from ...git import refs
 
         tip = refs.resolve(repo.cwd, f"refs/heads/{w.branch}") if w.branch else None  # what was reviewed (issue 38)
+        payload = {"by": by, "comment": comment, "tip": tip, **({"comments": line_comments} if line_comments else {})}
         return transition(
             repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
-            verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment, "tip": tip,
-                                                                                **({"comments": line_comments} if line_comments else {})})],
+            verb="request changes for", extra_messages=[("changes_requested", payload)],
             columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
             also_when_already=_new_comment(repo, task_id, State.WORKING, "changes_requested", comment),
         )
