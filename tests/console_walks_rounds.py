@@ -89,6 +89,15 @@ def comments_stay_on_their_lines(b: Browser, shots: Path) -> None:
         b("screenshot", path=str(shots / f"comments-since-review-{width}.png"))
         b("click", selector="[data-testid=since-review]")
         b("wait_text", selector="[data-testid=files-count]", text="3 files changed against main")
+    # a "viewed" mark follows the file's content, not the view: marked in "since your last review", kept in the whole
+    b("click", selector="[data-testid=since-review]")
+    b("wait_text", selector="[data-testid=files-count]", text="1 file changed since your last review")
+    b("wait", selector="#diff details[data-path='feature.txt'] table.diff")
+    b("click", selector="#diff details[data-path='feature.txt'] [data-testid=viewed]")
+    b("click", selector="[data-testid=since-review]")
+    b("wait_text", selector="[data-testid=files-count]", text="3 files changed against main")
+    b("wait", selector="#diff details[data-path='src/app.py'] table.diff")
+    b("wait_fn", js="document.querySelector(\"#diff details[data-path='feature.txt'] [data-testid=viewed]\").checked")
     b("viewport", width=1500, height=1000)
 
 

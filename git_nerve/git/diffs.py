@@ -64,10 +64,11 @@ class FileDiff:
     too_large: bool = False
     cut: bool = False  #: more than MAX_LINES lines: the rest is not sent
     hunks: list[dict[str, Any]] = field(default_factory=list)
+    blob: str | None = None  #: the file's content at the range's head (None: deleted): what "viewed" marks follow
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "old_path": self.old_path, "status": self.status, "binary": self.binary,
-                "too_large": self.too_large, "cut": self.cut, "hunks": self.hunks}
+                "too_large": self.too_large, "cut": self.cut, "hunks": self.hunks, "blob": self.blob}
 
 
 class Diffs:
@@ -173,13 +174,15 @@ class Diffs:
         if old is not None and new is not None and old.type_str == new.type_str == "blob":
             if old.id == new.id and old.filemode == new.filemode:
                 raise UsageError(f"{path!r} is not changed in {head[:12]} (against {(base or 'nothing')[:12]})")
-            return self._blob_diff(old, new, path)  # changed in place: no whole-tree diff
+            fd = self._blob_diff(old, new, path)  # changed in place: no whole-tree diff
+            fd.blob = str(new.id)
+            return fd
         diff = self._diff(base, head)
         for i, delta in enumerate(diff.deltas):
             name, old, status = self._names(delta)
             if path not in (name, old):
                 continue
-            fd = FileDiff(name, old, status)
+            fd = FileDiff(name, old, status, blob=None if status == "D" else str(delta.new_file.id))
             if self._too_large(delta):
                 fd.too_large = True
                 return fd
