@@ -348,6 +348,10 @@ def board_groups(b: Browser) -> None:
                      "group-finished", "old-cleanup"], order
     assert b("texts", selector="tr.group") == ["NEEDS YOU · 3", "RUNNING · 4", "FINISHED · 1 (SHOW)"]
     assert b("texts", selector="tr.worker [data-testid=attention]") == ["failed", "review", "review"]
+    # each mark one small line: never styled as another part of the page (the review box once made it a button)
+    heights = b("eval", js="[...document.querySelectorAll('tr.worker [data-testid=attention]')]"
+                           ".map(e => e.getBoundingClientRect().height)")
+    assert all(h < 20 for h in heights), heights
     assert b("count", selector="tr.worker[data-task=old-cleanup]:visible") == 0
     b("click", selector="[data-testid=group-finished]")
     b("wait", selector="tr.worker[data-task=old-cleanup]")

@@ -285,3 +285,28 @@ def test_the_board_reads_at_a_glance_on_every_width_and_the_merge_dialogs_defaul
     finally:
         b.close()
         assert console.stop() == 0
+
+
+@pytest.mark.real
+def test_line_comments_stay_on_their_lines_and_a_conflicted_task_says_what_conflicts(remote_repo, tmp_path, gw):
+    """Issue 38: after request changes and the agent's next round, the reviewer's line comments are on their lines
+    (outdated when moved or changed) in all files and "since your last review"; a CONFLICTED task's banner says
+    what conflicts where, the CLI's recipe, and its "tell the agent to rebase" note reaches the thread."""
+    import console_walks_rounds as rounds
+    from console_support import worktree_of
+
+    work = remote_repo.work
+    wt1 = review_setup(work, gw)
+    wt2 = worktree_of(work, "t2")
+    shots = artifacts(tmp_path)
+    console = Console(work)
+    b = Browser.start()
+    try:
+        assert b("goto", url=console.url + "#/task/t1/diff/feature.txt") == 200
+        rounds.comment_then_next_round(b, gw, work, wt1)
+        rounds.comments_stay_on_their_lines(b, shots)
+        rounds.conflict_banner(b, gw, work, wt2, shots)
+        assert b.problems() == []
+    finally:
+        b.close()
+        assert console.stop() == 0

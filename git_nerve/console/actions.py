@@ -19,6 +19,10 @@ from ..worker import lifecycle
 from ..worker.status import row
 
 
+#: the characters of a commit id
+HEX = frozenset("0123456789abcdef")
+
+
 def _open(paths: RepoPaths) -> lifecycle.Repo:
     return lifecycle.Repo(paths, Bus(paths.bus_path, create=False))
 
@@ -76,38 +80,47 @@ def _reviewed(task: str, outcome) -> dict[str, Any]:
     return {"changed": outcome.changed, "worker": row(outcome.worker, None)}
 
 
-def _line_comments(body: dict[str, Any]) -> list[str]:
-    """``comments``: ``[{"path", "line", "text"}]`` as the ``path:line: text`` lines the agent reads in its thread."""
+def _line_comments(body: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """``comments``: ``[{"path", "line", "text"[, "side", "at"]}]`` as the ``path:line: text`` lines the agent reads
+    in its thread, and as the records request-changes keeps (``side``: "new", the default, or "old" for a removed
+    line; ``at``: the commit whose version of the file the line is numbered in, as the page's diff named it)."""
     given = body.get("comments")
     if given is None:
-        return []
+        return [], []
     if not isinstance(given, list):
         raise UsageError("'comments' must be a list of {path, line, text}")
-    lines = []
+    lines, records = [], []
     for i, c in enumerate(given):
         if not isinstance(c, dict):
             raise UsageError(f"comments[{i}] must be an object with path, line and text")
         path, line, text = c.get("path"), c.get("line"), c.get("text")
+        side, at = c.get("side") or "new", c.get("at")
         if not isinstance(path, str) or not path or "\n" in path:
             raise UsageError(f"comments[{i}]: 'path' must be a file path")
         if isinstance(line, bool) or not isinstance(line, int) or line < 1:
             raise UsageError(f"comments[{i}]: 'line' must be a line number (1 or more)")
         if not isinstance(text, str) or not text.strip():
             raise UsageError(f"comments[{i}]: 'text' must say something")
+        if side not in ("new", "old"):
+            raise UsageError(f"comments[{i}]: 'side' must be 'new' or 'old'")
+        if at is not None and not (isinstance(at, str) and 4 <= len(at) <= 64 and all(ch in HEX for ch in at)):
+            raise UsageError(f"comments[{i}]: 'at' must be a commit id")
         body_lines = text.strip().splitlines()
         lines.append(f"{path}:{line}: {body_lines[0]}" + "".join(f"\n    {rest}" for rest in body_lines[1:]))
-    return lines
+        records.append({"path": path, "line": line, "side": side, "at": at, "text": text.strip()})
+    return lines, records
 
 
 def request_changes(paths: RepoPaths, body: dict[str, Any]) -> dict[str, Any]:
-    """`git worker request-changes --comment TEXT`; line comments become ``path:line: text`` lines of that comment."""
+    """`git worker request-changes --comment TEXT`; line comments become ``path:line: text`` lines of that comment
+    (and are recorded with it: the console shows them on their lines after the next round)."""
     task = _task(body)
     comment = _comment(body)
-    lines = _line_comments(body)
+    lines, records = _line_comments(body)
     if lines:
         comment = "\n".join(([comment.strip()] if comment and comment.strip() else []) + lines)
     with _open(paths) as repo:
-        outcome = lifecycle.request_changes(repo, task, comment=comment, by=_by(repo, body))
+        outcome = lifecycle.request_changes(repo, task, comment=comment, by=_by(repo, body), line_comments=records)
         return _reviewed(task, outcome)
 
 

@@ -27,6 +27,7 @@ from ..shared.status import elsewhere
 from ..trust import changes as trust_changes
 from ..workflow import runlog
 from ..worker import lifecycle
+from . import comments
 
 
 def error(exc: NerveError) -> JSONResponse:
@@ -182,7 +183,11 @@ def diff(paths: RepoPaths, task_id: str, path: str, commit: str | None, since: b
             base = _since(repo, t, task_id)[0]
         fd = t.diffs.file(base, head, path)
         flagged = radar_flags.for_task(repo.paths.common_dir, task_id).get(fd.path, []) if not commit else []
-        return {"task_id": task_id, "base": base, "head": head, **fd.as_dict(), "flagged": flagged}
+        # the reviewer's earlier line comments, on the lines they were made on (issue 38)
+        earlier = comments.placed(t.diffs, comments.recorded(repo.bus.conn, task_id), fd.path, fd.old_path, base,
+                                  head) if not commit else []
+        return {"task_id": task_id, "base": base, "head": head, **fd.as_dict(), "flagged": flagged,
+                "earlier": earlier}
 
 
 def commits(paths: RepoPaths, task_id: str) -> list[dict[str, Any]]:

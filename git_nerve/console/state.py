@@ -31,6 +31,7 @@ from ..worker import attention
 from ..worker.status import RADAR_LIVE, row
 from ..worktree_prep import disk as prep_disk
 from ..worktree_prep import report as prep_report
+from . import conflict
 from .actions import allowed_actions, held_elsewhere, reviews_here
 
 #: outbox lines every event carries (the newest)
@@ -207,6 +208,8 @@ def task_detail(repo, task_id: str) -> dict[str, Any]:
         "told": [e.as_dict() for e in steer_tell.about(repo.bus, task_id)],
         # issue 35: a change to a setting that runs a command on the person's machine, said first, in words
         "trust_flags": lifecycle.trust_flags(repo, w),
+        # issue 38: a task in conflict says with what, where, and how to resolve it
+        "conflict": conflict.banner(repo, w),
     }
 
 

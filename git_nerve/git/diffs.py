@@ -7,7 +7,9 @@ Named operations for the console's review (and anything else that shows a diff):
 * :meth:`Diffs.files`: the changed files of a range with their counts (``git diff --numstat -M``);
 * :meth:`Diffs.file`: one file's hunks, numbered as git numbers them;
 * :meth:`Diffs.commits`: the commits on a branch that the integration branch does not have;
-* :meth:`Diffs.commit_range`: one of those commits against its first parent.
+* :meth:`Diffs.commit_range`: one of those commits against its first parent;
+* :meth:`Diffs.map_lines`: where lines of a file in one commit are in another (git's diff between the two,
+  followed through a rename): a reviewer's earlier line comments placed on the lines of a newer tip.
 
 Binary files and files over :data:`MAX_BYTES` are summarised as git does (``Binary files differ``, counts
 unknown: ``-`` in ``--numstat``, None here): their content is never returned.
@@ -62,10 +64,11 @@ class FileDiff:
     too_large: bool = False
     cut: bool = False  #: more than MAX_LINES lines: the rest is not sent
     hunks: list[dict[str, Any]] = field(default_factory=list)
+    blob: str | None = None  #: the file's content at the range's head (None: deleted): what "viewed" marks follow
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "old_path": self.old_path, "status": self.status, "binary": self.binary,
-                "too_large": self.too_large, "cut": self.cut, "hunks": self.hunks}
+                "too_large": self.too_large, "cut": self.cut, "hunks": self.hunks, "blob": self.blob}
 
 
 class Diffs:
@@ -171,13 +174,15 @@ class Diffs:
         if old is not None and new is not None and old.type_str == new.type_str == "blob":
             if old.id == new.id and old.filemode == new.filemode:
                 raise UsageError(f"{path!r} is not changed in {head[:12]} (against {(base or 'nothing')[:12]})")
-            return self._blob_diff(old, new, path)  # changed in place: no whole-tree diff
+            fd = self._blob_diff(old, new, path)  # changed in place: no whole-tree diff
+            fd.blob = str(new.id)
+            return fd
         diff = self._diff(base, head)
         for i, delta in enumerate(diff.deltas):
             name, old, status = self._names(delta)
             if path not in (name, old):
                 continue
-            fd = FileDiff(name, old, status)
+            fd = FileDiff(name, old, status, blob=None if status == "D" else str(delta.new_file.id))
             if self._too_large(delta):
                 fd.too_large = True
                 return fd
@@ -200,6 +205,41 @@ class Diffs:
             return fd
         fd.hunks, fd.cut = _hunks(patch)
         return fd
+
+    def map_lines(self, old: str | None, new: str, path: str,
+                  lines) -> tuple[str | None, dict[int, tuple[int | None, str]]]:
+        """Where each of ``lines`` of ``path`` in commit ``old`` is in commit ``new``: (the file's path in ``new``,
+        ``{line: (its line there or None, how)}``), ``how`` being "same" (the same line, the same number), "moved"
+        (the same line, another number), "changed" (the line was rewritten: the first line of what replaced it) or
+        "gone" (deleted with nothing in its place, the file gone or binary, a commit this repository lacks)."""
+        gone = {n: (None, "gone") for n in lines}
+        try:
+            old_tree, new_tree = self._tree(old), self._tree(new)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None, gone
+        a, target = self._entry(old_tree, path), path
+        b = self._entry(new_tree, path)
+        if b is None and a is not None:
+            target = self._renamed(old, new, path)
+            b = self._entry(new_tree, target) if target else None
+        if a is None or b is None or a.type_str != "blob" or b.type_str != "blob":
+            return (target if b is not None else None), gone
+        if a.id == b.id:
+            return target, {n: (n, "same") for n in lines}
+        if max(self._size(a.id), self._size(b.id)) > MAX_BYTES:
+            return target, gone
+        patch = self.repo[a.id].diff(self.repo[b.id], context_lines=0)
+        if patch.delta.is_binary:
+            return target, gone
+        spans = [(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in patch.hunks]
+        return target, {n: follow_line(n, spans) for n in lines}
+
+    def _renamed(self, old: str | None, new: str, path: str) -> str | None:
+        """``path`` of ``old`` renamed (or copied) in ``new``: its new name, or None."""
+        for delta in self._diff(old, new).deltas:
+            if delta.old_file.path == path and _STATUS.get(delta.status) in ("R", "C"):
+                return delta.new_file.path
+        return None
 
     # -- commits ------------------------------------------------------------------------------------
 
@@ -234,6 +274,24 @@ class Diffs:
         return any(c["sha"] == full for c in self.commits(head, hide))
 
 
+def follow_line(line: int, spans) -> tuple[int | None, str]:
+    """Where old line ``line`` is after a diff whose hunks (no context) are ``spans``: ``(old_start, old_lines,
+    new_start, new_lines)`` in order; see :meth:`Diffs.map_lines`. Pure."""
+    shift = 0
+    for old_start, old_lines, new_start, new_lines in spans:
+        if old_lines == 0:  # lines inserted after old line old_start
+            if line > old_start:
+                shift += new_lines
+                continue
+            break
+        if line < old_start:
+            break
+        if line < old_start + old_lines:  # rewritten: the line of what replaced it, if anything did
+            return (new_start + min(line - old_start, new_lines - 1), "changed") if new_lines else (None, "gone")
+        shift += new_lines - old_lines
+    return line + shift, "same" if shift == 0 else "moved"
+
+
 def _hunks(patch) -> tuple[list[dict[str, Any]], bool]:
     hunks, sent = [], 0
     for hunk in patch.hunks:
@@ -252,4 +310,4 @@ def _hunks(patch) -> tuple[list[dict[str, Any]], bool]:
     return hunks, False
 
 
-__all__ = ["Diffs", "FileChange", "FileDiff", "MAX_BYTES", "MAX_COMMITS", "MAX_LINES"]
+__all__ = ["Diffs", "FileChange", "FileDiff", "MAX_BYTES", "MAX_COMMITS", "MAX_LINES", "follow_line"]

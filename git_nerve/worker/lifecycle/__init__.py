@@ -54,6 +54,7 @@ _LAZY = {
     "CancelResult": ".cancel", "cancel": ".cancel", "retry": ".cancel",
     "check_combination": ".check", "parse_check": ".check", "check_command": ".check", "DEFAULT_CHECK": ".check",
     "MERGE_ATTEMPTS": ".merge", "MergeResult": ".merge", "merge": ".merge", "unfinished_cleanups": ".merge",
+    "merge_conflict_steps": ".merge",
     "FF_MARKER": ".advance",
     "approve": ".review", "request_changes": ".review",
     "SpawnResult": ".spawn", "spawn": ".spawn", "setup_again": ".spawn",

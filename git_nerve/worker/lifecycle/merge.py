@@ -179,10 +179,14 @@ def _merge_conflict(repo: Repo, w: workers.Worker, conflicts: list[str], ours: s
     raise ConflictError(
         f"merging {task_id} into {integration} conflicts; the task is back to WORKING",
         files=conflicts,
-        details=[f"Conflicting files: {', '.join(conflicts)}", "To resolve:",
-                 f"  1. in {Path(w.worktree)}: git worker done   (rebases onto {integration})",
-                 "  2. get it approved again", f"  3. git worker merge {task_id}"],
+        details=[f"Conflicting files: {', '.join(conflicts)}", *merge_conflict_steps(task_id, w.worktree, integration)],
     )
+
+
+def merge_conflict_steps(task_id: str, worktree: str | None, integration: str) -> list[str]:
+    """How to resolve a merge that conflicted, as `git worker merge` prints it (the console's conflict banner too)."""
+    return ["To resolve:", f"  1. in {Path(worktree or '.')}: git worker done   (rebases onto {integration})",
+            "  2. get it approved again", f"  3. git worker merge {task_id}"]
 
 
 def _push_merge(repo: Repo, w: workers.Worker, commit: str, ours: str) -> bool:

@@ -30,10 +30,14 @@ def approve(repo: Repo, task_id: str, *, by: str | None = None, comment: str | N
     )
 
 
-def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by: str | None = None) -> Outcome:
+def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by: str | None = None,
+                    line_comments: list[dict] | None = None) -> Outcome:
     """IN_REVIEW (or APPROVED) -> WORKING. The comment reaches the agent through its thread; on a task already
     WORKING a new comment is added to the thread all the same (never dropped), the same comment again is an
-    idempotent rerun. `git worker request-changes` and the console both call this: the same rules."""
+    idempotent rerun. `git worker request-changes` and the console both call this: the same rules.
+    ``line_comments`` (the console's ``[{path, line, side, at, text}]``, already part of ``comment`` as
+    ``path:line: text`` lines) are recorded with the tip reviewed, so the console shows them on their lines
+    after the agent's next round (issue 38)."""
     comment = _blank_to_none(comment)
     if reviews_elsewhere(repo, task_id):  # shared mode on PostgreSQL: another machine's task
         return review_elsewhere(repo, task_id, "request changes for", by=by, comment=comment)
@@ -43,9 +47,10 @@ def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by:
         from ...git import refs
 
         tip = refs.resolve(repo.cwd, f"refs/heads/{w.branch}") if w.branch else None  # what was reviewed (issue 38)
+        payload = {"by": by, "comment": comment, "tip": tip, **({"comments": line_comments} if line_comments else {})}
         return transition(
             repo.bus, task_id, State.WORKING, allowed_from=[State.IN_REVIEW, State.APPROVED], already=[State.WORKING],
-            verb="request changes for", extra_messages=[("changes_requested", {"by": by, "comment": comment, "tip": tip})],
+            verb="request changes for", extra_messages=[("changes_requested", payload)],
             columns={"approved_at": None}, round_=_review_round("changes_requested", by, comment),
             also_when_already=_new_comment(repo, task_id, State.WORKING, "changes_requested", comment),
         )
