@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..bus import workers
 from ..errors import InvalidTransition, UsageError
 from ..git import remote as gitremote
+from . import owned
 from .lifecycle import Repo, SpawnResult, spawn
 
 
@@ -26,12 +27,18 @@ def takeover(repo: Repo, task_id: str) -> tuple[str, SpawnResult]:
 
 
 def _take(repo: Repo, state, task_id: str) -> tuple[str, SpawnResult]:
+    from ..bus import shared as cache
+
     _refuse_earlier_row(repo, task_id)  # before the claim moves: a refusal leaves it to the other machines
+    seen = cache.claim(repo.bus.conn, task_id)
+    holder = seen.owner if seen is not None else None
     before = state.take(repo.bus, task_id)
     remote = repo.settings.remote
     branch = f"{repo.settings.branch_prefix}{task_id}"
-    on_remote = bool(remote) and gitremote.has_branch(repo.cwd, remote, branch)
-    return before, spawn(repo, task_id, description=f"taken over ({before})", adopt=on_remote)
+    tip = gitremote.branch_tip(repo.cwd, remote, branch) if remote else None
+    res = spawn(repo, task_id, description=f"taken over ({before})", adopt=tip is not None)
+    owned.record_takeover(repo, task_id, holder, before, tip)
+    return before, res
 
 
 def _refuse_earlier_row(repo: Repo, task_id: str) -> None:
