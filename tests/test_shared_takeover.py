@@ -13,6 +13,7 @@ from pathlib import Path
 from fixtures.repos import build
 from tests import shared_support as ss
 from tests.shared_support import daemon  # noqa: F401  (the fixture)
+from tests.waiting import wait_until
 
 
 def _row(work: Path, task: str):
@@ -60,3 +61,47 @@ def test_the_fenced_holders_plain_push_is_archived_by_the_new_holders_done(tmp_p
     assert build.git(bare, "rev-parse", "feat/t") == mine
     build.git(two, "merge-base", "--is-ancestor", theirs, "refs/nerve/archive/t")
     assert _owner(bare, "t") == "two"
+
+
+def _working(tmp_path, url: str, lease: float) -> tuple[Path, Path, Path]:
+    one, two = ss.team(tmp_path, url, ["one", "two"], lease=lease, shared='takeover = "auto"\n')
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    ss.ok(["nerve", "sync"], one)
+    ss.ok(["nerve", "sync"], two)  # two has seen one's log: from now on it judges one's lease
+    return one, two, Path(_row(one, "t").worktree)
+
+
+def _alive_for(seconds: float, beat) -> None:
+    """``beat`` (a sign of life of machine one) every half second for ``seconds``: the time passing is the point."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        beat()
+        time.sleep(0.5)
+
+
+def test_a_machine_committing_keeps_its_task_under_takeover_auto(tmp_path, daemon):
+    """one commits in its task's worktree (no `git nerve sync`, no transition) for longer than the lease; two's
+    plain `git nerve sync` with ``takeover = "auto"`` takes nothing (before: it took the WORKING task). Once one
+    stops, two takes it after the lease."""
+    bare = daemon.base / "project.git"
+    one, two, wt = _working(tmp_path, daemon.url("project.git"), lease=3)
+    n = iter(range(1000))
+    _alive_for(4.5, lambda: build.commit_file(wt, "work.txt", f"step {next(n)}\n"))
+    report = json.loads(ss.ok(["nerve", "sync", "--json"], two).stdout)
+    assert report.get("taken_over", []) == [] and _owner(bare, "t") == "one", report
+    assert _row(two, "t") is None
+
+    def taken() -> bool:
+        return bool(json.loads(ss.ok(["nerve", "sync", "--json"], two).stdout).get("taken_over"))
+
+    wait_until(taken, 30, what="two taking the task of silent one over", interval=0.5)
+    assert _owner(bare, "t") == "two"
+
+
+def test_heartbeats_keep_a_machines_task_under_takeover_auto(tmp_path, daemon):
+    bare = daemon.base / "project.git"
+    one, two, wt = _working(tmp_path, daemon.url("project.git"), lease=3)
+    _alive_for(4.5, lambda: ss.ok(["worker", "heartbeat", "--status", "testing"], wt))
+    report = json.loads(ss.ok(["nerve", "sync", "--json"], two).stdout)
+    assert report.get("taken_over", []) == [] and _owner(bare, "t") == "one", report

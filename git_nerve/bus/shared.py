@@ -246,6 +246,37 @@ def local_count(conn: sqlite3.Connection) -> int:
     return sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("messages", "rounds", "inbox", "outbox"))
 
 
+#: the meta key holding how many seconds of this machine's silence a sign of life (a commit, a heartbeat) lets pass
+#: before it starts a background sync (:func:`renewal_due`; written by each sync, unset: never)
+RENEW = "renew_every"
+
+
+def published_mono(conn: sqlite3.Connection, machine: str) -> float | None:
+    """When (``time.monotonic()`` here) this machine's records last reached the shared store (None: never seen)."""
+    try:
+        d = json.loads(get_meta(conn, f"published:{machine}") or "null")
+    except ValueError:
+        return None
+    mono = d.get("mono") if isinstance(d, dict) else None
+    return float(mono) if isinstance(mono, (int, float)) and not isinstance(mono, bool) else None
+
+
+def renewal_due(conn: sqlite3.Connection) -> bool:
+    """Shared mode: has this machine said nothing to the shared store for long enough (:data:`RENEW`) that a sign
+    of life here should start a background sync (its leases are judged by its records moving)? One read of the
+    cache; False on a single machine or with ``[shared] background = false``."""
+    import time
+
+    every, machine = get_meta(conn, RENEW), get_meta(conn, MACHINE)
+    if every is None or not machine:
+        return False
+    last, now = published_mono(conn, machine), time.monotonic()
+    try:
+        return last is None or last > now or now - last >= float(every)
+    except ValueError:
+        return False
+
+
 def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
     if not _has_tables(conn):
         return None
