@@ -105,3 +105,63 @@ def test_heartbeats_keep_a_machines_task_under_takeover_auto(tmp_path, daemon):
     _alive_for(4.5, lambda: ss.ok(["worker", "heartbeat", "--status", "testing"], wt))
     report = json.loads(ss.ok(["nerve", "sync", "--json"], two).stdout)
     assert report.get("taken_over", []) == [] and _owner(bare, "t") == "one", report
+
+
+def _inbox(work: Path, task: str) -> list[tuple[str, str]]:
+    from git_nerve.bus import steer
+
+    with ss.bus(work) as b:
+        return [(m.kind, m.text) for m in steer.about_task(b.conn, task, all_since=None)]
+
+
+def _told(work: Path) -> list[dict]:
+    return [d for d in json.loads(ss.ok(["nerve", "outbox", "--json"], work).stdout) if d.get("task")]
+
+
+def test_what_was_said_while_the_holder_was_offline_reaches_the_new_holder_once(tmp_path, daemon):
+    """one holds t and goes silent; three tells a note and posts a review comment, two tells a note and a stop
+    (each answered "pending delivery" on one); the lease runs out and two takes t over: two's inbox has the three
+    messages and its thread the post and both notes, exactly once however often it syncs; three's and two's
+    `git nerve outbox` say where each was delivered; one, back and fenced, queues none of them."""
+    bare = daemon.base / "project.git"
+    one, two, three = ss.team(tmp_path, daemon.url("project.git"), ["one", "two", "three"], lease=2)
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    for w in (one, two, three):
+        ss.ok(["nerve", "sync"], w)
+    assert "pending delivery" in ss.ok(["nerve", "tell", "--task", "t", "cover the empty input"], three).stdout
+    ss.ok(["nerve", "post", "--task", "t", "--role", "reviewer", "please rename parse()"], three)
+    ss.ok(["nerve", "tell", "--task", "t", "and the unicode case"], two)
+    ss.ok(["nerve", "tell", "--task", "t", "stop"], two)
+    ss.ok(["nerve", "sync"], three)
+    ss.ok(["nerve", "sync"], two)
+    assert {d["status"] for d in _told(three)} == {"pending"}
+    time.sleep(2.5)  # one stays silent past the lease
+    ss.ok(["worker", "takeover", "t"], two)
+    assert _owner(bare, "t") == "two"
+    expected = [("note", "cover the empty input"), ("note", "and the unicode case"), ("stop", "stop")]
+    assert _inbox(two, "t") == expected  # at once, by the takeover
+    for _ in range(2):
+        ss.ok(["nerve", "sync"], two)
+    ss.ok(["nerve", "sync", "--rebuild"], two)
+    assert _inbox(two, "t") == expected  # never twice
+    rounds = [(r[0], r[1]) for r in ss.rounds_of(two, "t")]
+    assert sorted(r for r in rounds if r[0] in ("human", "reviewer")) == [
+        ("human", "and the unicode case"), ("human", "cover the empty input"), ("reviewer", "please rename parse()")]
+    mine = _told(two)
+    assert [(d["kind"], d["status"]) for d in mine] == [("note", "delivered"), ("stop", "delivered")]
+    assert all("delivered on two" in d["text"] for d in mine), mine
+    ss.ok(["nerve", "sync"], two)  # publishes its receipts
+
+    def delivered_on_two() -> list[dict]:
+        ss.ok(["nerve", "sync"], three)
+        got = _told(three)
+        return got if [d["status"] for d in got] == ["delivered", "delivered"] else []
+
+    got = wait_until(delivered_on_two, 30, what="three's outbox saying where its note and post went", interval=0.3)
+    assert [d["kind"] for d in got] == ["note", "post"] and all(d["machine"] == "two" for d in got)
+    assert "delivered on two (inbox #" in got[0]["text"] and "delivered on two (round " in got[1]["text"]
+    shown = ss.ok(["nerve", "outbox"], three).stdout
+    assert "told elsewhere" in shown and "delivered on two" in shown
+    ss.ok(["nerve", "sync"], one)  # one is back: fenced, it queues nothing of it
+    assert _inbox(one, "t") == [("stop", "stop: taken over by machine two")]  # the fence's own stop only
