@@ -45,16 +45,26 @@ def _payload(text: str) -> dict:
     return p if isinstance(p, dict) else {}
 
 
+def _undeliverable(conn: sqlite3.Connection, task: str, kind, text, machine: str) -> str | None:
+    """Why a note of :func:`pending` cannot be queued (its receipt says so to the teller); None: it can."""
+    if kind not in KINDS or not isinstance(text, str) or not text.strip():
+        return f"not a note or a stop with a text ({str(kind)[:20]!r})"
+    row = conn.execute("SELECT state FROM workers WHERE task_id = ?", (task,)).fetchone()
+    if row is not None and row[0] in ("COMPLETED", "FAILED"):
+        return f"{task} was {row[0]} on {machine} when it arrived: no agent works on it any more"
+    return None
+
+
 def deliver(conn: sqlite3.Connection, nerve_dir: Path, machine: str) -> list[str]:
     """Queue every note of :func:`pending`, oldest first; a note's round gains ``from_machine``. The tasks whose
     notes-pending marker was set (before the commit: the caller sets them again after it, as `tell` does)."""
     woken: list[str] = []
     for event_id, sender, ts, task, p in pending(conn, machine):
         kind, text = p.get("kind"), p.get("text")
-        if kind not in KINDS or not isinstance(text, str) or not text.strip():
+        why = _undeliverable(conn, task, kind, text, machine)
+        if why is not None:
             conn.execute("INSERT INTO shared_notes VALUES (?, ?, NULL)", (event_id, task))  # nothing to queue
-            cache.receipt(conn, task, event_id, sender, str(kind), clock.now(),
-                          refused=f"not a note or a stop with a text ({str(kind)[:20]!r})")
+            cache.receipt(conn, task, event_id, sender, str(kind), clock.now(), refused=why)
             continue
         inbox_id = steer.enqueue(conn, scope="task", kind=kind, text=text, ts=float(ts), task_id=task)
         if kind == "note":
