@@ -61,6 +61,7 @@ def test_the_new_holder_queues_its_own_and_others_notes_once_and_leaves_receipts
     _event(bus, "three:m5", "three", "t", cache.TELL_NOTE, {"kind": "note", "text": "one had it", "holder": "one"})
     _event(bus, "one:m9", "one", "t", cache.RECEIPT, {"event": "three:m5", "teller": "three", "what": "note",
                                                        "inbox_id": 1})
+    _event(bus, "evil:m1", "evil", "t", cache.RECEIPT, {"what": "note"})  # no event: suppresses nothing
     assert [s.status for s in told.sent(bus.conn, "two", "t")] == ["pending delivery on one (queued there at its "
                                                                     "next sync)"]
     with bus.write() as conn:

@@ -67,7 +67,8 @@ def addressed(conn: sqlite3.Connection, machine: str, kind: str, done: str) -> l
         " JOIN shared_claims o ON o.task_id = m.task_id AND o.owner = ? WHERE m.kind = ?) x "
         "JOIN workers w ON w.task_id = x.task_id JOIN shared_claims c ON c.task_id = x.task_id AND c.owner = ? "
         f"WHERE x.event_id NOT IN (SELECT event_id FROM {done}) AND x.event_id NOT IN "
-        "(SELECT json_extract(payload, '$.event') FROM shared_events WHERE kind = ?) ORDER BY x.ts, x.event_id",
+        "(SELECT json_extract(payload, '$.event') FROM shared_events WHERE kind = ? AND "
+        "json_extract(payload, '$.event') IS NOT NULL) ORDER BY x.ts, x.event_id",  # (a NULL would match nothing)
         (kind, machine, machine, machine, machine, kind, machine, RECEIPT)).fetchall()
 
 
@@ -236,9 +237,8 @@ def deliver_posts(conn: sqlite3.Connection, machine: str) -> int:
     machine held it: :func:`addressed`), each with its :data:`RECEIPT`, oldest first (inside the ingest's write
     transaction): the holder writes every round of its tasks, so a thread has one order. Each post once
     (``shared_posts``); its metadata gains ``from_machine``. How many were appended."""
-    from . import rounds
-
     from .. import clock
+    from . import rounds
 
     rows = addressed(conn, machine, THREAD_POST, "shared_posts")
     for event_id, sender, ts, task, payload in rows:
