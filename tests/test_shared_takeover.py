@@ -136,6 +136,10 @@ def test_what_was_said_while_the_holder_was_offline_reaches_the_new_holder_once(
     ss.ok(["nerve", "sync"], three)
     ss.ok(["nerve", "sync"], two)
     assert {d["status"] for d in _told(three)} == {"pending"}
+    view = json.loads(ss.ok(["worker", "show", "t", "--json"], three).stdout)
+    assert [(t["kind"], t["status"]) for t in view["told"]] == [
+        ("note", "pending delivery on one (queued there at its next sync)"),
+        ("post", "pending delivery on one (queued there at its next sync)")]
     time.sleep(2.5)  # one stays silent past the lease
     ss.ok(["worker", "takeover", "t"], two)
     assert _owner(bare, "t") == "two"
@@ -163,5 +167,7 @@ def test_what_was_said_while_the_holder_was_offline_reaches_the_new_holder_once(
     assert "delivered on two (inbox #" in got[0]["text"] and "delivered on two (round " in got[1]["text"]
     shown = ss.ok(["nerve", "outbox"], three).stdout
     assert "told elsewhere" in shown and "delivered on two" in shown
+    shown = ss.ok(["worker", "show", "t"], three).stdout  # held by two: its `told` lines
+    assert "told note" in shown and "'cover the empty input': delivered on two (inbox #" in shown
     ss.ok(["nerve", "sync"], one)  # one is back: fenced, it queues nothing of it
     assert _inbox(one, "t") == [("stop", "stop: taken over by machine two")]  # the fence's own stop only
