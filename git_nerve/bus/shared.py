@@ -49,6 +49,37 @@ THREAD_POST = "thread_post"
 TELL_NOTE = "tell_note"
 
 
+#: the kind of the message a holder leaves in its log when it queued another machine's note or stop, or appended its
+#: post (``{"event", "teller", "what", "inbox_id" | "round"}``; ``"refused"``: why it could not): the teller's
+#: `git nerve outbox` says "delivered on <machine>" from it, and a later holder never delivers that event again
+RECEIPT = "told_delivered"
+
+
+def addressed(conn: sqlite3.Connection, machine: str, kind: str, done: str) -> list[tuple]:
+    """(event id, sender, ts, task, payload text) of the ``kind`` records (:data:`TELL_NOTE`, :data:`THREAD_POST`)
+    to the tasks ``machine`` (this one) holds (its row here, its claim ours) that no machine delivered yet (not in
+    the ``done`` table here, no :data:`RECEIPT` of it ingested), oldest first: other machines' (ingested) and this
+    machine's own, told while another machine held the task (it took the task over since, issue 36)."""
+    return conn.execute(
+        "SELECT x.event_id, x.machine, x.ts, x.task_id, x.payload FROM ("
+        " SELECT event_id, machine, ts, task_id, payload FROM shared_events WHERE kind = ? AND machine != ?"
+        " UNION ALL SELECT ? || ':m' || m.id, ?, m.ts, m.task_id, m.payload FROM messages m"
+        " JOIN shared_claims o ON o.task_id = m.task_id AND o.owner = ? WHERE m.kind = ?) x "
+        "JOIN workers w ON w.task_id = x.task_id JOIN shared_claims c ON c.task_id = x.task_id AND c.owner = ? "
+        f"WHERE x.event_id NOT IN (SELECT event_id FROM {done}) AND x.event_id NOT IN "
+        "(SELECT json_extract(payload, '$.event') FROM shared_events WHERE kind = ? AND "
+        "json_extract(payload, '$.event') IS NOT NULL) ORDER BY x.ts, x.event_id",  # (a NULL would match nothing)
+        (kind, machine, machine, machine, machine, kind, machine, RECEIPT)).fetchall()
+
+
+def receipt(conn: sqlite3.Connection, task_id: str, event_id: str, sender: str, what: str, ts: float,
+            **fields) -> None:
+    """This machine's :data:`RECEIPT` of ``event_id`` (inside the delivery's write transaction): its log carries it."""
+    conn.execute("INSERT INTO messages(ts, task_id, kind, payload) VALUES (?, ?, ?, ?)",
+                 (ts, task_id, RECEIPT, json.dumps({"event": event_id, "teller": sender, "what": what, **fields},
+                                                   ensure_ascii=False, sort_keys=True)))
+
+
 class Claim(namedtuple("Claim", "task_id owner machine state verb seq tip ts")):
     """One task's claim as last seen (a named tuple: the pre-push hook reads the cache and avoids dataclasses)."""
 
@@ -202,16 +233,14 @@ def radar_stamp(conn: sqlite3.Connection, kind: str) -> str | None:
 
 def deliver_posts(conn: sqlite3.Connection, machine: str) -> int:
     """Append to the thread of each task this machine holds (its row here, its claim ours) the posts other
-    machines made to it that were ingested and not appended yet, oldest first (inside the ingest's write
+    machines made to it that were ingested and not appended yet (and this machine's own, made while another
+    machine held it: :func:`addressed`), each with its :data:`RECEIPT`, oldest first (inside the ingest's write
     transaction): the holder writes every round of its tasks, so a thread has one order. Each post once
     (``shared_posts``); its metadata gains ``from_machine``. How many were appended."""
+    from .. import clock
     from . import rounds
 
-    rows = conn.execute(
-        "SELECT e.event_id, e.machine, e.ts, e.task_id, e.payload FROM shared_events e "
-        "JOIN workers w ON w.task_id = e.task_id JOIN shared_claims c ON c.task_id = e.task_id AND c.owner = ? "
-        "WHERE e.kind = ? AND e.machine != ? AND e.event_id NOT IN (SELECT event_id FROM shared_posts) "
-        "ORDER BY e.ts, e.event_id", (machine, THREAD_POST, machine)).fetchall()
+    rows = addressed(conn, machine, THREAD_POST, "shared_posts")
     for event_id, sender, ts, task, payload in rows:
         p = json.loads(payload)
         meta = p.get("metadata") if isinstance(p.get("metadata"), dict) else {}
@@ -219,6 +248,7 @@ def deliver_posts(conn: sqlite3.Connection, machine: str) -> int:
         number = rounds.append(conn, task, role=str(p.get("role") or "unknown"), content=str(p.get("content") or ""),
                                metadata=meta, ts=float(ts))
         conn.execute("INSERT INTO shared_posts VALUES (?, ?, ?)", (event_id, task, number))
+        receipt(conn, task, event_id, sender, "post", clock.now(), round=number)
     return len(rows)
 
 
@@ -244,6 +274,37 @@ def produced(conn: sqlite3.Connection) -> dict[str, int]:
 def local_count(conn: sqlite3.Connection) -> int:
     """How many events this machine has produced (every record :func:`local_events` publishes)."""
     return sum(conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("messages", "rounds", "inbox", "outbox"))
+
+
+#: the meta key holding how many seconds of this machine's silence a sign of life (a commit, a heartbeat) lets pass
+#: before it starts a background sync (:func:`renewal_due`; written by each sync, unset: never)
+RENEW = "renew_every"
+
+
+def published_mono(conn: sqlite3.Connection, machine: str) -> float | None:
+    """When (``time.monotonic()`` here) this machine's records last reached the shared store (None: never seen)."""
+    try:
+        d = json.loads(get_meta(conn, f"published:{machine}") or "null")
+    except ValueError:
+        return None
+    mono = d.get("mono") if isinstance(d, dict) else None
+    return float(mono) if isinstance(mono, (int, float)) and not isinstance(mono, bool) else None
+
+
+def renewal_due(conn: sqlite3.Connection) -> bool:
+    """Shared mode: has this machine said nothing to the shared store for long enough (:data:`RENEW`) that a sign
+    of life here should start a background sync (its leases are judged by its records moving)? One read of the
+    cache; False on a single machine or with ``[shared] background = false``."""
+    import time
+
+    every, machine = get_meta(conn, RENEW), get_meta(conn, MACHINE)
+    if every is None or not machine:
+        return False
+    last, now = published_mono(conn, machine), time.monotonic()
+    try:
+        return last is None or last > now or now - last >= float(every)
+    except ValueError:
+        return False
 
 
 def get_meta(conn: sqlite3.Connection, key: str) -> str | None:

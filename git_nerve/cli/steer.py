@@ -68,6 +68,11 @@ def outbox(follow: bool, as_json: bool) -> None:
     a line says it was delivered (to whom), then which consumer acted on it
     and what it did (its text, kind and the time it was queued). --json: each
     object's "status" is queued, delivered or acknowledged.
+
+    In shared mode it also lists each note, stop or post left here for a
+    task another machine held (`told elsewhere`), with where it was delivered
+    ("delivered on two (inbox #3)"), that it is pending, or why it was not
+    (--json: "status" pending, delivered or not delivered, and "machine").
     """
     from ..steer import outbox as box
 

@@ -149,4 +149,6 @@ def show_elsewhere(bus, task_id: str, as_json: bool) -> bool:
     echo(f"  last transition: {last['verb']} by {last['by']} (#{last['seq']}, {last['at']})")
     for e in view["events"]:
         echo(f"{e['ts']}  {e['kind']:<16} on {e['machine']}")
+    for t in view.get("told") or []:  # what this machine said to it: delivered where, or why not
+        echo(f"{t['ts']}  told {t['kind']:<11} {t['text'][:60]!r}: {t['status']}")
     return True

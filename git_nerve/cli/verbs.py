@@ -81,8 +81,15 @@ def run_done(task: str | None, skip_rebase: bool, allow_empty: bool, as_json: bo
                 echo_json({**row(repo, task_id), "conflicts": exc.files})
             raise
         radar_after(repo, [task_id])
+        for line in res.kept:  # one `kept: ...` line each, as a repair's
+            import sys
+
+            from ..text import clean
+
+            sys.stderr.write(clean(line) + "\n")
         if as_json:
-            echo_json({**row(repo, task_id), "rebased": res.rebased, "pushed": res.pushed, "tip": res.tip})
+            echo_json({**row(repo, task_id), "rebased": res.rebased, "pushed": res.pushed, "tip": res.tip,
+                       **({"kept": res.kept} if res.kept else {})})
             return
         if res.already:
             echo(f"Ready for review: {task_id} (already)")

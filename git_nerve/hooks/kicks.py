@@ -1,4 +1,5 @@
-"""What a hook starts and never waits for: the knowledge index, the conflict radar's recompute."""
+"""What a hook starts and never waits for: the knowledge index, the conflict radar's recompute, and (shared mode)
+the background sync that renews this machine's leases."""
 
 from __future__ import annotations
 
@@ -56,3 +57,19 @@ def radar(where: Where, task_id: str) -> None:
         elsewhere = not others and shared.get_meta(bus.conn, shared.MACHINE) is not None
     if others or elsewhere:  # alone, there is nothing to collide with but the integration branch: `git worker conflicts`
         background.request(where.common_dir, where.toplevel, [task_id])  # coalesced: one runner at a time
+
+
+def renew_lease(where: Where) -> None:
+    """Shared mode: a commit in a task's worktree is a sign of life of this machine: once its records have not
+    reached the shared store for a tenth of the lease, start the background sync that publishes them (the commit
+    among them), so that it keeps its tasks while it works (issue 36; never waited on)."""
+    if where.toplevel is None:
+        return
+    from ..bus import shared
+
+    with open_bus(where.common_dir, ingest=False) as bus:
+        if not shared.renewal_due(bus.conn):
+            return
+        from ..shared.background import renew  # only then: it loads the shared package
+
+        renew(bus.conn, where.common_dir, where.toplevel)

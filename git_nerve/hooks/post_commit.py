@@ -1,4 +1,5 @@
-"""post-commit's Python part: the radar and the knowledge index (the commit itself is the shim's spool line)."""
+"""post-commit's Python part: the radar, the knowledge index and (shared mode) the renewal of this machine's
+leases (the commit itself is the shim's spool line)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def post_commit(where: Where) -> int:
         return 0
     if ctx is not None and operation_in_progress(where.git_dir) != "rebase":
         guarded(hook, "conflict radar not refreshed", kicks.radar, where, ctx.task_id)
+        guarded(hook, "lease not renewed", kicks.renew_lease, where)
     if knowledge:
         files = guarded(hook, "knowledge index not scheduled", _commit_files)
         kicks.schedule_knowledge(where, files or [], hook)

@@ -176,6 +176,7 @@ def done(b: Binding) -> str:
         parts.append(f"rebased {len(res.rewritten)} commit(s) onto {w.integration}")
     if res.pushed:
         parts.append("pushed")
+    parts += res.kept  # what the fenced old holder pushed after a takeover, archived and replaced
     return clean(f"Ready for review: {task} ({w.state}, tip {res.tip})" + (f"; {', '.join(parts)}" if parts else ""))
 
 

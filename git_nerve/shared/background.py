@@ -3,7 +3,8 @@
 It publishes what this machine wrote (the transition's messages, the hooks' commits and heartbeats queued since
 the last sync) and refreshes the cached view. One waits at a time behind the one running (the pending lock);
 more triggers meanwhile are covered by the one waiting. ``[shared] background = false`` turns it off (then
-only `git nerve sync` publishes).
+only `git nerve sync` publishes). Signs of life start one too (:func:`renew`: a commit, a heartbeat), so that
+this machine's leases hold while it works.
 """
 
 from __future__ import annotations
@@ -35,6 +36,25 @@ def spawn(common_dir: Path, cwd: Path) -> None:
                      log=Path(common_dir) / "nerve" / LOG, env=clean_env())
     except OSError as exc:
         print(f"git-nerve: background sync not started: {exc}", file=sys.stderr)
+
+
+def renew(conn, common_dir: Path, cwd: Path | None = None) -> bool:
+    """A sign of life of this machine (a commit, a heartbeat): start a background sync when its records have not
+    reached the shared store for a tenth of the lease (:func:`git_nerve.bus.shared.renewal_due`, one read of the
+    cache ``conn``), so that its leases hold while it works (:mod:`.lease`). Never waits, never fails the caller.
+    ``cwd``: where the sync runs (default: the main checkout). Whether one was asked for."""
+    from ..bus import shared as cache
+
+    if not cache.renewal_due(conn):
+        return False
+    if cwd is None:
+        from .config import main_checkout
+
+        cwd = main_checkout(Path(common_dir))
+        if cwd is None or not cwd.is_dir():
+            return False
+    spawn(Path(common_dir), Path(cwd))
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

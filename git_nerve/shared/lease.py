@@ -6,6 +6,11 @@ whether that machine's log ref moves; never by comparing wall clocks between mac
   just now": the lease starts again, never runs out early.
 * A machine that syncs with nothing new to publish still moves its log once a third of the lease has passed
   (an ``alive`` event), so an idle but present machine keeps its tasks.
+* Every sign of life of this machine renews its leases (issue 36): a commit in a task's worktree (the post-commit
+  hook's background part), a heartbeat (`git worker heartbeat`, an agent run's beats) starts a background sync
+  (:func:`git_nerve.shared.background.renew`) once a tenth of the lease passed since its records last reached the
+  store (:data:`RENEW_PART`): what it did is published, its log moves, and a machine online and working never
+  loses a task to ``takeover = "auto"``. Nothing waits for that sync.
 * A lease runs out when the holder's log has not moved for ``[shared] lease`` seconds (default 600) of the
   observer's clock. A machine never seen moving cannot be judged: its tasks are kept.
 """
@@ -52,6 +57,16 @@ def beaten(conn, machine: str, tip: str) -> None:
 def published(conn, machine: str, tip: str) -> None:
     """This machine's log reached the remote at ``tip`` now (inside the caller's write transaction)."""
     cache.set_meta(conn, f"published:{machine}", json.dumps({"tip": tip, "mono": time.monotonic()}))
+
+
+#: the part of the lease after which a sign of life starts a background sync (see the module)
+RENEW_PART = 10
+
+
+def renewing(conn, lease_seconds: float, background: bool) -> None:
+    """Note (inside a sync's write transaction) how long a sign of life lets pass before it publishes: a tenth of
+    the lease; never with ``[shared] background = false`` (then only `git nerve sync` publishes)."""
+    cache.set_meta(conn, cache.RENEW, repr(lease_seconds / RENEW_PART) if background else None)
 
 
 def unpublished_for(conn, machine: str) -> float | None:

@@ -38,6 +38,8 @@ from ..bus.followed import follow
 from ..bus.connection import Bus
 from ..errors import DatabaseError, HeldElsewhere, NerveError, UsageError
 from . import postgres_hold, postgres_move, postgres_schema, records
+from .lease import published as _published
+from .lease import renewing as _renewing
 from .postgres_sql import CLAIM_COLUMNS as _CLAIM_COLUMNS
 from .postgres_sql import cached as _cached
 from .postgres_sql import claim_name as _claim_name
@@ -327,6 +329,8 @@ class PostgresState:
             followed = follow(conn, self.machine, clock.now())  # reviews and merges made elsewhere: rows follow
             cache.set_meta(conn, self.seen_key, json.dumps(seen, sort_keys=True))
             cache.set_meta(conn, cache.MACHINE, self.machine)
+            _published(conn, self.machine, "seen")  # the export set machines.seen_at = now(): its leases renewed
+            _renewing(conn, self.config.lease, self.config.background)
             cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
             cache.set_meta(conn, UNREACHABLE_SINCE, None)
             cache.set_meta(conn, LAST_ERROR, None)

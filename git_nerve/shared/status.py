@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .. import clock
 from ..bus import shared as cache
-from ..bus import workers
+from ..bus import told, workers
 from ..bus.connection import Bus
 from ..paths import discover
 from . import for_bus, open_state
@@ -126,4 +126,11 @@ def elsewhere(bus: Bus, task_id: str) -> dict[str, Any] | None:
     return {"task_id": c.task_id, "state": c.state, "machine": c.owner, "view": state.freshness(bus),
             "last_transition": {"verb": c.verb, "by": c.machine, "seq": c.seq, "at": clock.iso(c.ts)},
             "events": [{"id": e[0], "machine": e[1], "ts": clock.iso(e[2]), "kind": e[4], "payload": e[5]}
-                       for e in cache.events(bus.conn, task_id)]}
+                       for e in cache.events(bus.conn, task_id)],
+            "told": [sent_dict(x) for x in told.sent(bus.conn, state.machine, task_id)]}
+
+
+def sent_dict(x) -> dict[str, Any]:
+    """One note, stop or post this machine left for a task another machine held (:func:`git_nerve.bus.told.sent`)."""
+    return {"id": x.id, "ts": clock.iso(x.ts), "task": x.task_id, "kind": x.what, "text": x.text, "status": x.status,
+            "machine": x.machine, "delivered": x.delivered}

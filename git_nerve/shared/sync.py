@@ -108,6 +108,7 @@ def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
         with bus.write() as conn:
             cache.ensure(conn)
             lease.published(conn, state.machine, mine)
+            lease.renewing(conn, state.config.lease, state.config.background)  # signs of life publish from now on
     fetched = rebuild or _behind(state, adv, local)
     if fetched:
         res = remote_refs.fetch(state.cwd, state.remote, [f"+{records.CLAIMS}*:{records.CLAIMS}*",

@@ -79,7 +79,8 @@ class Told:
         """One line for people: what was queued, for whom, and what happens next."""
         if self.machine is not None:
             return (f"{self.kind} for {self.task_id}, held by machine {self.machine}: pending delivery, it is queued "
-                    f"there when {self.machine} syncs (`git worker show {self.task_id}` there says who acted on it)")
+                    f"there when {self.machine} syncs, or on the machine that takes the task over (`git nerve outbox` "
+                    f"here says where it was delivered)")
         if self.kind in ("skip", "add"):
             what = f"{self.kind} {self.target} for the merge queue (git worker merge --all)"
         elif self.scope == "all":

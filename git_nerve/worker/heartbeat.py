@@ -46,7 +46,24 @@ def record(
         if not workers.heartbeat(conn, task_id, ts, status, progress):
             raise UsageError(f"unknown task {task_id!r}")
         messages.publish(conn, task_id, "heartbeat", payload, ts)
+    renew_lease(bus)
     return ts
+
+
+def renew_lease(bus: Bus) -> None:
+    """Shared mode: a heartbeat is a sign of life of this machine: once its records have not reached the shared
+    store for a tenth of the lease, a background sync publishes them, so its leases hold while it works (issue
+    36). One read of the cache otherwise; never fails the heartbeat."""
+    from ..bus import shared as cache
+
+    try:
+        if not cache.renewal_due(bus.conn):
+            return
+        from ..shared.background import renew  # only then: it loads the shared package
+
+        renew(bus.conn, bus.path.parent.parent)
+    except (NerveError, OSError) as exc:
+        sys.stderr.write(f"git-nerve: this machine's lease was not renewed: {getattr(exc, 'message', exc)}\n")
 
 
 def _refuse_taken_over(bus: Bus, task_id: str) -> None:

@@ -9,6 +9,9 @@
   pushed (the row's ``pushed_sha``, written by every push of the branch: the one record every write of it on
   the remote leases: :func:`record_pushed`). A branch someone pushed onto since is kept, and what they pushed
   archived (the cleanup); ``done`` does not overwrite it unless told to (:func:`others_on_remote`).
+* A task taken over from another machine (:mod:`.takeover`) records whom from and its branch on the remote
+  then (:func:`record_takeover`): commits pushed onto that branch after it were pushed by the fenced holder
+  (its agent's plain push, before it learned): ``done`` archives them and replaces them, saying so in one line.
 * While ``spawn`` makes a branch it keeps ``<git-common-dir>/nerve/spawn-<task key>`` (the task, the branch,
   whether it was adopted): a spawn killed before its bus row is finished by running it again without taking
   the branch it made for a person's, and a spawn of an id differing only in case is told it collides.
@@ -152,5 +155,35 @@ def clear_spawning(paths: RepoPaths, task_id: str) -> None:
     destroy.remove_own_file(_spawn_record(paths, task_id), within=paths.nerve_dir, kind="spawn-record")
 
 
-__all__ = ["clear_spawning", "keep_branch", "keep_on_remote", "mark_spawning", "name_commits", "not_pushed_by_us",
-           "others_on_remote", "record_pushed", "remote_value", "spawning"]
+#: the message a takeover leaves on the task's row here: whom it was taken from, and its branch on the remote then
+TAKEN_OVER = "taken_over"
+
+
+def record_takeover(repo, task_id: str, holder: str | None, before: str, tip: str | None) -> None:
+    """The row's record of the takeover (once: a rerun keeps the first): ``done`` tells what the fenced holder
+    pushed onto the branch after it (:func:`taken_from`) from what was there."""
+    from .. import clock
+    from ..bus import messages
+
+    with repo.bus.write() as conn:
+        if not messages.for_task(conn, task_id, kinds=(TAKEN_OVER,)):
+            messages.publish(conn, task_id, TAKEN_OVER, {"from": holder, "state": before, "branch_tip": tip},
+                             clock.now())
+
+
+def taken_from(repo, task_id: str) -> tuple[str | None, str | None] | None:
+    """(the machine this one took ``task_id`` over from, the task's branch on the remote then (None: none)), or
+    None when the row here was not made by a takeover."""
+    from ..bus import messages
+
+    found = messages.for_task(repo.bus.conn, task_id, kinds=(TAKEN_OVER,))
+    if not found:
+        return None
+    p = found[0].payload
+    return (p.get("from") if isinstance(p.get("from"), str) else None,
+            p.get("branch_tip") if isinstance(p.get("branch_tip"), str) else None)
+
+
+__all__ = ["TAKEN_OVER", "clear_spawning", "keep_branch", "keep_on_remote", "mark_spawning", "name_commits",
+           "not_pushed_by_us", "others_on_remote", "record_pushed", "record_takeover", "remote_value", "spawning",
+           "taken_from"]

@@ -1,16 +1,20 @@
 """`git worker takeover TASK` (shared mode): a task whose holding machine's lease ran out becomes this
 machine's: its claim moves here by compare-and-set (the old holder is fenced off: its transitions and done's
 push are refused from then on), then the task is spawned here, on its branch when the remote has it (done
-pushed it; adopted, so git-nerve never deletes it), else from the integration branch.
+pushed it; adopted, so git-nerve never deletes it), else from the integration branch. What was said to the task
+and not delivered yet (notes, stops, posts: other machines' and this one's own) is delivered here at once, each
+once (issue 36); the takeover is recorded on the row (whom from, its branch on the remote then), so that `done`
+archives what the fenced holder pushed after it (:func:`..owned.taken_from`).
 
 ``[shared] takeover = "idle"`` / ``"auto"`` in nerve.toml: `git nerve sync` does the same by itself for the tasks
 the setting names (:func:`auto_takeover`)."""
 
 from __future__ import annotations
 
-from ..bus import workers
+from ..bus import told, workers
 from ..errors import InvalidTransition, UsageError
 from ..git import remote as gitremote
+from . import owned
 from .lifecycle import Repo, SpawnResult, spawn
 
 
@@ -26,12 +30,19 @@ def takeover(repo: Repo, task_id: str) -> tuple[str, SpawnResult]:
 
 
 def _take(repo: Repo, state, task_id: str) -> tuple[str, SpawnResult]:
+    from ..bus import shared as cache
+
     _refuse_earlier_row(repo, task_id)  # before the claim moves: a refusal leaves it to the other machines
+    seen = cache.claim(repo.bus.conn, task_id)
+    holder = seen.owner if seen is not None else None
     before = state.take(repo.bus, task_id)
     remote = repo.settings.remote
     branch = f"{repo.settings.branch_prefix}{task_id}"
-    on_remote = bool(remote) and gitremote.has_branch(repo.cwd, remote, branch)
-    return before, spawn(repo, task_id, description=f"taken over ({before})", adopt=on_remote)
+    tip = gitremote.branch_tip(repo.cwd, remote, branch) if remote else None
+    res = spawn(repo, task_id, description=f"taken over ({before})", adopt=tip is not None)
+    owned.record_takeover(repo, task_id, holder, before, tip)
+    told.deliver_held(repo.bus, state.machine)  # what was said to it and not delivered: here, once, at once
+    return before, res
 
 
 def _refuse_earlier_row(repo: Repo, task_id: str) -> None:

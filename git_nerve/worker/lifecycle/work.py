@@ -39,6 +39,8 @@ class DoneResult:
     pushed: bool = False
     tip: str | None = None
     already: bool = False
+    #: one line when done archived and replaced what the fenced holder pushed after this machine's takeover
+    kept: list[str] = field(default_factory=list)
 
 
 REBASE_STEPS = [
@@ -84,7 +86,8 @@ def done(repo: Repo, task_id: str, *, skip_rebase: bool = False, allow_empty: bo
         )
     _refuse_copied_secrets(repo, w, wt, tip, onto)  # before the rebase and the push: nothing moves
 
-    lease, theirs = _remote_lease(repo, w, tip, onto, replace_remote)  # before the rebase: a refusal changes nothing
+    lease, theirs, kept = _remote_lease(repo, w, tip, onto, replace_remote)  # before the rebase: a refusal changes nothing
+    result.kept += kept
     if not refs.is_ancestor(wt, onto, tip):
         _refuse_dropped(repo, w, tip, onto, onto_ref, verb="done")
         if skip_rebase:
@@ -139,25 +142,33 @@ def _ready_to_finish(repo: Repo, w: workers.Worker) -> tuple[workers.Worker, Pat
     return w, wt
 
 
-def _remote_lease(repo: Repo, w: workers.Worker, tip: str, onto: str, replace: bool) -> tuple[str | None, list[str]]:
+def _remote_lease(repo: Repo, w: workers.Worker, tip: str, onto: str,
+                  replace: bool) -> tuple[str | None, list[str], list[str]]:
     """(the value done's push replaces on the remote, read from it now (None: no remote; "": no such branch
-    there); the commits someone else pushed there that it overwrites). It may replace what git-nerve itself
-    pushed there last, and whatever the branch here holds (the agent rebased onto what someone pushed);
-    anything else someone pushed onto it refuses the push (exit 4), unless ``replace``: then it is archived
-    first."""
+    there); the commits someone else pushed there that it overwrites; the ``kept:`` line saying so). It may
+    replace what git-nerve itself pushed there last, and whatever the branch here holds (the agent rebased onto
+    what someone pushed); anything else someone pushed onto it refuses the push (exit 4), unless ``replace``, or
+    this machine took the task over and every such commit came after the takeover (the fenced holder's push,
+    :func:`_fenced_push`): then it is archived first."""
     from .. import archive, owned
 
     remote = repo.settings.remote
     if not remote:
-        return None, []
+        return None, [], []
     now = owned.remote_value(repo, w, remote)
     if now is None or now == w.pushed_sha:
-        return now or "", []
+        return now or "", [], []
     theirs = owned.others_on_remote(repo, w, now, tip, [onto])
     if not theirs:
-        return now, []
+        return now, [], []
     named = owned.name_commits(repo, theirs)
     archived = refs.archive_name(w.task_id)
+    fenced = None if replace else _fenced_push(repo, w, theirs)
+    if fenced is not None:
+        ref = archive.keep_commits(repo, w, [now], f"pushed by the fenced holder {fenced} after the takeover")
+        return now, theirs, [f"kept: {len(theirs)} commit(s) pushed onto {w.branch} on {remote} after this machine "
+                             f"took {w.task_id} over from {fenced} (its fenced holder's push): {named}; archived under "
+                             f"{ref}, then replaced by this push"]
     if not replace:
         raise GitError(
             f"{w.branch} on {remote} has {len(theirs)} commit(s) that {w.branch} here does not hold: {named}; nothing "
@@ -165,7 +176,22 @@ def _remote_lease(repo: Repo, w: workers.Worker, tip: str, onto: str, replace: b
             f"worktree), then run `git worker done` again, or run `git worker done --replace-remote` to overwrite "
             f"them (archived under {archived} first)")
     archive.keep_commits(repo, w, [now], f"replaced on {remote} by done --replace-remote")
-    return now, theirs
+    return now, theirs, []
+
+
+def _fenced_push(repo: Repo, w: workers.Worker, theirs: list[str]) -> str | None:
+    """The machine this one took ``w``'s task over from, when every commit of ``theirs`` (on the remote, not held
+    here) came after the takeover (none of them on the branch as the remote had it then): what the fenced holder
+    pushed before it learned (a plain `git push`, or `--no-verify`). None: not taken over here, or not that."""
+    from .. import owned
+
+    taken = owned.taken_from(repo, w.task_id)
+    if taken is None:
+        return None
+    holder, then = taken
+    if then is not None and any(refs.is_ancestor_quiet(repo.cwd, sha, then) for sha in theirs):
+        return None  # on the branch before the takeover: someone's, as for any task
+    return holder or "another machine"
 
 
 def _push_branch(repo: Repo, w: workers.Worker, wt: Path, tip: str, lease: str | None, theirs: list[str]) -> bool:
