@@ -211,4 +211,5 @@ def test_qwens_notes_hooks_come_in_a_private_system_settings_file_beside_the_use
     command = post[1]["hooks"][0]["command"]
     assert command.startswith("/bin/sh ") and "notes-hook.sh" in command and command.endswith("notes --hook qwen")
     assert data["hooks"]["PostToolUseFailure"][0]["hooks"][0]["command"] == command
+    assert data["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == command  # refuses the tools once stopped
     assert json.loads(theirs.read_text())["hooks"]["PostToolUse"] == [{"matcher": "x", "hooks": []}]  # untouched

@@ -165,6 +165,25 @@ def test_qwen_reads_claudes_answer_and_its_deliveries_name_qwen(repo):
     assert any(line.text.startswith("note delivered to qwen-code (hook)") for line in outbox)
 
 
+def test_a_stop_makes_qwens_pre_tool_use_refuse_the_next_calls_and_hands_no_note_over(repo):
+    from git_nerve.locks import hold
+
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "a note for after the call")
+    pre = {"hook_event_name": "PreToolUse", "cwd": str(wt), "tool_name": "edit"}
+    assert hook(wt, pre, cli="qwen").stdout == ""  # no stop: the call goes ahead
+    assert deliveries(repo.work)[0] == []  # and the note waits for PostToolUse
+    with hold(wk.bus_path(repo.work).parent / "locks" / "run-t1.lock", timeout=5):
+        tell(repo.work, "--task", "t1", "stop")
+        out = json.loads(hook(wt, pre, cli="qwen").stdout)
+    decision = out["hookSpecificOutput"]
+    assert decision["hookEventName"] == "PreToolUse" and decision["permissionDecision"] == "deny", out
+    assert "this task was stopped" in decision["permissionDecisionReason"]
+    _, outbox = deliveries(repo.work)
+    assert [line.text.split(" (pid")[0] for line in outbox if line.text.startswith("stop delivered")] == [
+        "stop delivered to qwen-code (hook)"]
+
+
 COPILOT_POST = {"sessionId": "s", "timestamp": 1, "toolName": "bash", "toolArgs": {"command": "git status"},
                 "toolResult": {"resultType": "success", "textResultForLlm": "clean"}}
 COPILOT_PRE = {"sessionId": "s", "timestamp": 1, "toolName": "bash", "toolArgs": {"command": "git status"}}

@@ -18,8 +18,11 @@ Linux) is not used: it needs a container runtime or bwrap with user namespaces.
 
 The person's notes and a stop reach the agent mid-run through Qwen Code's own hooks
 (``PostToolUse``, ``PostToolUseFailure``: the notes become ``additionalContext``
-beside the tool's result, a stop answers ``continue: false``), the same
-``git nerve notes --hook qwen`` behind the sh gate Claude Code's runs use. They are
+beside the tool's result), the same ``git nerve notes --hook qwen`` behind the sh
+gate Claude Code's runs use. Qwen Code's hooks cannot end the agent (``continue:
+false`` only turns that tool's result into an error), so once the task is stopped
+``PreToolUse`` refuses every tool call and the runner ends the process at its next
+tick. They are
 set in a settings file written for this run into its private directory and named
 by ``QWEN_CODE_SYSTEM_SETTINGS_PATH`` (system hooks load beside the user's and the
 project's, whatever the folder's trust; a system settings file the user already
@@ -102,8 +105,8 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
 
 #: the variable naming Qwen Code's system settings file (its highest scope, read whatever the folder's trust)
 SYSTEM_SETTINGS = "QWEN_CODE_SYSTEM_SETTINGS_PATH"
-#: the hook events that hand the person's notes over (a stop ends the agent at the first of them)
-NOTES_EVENTS = ("PostToolUse", "PostToolUseFailure")
+#: the hook events that hand the person's notes over after a tool call, and refuse the next calls once stopped
+NOTES_EVENTS = ("PostToolUse", "PostToolUseFailure", "PreToolUse")
 
 
 def _notes_hooks(inv: Invocation) -> None:
@@ -191,7 +194,6 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_qwen = adapter_factory(
     "qwen", "qwen",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    clean_stop=True,
     env_names=("QWEN_*", "OPENAI_*", "DASHSCOPE_*"), state_dirs=(".qwen",),
 )
 
