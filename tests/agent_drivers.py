@@ -156,7 +156,7 @@ DRIVERS: dict[str, Driver] = {d.name: d for d in (
            timeout=25,
            timeout_limit=90),
     Driver("copilot", lambda: npm_tool("@github/copilot", copilot.TESTED_VERSION, "copilot"), _copilot, "copilot",
-           key_words=("Incorrect API key", "COPILOT_PROVIDER_API_KEY"), refused=_saying("Permission denied"),
+           key_words=("Authentication failed", "COPILOT_PROVIDER_API_KEY"), refused=_saying("Permission denied"),
            key_var=None, hooks_run=True, timeout=25, timeout_limit=90),
     Driver("opencode", lambda: npm_tool("opencode-ai", "1.18.33", "opencode"), _opencode, "opencode",
            key_words=("Incorrect API key", "key"), refused=_saying("rule", "denied", "reject", lower=True), timeout=25,

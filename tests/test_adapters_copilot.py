@@ -40,7 +40,7 @@ def test_copilot_gets_rules_not_blanket_approval_and_its_hooks_in_a_private_plug
     assert not {"--allow-all-tools", "--allow-all", "--yolo", "--allow-all-paths", "--allow-all-urls"} & set(argv)
     allowed = [a.split("=", 1)[1] for a in argv if a.startswith("--allow-tool=")]
     denied = [a.split("=", 1)[1] for a in argv if a.startswith("--deny-tool=")]
-    assert "write" in allowed and "shell(git commit)" in allowed and "shell(python3 -m unittest -v)" in allowed
+    assert "write" in allowed and "shell(git commit)" in allowed and "shell(python3)" in allowed
     assert "shell" not in allowed and not any(a.startswith("shell(git push") for a in allowed)
     assert "shell(git push)" in denied and "url" in denied
     assert "--disallow-temp-dir" in argv and "--disable-builtin-mcps" in argv
@@ -55,6 +55,15 @@ def test_copilot_gets_rules_not_blanket_approval_and_its_hooks_in_a_private_plug
     assert hooks["preToolUse"][0]["bash"] == command
 
 
+def test_a_test_command_that_is_a_shell_or_a_path_is_never_allowed_as_a_whole_program():
+    from git_nerve.workflow.adapters.copilot import allow_rules
+
+    for command in ("bash -c 'make test'", "sh run-tests.sh", "./run-tests", "/usr/bin/python3 -m pytest", "env X=1 pytest",
+                    "git nerve thread"):
+        assert [r for r in allow_rules(command) if not r.startswith("shell(git ") and r != "write"] == [], command
+    assert "shell(pytest)" in allow_rules("pytest -q tests")
+
+
 def test_extra_args_override_the_rules(recorder, repo):  # noqa: F811
     exe, read = recorder
     create_copilot(binary=str(exe), extra_args=["--allow-tool=shell(make test)"])(PROMPT, ctx_for(repo.work))
@@ -63,7 +72,10 @@ def test_extra_args_override_the_rules(recorder, repo):  # noqa: F811
 
 
 def test_a_refused_key_is_named_from_stderr():
-    assert "COPILOT_PROVIDER_API_KEY" in diagnose(1, "", "Error: 401 Unauthorized: Incorrect API key provided")
+    said = diagnose(1, "", "\nAuthentication failed with provider at http://127.0.0.1:1/v1 (HTTP 401).\n"
+                           "  Check your COPILOT_PROVIDER_API_KEY, COPILOT_PROVIDER_API_KEY_COMMAND, or ...\n")
+    assert said == ("the model provider refused the key (Authentication failed with provider at http://127.0.0.1:1/v1 "
+                    "(HTTP 401)): check COPILOT_PROVIDER_API_KEY"), said
     assert diagnose(1, "Incorrect API key", "") is None  # stdout is the agent's own answer
     assert diagnose(0, "", "all fine") is None
 

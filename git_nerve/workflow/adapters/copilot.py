@@ -9,7 +9,9 @@ response was available"), so the run allows exactly
 * ``write`` (the file edit tools), which Copilot CLI confines to the working directory (the task's
   worktree; ``--disallow-temp-dir`` takes away the system temporary directory it would add);
 * shell commands ``git add``/``commit``/``status``/``diff``/``log``/``show``/``rev-parse``/``ls-files``/
-  ``branch``, ``git nerve`` and the repository's test command (nerve.toml ``[run] test_command``);
+  ``branch``, ``git nerve``, and the program of the repository's test command (nerve.toml ``[run]
+  test_command``): Copilot CLI's rules cannot name a whole command line, so ``python3 -m unittest -v``
+  allows ``python3`` with any arguments (never a shell, git or a network tool as a whole);
 
 and refuses ``git push``/``config``/``remote`` and the URL tools outright (``--deny-tool``). The provider's
 key is stripped from what the agent's shell sees (``--secret-env-vars``). GitHub's built-in MCP servers are
@@ -48,22 +50,30 @@ SECRETS = ("COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT
            "GITHUB_TOKEN")
 
 SANDBOX = ("Copilot CLI permission rules (prompt mode: what no --allow-tool rule allows is refused): file writes "
-           "in the worktree, shell only git add/commit/status/diff/log/show, `git nerve` and the test command; "
+           "in the worktree, shell only git add/commit/status/diff/log/show, `git nerve` and the test command's program; "
            "git push/config/remote and URLs denied (no OS sandbox)")
 
 
+#: programs never allowed as a whole (a test command starting with one of them stays refused)
+NEVER_WHOLE = frozenset({"sh", "bash", "zsh", "dash", "fish", "env", "sudo", "git", "curl", "wget", "ssh", "nc",
+                         "npm", "npx", "pip", "pip3", "apt", "apt-get", "xargs", "nohup", "timeout", "nice"})
+
+
 def allow_rules(test_command: str) -> list[str]:
+    """Copilot CLI's rules name a program (``shell(python3)``) or a git-style subcommand (``shell(git add)``),
+    never a whole command line: the test command is allowed through its program, with any arguments (no wider
+    than the test command itself, which runs code the agent can edit; a shell, git or a network tool never)."""
     rules = ["write", *(f"shell(git {sub})" for sub in GIT_ALLOWED)]
-    test = " ".join((test_command or "").split())
-    if test:
-        rules.append(f"shell({test})")
+    words = (test_command or "").split()
+    if words and os.path.basename(words[0]) not in NEVER_WHOLE and "/" not in words[0]:
+        rules.append(f"shell({words[0]})")
     return rules
 
 
 def _argv(a: CommandAdapter) -> list[str]:
     own: list[tuple[str, str | None]] = [
         ("-s", None), ("--no-auto-update", None), ("--no-ask-user", None), ("--disallow-temp-dir", None),
-        ("--disable-builtin-mcps", None), ("--no-color", None), ("--stream", "off"),
+        ("--disable-builtin-mcps", None), ("--no-color", None),
         ("--secret-env-vars", ",".join(SECRETS)),
     ]
     model = [] if "--model" in (a.extra_args or ()) else _model(a.model)
@@ -108,18 +118,19 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
 # -- failures the exit status hides ---------------------------------------------------------
 
 _AUTH = re.compile(
-    r"Incorrect API key|invalid_api_key|Invalid API key|\b401\b[^\n]{0,80}(?:Unauthorized|key|auth)|"
+    r"Authentication failed with provider[^\n]*|Incorrect API key|invalid_api_key|Invalid API key|"
     r"No authentication information found|Please run /login|not logged in",
     re.IGNORECASE,
 )
 
 
 def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
-    """A refused key or a missing login, seen on stderr while Copilot CLI runs or after it ends."""
+    """A refused key or a missing login, seen on stderr while Copilot CLI runs or after it ends (1.0.102:
+    "Authentication failed with provider at URL (HTTP 401)."). Only stderr: stdout is the agent's answer."""
     m = _AUTH.search(stderr)
     if m is None:
         return None
-    found = m.group(0).strip()
+    found = " ".join(m.group(0).split()).rstrip(".")
     if re.search(r"login|authentication information", found, re.IGNORECASE):
         return (f"no usable credentials ({found}): log in with `copilot login`, or set COPILOT_PROVIDER_BASE_URL "
                 "and COPILOT_MODEL for your own provider")
