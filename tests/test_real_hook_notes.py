@@ -52,9 +52,9 @@ def _live(proc, pred):
 def test_a_note_reaches_the_next_request_once_and_a_stop_ends_the_run_at_the_next_tool_call(tmp_path, cli):
     binary = DRIVERS[cli].install()
     repo = AgentRepo.create(tmp_path, cli)
-    # the hook refuses the tools from the next call on; the runner's tick (every 10 s here: long enough for the
-    # coder's remaining steps, the commit included, had nothing refused them) ends the process
-    git(repo.work, "config", "nerve.heartbeatInterval", "10" if cli in REFUSES else "30")
+    # the hook, not the runner's tick, must act on the stop: a hook that can only refuse tools leaves the agent to
+    # end its turn (the scripted model walks on to its answer through the refusals, the commit refused too)
+    git(repo.work, "config", "nerve.heartbeatInterval", "30")
     with ScriptedModel(mode="notes", params=chat_params(repo)) as model:
         model.delay_seconds = 1.5
         env = env_for(DRIVERS[cli], binary, model)
@@ -97,13 +97,14 @@ def test_a_note_reaches_the_next_request_once_and_a_stop_ends_the_run_at_the_nex
     texts = [line.text for line in outbox]
     assert any(t.startswith(f"note delivered to {HOOKED[cli]} (pid ") and NOTE in t for t in texts), texts
 
-    # the stop: the run ends at the next tool call, well before the heartbeat tick, nothing half-written
+    # the stop: no tool runs after the next call, the run ends well before a 30 s tick, nothing half-written
     result = json.loads(out)
     assert result["outcome"] == "stopped", (out, err)
     assert took < 15, took
-    if cli in REFUSES:  # no tool ran after the request in flight: each later result is the hook's refusal
-        later = [e for e in coder if e.step > stop_step + 1]
-        assert later and all("git-nerve: this task was stopped" in e.results[-1] for e in later), (
+    if cli in REFUSES:  # once a tool call was refused by the hook, so was every later one (Qwen Code may also
+        # end its turn at the first refusal, sending nothing more); the commit below never ran
+        refused = [e.step for e in coder if e.results and "git-nerve: this task was stopped" in e.results[-1]]
+        assert all(e.step in refused for e in coder if refused and e.step > min(refused)), (
             stop_step, [(e.step, e.tool_calls[:1], e.results[-1][-100:] if e.results else "") for e in coder])
     assert agent_pids(repo.worktree) == []
     assert [r["role"] for r in result["rounds"]] == ["coder"]
@@ -111,8 +112,10 @@ def test_a_note_reaches_the_next_request_once_and_a_stop_ends_the_run_at_the_nex
     ref = "refs/nerve/archive/t1"
     assert CODER_LINE in git(repo.work, "show", f"{ref}:README.md")
     assert any(t.startswith(f"stop delivered to {HOOKED[cli]} (pid ") for t in texts), texts
-    ended = "the agent's process group was killed" if cli in REFUSES else "the agent ended at its next safe point"
-    assert any(t.startswith(f"stop acted on: {ended}") and ref in t for t in texts), texts
+    # a CLI whose hook only refuses ends when the runner kills it at its tick, or by itself after a refusal
+    ended = ("the agent's process group was killed", "the agent ended at its next safe point")
+    ended = ended if cli in REFUSES else ended[1:]
+    assert any(t.startswith(tuple(f"stop acted on: {e}" for e in ended)) and ref in t for t in texts), texts
 
     shown = json.loads(_check(["git", "worker", "show", "t1", "--json"], repo.work, env))
     notes = [m for m in shown.get("told", shown.get("inbox", [])) if m.get("kind") == "note"]

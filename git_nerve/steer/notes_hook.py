@@ -251,5 +251,5 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["MID_RUN", "READERS", "STOPS_ITSELF", "agent_pid", "claude_answer", "collect", "copilot_answer", "hook", "main", "refusal",
-           "pending_stop"]
+__all__ = ["MID_RUN", "READERS", "STOPS_ITSELF", "agent_pid", "claude_answer", "collect", "copilot_answer", "hook",
+           "main", "pending_stop", "refusal"]
