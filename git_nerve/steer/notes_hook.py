@@ -2,8 +2,9 @@
 
 Two callers:
 
-* an agent CLI's own hook (``git nerve notes --hook claude``, ``--hook qwen``): the
-  CLI runs it after every tool call with its hook JSON on stdin. We find the task from the
+* an agent CLI's own hook (``git nerve notes --hook claude|qwen|copilot``): the
+  CLI runs it after every tool call with its hook JSON on stdin (Qwen Code and
+  Copilot CLI also before each call: once stopped, :func:`refusal` refuses it). We find the task from the
   hook's ``cwd`` (the worktree's ``.worker-ctx.json``), deliver the notes its
   agents have not read yet (recorded with the CLI's process id, found by
   walking up from our parent past shells) and print what the CLI injects into
@@ -24,7 +25,7 @@ import os
 import sys
 
 #: the hook formats we speak: CLI name -> reader recorded with the delivery. These are also the adapters whose
-#: runs get notes and stops mid-run (README "Steering a running agent"); Qwen Code (a Gemini CLI fork that took
+#: runs get notes mid-run (README "Notes delivered while an agent works"); Qwen Code (a Gemini CLI fork that took
 #: Claude Code's hook protocol) reads the same answer as Claude Code.
 READERS = {"claude": "claude-code (hook)", "qwen": "qwen-code (hook)", "copilot": "copilot-cli (hook)"}
 
