@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from git_nerve.scripted_model.server import API_KEY, MODEL, ScriptedModel
-from git_nerve.workflow.adapters import claude, codex, gemini, qwen
+from git_nerve.workflow.adapters import claude, codex, copilot, gemini, qwen
 from tests.real_agents import agent_env
 from tests.realtools import npm_tool, pip_tool
 
@@ -109,6 +109,12 @@ def _opencode(bin_path: Path, model: ScriptedModel, key: str) -> dict[str, str]:
     return agent_env(bin_path, NERVE_SCRIPTED_KEY=key)
 
 
+def _copilot(bin_path: Path, model: ScriptedModel, key: str) -> dict[str, str]:
+    """The user's own Copilot CLI setup: BYOK, an OpenAI-compatible provider (no GitHub login needed)."""
+    return agent_env(bin_path, COPILOT_PROVIDER_BASE_URL=f"{model.url}/v1", COPILOT_PROVIDER_TYPE="openai",
+                     COPILOT_PROVIDER_API_KEY=key, COPILOT_MODEL=MODEL)
+
+
 def _saying(*words: str, lower: bool = False) -> Callable[[list[str]], bool]:
     """Any of ``words`` in the tool results (case-folded with ``lower``)."""
     def check(results: list[str]) -> bool:
@@ -149,6 +155,9 @@ DRIVERS: dict[str, Driver] = {d.name: d for d in (
            refused=lambda results: all(w in "\n".join(results) for w in ("approvals.deny", "HERMES_WRITE_SAFE_ROOT")),
            timeout=25,
            timeout_limit=90),
+    Driver("copilot", lambda: npm_tool("@github/copilot", copilot.TESTED_VERSION, "copilot"), _copilot, "copilot",
+           key_words=("Authentication failed", "COPILOT_PROVIDER_API_KEY"), refused=_saying("Permission denied"),
+           key_var=None, hooks_run=True, timeout=25, timeout_limit=90),
     Driver("opencode", lambda: npm_tool("opencode-ai", "1.18.33", "opencode"), _opencode, "opencode",
            key_words=("Incorrect API key", "key"), refused=_saying("rule", "denied", "reject", lower=True), timeout=25,
            timeout_limit=90),

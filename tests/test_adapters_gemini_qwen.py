@@ -183,3 +183,33 @@ def test_every_policy_regex_survives_geminis_safety_check_and_guards_its_setting
 
     assert pattern.search(args("/w/t1/.gemini/settings.json")) and pattern.search(args(".qwen/settings.json"))
     assert not pattern.search(args("/w/t1/README.md")) and not pattern.search(args("/w/t1/notes.gemini/x"))
+
+
+def test_qwens_notes_hooks_come_in_a_private_system_settings_file_beside_the_users_own(recorder, repo, tmp_path,
+                                                                                           monkeypatch):
+    """The hooks ride in this run's own system settings file (never the worktree), the user's own kept."""
+    exe, read = recorder
+    theirs = tmp_path / "their-system.json"
+    theirs.write_text(json.dumps({"model": {"name": "m"}, "hooks": {"PostToolUse": [{"matcher": "x", "hooks": []}]}}))
+    monkeypatch.setenv("QWEN_CODE_SYSTEM_SETTINGS_PATH", str(theirs))
+    seen = {}
+    real = RECORDER.format(python=sys.executable).replace(
+        'with open(os.environ["NERVE_RECORD_TO"], "w") as fh:',
+        'out["settings"] = json.load(open(os.environ["QWEN_CODE_SYSTEM_SETTINGS_PATH"]))\n'
+        'out["settings_path"] = os.environ["QWEN_CODE_SYSTEM_SETTINGS_PATH"]\n'
+        'with open(os.environ["NERVE_RECORD_TO"], "w") as fh:')
+    exe.write_text(real)
+    create_qwen(binary=str(exe))(PROMPT, ctx_for(repo.work))
+    seen = read()
+    path, data = seen["settings_path"], seen["settings"]
+    assert path != str(theirs) and os.path.basename(path) == "nerve-qwen-settings.json"
+    assert not os.path.exists(path)  # the run's private directory went with the run
+    assert not str(path).startswith(str(repo.work))
+    assert data["model"] == {"name": "m"}
+    post = data["hooks"]["PostToolUse"]
+    assert post[0]["matcher"] == "x" and len(post) == 2  # theirs first, ours beside it
+    command = post[1]["hooks"][0]["command"]
+    assert command.startswith("/bin/sh ") and "notes-hook.sh" in command and command.endswith("notes --hook qwen")
+    assert data["hooks"]["PostToolUseFailure"][0]["hooks"][0]["command"] == command
+    assert data["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == command  # refuses the tools once stopped
+    assert json.loads(theirs.read_text())["hooks"]["PostToolUse"] == [{"matcher": "x", "hooks": []}]  # untouched

@@ -136,3 +136,35 @@ def test_merge_needs_a_task_or_all(repo, gw):
     res = gw(["merge", "t1"], repo.work)  # the single-task merge is unchanged
     assert res.code == 0 and res.out.startswith("Merged: t1 into main as ")
     assert wk.state(repo.work, "t1") == "COMPLETED"
+
+
+def test_tell_says_in_one_line_when_the_running_agent_cli_has_no_mid_run_hook(repo, gw, gn):
+    """Issue 40: a note for a task whose running round is a CLI without a hook waits for the next round."""
+    from git_nerve.locks import hold
+    from git_nerve.workflow import runlog
+
+    wk.spawn(repo.work, "t1")
+    common = repo.work / ".git"
+    tee = runlog.open_tee(common, "t1", 1, "coder", "gemini", None)  # the round runs: its log is held
+    try:
+        res = gn(["tell", "--task", "t1", "keep it short"], repo.work)
+        assert res.code == 0 and res.err == "", res
+        first, second = res.out.splitlines()
+        assert first.startswith("queued #1: note for t1")
+        assert second == "gemini has no mid-run hook: the note waits for its next round (or its `git nerve notes` / MCP call)"
+        as_json = json.loads(gn(["tell", "--task", "t1", "again", "--json"], repo.work).out)
+        assert as_json["waits"] == second
+        with hold(common / "nerve" / "locks" / "run-t1.lock", timeout=5):  # as the running `git nerve run`
+            stop = gn(["tell", "--task", "t1", "stop"], repo.work)
+        assert stop.out.splitlines()[1] == "gemini has no mid-run hook: the runner ends it at its next tick", stop
+    finally:
+        tee.close()
+    tee = runlog.open_tee(common, "t1", 2, "coder", "qwen", None)  # a CLI with a hook: nothing more to say
+    try:
+        res = gn(["tell", "--task", "t1", "one more"], repo.work)
+        assert len(res.out.splitlines()) == 1 and "waits" not in json.loads(
+            gn(["tell", "--task", "t1", "and one", "--json"], repo.work).out), res
+    finally:
+        tee.close()
+    done = gn(["tell", "--task", "t1", "after the round"], repo.work)  # nothing runs: the usual one line
+    assert len(done.out.splitlines()) == 1, done

@@ -148,3 +148,71 @@ def test_the_hook_path_loads_none_of_the_heavy_packages():
     )
     proc = subprocess.run([sys.executable, "-S", "-c", probe, str(root)], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == ""
+
+
+# -- the other CLIs' hook formats (issue 40) ----------------------------------------------------------------
+
+
+def test_qwen_reads_claudes_answer_and_its_deliveries_name_qwen(repo):
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "mind the tests")
+    res = hook(wt, {"hook_event_name": "PostToolUse", "cwd": str(wt), "tool_name": "run_shell_command"}, cli="qwen")
+    out = json.loads(res.stdout)
+    assert "mind the tests" in out["hookSpecificOutput"]["additionalContext"], out
+    assert hook(wt, {"hook_event_name": "PostToolUse", "cwd": str(wt)}, cli="qwen").stdout == ""  # once
+    got, outbox = deliveries(repo.work)
+    assert [d.reader for d in got] == ["qwen-code (hook)"]
+    assert any(line.text.startswith("note delivered to qwen-code (hook)") for line in outbox)
+
+
+def test_a_stop_makes_qwens_pre_tool_use_refuse_the_next_calls_and_hands_no_note_over(repo):
+    from git_nerve.locks import hold
+
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "a note for after the call")
+    pre = {"hook_event_name": "PreToolUse", "cwd": str(wt), "tool_name": "edit"}
+    assert hook(wt, pre, cli="qwen").stdout == ""  # no stop: the call goes ahead
+    assert deliveries(repo.work)[0] == []  # and the note waits for PostToolUse
+    with hold(wk.bus_path(repo.work).parent / "locks" / "run-t1.lock", timeout=5):
+        tell(repo.work, "--task", "t1", "stop")
+        out = json.loads(hook(wt, pre, cli="qwen").stdout)
+    decision = out["hookSpecificOutput"]
+    assert decision["hookEventName"] == "PreToolUse" and decision["permissionDecision"] == "deny", out
+    assert "this task was stopped" in decision["permissionDecisionReason"]
+    _, outbox = deliveries(repo.work)
+    assert [line.text.split(" (pid")[0] for line in outbox if line.text.startswith("stop delivered")] == [
+        "stop delivered to qwen-code (hook)"]
+
+
+COPILOT_POST = {"sessionId": "s", "timestamp": 1, "toolName": "bash", "toolArgs": {"command": "git status"},
+                "toolResult": {"resultType": "success", "textResultForLlm": "clean"}}
+COPILOT_PRE = {"sessionId": "s", "timestamp": 1, "toolName": "bash", "toolArgs": {"command": "git status"}}
+
+
+def test_copilot_gets_the_notes_after_a_tool_call_and_none_before_one(repo):
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "rename the flag")
+    before = hook(wt, {**COPILOT_PRE, "cwd": str(wt)}, cli="copilot")  # preToolUse: hands nothing over
+    assert before.returncode == 0 and before.stdout == "" and before.stderr == "", before
+    assert deliveries(repo.work)[0] == []
+    after = hook(wt, {**COPILOT_POST, "cwd": str(wt)}, cli="copilot")
+    out = json.loads(after.stdout)
+    assert list(out) == ["additionalContext"] and "rename the flag" in out["additionalContext"], out
+    assert hook(wt, {**COPILOT_POST, "cwd": str(wt)}, cli="copilot").stdout == ""  # once
+    got, _ = deliveries(repo.work)
+    assert [d.reader for d in got] == ["copilot-cli (hook)"]
+
+
+def test_a_stop_makes_copilots_pre_tool_use_refuse_every_later_call(repo):
+    from git_nerve.locks import hold
+
+    wt = wk.spawn(repo.work, "t1")
+    with hold(wk.bus_path(repo.work).parent / "locks" / "run-t1.lock", timeout=5):
+        tell(repo.work, "--task", "t1", "stop")
+        post = json.loads(hook(wt, {**COPILOT_POST, "cwd": str(wt)}, cli="copilot").stdout)
+        pres = [json.loads(hook(wt, {**COPILOT_PRE, "cwd": str(wt)}, cli="copilot").stdout) for _ in range(2)]
+    assert "this task was stopped" in post["additionalContext"], post
+    for pre in pres:
+        assert pre["permissionDecision"] == "deny" and "this task was stopped" in pre["permissionDecisionReason"], pre
+    _, outbox = deliveries(repo.work)
+    assert any(line.text.startswith("stop delivered to copilot-cli (hook)") for line in outbox), outbox

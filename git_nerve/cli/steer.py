@@ -52,10 +52,32 @@ def tell(message: str, task: str | None, all_tasks: bool, kind: str | None, as_j
     from .opening import listen
 
     listen(discover().common_dir)  # PostgreSQL shared mode: this clone's listener, when none runs
+    waits = _no_mid_run(told)
     if as_json:
-        echo_json(told.as_dict())
+        echo_json({**told.as_dict(), **({"waits": waits} if waits else {})})
         return
     echo(told.describe())
+    if waits:
+        echo(waits)
+
+
+def _no_mid_run(told) -> str | None:
+    """One line when the task's running agent CLI has no point to take a note or a stop mid-run (README table)."""
+    if told.kind not in ("note", "stop") or told.scope != "task" or told.machine is not None or not told.task_id:
+        return None
+    from ..paths import discover
+    from ..steer.notes_hook import MID_RUN, STOPS_ITSELF
+    from ..workflow.runlog import running_adapter
+
+    name = running_adapter(discover().common_dir, told.task_id)
+    if name is None or name in (MID_RUN if told.kind == "note" else STOPS_ITSELF):
+        return None
+    if told.kind == "note":
+        return f"{name} has no mid-run hook: the note waits for its next round (or its `git nerve notes` / MCP call)"
+    if name in MID_RUN:
+        return f"{name} cannot end itself mid-run: its hook refuses its tool calls from the next one on, and the " \
+               "runner ends it at its next tick"
+    return f"{name} has no mid-run hook: the runner ends it at its next tick"
 
 
 @click.command("outbox", context_settings=CONTEXT_SETTINGS)
@@ -197,7 +219,7 @@ def _merge_all(tasks, *, delete_branch: bool, check: str | None, force: bool, ba
 
 
 @click.command("notes", context_settings=CONTEXT_SETTINGS)
-@click.option("--hook", "hook_cli", metavar="CLI", help="Answer an agent CLI's hook (claude): hook JSON on stdin, "
+@click.option("--hook", "hook_cli", metavar="CLI", help="Answer an agent CLI's hook (claude, qwen, copilot): hook JSON on stdin, "
               "the CLI's answer on stdout; never fails (errors: one line on stderr, exit 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def notes(hook_cli: str | None, as_json: bool) -> None:
@@ -205,9 +227,11 @@ def notes(hook_cli: str | None, as_json: bool) -> None:
 
     \b
     The person's notes (`git nerve tell --task T "..."`) reach a running agent
-    at its next safe point: Claude Code runs `git nerve notes --hook claude`
-    after each tool call (the adapter installs it) and the notes are added to
-    the model's next request; a queued `stop` ends the agent there. Agents
+    at its next safe point: Claude Code, Qwen Code and Copilot CLI run `git
+    nerve notes --hook claude|qwen|copilot` after each tool call (the adapter
+    installs it for the run) and the notes are added to the model's next
+    request; a queued `stop` ends Claude Code there (Qwen Code and Copilot
+    CLI: every later tool call is refused, their hooks cannot end them). Agents
     without hooks, and people, run `git nerve notes`. `git nerve outbox` and
     `git worker show` say who read each note (which process, when) and when it
     was acted on (the task's next commit).

@@ -2,8 +2,9 @@
 
 Two callers:
 
-* an agent CLI's own hook (``git nerve notes --hook claude``): the CLI runs it
-  after every tool call with its hook JSON on stdin. We find the task from the
+* an agent CLI's own hook (``git nerve notes --hook claude|qwen|copilot``): the
+  CLI runs it after every tool call with its hook JSON on stdin (Qwen Code and
+  Copilot CLI also before each call: once stopped, :func:`refusal` refuses it). We find the task from the
   hook's ``cwd`` (the worktree's ``.worker-ctx.json``), deliver the notes its
   agents have not read yet (recorded with the CLI's process id, found by
   walking up from our parent past shells) and print what the CLI injects into
@@ -23,8 +24,10 @@ import json
 import os
 import sys
 
-#: the hook formats we speak: CLI name -> reader recorded with the delivery
-READERS = {"claude": "claude-code (hook)"}
+#: the hook formats we speak: CLI name -> reader recorded with the delivery. These are also the adapters whose
+#: runs get notes mid-run (README "Notes delivered while an agent works"); Qwen Code (a Gemini CLI fork that took
+#: Claude Code's hook protocol) reads the same answer as Claude Code.
+READERS = {"claude": "claude-code (hook)", "qwen": "qwen-code (hook)", "copilot": "copilot-cli (hook)"}
 
 #: names of the processes between the CLI and us (the shell its hook runs through)
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "env", "timeout", "nice", "git", "git-nerve"})
@@ -158,7 +161,9 @@ def collect(cwd: str, *, reader: str, via: str, pid: int | None) -> dict:
 
 
 def claude_answer(event: str, got: dict) -> dict | None:
-    """Claude Code's hook output (2.1.330): a stop ends the agent; notes become ``additionalContext``."""
+    """Claude Code's hook output (2.1.330), which Qwen Code (0.24.4) reads too: a stop ends the agent
+    (``continue: false``; Qwen Code only turns that tool's result into an error, and its ``PreToolUse`` then
+    refuses the next calls: :func:`refusal`); notes become ``additionalContext`` beside the tool's result."""
     if got["stop"]:
         return {"continue": False, "stopReason": f"git-nerve: {got['stop']}",
                 "systemMessage": f"git-nerve: this task was stopped ({got['stop']})"}
@@ -167,6 +172,49 @@ def claude_answer(event: str, got: dict) -> dict | None:
     if event in ("PostToolUse", "UserPromptSubmit", "SessionStart", "PostToolUseFailure"):
         return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": got["text"]}}
     return None
+
+
+#: adapters that take notes and stops mid-run: the hook formats above, and git-nerve's own agent (its loop drains)
+MID_RUN = frozenset({*READERS, "nerve_agent"})
+#: of those, the ones that end themselves at a stop (Copilot CLI's and Qwen Code's hooks can only refuse the
+#: next tool calls: the runner ends them at its tick)
+STOPS_ITSELF = frozenset({"claude", "nerve_agent"})
+
+
+def copilot_answer(got: dict) -> dict | None:
+    """GitHub Copilot CLI's ``postToolUse`` output (1.0.102): the notes, appended to the tool's result
+    (its hooks cannot end the agent: a stop is refused tool by tool, :func:`refusal`)."""
+    if got["stop"]:
+        return {"additionalContext": f"git-nerve: this task was stopped ({got['stop']}). Run no more tools: "
+                                     "end your turn now."}
+    return {"additionalContext": got["text"]} if got["text"] else None
+
+
+def refusal(cli_name: str, cwd: str, pid: int | None = None) -> dict | None:
+    """A ``preToolUse`` answer (Copilot CLI, Qwen Code: their hooks cannot end the agent): once the task is
+    stopped every tool call is refused, so nothing more is written before the runner ends the process. Notes
+    are handed over after a call, never here."""
+    from ..bus.connection import Bus
+    from . import delivery
+
+    paths, task_id = _task_of(cwd)
+    if task_id is None:
+        return None
+    bus = Bus(paths.bus_path, create=False)
+    try:
+        stop = pending_stop(bus, task_id, paths.git_dir)
+        if stop:  # the acknowledgement, once per stop: the refusal is what reached the agent
+            delivery.stop_delivered(bus, task_id, reader=READERS[cli_name], via="hook",
+                                    pid=pid if pid is not None else agent_pid())
+    finally:
+        bus.close()
+    if not stop:
+        return None
+    reason = f"git-nerve: this task was stopped ({stop}): no more tool calls; end your turn now"
+    if cli_name == "copilot":
+        return {"permissionDecision": "deny", "permissionDecisionReason": reason}
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                   "permissionDecisionReason": reason}}
 
 
 def hook(cli_name: str, stdin_text: str, *, cwd: str | None = None, pid: int | None = None) -> str:
@@ -178,8 +226,11 @@ def hook(cli_name: str, stdin_text: str, *, cwd: str | None = None, pid: int | N
         raise ValueError("the hook input is not a JSON object")
     event = str(data.get("hook_event_name") or "PostToolUse")
     where = data.get("cwd") if isinstance(data.get("cwd"), str) and os.path.isdir(data["cwd"]) else (cwd or os.getcwd())
+    if event == "PreToolUse" or (cli_name == "copilot" and "toolArgs" in data and "toolResult" not in data):
+        answer = refusal(cli_name, where, pid)  # before the call (Copilot CLI's camelCase input names no event)
+        return json.dumps(answer) if answer else ""
     got = collect(where, reader=READERS[cli_name], via="hook", pid=pid if pid is not None else agent_pid())
-    answer = claude_answer(event, got)
+    answer = copilot_answer(got) if cli_name == "copilot" else claude_answer(event, got)
     return json.dumps(answer) if answer else ""
 
 
@@ -201,4 +252,5 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-__all__ = ["READERS", "agent_pid", "claude_answer", "collect", "hook", "main", "pending_stop"]
+__all__ = ["MID_RUN", "READERS", "STOPS_ITSELF", "agent_pid", "claude_answer", "collect", "copilot_answer", "hook",
+           "main", "pending_stop", "refusal"]

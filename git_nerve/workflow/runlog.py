@@ -178,6 +178,12 @@ def rounds(common_dir, task_id: str) -> list[dict[str, Any]]:
     return out
 
 
+def running_adapter(common_dir, task_id: str) -> str | None:
+    """The adapter of ``task_id``'s round that runs now (its log is held), or None when none runs."""
+    live = [r for r in rounds(common_dir, task_id) if r["running"] and r["adapter"]]
+    return str(live[-1]["adapter"]) if live else None
+
+
 def read(common_dir, task_id: str, round_: int | None = None, after: int | None = None,
          limit: int = READ_LIMIT, masking: Redactor | None = None) -> dict[str, Any]:
     """One round's output from byte ``after`` (default: the last ``limit`` bytes); the newest round by default,

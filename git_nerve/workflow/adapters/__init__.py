@@ -1,6 +1,6 @@
 """Adapters: the capabilities roles run on.
 
-Command adapters for the agent CLIs (Claude Code, Codex, cursor-agent,
+Command adapters for the agent CLIs (Claude Code, Codex, GitHub Copilot CLI, cursor-agent,
 Hermes, Aider, opencode, Gemini CLI, Qwen Code, and any argv through :func:`create_exec`) and an HTTP adapter
 for OpenAI-compatible chat endpoints. Each CLI has a default instance
 (``claude_adapter``, ...) and a factory (``create_claude(model=, timeout=,
@@ -24,6 +24,7 @@ from .base import (
 from .claude import claude_adapter, create_claude
 from .codex import codex_adapter, create_codex
 from .command import PROMPT_FILE, CommandAdapter, create_exec
+from .copilot import copilot_adapter, create_copilot
 from .cursor import create_cursor, cursor_adapter
 from .gemini import create_gemini, gemini_adapter
 from .hermes import create_hermes, hermes_adapter
@@ -73,9 +74,11 @@ __all__ = [
     "by_name",
     "claude_adapter",
     "codex_adapter",
+    "copilot_adapter",
     "create_aider",
     "create_claude",
     "create_codex",
+    "create_copilot",
     "create_cursor",
     "create_exec",
     "create_gemini",

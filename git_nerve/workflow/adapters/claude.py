@@ -74,15 +74,17 @@ def settings(workdir: str, test_command: str = "", notes_hook: str | None = None
 NOTES_EVENTS = ("PostToolUse", "PostToolUseFailure", "UserPromptSubmit")
 
 
-def hooks(command: str) -> dict:
+def hooks(command: str, events: tuple[str, ...] = NOTES_EVENTS) -> dict:
     """Claude Code hooks running git-nerve's notes command after each tool call (ours, not the agent's:
-    hooks run outside the permission rules, the agent gains no Bash rule from them)."""
+    hooks run outside the permission rules, the agent gains no Bash rule from them). Qwen Code reads the
+    same shape (its ``timeout`` is in seconds too)."""
     entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 15}]}]
-    return {event: entry for event in NOTES_EVENTS}
+    return {event: entry for event in events}
 
 
-def notes_command(inv: Invocation | None = None) -> str | None:
-    """`<git-nerve> notes --hook claude` with git-nerve's absolute path (None when it cannot be found).
+def notes_command(inv: Invocation | None = None, cli: str = "claude") -> str | None:
+    """`<git-nerve> notes --hook CLI` with git-nerve's absolute path (None when it cannot be found); ``cli`` is
+    the hook format (steer/notes_hook.py READERS: claude, qwen).
 
     For a run (``inv``), behind the sh gate that starts no Python while nothing is pending for the task
     (steer/notes-hook.sh: the task's notes-pending marker, the runner's stop-request file)."""
@@ -93,7 +95,7 @@ def notes_command(inv: Invocation | None = None) -> str | None:
     exe = here if os.access(here, os.X_OK) else shutil.which("git-nerve")
     if not exe:
         return None
-    command = f"{shlex.quote(exe)} notes --hook claude"
+    command = f"{shlex.quote(exe)} notes --hook {shlex.quote(cli)}"
     gate = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "steer", "notes-hook.sh")
     if inv is None or not (inv.ctx.task_id and inv.common_dir and inv.git_dir) or not os.path.isfile(gate):

@@ -16,6 +16,19 @@ and ``--exclude-tools`` rules that refuse the web tools and git options reaching
 outside the worktree. Qwen's sandbox (``--sandbox``: docker/podman, bubblewrap on
 Linux) is not used: it needs a container runtime or bwrap with user namespaces.
 
+The person's notes and a stop reach the agent mid-run through Qwen Code's own hooks
+(``PostToolUse``, ``PostToolUseFailure``: the notes become ``additionalContext``
+beside the tool's result), the same ``git nerve notes --hook qwen`` behind the sh
+gate Claude Code's runs use. Qwen Code's hooks cannot end the agent (``continue:
+false`` only turns that tool's result into an error), so once the task is stopped
+``PreToolUse`` refuses every tool call and the runner ends the process at its next
+tick. They are
+set in a settings file written for this run into its private directory and named
+by ``QWEN_CODE_SYSTEM_SETTINGS_PATH`` (system hooks load beside the user's and the
+project's, whatever the folder's trust; a system settings file the user already
+names is copied into it first): never in the worktree, where the agent could
+commit or change it.
+
 Credentials are the user's: an OpenAI-compatible provider (``OPENAI_API_KEY``,
 ``OPENAI_BASE_URL``, ``OPENAI_MODEL``, with ``security.auth.selectedType =
 "openai"`` in ~/.qwen/settings.json or ``--auth-type openai`` in extra_args), or
@@ -83,10 +96,44 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
         for rule in DENIED:
             rules += ["--exclude-tools", rule]
     inv.argv[1:1] = rules
+    _notes_hooks(inv)
     # Qwen's shell, like Gemini's, may hide ~/.gitconfig and empty core.hooksPath / diff.external
     inv.env.update(git_identity_env(inv.workdir, inv.env))
     inv.env.update(git_config_env(inv.workdir, inv.tmpdir, inv.env))
     inv.env.setdefault("NO_COLOR", "1")
+
+
+#: the variable naming Qwen Code's system settings file (its highest scope, read whatever the folder's trust)
+SYSTEM_SETTINGS = "QWEN_CODE_SYSTEM_SETTINGS_PATH"
+#: the hook events that hand the person's notes over after a tool call, and refuse the next calls once stopped
+NOTES_EVENTS = ("PostToolUse", "PostToolUseFailure", "PreToolUse")
+
+
+def _notes_hooks(inv: Invocation) -> None:
+    """This run's system settings: the user's own (when they name one) plus git-nerve's notes hooks."""
+    from .claude import hooks, notes_command
+
+    command = notes_command(inv, "qwen")
+    if command is None:
+        return
+    data: dict = {}
+    theirs = inv.env.get(SYSTEM_SETTINGS)
+    if theirs:
+        try:
+            with open(theirs, encoding="utf-8") as fh:
+                loaded = json.load(fh)
+            data = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            data = {}
+    merged = dict(data.get("hooks") or {}) if isinstance(data.get("hooks"), dict) else {}
+    for event, entries in hooks(command, NOTES_EVENTS).items():
+        prev = merged.get(event)
+        merged[event] = [*(prev if isinstance(prev, list) else []), *entries]
+    data["hooks"] = merged
+    path = os.path.join(inv.tmpdir, "nerve-qwen-settings.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=1)
+    inv.env[SYSTEM_SETTINGS] = path
 
 
 _AUTH = re.compile(
