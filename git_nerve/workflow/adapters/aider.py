@@ -36,6 +36,7 @@ import shlex
 import shutil
 
 from .base import AdapterSpawnFailed
+from . import usage
 from .command import PROMPT_FILE, CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
 #: The launcher: aider's own main() with its confirmation questions answered by the fixed policy.
@@ -242,6 +243,7 @@ create_aider = adapter_factory(
     "aider", "aider",
     build=_argv, prompt_via="file", prepare=_prepare, diagnose=diagnose, checks=checks,
     sandbox="",  # aider has no sandbox and no permission rules; see the module docstring
+    report=lambda a, out: usage.aider(out, a.model),
     env_names=("AIDER_*", "OPENAI_*", "LITELLM_*", "OLLAMA_*"), state_dirs=(".aider",),
 )
 

@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 
+from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
 #: Claude Code's version this adapter is tested against (tests/test_real_agents.py).
@@ -130,7 +131,7 @@ def _mcp_config(inv: Invocation) -> str | None:
 
 def _argv(a: CommandAdapter) -> list[str]:
     own: list[tuple[str, str | None]] = [
-        ("--output-format", "text"),
+        ("--output-format", "json"),  # the answer and the usage report (`result`, `modelUsage`): issue 39
         ("--permission-mode", "dontAsk"),
         ("--permission-prompts", "none"),
         ("--no-session-persistence", None),
@@ -193,8 +194,8 @@ def _diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
             return f"bad or missing Anthropic credentials ({_one_line(line)}): set ANTHROPIC_API_KEY or log in with `claude`"
     if code != 0:
         return None  # running: only a bad key is certain; a non-zero exit already fails with its own tails
-    # Claude Code prints "API Error: ..." as its answer and may still exit 0.
-    for text in (stdout, stderr):
+    # Claude Code prints "API Error: ..." as its answer and may still exit 0 (in its JSON: the `result`).
+    for text in (usage.claude(stdout).answer, stderr):
         m = _API.search(text)
         if m and len(text.strip().splitlines()) <= 3:
             return _one_line(m.group(1))
@@ -247,7 +248,7 @@ SANDBOX = ("Claude Code permission rules (dontAsk): file tools only inside the w
 create_claude = adapter_factory(
     "claude", "claude",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
-    clean_stop=True,
+    clean_stop=True, report=lambda a, out: usage.claude(out),
     env_names=("ANTHROPIC_*", "CLAUDE_*", "DISABLE_*", "MCP_*"), state_dirs=(".claude", ".claude.json", ".config/claude"),
 )
 

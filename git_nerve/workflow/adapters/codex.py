@@ -24,6 +24,7 @@ import json
 import os
 import re
 
+from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
 #: The Codex CLI version the real-CLI suite runs (tests/test_real_agents.py).
@@ -40,7 +41,7 @@ _STATUS = re.compile(r"ERROR: unexpected status (\d{3})[^\n]*")
 
 
 def _argv(a: CommandAdapter) -> list[str]:
-    own = [("--sandbox", "workspace-write"), ("--skip-git-repo-check", None), ("--color", "never")]
+    own = [("--sandbox", "workspace-write"), ("--skip-git-repo-check", None), ("--color", "never"), ("--json", None)]
     return [a.binary, "exec", *options(own, a.extra_args), *_model(a.model), *extras(a), "-"]
 
 
@@ -131,6 +132,7 @@ def _provider_env_key(home: str) -> str | None:
 create_codex = adapter_factory(
     "codex", "codex",
     build=_argv, prompt_via="stdin", prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    report=lambda a, out: usage.codex(out, a.model),
     env_names=("OPENAI_*", "CODEX_*"), state_dirs=(".codex", "$CODEX_HOME"),
 )
 

@@ -28,6 +28,7 @@ from ...git import location
 from .. import runlog, sandbox
 from . import credentials
 from .base import DEFAULT_TIMEOUT, AgentContext
+from .usage import Report
 from .process import (  # noqa: F401 - re-exported: adapters, wrap.py and benches import them from here
     DEFAULT_GRACE,
     DIAGNOSE_EVERY,
@@ -72,6 +73,8 @@ class Invocation:
 
 
 Prepare = Callable[["CommandAdapter", Invocation], None]
+#: ``(adapter, stdout) -> Report``: the CLI's answer and the usage it reported (adapters/usage.py)
+ReportReader = Callable[["CommandAdapter", str], Report]
 Checks = Callable[["CommandAdapter"], list[str]]
 
 
@@ -115,6 +118,9 @@ class CommandAdapter:
     #: the CLI's own state (relative to HOME, e.g. ``.claude``; ``$VAR``: where VAR points): writable inside the
     #: box (:mod:`..sandbox`)
     state_dirs: tuple[str, ...] = ()
+    #: reads the CLI's own usage report out of its output (and its answer from around it); None: the CLI
+    #: reports none, the round's usage stays unknown
+    report: ReportReader | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_via not in ("stdin", "file"):
@@ -186,7 +192,12 @@ class CommandAdapter:
                     tee.close()
                 if boxed:
                     sandbox.take_in(common_dir)
-            return stdout
+            if self.report is None:
+                return stdout
+            answer, usage = self.report(self, stdout)
+            if isinstance(getattr(ctx, "usage", None), list):
+                ctx.usage.extend(usage)
+            return answer
         finally:
             from ...git import destroy
 
