@@ -169,3 +169,32 @@ def test_since_accepts_dates_times_and_ages():
     assert since_time("2026-11-29") == 1795910400.0
     assert since_time("7d", now=1_000_000.0) == 1_000_000.0 - 7 * 86400
     assert since_time(None) is None
+
+
+def test_a_budget_stops_a_streaming_cli_mid_turn(task, monkeypatch, tmp_path):
+    """Claude Code streams each API call's usage (stream-json): a budget crossed by it stops the agent while it
+    still works, through the run's stop, and what it streamed is recorded."""
+    import subprocess
+
+    from fixtures.agents import install
+    from git_nerve.workflow.adapters import create_claude
+    from git_nerve.workflow.runner import run_task
+
+    subprocess.run(["git", "config", "nerve.heartbeatInterval", "0.2"], cwd=task.work, check=True)
+    (task.work / "nerve.toml").write_text("[budget]\ntask_tokens = 100\n", encoding="utf-8")
+    fakes = install(monkeypatch, tmp_path / "fakes")
+    streamed = json.dumps({"type": "assistant", "message": {"id": "msg_1", "model": "claude-x", "usage": {
+        "input_tokens": 400, "output_tokens": 100, "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0}}}) + "\n"
+    fakes.script([{"stream": streamed, "sleep": 60, "stdout": reply(True)}])
+    module = types.ModuleType("nerve_usage_claude")
+    module.workflow = Workflow(name="loop", roles={"worker": Role(create_claude(), "Do it.", Step)},
+                               moderator=until_done, max_rounds=3)
+    monkeypatch.setitem(sys.modules, "nerve_usage_claude", module)
+    result = run_task("nerve_usage_claude:workflow", task="t1", cwd=task.work)
+    assert result.outcome == "stopped", result
+    assert result.reason.startswith("over budget task_tokens = 100: task t1 used 500 tokens"), result.reason
+    assert result.duration_s < 40  # not the agent's 60 s: stopped mid-turn
+    got = _rounds(task)
+    assert [r.role for r in got] == ["worker", "budget"]
+    assert got[0].metadata["usage"]["input_tokens"] == 400 and got[0].metadata["usage"]["output_tokens"] == 100

@@ -98,3 +98,15 @@ def test_prices_fill_only_unknown_costs_and_only_for_priced_models():
 def test_add_merges_per_model_and_an_unknown_cost_stays_unknown():
     got = usage.add([Usage("m", 1, 0, 1, None, 1.0), Usage("m", 2, 1, 2, 3, None), Usage("n", 1, 0, 1)])
     assert got == [Usage("m", 3, 1, 3, 3, None), Usage("n", 1, 0, 1)]
+
+
+def test_claude_stream_json_final_report_and_what_it_streamed_meanwhile():
+    out = _read("claude-stream.jsonl")
+    rep = usage.claude(out)
+    assert rep.answer == "OK" and rep.usage == [Usage("claude-opus-5-5", 4393, 0, 2, 0, 0.017612)]
+    live = usage.ClaudeStream()
+    first_two = "".join(out.splitlines(keepends=True)[:2])
+    assert live(first_two[:-5]) == []  # a line not yet whole is not read
+    # the assistant event's usage as streamed (its message_start: 1 output token so far), counted once per message
+    assert live(first_two) == [Usage("claude-opus-5-5", 4393, 0, 1)]
+    assert live(first_two + first_two.splitlines(keepends=True)[1]) == [Usage("claude-opus-5-5", 4393, 0, 1)]

@@ -53,25 +53,57 @@ def day_start(now: float | None = None) -> float:
     return now - now % 86400
 
 
-def over_budget(conn, budget: Any, task_id: str, run: str, now: float | None = None) -> str | None:
-    """The budget the task's spending crossed, named with the totals (None: within every budget)."""
+#: how every budget's stop reason begins
+OVER = "over budget "
+
+
+def _plus(total: dict[str, Any], pending: list[dict[str, Any]]) -> dict[str, Any]:
+    total = {**total, "_unknown": total["cost_usd"] is None and total["rounds"] > 0}
+    for entry in pending:
+        bus_usage.add(total, entry)
+    return total
+
+
+def over_budget(conn, budget: Any, task_id: str, run: str, now: float | None = None,
+                pending: list[dict[str, Any]] | None = None) -> str | None:
+    """The budget the task's spending crossed, named with the totals (None: within every budget); ``pending``:
+    what the agent running now has reported so far (not recorded yet)."""
     if budget is None:
         return None
-    task = bus_usage.per_task(conn, [task_id])[task_id]
+    pending = pending or []
+    task = _plus(bus_usage.per_task(conn, [task_id])[task_id], pending)
     if budget.task_tokens is not None and tokens(task) > budget.task_tokens:
         return (f"over budget task_tokens = {budget.task_tokens}: task {task_id} used {tokens(task)} tokens "
                 f"({task['input_tokens'] or 0} input, {task['output_tokens'] or 0} output)")
     if budget.task_usd is not None and task["known_cost_usd"] > budget.task_usd:
         return f"over budget task_usd = {budget.task_usd:g}: task {task_id} cost ${task['known_cost_usd']:.4f}"
     if budget.run_usd is not None:
-        spent = bus_usage.of_run(conn, task_id, run)["known_cost_usd"]
+        spent = _plus(bus_usage.of_run(conn, task_id, run), pending)["known_cost_usd"]
         if spent > budget.run_usd:
             return f"over budget run_usd = {budget.run_usd:g}: this run of {task_id} cost ${spent:.4f}"
     if budget.day_usd is not None:
-        spent = bus_usage.since(conn, day_start(now))["known_cost_usd"]
+        spent = _plus(bus_usage.since(conn, day_start(now)), pending)["known_cost_usd"]
         if spent > budget.day_usd:
             return f"over budget day_usd = {budget.day_usd:g}: this clone's agents cost ${spent:.4f} today (UTC)"
     return None
+
+
+def ticking(on_tick, ctx, bus, config, run: str):
+    """The supervisor's tick for one agent run: the steering hook's stop, else a budget crossed by what a
+    streaming CLI has reported so far in this turn (``ctx.live_usage``): the run is stopped through that same
+    stop (a CLI that can end itself does so at its next safe point)."""
+    budget = config.budget
+    if not any(v is not None for v in budget.model_dump().values()):
+        return on_tick
+
+    def tick(task_id: str) -> str | None:
+        reason = on_tick(task_id) if on_tick is not None else None
+        if reason or not ctx.live_usage:
+            return reason
+        pending = entries(list(ctx.live_usage), config.prices)
+        return over_budget(bus.conn, budget, task_id, run, pending=pending)
+
+    return tick
 
 
 # -- `git nerve usage` ---------------------------------------------------------------------------------------
@@ -149,5 +181,5 @@ def report_here(since_text: str | None) -> dict[str, Any]:
         bus.close()
 
 
-__all__ = ["GROUPS", "day_start", "entries", "over_budget", "report", "report_here", "since_time", "summary",
+__all__ = ["GROUPS", "OVER", "day_start", "entries", "over_budget", "report", "report_here", "since_time", "summary", "ticking",
            "tokens"]

@@ -255,7 +255,7 @@ class Runner:
         t0 = time.monotonic()
         self._stop_request.ask(None)  # a stop request a killed run left behind must not end this agent
         supervisor = Supervisor(
-            beat=self._beat, interval=self.interval, on_tick=self.on_tick, task_id=self.start.task_id,
+            beat=self._beat, interval=self.interval, on_tick=costs.ticking(self.on_tick, ctx, self.bus, self.config, self.run_key), task_id=self.start.task_id,
             stop_request=self._stop_request, grace=self.stop_grace if getattr(adapter, "clean_stop", False) else 0.0,
         )
         try:
@@ -270,7 +270,8 @@ class Runner:
             return self._launch_failed(name, aname, out.exc, ctx.round, duration, began)
         facts: dict[str, Any] = {"adapter": aname, "duration_s": duration, "workflow": self.workflow.name}
         content, metadata, status, detail = round_record(aname, facts, out)
-        spent = costs.entries(ctx.usage, self.config.prices)
+        # what the CLI reported at its end; a run stopped or killed before that: what it streamed meanwhile
+        spent = costs.entries(ctx.usage or (ctx.live_usage if out.exc is not None else []), self.config.prices)
         if spent:
             metadata["usage"] = costs.summary(spent)
         status, detail = self._reconcile(name, role, before, metadata, status, detail)
@@ -285,6 +286,8 @@ class Runner:
             self._finish("interrupted", f"{out.interrupted} while {name} was running; the agent was stopped")
             return False
         if out.stop_reason:
+            if out.stop_reason.startswith(costs.OVER):
+                self._budget_round(out.stop_reason)
             self._finish("stopped", out.stop_reason)
             return False
         return True
@@ -313,14 +316,19 @@ class Runner:
         reason = costs.over_budget(self.bus.conn, self.config.budget, self.start.task_id, self.run_key)
         if reason is None:
             return True
+        self._budget_round(reason)
+        self._finish("stopped", reason)
+        return False
+
+    def _budget_round(self, reason: str) -> None:
+        """The thread round that says which budget stopped the run, with the totals."""
         self.on_event("budget", {"reason": reason})
         try:
             self._append("budget", f"Stopped: {reason}.", {"kind": "budget", "reason": reason,
                                                            "workflow": self.workflow.name})
         except NerveError as exc:
             log.warning("could not record the budget stop: %s", exc.message)
-        self._finish("stopped", reason)
-        return False
+
 
     def _launch_failed(self, name: str, aname: str, exc: AdapterSpawnFailed, number: int, duration: float,
                        began: float) -> bool:

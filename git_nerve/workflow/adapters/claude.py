@@ -131,7 +131,10 @@ def _mcp_config(inv: Invocation) -> str | None:
 
 def _argv(a: CommandAdapter) -> list[str]:
     own: list[tuple[str, str | None]] = [
-        ("--output-format", "json"),  # the answer and the usage report (`result`, `modelUsage`): issue 39
+        # the answer and the usage report (the last line: `result`, `modelUsage`), and each API call's usage while
+        # it runs (`assistant` events), which stream-json prints only with --verbose (issue 39)
+        ("--output-format", "stream-json"),
+        ("--verbose", None),
         ("--permission-mode", "dontAsk"),
         ("--permission-prompts", "none"),
         ("--no-session-persistence", None),
@@ -248,7 +251,7 @@ SANDBOX = ("Claude Code permission rules (dontAsk): file tools only inside the w
 create_claude = adapter_factory(
     "claude", "claude",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
-    clean_stop=True, report=lambda a, out: usage.claude(out),
+    clean_stop=True, report=lambda a, out: usage.claude(out), live=lambda a: usage.ClaudeStream(),
     env_names=("ANTHROPIC_*", "CLAUDE_*", "DISABLE_*", "MCP_*"), state_dirs=(".claude", ".claude.json", ".config/claude"),
 )
 

@@ -121,6 +121,30 @@ def claude(stdout: str) -> Report:
     return Report(answer, usages)
 
 
+class ClaudeStream:
+    """Claude Code's ``stream-json`` read while it runs: each API call's usage as its ``assistant`` events carry
+    it (one message id, many events: counted once), so a budget is checked mid-turn. Fed the whole stdout so far
+    each time; only the lines not read yet are parsed."""
+
+    def __init__(self) -> None:
+        self._at = 0
+        self._calls: dict[str, Usage] = {}
+
+    def __call__(self, stdout: str) -> list[Usage]:
+        if len(stdout) < self._at:  # the capture dropped its head: read it all again
+            self._at, self._calls = 0, {}
+        end = stdout.rfind("\n") + 1
+        if end > self._at:
+            for obj in _lines(stdout[self._at:end]):
+                msg = obj.get("message") if obj.get("type") == "assistant" else None
+                if isinstance(msg, dict) and isinstance(msg.get("usage"), dict):
+                    key = str(msg.get("id") or len(self._calls))
+                    self._calls[key] = anthropic_usage(msg["usage"], msg.get("model") if isinstance(
+                        msg.get("model"), str) else None)
+            self._at = end
+        return add(self._calls.values())
+
+
 def anthropic_usage(u: Mapping[str, Any], model: str | None, cost: float | None = None) -> Usage:
     """An Anthropic Messages ``usage`` object (cache writes are input; cache reads are cached input)."""
     cached = _int(u.get("cache_read_input_tokens"))
@@ -267,5 +291,5 @@ def priced(usages: Iterable[Usage], prices: Mapping[str, Mapping[str, float]]) -
     return out
 
 
-__all__ = ["Report", "Usage", "add", "aider", "anthropic_usage", "claude", "codex", "gemini", "openai_usage",
+__all__ = ["ClaudeStream", "Report", "Usage", "add", "aider", "anthropic_usage", "claude", "codex", "gemini", "openai_usage",
            "opencode", "priced", "qwen"]
