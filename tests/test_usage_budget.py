@@ -100,6 +100,16 @@ def test_each_round_records_what_its_agent_reported_and_every_view_shows_it(task
     assert json.loads(gn(["usage", "--since", "2999-01-01", "--json"], task.work).out)["total"]["rounds"] == 0
     bad = gn(["usage", "--since", "yesterday-ish"], task.work)
     assert bad.code == 2 and "--since 'yesterday-ish'" in bad.err
+    from git_nerve.console.state import summary
+    from git_nerve.worker import lifecycle
+
+    repo = lifecycle.open_repo(task.work)
+    try:
+        page = summary(repo)
+    finally:
+        repo.close()
+    assert page["workers"][0]["usage"]["output_tokens"] == 60
+    assert page["usage"]["total"]["cost_usd"] == 0.75 and len(page["usage"]["by_day"]) == 1
 
 
 def test_a_cost_comes_from_the_price_table_only_where_the_agent_gave_none(task, gn, gw, monkeypatch):
