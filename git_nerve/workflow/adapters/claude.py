@@ -251,7 +251,7 @@ SANDBOX = ("Claude Code permission rules (dontAsk): file tools only inside the w
 create_claude = adapter_factory(
     "claude", "claude",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
-    clean_stop=True, report=lambda a, out: usage.claude(out), live=lambda a: usage.ClaudeStream(),
+    clean_stop=True, report=lambda a, out, inv: usage.claude(out), live=lambda a: usage.ClaudeStream(),
     env_names=("ANTHROPIC_*", "CLAUDE_*", "DISABLE_*", "MCP_*"), state_dirs=(".claude", ".claude.json", ".config/claude"),
 )
 

@@ -132,7 +132,7 @@ def _provider_env_key(home: str) -> str | None:
 create_codex = adapter_factory(
     "codex", "codex",
     build=_argv, prompt_via="stdin", prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    report=lambda a, out: usage.codex(out, a.model),
+    report=lambda a, out, inv: usage.codex(out, a.model),
     env_names=("OPENAI_*", "CODEX_*"), state_dirs=(".codex", "$CODEX_HOME"),
 )
 

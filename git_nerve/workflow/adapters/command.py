@@ -73,8 +73,9 @@ class Invocation:
 
 
 Prepare = Callable[["CommandAdapter", Invocation], None]
-#: ``(adapter, stdout) -> Report``: the CLI's answer and the usage it reported (adapters/usage.py)
-ReportReader = Callable[["CommandAdapter", str], Report]
+#: ``(adapter, stdout, invocation) -> Report``: the CLI's answer and the usage it reported (adapters/usage.py;
+#: a file it wrote into the run's private ``tmpdir`` too)
+ReportReader = Callable[["CommandAdapter", str, Invocation], Report]
 Checks = Callable[["CommandAdapter"], list[str]]
 
 
@@ -198,7 +199,7 @@ class CommandAdapter:
                     sandbox.take_in(common_dir)
             if self.report is None:
                 return stdout
-            answer, usage = self.report(self, stdout)
+            answer, usage = self.report(self, stdout, inv)
             if isinstance(getattr(ctx, "usage", None), list):
                 ctx.usage.extend(usage)
             return answer

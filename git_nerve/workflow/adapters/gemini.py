@@ -336,7 +336,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_gemini = adapter_factory(
     "gemini", "gemini",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    report=lambda a, out: usage.gemini(out),
+    report=lambda a, out, inv: usage.gemini(out),
     env_names=("GEMINI_*", "GOOGLE_*"), state_dirs=(".gemini",),
 )
 

@@ -148,7 +148,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_qwen = adapter_factory(
     "qwen", "qwen",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    report=lambda a, out: usage.qwen(out),
+    report=lambda a, out, inv: usage.qwen(out),
     env_names=("QWEN_*", "OPENAI_*", "DASHSCOPE_*"), state_dirs=(".qwen",),
 )
 

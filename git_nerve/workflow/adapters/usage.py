@@ -5,7 +5,7 @@ of a text; a CLI that reports nothing gives no Usage (the round's usage stays un
 way for every CLI: ``input_tokens`` is every prompt token the model read, ``cached_input_tokens`` the part of
 them read from the provider's cache (Anthropic's cache reads; its cache writes are input, not cached),
 ``output_tokens`` every token it wrote, ``reasoning_tokens`` the part of those spent thinking where the CLI says
-(None: not reported). ``cost_usd`` is the CLI's own figure (Claude Code's ``costUSD``, aider's message cost,
+(None: not reported). ``cost_usd`` is the CLI's own figure (Claude Code's ``costUSD``,
 opencode's ``cost`` when non-zero), else None: a price table may fill it (:func:`priced`), nothing else does.
 
 The shapes parsed, each as the pinned CLI prints it (tests/data/usage/ holds captured output):
@@ -14,7 +14,7 @@ The shapes parsed, each as the pinned CLI prints it (tests/data/usage/ holds cap
 * Codex ``exec --json``: JSON lines, ``turn.completed`` with ``usage``; the answer is the last agent_message;
 * Gemini CLI ``--output-format json``: ``response`` and ``stats.models.<model>.tokens``;
 * Qwen Code ``--output-format json``: an array of events ending with a ``result`` (``stats.models`` as Gemini's);
-* aider: ``Tokens: 596 sent, 1 received.`` lines (``2.3k``: aider's own rounding), ``Cost: $x message``;
+* aider: each model response's ``usage``, logged by git-nerve's launcher for aider (no cost: [prices]);
 * opencode ``run --format json``: JSON lines, ``text`` parts and ``step_finish`` parts with ``tokens``, ``cost``;
 * an OpenAI-compatible endpoint's ``usage`` (``prompt_tokens``, ``completion_tokens``, their details).
 """
@@ -22,7 +22,6 @@ The shapes parsed, each as the pinned CLI prints it (tests/data/usage/ holds cap
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -209,31 +208,15 @@ def qwen(stdout: str) -> Report:
     return Report(answer, usages)
 
 
-_AIDER_TOKENS = r"^Tokens: (?P<sent>[\d.]+k?) sent(?P<rest>[^\n]*?) (?P<received>[\d.]+k?) received\."
-_AIDER_COST = r"Cost: \$(?P<cost>[\d.]+) message"
-
-
-def _aider_count(text: str) -> int:
-    return round(float(text[:-1]) * 1000) if text.endswith("k") else int(text)
-
-
-def aider(stdout: str, model: str | None = None) -> Report:
-    """aider's ``Tokens: … sent, [… cache write, … cache hit,] … received. [Cost: $… message, …]`` lines."""
-    if model is None:  # aider's banner names the model it talks to: ``Model: openai/x with whole edit format``
-        named = re.search(r"^Model: (\S+)", stdout, re.MULTILINE)
-        model = named.group(1) if named else None
+def aider(logged: str, stdout: str = "") -> Report:
+    """aider's model responses' own ``usage``, one JSON line each, as git-nerve's launcher for aider logs them
+    around litellm's ``completion`` (aider's ``Tokens: 2.3k sent`` lines are rounded, a `/run` of `git nerve
+    thread` echoes earlier rounds' lines, and its commit messages' requests are reported nowhere)."""
     usages = []
-    for m in re.finditer(_AIDER_TOKENS, stdout, re.MULTILINE):
-        rest = m.group("rest")
-        hit = re.search(r"([\d.]+k?) cache hit", rest)
-        write = re.search(r"([\d.]+k?) cache write", rest)
-        line_end = stdout.find("\n", m.end())
-        tail = stdout[m.end(): line_end if line_end >= 0 else len(stdout)]
-        cost = re.search(_AIDER_COST, tail)
-        cached = _aider_count(hit.group(1)) if hit else 0
-        written = _aider_count(write.group(1)) if write else 0
-        usages.append(Usage(model, _aider_count(m.group("sent")) + cached + written, cached,
-                            _aider_count(m.group("received")), None, float(cost.group("cost")) if cost else None))
+    for obj in _lines(logged):
+        model = obj.get("model") if isinstance(obj.get("model"), str) else None
+        usages.append(Usage(model, _int(obj.get("prompt_tokens")), _int(obj.get("cached_tokens")),
+                            _int(obj.get("completion_tokens"))))
     return Report(stdout, add(usages))
 
 
