@@ -208,3 +208,30 @@ def test_a_budget_stops_a_streaming_cli_mid_turn(task, monkeypatch, tmp_path):
     got = _rounds(task)
     assert [r.role for r in got] == ["worker", "budget"]
     assert got[0].metadata["usage"]["input_tokens"] == 400 and got[0].metadata["usage"]["output_tokens"] == 100
+
+
+def test_usage_travels_with_the_tasks_events_so_every_machine_counts_the_same(tmp_path):
+    from git_nerve import clock
+    from git_nerve.bus import usage as bus_usage
+    from tests import shared_support as ss
+
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"])
+    ss.ok(["worker", "spawn", "t", "--description", "make the parser strict"], one)
+    held = ss.bus(one)
+    try:
+        with held.write() as conn:  # what a run's round records (workflow/loop.py)
+            bus_usage.record(conn, "t", clock.now(), round=1, role="coder", adapter="claude", run="1", entries=[
+                {"model": "m", "input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 30,
+                 "reasoning_tokens": None, "cost_usd": 0.02, "cost_from": "agent"}])
+    finally:
+        held.close()
+    ss.ok(["nerve", "sync"], one)
+    ss.ok(["nerve", "sync"], two)
+    rows = {m: next(r for r in json.loads(ss.ok(["worker", "status", "--json"], w).stdout) if r["task_id"] == "t")
+            for m, w in (("one", one), ("two", two))}
+    assert rows["one"]["usage"] == rows["two"]["usage"] == {"input_tokens": 1200, "cached_input_tokens": 200,
+                                                           "output_tokens": 30, "cost_usd": 0.02}
+    report = json.loads(ss.ok(["nerve", "usage", "--json"], two).stdout)
+    assert [(r["machine"], r["rounds"]) for r in report["by_machine"]] == [("one", 1)]
+    assert json.loads(ss.ok(["nerve", "usage", "--json"], one).stdout)["by_machine"] == report["by_machine"]
