@@ -156,6 +156,10 @@ def test_dollar_budgets_count_only_known_costs(task, gn, monkeypatch):
     ref = use(monkeypatch, lambda ctx: ctx.usage.append(Usage("m", 1, 0, 1, None, 0.3)), rounds_to_done=5)
     data = json.loads(gn(["run", ref, "--task", "t1", "--json"], task.work).out)
     assert data["outcome"] == "stopped" and len(data["rounds"]) == 2 and "run_usd = 0.5" in data["reason"]
+    (task.work / "nerve.toml").write_text("[budget]\nday_usd = 0.5\n", encoding="utf-8")  # today: $0.60 here
+    data = json.loads(gn(["run", ref, "--task", "t1", "--json"], task.work).out)
+    assert data["outcome"] == "stopped" and data["rounds"] == [] and "day_usd = 0.5" in data["reason"]
+    assert "cost $0.6000 today (UTC)" in data["reason"]
     (task.work / "nerve.toml").write_text("[budget]\nday_usd = -1\n", encoding="utf-8")
     res = gn(["run", ref, "--task", "t1"], task.work)
     assert res.code == 2 and "budget.day_usd" in res.err

@@ -124,8 +124,9 @@ def of_run(conn: sqlite3.Connection, task_id: str, run: str) -> dict:
 
 
 def since(conn: sqlite3.Connection, ts: float) -> dict:
-    """The totals over every task since ``ts`` (a day's budget)."""
-    return totals_by(events(conn, since=ts), lambda r: None).get(None) or empty()
+    """The totals of this clone's own agents over every task since ``ts`` (a day's budget is per clone)."""
+    mine = [r for r in events(conn, since=ts) if r["machine"] is None]
+    return totals_by(mine, lambda r: None).get(None) or empty()
 
 
 __all__ = ["COUNTS", "FIELDS", "KIND", "add", "empty", "events", "finish", "of_run", "per_task", "record", "since",
