@@ -108,3 +108,21 @@ def test_claude_stream_json_final_report_and_what_it_streamed_meanwhile():
     # the assistant event's usage as streamed (its message_start: 1 output token so far), counted once per message
     assert live(first_two) == [Usage("claude-opus-5-5", 4393, 0, 1)]
     assert live(first_two + first_two.splitlines(keepends=True)[1]) == [Usage("claude-opus-5-5", 4393, 0, 1)]
+
+
+def test_in_json_output_a_failure_is_read_from_what_the_cli_said_never_from_tool_output():
+    from git_nerve.workflow.adapters import claude, codex
+
+    tool = json.dumps({"type": "user", "message": {"content": [{"type": "tool_result",
+                                                                  "content": "docs: Invalid API key means ..."}]}})
+    bad = json.dumps({"type": "assistant", "message": {"content": [{"type": "text", "text": "Invalid API key · "
+                                                                                            "Please run /login"}]}})
+    assert claude._diagnose(None, tool + "\n", "") is None
+    assert "Invalid API key · Please run /login" in claude._diagnose(None, tool + "\n" + bad + "\n", "")
+    api = json.dumps({"type": "result", "result": "API Error: 529 overloaded", "modelUsage": {}})
+    assert claude._diagnose(0, api + "\n", "") == "API Error: 529 overloaded"
+    ran = json.dumps({"type": "item.completed", "item": {"type": "command_execution",
+                                                         "aggregated_output": "unexpected status 401"}})
+    assert codex.diagnose(None, ran + "\n", "") is None
+    failed = json.dumps({"type": "turn.failed", "error": {"message": "unexpected status 401 Unauthorized: no"}})
+    assert "answered 401" in codex.diagnose(1, ran + "\n" + failed + "\n", "")

@@ -187,9 +187,31 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def said(stdout: str) -> str:
+    """What Claude Code itself said in its stream-json output: its text blocks and its result, one per line (never
+    the tool results it was sent, which hold whatever the files and commands it read say); other lines as
+    they are."""
+    lines = []
+    for line in stdout.splitlines():
+        try:
+            obj = json.loads(line) if line.lstrip().startswith("{") else None
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            lines.append(line)
+        elif obj.get("type") == "result" and isinstance(obj.get("result"), str):
+            lines.append(obj["result"])
+        elif obj.get("type") == "assistant" and isinstance(obj.get("message"), dict):
+            content = obj["message"].get("content")
+            lines += [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)] \
+                if isinstance(content, list) else []
+    return "\n".join(lines)
+
+
 def _diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
     """A cause line for an API failure Claude Code reports: a bad key at once (also while it runs), an
     `API Error` answer after an exit 0."""
+    raw, stdout = stdout, said(stdout)
     for text in (stderr, stdout):
         m = _AUTH.search(text)
         if m:
@@ -198,7 +220,7 @@ def _diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
     if code != 0:
         return None  # running: only a bad key is certain; a non-zero exit already fails with its own tails
     # Claude Code prints "API Error: ..." as its answer and may still exit 0 (in its JSON: the `result`).
-    for text in (usage.claude(stdout).answer, stderr):
+    for text in (usage.claude(raw).answer, stderr):
         m = _API.search(text)
         if m and len(text.strip().splitlines()) <= 3:
             return _one_line(m.group(1))

@@ -82,8 +82,24 @@ def prepare(a: CommandAdapter, inv: Invocation) -> None:
         inv.env.setdefault(key, os.environ[key])
 
 
+def _errors(stdout: str) -> str:
+    """The errors Codex reported in its ``exec --json`` events (``error``, ``turn.failed``), one per line: never
+    the output of the commands it ran, which the events carry too."""
+    found = []
+    for line in stdout.splitlines():
+        try:
+            obj = json.loads(line) if line.startswith("{") else None
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("type") in ("error", "turn.failed"):
+            err = obj.get("error") if isinstance(obj.get("error"), dict) else obj
+            if isinstance(err.get("message"), str):
+                found.append("ERROR: " + err["message"])
+    return "\n".join(found)
+
+
 def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
-    m = _STATUS.search(stderr) or _STATUS.search(stdout)
+    m = _STATUS.search(stderr) or _STATUS.search(_errors(stdout))
     if not m:
         return None
     status = int(m.group(1))
