@@ -39,6 +39,7 @@ class Driver:
     hooks_run: bool = False  #: the CLI's shell runs git's hooks: the post-commit hook records the commit
     stop_mode: str = "hang"  #: "hang": the model holds the request; "slow": the agent runs `sleep 30`
     keeps_output: bool = False  #: a timeout's detail always carries the CLI's last output
+    reports_usage: bool = True  #: the CLI prints what its model calls used (issue 39; hermes -z prints nothing)
 
 
 def _claude(bin_path: Path, model: ScriptedModel, key: str) -> dict[str, str]:
@@ -153,7 +154,7 @@ DRIVERS: dict[str, Driver] = {d.name: d for d in (
     Driver("hermes", lambda: pip_tool("hermes-agent", "0.19.0", "hermes"), _hermes, "hermes",
            key_words=("Incorrect API key", "api_key"),
            refused=lambda results: all(w in "\n".join(results) for w in ("approvals.deny", "HERMES_WRITE_SAFE_ROOT")),
-           timeout=25,
+           timeout=25, reports_usage=False,
            timeout_limit=90),
     Driver("copilot", lambda: npm_tool("@github/copilot", copilot.TESTED_VERSION, "copilot"), _copilot, "copilot",
            key_words=("Authentication failed", "COPILOT_PROVIDER_API_KEY"), refused=_saying("Permission denied"),

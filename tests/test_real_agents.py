@@ -20,7 +20,7 @@ from fixtures.repos.build import git
 from git_nerve.scripted_model.server import ScriptedModel
 from tests.agent_drivers import DRIVERS, Driver, env_for
 from tests.real_agents import (
-    AgentRepo, _check, agent_pids, assert_escape_refused, assert_happy_path, chat_params, home_files, stop_process,
+    VENV_BIN, AgentRepo, _check, agent_env, agent_pids, assert_escape_refused, assert_happy_path, chat_params, home_files, stop_process,
 )
 
 pytestmark = pytest.mark.real
@@ -70,7 +70,37 @@ def test_develop_completes_with_one_commit_on_the_branch(tmp_path, name, cli):
         assert recorded[commits[0]].get("source") != "workflow", recorded
         assert any(b.payload.get("source") == "post-commit" for b in view.heartbeats)
     assert agent_pids(repo.worktree) == []
+    assert_usage_recorded(repo, model, driver)
     print(f"\n{driver.name} develop run: {res.seconds:.1f}s")
+
+
+def assert_usage_recorded(repo: AgentRepo, model: ScriptedModel, driver: Driver) -> None:
+    """The tokens recorded for the task are what the model server sent in its usage fields (issue 39)."""
+    spent = json.loads(_check(["git", "worker", "show", "t1", "--json"], repo.work, agent_env(VENV_BIN / "git-nerve")))["usage"]
+    if not driver.reports_usage:  # recorded as unknown, never estimated
+        assert spent["total"]["input_tokens"] is None and all(not r["reported"] for r in spent["rounds"]), spent
+        return
+    sent = model.usage_total()
+    got = spent["total"]
+    assert (got["input_tokens"], got["cached_input_tokens"], got["output_tokens"]) == (
+        sent["input_tokens"], sent["cached_input_tokens"], sent["output_tokens"]), (spent, sent)
+    assert {r["role"] for r in spent["rounds"]} >= {"coder", "tester", "reviewer"}, spent
+
+
+@pytest.mark.parametrize("name", EVERY_CLI)
+def test_a_one_token_budget_stops_the_run_after_its_first_report(tmp_path, name, cli):
+    driver, bin_path = cli
+    if not driver.reports_usage:
+        pytest.skip(f"{driver.name} reports no usage: no budget can be checked against it")
+    repo = AgentRepo.create(tmp_path, driver.name, toml_extra="\n[budget]\ntask_tokens = 1\n")
+    with ScriptedModel(params=chat_params(repo)) as model:
+        res = repo.run_develop(env_for(driver, bin_path, model))
+    assert res.code == 1 and res.result["outcome"] == "stopped", res
+    assert "over budget task_tokens = 1" in res.result["reason"], res
+    view = repo.view()
+    assert [r.role for r in view.rounds] == ["coder", "budget"], [r.role for r in view.rounds]
+    assert len(repo.new_commits()) == 1 and repo.status() == ""  # the coder's commit whole, nothing half-written
+    assert "over budget task_tokens = 1" in view.worker.heartbeat_status
 
 
 @pytest.mark.parametrize("name", EVERY_CLI)

@@ -55,7 +55,7 @@ def test_develop_end_to_end_in_a_real_worktree(spawned, gn, gw, monkeypatch, tmp
     assert [c["role"] for c in calls] == ["coder", "tester", "coder", "tester", "reviewer"]
     for call in calls:
         assert call["agent"] == "claude" and call["cwd"] == str(worktree)
-        assert call["argv"][:3] == ["-p", "--output-format", "text"]
+        assert call["argv"][:4] == ["-p", "--output-format", "stream-json", "--verbose"]
         assert "git nerve thread" in call["prompt"]
         assert all("Add greet_all" not in a for a in call["argv"])  # the prompt came on stdin
     assert "Add greet_all(names) to src/app.py" in calls[0]["prompt"]

@@ -44,7 +44,64 @@ def status_rows(repo, states: tuple[str, ...], stale_only: bool) -> tuple[list[d
             line = merged_elsewhere_line(repo, w) if w is not None else None
             if line:
                 r["merged_elsewhere"] = line
+    _usage(repo, rows)
     return rows, everyone, fresh, now
+
+
+#: what each row's ``usage`` holds: totals over the task's rounds (issue 39; None: no round reported it)
+USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "cost_usd")
+
+
+def _usage(repo, rows: list[dict]) -> None:
+    """Each row's ``usage``: what its agents used, from every machine's usage records (bus/usage.py)."""
+    from ..bus import usage
+
+    spent = usage.per_task(repo.bus.conn, [r["task_id"] for r in rows])
+    for r in rows:
+        r["usage"] = {k: spent[r["task_id"]][k] for k in USAGE_KEYS}
+
+
+def usage_view(conn, task_id: str) -> dict:
+    """`git worker show`'s usage of a task: its totals and each round's, per role and model (issue 39)."""
+    from ..bus import usage
+
+    records = usage.events(conn, task_ids=[task_id])
+    total = usage.per_task(conn, [task_id])[task_id]
+    per_round = usage.totals_by(records, lambda r: (r.get("machine"), r.get("round"), r.get("role"), r.get("adapter"),
+                                                    r.get("model")))
+    rounds = [{"round": k[1], "role": k[2], "adapter": k[3], "model": k[4], "machine": k[0],
+               **{f: v[f] for f in USAGE_KEYS}, "reported": not v["unreported"]} for k, v in per_round.items()]
+    return {"total": {k: total[k] for k in USAGE_KEYS}, "rounds": rounds}
+
+
+def usage_line(u: dict) -> str:
+    """One round's (or a total's) usage in words: ``1.2k in (300 cached), 56 out, $0.01``."""
+    if u.get("reported") is False:
+        return "not reported by the agent"
+    cost = u.get("cost_usd")
+    cached = f" ({tokens_text(u.get('cached_input_tokens'))} cached)" if u.get("cached_input_tokens") else ""
+    return (f"{tokens_text(u.get('input_tokens'))} in{cached}, {tokens_text(u.get('output_tokens'))} out, "
+            + (f"${cost:.4f}" if isinstance(cost, (int, float)) else "cost unknown"))
+
+
+def tokens_text(count: int | None) -> str:
+    """A token count as people read it: 950, 12.3k, 4.1M (None: ``?``)."""
+    if count is None:
+        return "?"
+    if count < 1000:
+        return str(count)
+    if count < 1_000_000:
+        return f"{count / 1000:.1f}k"
+    return f"{count / 1_000_000:.1f}M"
+
+
+def usage_cell(u: dict | None) -> str:
+    """The status table's USAGE cell: tokens (input + output) and the cost (``$?``: not known), ``-`` before any."""
+    if not u or (u.get("input_tokens") is None and u.get("output_tokens") is None and u.get("cost_usd") is None):
+        return "-"
+    tokens = (u.get("input_tokens") or 0) + (u.get("output_tokens") or 0)
+    cost = u.get("cost_usd")
+    return f"{tokens_text(tokens)} " + (f"${cost:.2f}" if isinstance(cost, (int, float)) else "$?")
 
 
 def worktree_missing_line(task_id: str, worktree: str) -> str:

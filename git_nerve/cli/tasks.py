@@ -114,7 +114,10 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float, r
     echo(f"view: {clean_line(fresh)}")
     if refused:
         warn(refused)
-    echo(style(f"{'TASK':<24} {'STATE':<11} {'MACHINE':<16} {'BRANCH':<28} {'HEARTBEAT':<10} DESCRIPTION", bold=True))
+    from .status_rows import usage_cell
+
+    echo(style(f"{'TASK':<24} {'STATE':<11} {'MACHINE':<16} {'BRANCH':<28} {'HEARTBEAT':<10} {'USAGE':<13} DESCRIPTION",
+               bold=True))
     from ..worker.attention import SAY, rank
 
     for r in sorted(rows, key=lambda r: rank(r.get("attention"))):  # what needs the person first (issue 38)
@@ -123,7 +126,7 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float, r
         desc = clean_line(((w.description if w else "").splitlines() or [""])[0])[:40]
         shown = style(f"{r['state']:<11}", fg=colors.get(r["state"]))
         task, machine, branch = (clean_line(r[k] or "") for k in ("task_id", "machine", "branch"))  # peers' words
-        echo(f"{task:<24} {shown} {machine:<16} {(branch or '-'):<28} {hb:<10} {desc}"
+        echo(f"{task:<24} {shown} {machine:<16} {(branch or '-'):<28} {hb:<10} {usage_cell(r.get('usage')):<13} {desc}"
              + (" STALE" if r["stale"] else "") + (f" (fenced off here: {r['fenced']})" if r.get("fenced") else ""))
         if r.get("attention"):
             echo(style(f"{'':<24} » {SAY[r['attention']]}", fg="red" if r["attention"] in ("conflict", "failed") else "yellow"))

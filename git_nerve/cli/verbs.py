@@ -12,7 +12,7 @@ from .plain import json_out as echo_json
 from .plain import line as echo
 from .plain import paint
 from .plain import warning as warn
-from .status_rows import settings_or_none
+from .status_rows import settings_or_none, usage_view
 
 
 def row(repo, task_id: str) -> dict:
@@ -123,7 +123,8 @@ def show_json(repo, task_id: str) -> dict:
             "trust_flags": lifecycle.trust_flags(repo, w),
             "messages": [{"id": m.id, "ts": clock.iso(m.ts), "kind": m.kind, "payload": masking.value(m.payload)}
                          for m in msgs],
-            "inbox": [masking.value(e.as_dict()) for e in told]}
+            "inbox": [masking.value(e.as_dict()) for e in told],
+            "usage": usage_view(repo.bus.conn, task_id)}
 
 
 def run_show_json(task_id: str | None) -> None:

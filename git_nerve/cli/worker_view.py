@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..text import clean_line
 from .common import echo, echo_json, style
 from .prep import prep_lines, prep_status_line
-from .status_rows import merged_elsewhere_line, worktree_missing_line
+from .status_rows import merged_elsewhere_line, usage_cell, usage_line, usage_view, worktree_missing_line
 from .tasks import print_shared_status, show_elsewhere
 
 
@@ -25,7 +25,7 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
         echo("no workers" + (" match" if states or stale_only else " yet; create one with `git worker spawn <task-id>`"))
         return
     by_id = everyone
-    header = f"{'TASK':<24} {'STATE':<11} {'BRANCH':<28} {'HEARTBEAT':<16} {'AGE':<6} DESCRIPTION"
+    header = f"{'TASK':<24} {'STATE':<11} {'BRANCH':<28} {'HEARTBEAT':<16} {'AGE':<6} {'USAGE':<13} DESCRIPTION"
     echo(style(header, bold=True))
     from ..worker.attention import SAY, rank
 
@@ -36,7 +36,8 @@ def print_status(repo, states: tuple[str, ...], stale_only: bool, as_json: bool)
         hb = clock.ago(w.last_heartbeat, now) + (" ago" if w.last_heartbeat else "")
         hb_cell = f"{hb} " + style("STALE", fg="red", bold=True) + " " * max(0, 10 - len(hb)) if r["stale"] else f"{hb:<16}"
         desc = clean_line((w.description.splitlines() or [""])[0])[:40]
-        echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb_cell} {clock.ago(w.assigned_at, now):<6} {desc}")
+        echo(f"{r['task_id']:<24} {shown} {r['branch']:<28} {hb_cell} {clock.ago(w.assigned_at, now):<6} "
+             f"{usage_cell(r.get('usage')):<13} {desc}")
         if r["worktree_missing"]:
             echo(style(f"{'':<24} ! {worktree_missing_line(r['task_id'], r['worktree'])}", fg="red"))
         if r["attention"]:
@@ -90,6 +91,13 @@ def show_task(repo, task_id: str, as_json: bool) -> None:
             echo(f"{'':20}  ({m} heartbeat{'s' if m > 1 else ''})")
         else:
             echo(f"{clock.iso(m.ts)}  {m.kind:<16} {_summary(m.kind, masking.value(m.payload))}")
+    spent = usage_view(repo.bus.conn, task_id)
+    if spent["rounds"]:
+        echo("Usage (as each agent reported it):")
+        for u in spent["rounds"]:
+            model = f" {u['model']}" if u["model"] else ""
+            echo(clean_line(f"  #{u['round']} {u['role']} ({u['adapter']}{model}): {usage_line(u)}"))
+        echo(f"  total: {usage_line(spent['total'])}")
     if told:
         echo("Told (git nerve tell):")
         for e in told:
@@ -117,6 +125,9 @@ def _summary(kind: str, p: dict) -> str:
             base = base[len(prefix):] if base.startswith(prefix) else base
         at = f" at {_short(p.get('base_sha'))}" if p.get("base_sha") else ""
         return clean_line(f"branch {p.get('branch')} from {base}{at}, worktree {p.get('worktree')}")
+    if kind == "usage":
+        return clean_line(f"#{p.get('round')} {p.get('role')} ({p.get('adapter')}"
+                          + (f" {p.get('model')}" if p.get("model") else "") + f"): {usage_line(p)}")
     if kind == "agent_launch_failed":
         log = f"; log {p.get('log')}" if p.get("log") else ""
         return clean_line(f"{p.get('role')} ({p.get('adapter')}) could not be started: {p.get('message')}{log}")

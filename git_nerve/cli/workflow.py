@@ -152,5 +152,43 @@ def echo_json_err(data: dict) -> None:
     click.echo(json_safe(json.dumps(data, indent=2, ensure_ascii=False, default=str)), err=True)
 
 
-COMMANDS = [run, validate]
+@click.command("usage", context_settings=CONTEXT_SETTINGS)
+@click.option("--since", metavar="WHEN", help="Only what was used since WHEN: a date (2026-11-29), a time "
+              "(2026-11-29T08:00, UTC unless it says) or an age (30m, 12h, 7d, 2w).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def usage(since: str | None, as_json: bool) -> None:
+    """What the agents used: tokens and cost per task, role, model, machine and day.
+
+    Every count is what an agent CLI reported for its rounds (never estimated);
+    a cost is the CLI's own, else priced from nerve.toml's [prices."<model>"],
+    else unknown ("?"; null in --json), and a total with an unknown part is
+    unknown too. In shared mode other machines' rounds are counted as the last
+    `git nerve sync` brought them.
+    """
+    from ..workflow.costs import GROUPS, report_here
+
+    got = report_here(since)
+    if as_json:
+        echo_json(got)
+        return
+    if not got["total"]["rounds"]:
+        echo("no usage recorded" + (" since then" if since else " yet"))
+        return
+    echo(f"total: {_usage_text(got['total'])}")
+    for name in GROUPS:
+        echo(style(f"by {name}:", bold=True))
+        for row in got[f"by_{name}"]:
+            echo(f"  {str(row[name] if row[name] is not None else '?'):<32} {_usage_text(row)}")
+
+
+def _usage_text(u: dict) -> str:
+    from .status_rows import tokens_text
+
+    cost = u.get("cost_usd")
+    cached = f" ({tokens_text(u['cached_input_tokens'])} cached)" if u.get("cached_input_tokens") else ""
+    return (f"{tokens_text(u.get('input_tokens'))} in{cached}, {tokens_text(u.get('output_tokens'))} out, "
+            + (f"${cost:.4f}" if isinstance(cost, (int, float)) else "$?") + f", {u.get('rounds', 0)} round(s)")
+
+
+COMMANDS = [run, validate, usage]
 WORKER_COMMANDS = [worker_run]

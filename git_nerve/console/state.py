@@ -110,6 +110,7 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
     for r in rows:
         r["attention"] = needs[r["task_id"]]
     shared = _every_machine(repo, rows, marks, steering)
+    spent = _usage(conn, rows)
     risky = {t for p in radar.pairs if p.kind == "conflict" for t in (p.a, p.b)}
     approved = [w for w in all_workers if w.state == "APPROVED"]
     return {
@@ -120,7 +121,28 @@ def summary(repo, commits: Commits | None = None, *, steering: tuple | None = No
         "radar": radar.as_dict(),
         "queue": [{"task_id": t, "radar_conflict": t in risky} for t in Queue(approved, risky).tasks],
         "outbox": [outbox_dict(line) for line in watch.outbox_tail(conn, OUTBOX_LINES)],
+        "usage": spent,
     }
+
+
+USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "cost_usd")
+
+
+def _usage(conn, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each row's ``usage`` (as `git worker status --json` has it) and the clone's totals, per day (issue 39)."""
+    import time
+
+    from ..bus import usage
+
+    records = usage.events(conn)
+    per_task = usage.totals_by(records, lambda r: r.get("task"))
+    for r in rows:
+        total = per_task.get(r["task_id"]) or usage.empty()
+        r["usage"] = {k: total[k] for k in USAGE_KEYS}
+    days = usage.totals_by(records, lambda r: time.strftime("%Y-%m-%d", time.gmtime(r["ts"])))
+    whole = usage.totals_by(records, lambda r: 0).get(0) or usage.empty()
+    return {"total": {k: whole[k] for k in USAGE_KEYS},
+            "by_day": [{"day": d, **{k: v[k] for k in USAGE_KEYS}} for d, v in sorted(days.items(), reverse=True)]}
 
 
 def _check_configured(repo) -> bool:

@@ -117,8 +117,9 @@ def heartbeat(b: Binding, status: str | None = None, progress: float | None = No
 
 
 def state(b: Binding) -> str:
-    """The task's row of `git worker status --json`, plus its unread notes count and radar marks, as JSON."""
-    from ..bus import steer, workers
+    """The task's row of `git worker status --json` (its ``usage`` included), plus its unread notes count and
+    radar marks, as JSON."""
+    from ..bus import steer, usage, workers
     from ..worker.status import row
 
     task = b.task()
@@ -133,6 +134,8 @@ def state(b: Binding) -> str:
         result = _scan(b)
         mine = result.for_task(task)
         data["attention"] = _attention(repo, w, mine)
+        spent = usage.per_task(repo.bus.conn, [task])[task]  # what this task's agents used (issue 39)
+        data["usage"] = {k: spent[k] for k in ("input_tokens", "cached_input_tokens", "output_tokens", "cost_usd")}
     data["radar"] = [_mark(p, task, result) for p in mine]
     return clean(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 

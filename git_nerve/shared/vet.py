@@ -136,6 +136,32 @@ def event_fault(event: dict, machine: str) -> str | None:
         return "its time is not a number"
     if event.get("payload") is not None and not isinstance(event["payload"], dict):
         return "its payload is not an object"
+    if event["kind"] == "usage":
+        return usage_fault(event.get("payload") or {})
+    return None
+
+
+def usage_fault(payload: dict) -> str | None:
+    """Why a ``usage`` event (bus/usage.py: what a round's agent used) is none (None: sound): only its own
+    fields, counts whole and not negative, a cost a number not negative or null, short words."""
+    from ..bus import usage
+
+    extra = sorted(set(payload) - usage.FIELDS)
+    if extra:
+        return f"its usage has fields no usage has: {_shown(', '.join(extra))}"
+    for key in (*usage.COUNTS, "reasoning_tokens", "round"):
+        value = payload.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 10**12):
+            return f"its usage's {key} is not a count"
+    cost = payload.get("cost_usd")
+    if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool) or not 0 <= cost < 10**7):
+        return "its usage's cost_usd is not an amount"
+    for key in ("role", "adapter", "run", "model", "cost_from"):
+        value = payload.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > 200):
+            return f"its usage's {key} is not a short text"
+    if payload.get("reported") not in (None, False):
+        return "its usage's reported is not false"
     return None
 
 

@@ -222,12 +222,31 @@ def _plain_yaml(metadata: dict[str, Any]) -> str | None:
 
 
 def header(r: ShownRound) -> str:
-    return f"[#{r.round} {clean_line(r.role or UNKNOWN_ROLE)}] {clock.iso(r.ts)}"
+    spent = usage_words((r.metadata or {}).get("usage"))
+    return f"[#{r.round} {clean_line(r.role or UNKNOWN_ROLE)}] {clock.iso(r.ts)}" + (f"  ({spent})" if spent else "")
+
+
+def _count(value: object) -> str:
+    if type(value) is not int:
+        return "?"
+    return str(value) if value < 1000 else f"{value / 1000:.1f}k" if value < 1_000_000 else f"{value / 1e6:.1f}M"
+
+
+def usage_words(u: object) -> str | None:
+    """A round's usage (the runner's ``usage`` metadata, issue 39) for its header line; None when it has none."""
+    if type(u) is not dict:
+        return None
+    cost = u.get("cost_usd")
+    cached = f" ({_count(u.get('cached_input_tokens'))} cached)" if u.get("cached_input_tokens") else ""
+    money = f"${cost:.4f}" if type(cost) in (int, float) else "cost unknown"
+    return f"{_count(u.get('input_tokens'))} tokens in{cached}, {_count(u.get('output_tokens'))} out, {money}"
 
 
 def render_round(r: ShownRound) -> str:
     lines = [header(r)]
     meta = visible_metadata(r.metadata)
+    if usage_words(meta.get("usage")):
+        del meta["usage"]  # in the header line
     if meta:
         lines += ["---", frontmatter(meta), "---"]
     text = "\n".join(lines)

@@ -107,8 +107,33 @@ class RunDefaults(BaseModel):
     hide: list[str] = Field(default_factory=list, description="more paths a boxed agent must not see (~ allowed)")
 
 
+class Price(BaseModel):
+    """``[prices."<model>"]``: USD per million tokens, for a CLI that reports tokens but no cost (issue 39)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0, description="unset: the input price")
+
+
+class Budget(BaseModel):
+    """``[budget]``: what a run may spend before it is stopped (issue 39); unset: no limit. Tokens are input
+    (cached included) plus output tokens; dollars only where a cost is known (the CLI's own, or [prices])."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task_tokens: int | None = Field(default=None, ge=0, description="per task, over all its rounds")
+    task_usd: float | None = Field(default=None, ge=0, description="per task, over all its rounds")
+    run_usd: float | None = Field(default=None, ge=0, description="per `git nerve run`")
+    day_usd: float | None = Field(default=None, ge=0, description="per clone, since 00:00 UTC")
+
+
 class NerveConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    prices: dict[str, Price] = Field(default_factory=dict)
+    budget: Budget = Budget()
 
     extract: ExtractConfig = ExtractConfig()
     run: RunDefaults = RunDefaults()

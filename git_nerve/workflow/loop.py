@@ -19,7 +19,7 @@ from ..bus import messages, rounds
 from ..bus.connection import Bus
 from ..errors import NerveError, UsageError
 from ..worker.heartbeat import record as record_heartbeat
-from . import ground
+from . import costs, ground
 from .adapters.base import AdapterSpawnFailed, AgentContext, StartFrame, adapter_name
 from .config import NerveConfig
 from .extract import ExtractError, extract, schema_hint
@@ -197,6 +197,8 @@ class Runner:
             role = self.workflow.roles.get(decision) if isinstance(decision, str) else None
             if role is None:
                 return self._finish("error", f"the moderator chose {decision!r}, which is not a role of {self.workflow.name}")
+            if not self._within_budget():
+                return None
             if len(self.result.rounds) >= self.max_rounds:
                 return self._finish(
                     "round_limit", f"round limit reached ({self.max_rounds} agent runs); the moderator wanted {decision} next"
@@ -253,7 +255,7 @@ class Runner:
         t0 = time.monotonic()
         self._stop_request.ask(None)  # a stop request a killed run left behind must not end this agent
         supervisor = Supervisor(
-            beat=self._beat, interval=self.interval, on_tick=self.on_tick, task_id=self.start.task_id,
+            beat=self._beat, interval=self.interval, on_tick=costs.ticking(self.on_tick, ctx, self.bus, self.config, self.run_key), task_id=self.start.task_id,
             stop_request=self._stop_request, grace=self.stop_grace if getattr(adapter, "clean_stop", False) else 0.0,
         )
         try:
@@ -268,8 +270,13 @@ class Runner:
             return self._launch_failed(name, aname, out.exc, ctx.round, duration, began)
         facts: dict[str, Any] = {"adapter": aname, "duration_s": duration, "workflow": self.workflow.name}
         content, metadata, status, detail = round_record(aname, facts, out)
+        # what the CLI reported at its end; a run stopped or killed before that: what it streamed meanwhile
+        spent = costs.entries(ctx.usage or (ctx.live_usage if out.exc is not None else []), self.config.prices)
+        if spent:
+            metadata["usage"] = costs.summary(spent)
         status, detail = self._reconcile(name, role, before, metadata, status, detail)
         number = self._append(name, content, metadata)
+        self._record_usage(number, name, aname, spent)
         # the runner's time: everything but the agent's own process (or, for an in-process adapter, its call)
         overhead = round(time.monotonic() - began - (ctx.process_s or agent_s), 4)
         report = RoundReport(number, name, aname, duration, status, detail, overhead)
@@ -279,9 +286,49 @@ class Runner:
             self._finish("interrupted", f"{out.interrupted} while {name} was running; the agent was stopped")
             return False
         if out.stop_reason:
+            if out.stop_reason.startswith(costs.OVER):
+                self._budget_round(out.stop_reason)
             self._finish("stopped", out.stop_reason)
             return False
         return True
+
+    # -- what it costs (issue 39) ----------------------------------------------------------
+
+    @property
+    def run_key(self) -> str:
+        """This run among the task's runs: the thread round it began at."""
+        return str(self.start.first_round)
+
+    def _record_usage(self, number: int, role: str, aname: str, spent: list[dict[str, Any]]) -> None:
+        from ..bus import usage as bus_usage
+
+        try:
+            with self.bus.write() as conn:
+                bus_usage.record(conn, self.start.task_id, clock.now(), round=number, role=role, adapter=aname,
+                                 run=self.run_key, entries=spent)
+        except NerveError as exc:
+            log.warning("could not record the usage of round %d: %s", number, exc.message)
+
+    def _within_budget(self) -> bool:
+        """False, with the run stopped and a thread round naming the budget and the totals, once a budget is
+        crossed (checked before each agent run: the safe point between two of them, where nothing is
+        half-written; a run the moderator ends meanwhile is not stopped)."""
+        reason = costs.over_budget(self.bus.conn, self.config.budget, self.start.task_id, self.run_key)
+        if reason is None:
+            return True
+        self._budget_round(reason)
+        self._finish("stopped", reason)
+        return False
+
+    def _budget_round(self, reason: str) -> None:
+        """The thread round that says which budget stopped the run, with the totals."""
+        self.on_event("budget", {"reason": reason})
+        try:
+            self._append("budget", f"Stopped: {reason}.", {"kind": "budget", "reason": reason,
+                                                           "workflow": self.workflow.name})
+        except NerveError as exc:
+            log.warning("could not record the budget stop: %s", exc.message)
+
 
     def _launch_failed(self, name: str, aname: str, exc: AdapterSpawnFailed, number: int, duration: float,
                        began: float) -> bool:

@@ -49,10 +49,10 @@ PromptInput = str | PromptFn
 #: `content`, which `git nerve thread` reserves): a meta model may not use them.
 RESERVED_FIELDS = frozenset(
     {"type", "role", "content", "adapter", "duration_s", "workflow", "error", "exit_code", "timeout_s",
-     "extract_error", "extract_retries", "extract_via"}
+     "extract_error", "extract_retries", "extract_via", "usage"}
 )
 #: Role names used by other parts of git-nerve (steering notes, reviews, `git worker run`).
-RESERVED_ROLES = frozenset({"human", "unknown"})
+RESERVED_ROLES = frozenset({"human", "unknown", "budget"})  # budget: the round a budget's stop leaves (issue 39)
 _ROLE_NAME = re.compile(r"[a-z][a-z0-9_-]{0,39}\Z")
 DEFAULT_MAX_ROUNDS = 12
 

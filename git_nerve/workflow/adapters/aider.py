@@ -36,6 +36,7 @@ import shlex
 import shutil
 
 from .base import AdapterSpawnFailed
+from . import usage
 from .command import PROMPT_FILE, CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
 #: The launcher: aider's own main() with its confirmation questions answered by the fixed policy.
@@ -85,6 +86,39 @@ except ImportError:
     sys.exit(2)
 
 _aider_io.InputOutput.confirm_ask = confirm_ask
+
+
+def _record_usage(log):
+    """Every model response's own usage appended to ``log`` (issue 39): aider reports some of its requests in
+    rounded `Tokens:` lines and others (a commit message from its weak model) nowhere."""
+    import json
+
+    from aider import llm
+
+    llm.litellm._load_litellm()  # what aider's first request would do; the callers look `completion` up each time
+    module = llm.litellm._lazy_module
+    complete = module.completion
+
+    def completion(*args, **kwargs):
+        response = complete(*args, **kwargs)
+        usage = getattr(response, "usage", None)  # a streamed reply has none (the adapter runs aider --no-stream)
+        if usage is not None:
+            details = getattr(usage, "prompt_tokens_details", None)
+            entry = {"model": kwargs.get("model"), "prompt_tokens": getattr(usage, "prompt_tokens", None),
+                     "completion_tokens": getattr(usage, "completion_tokens", None),
+                     "cached_tokens": getattr(details, "cached_tokens", None)}
+            try:
+                with open(log, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(entry) + "\n")
+            except OSError:
+                pass
+        return response
+
+    module.completion = completion
+
+
+if os.environ.get("NERVE_AIDER_USAGE"):
+    _record_usage(os.environ["NERVE_AIDER_USAGE"])
 
 from aider.main import main  # noqa: E402
 
@@ -162,6 +196,19 @@ def _commands(inv: Invocation) -> list[str]:
     return [f"/run {c}" for c in runs]
 
 
+USAGE_LOG = "aider-usage.jsonl"
+
+
+def _report(adapter: CommandAdapter, stdout: str, inv: Invocation) -> usage.Report:
+    """aider's usage as the launcher logged it in the run's private directory (none there: not reported)."""
+    try:
+        with open(os.path.join(inv.tmpdir, USAGE_LOG), encoding="utf-8", errors="replace") as fh:
+            logged = fh.read()
+    except OSError:
+        logged = ""
+    return usage.aider(logged, stdout)
+
+
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     python = aider_python(inv.argv[0])
     launcher = os.path.join(inv.tmpdir, "nerve_aider.py")
@@ -189,6 +236,7 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
                                  "(needed to apply the confirmation policy)")
     inv.argv[0:1] = [python, launcher]
     inv.env["NERVE_AIDER_ROOT"] = inv.workdir
+    inv.env["NERVE_AIDER_USAGE"] = os.path.join(inv.tmpdir, USAGE_LOG)  # each response's usage (the launcher's)
     inv.env["AIDER_ANALYTICS"] = "false"
     inv.env["AIDER_CHECK_UPDATE"] = "false"
     inv.env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm would fetch its model list at import
@@ -242,6 +290,7 @@ create_aider = adapter_factory(
     "aider", "aider",
     build=_argv, prompt_via="file", prepare=_prepare, diagnose=diagnose, checks=checks,
     sandbox="",  # aider has no sandbox and no permission rules; see the module docstring
+    report=_report,
     env_names=("AIDER_*", "OPENAI_*", "LITELLM_*", "OLLAMA_*"), state_dirs=(".aider",),
 )
 

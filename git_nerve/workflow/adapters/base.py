@@ -65,6 +65,12 @@ class AgentContext:
     process_s: float = 0.0
     #: the task's environment for the agent's process: NERVE_PORT, its port block (git_nerve/worktree_prep)
     env: dict = field(default_factory=dict)
+    #: what the agent's model calls used, as its CLI reported it (adapters/usage.py Usage, one per model and
+    #: run; an adapter appends what it read): the runner records it with the round (issue 39)
+    usage: list = field(default_factory=list)
+    #: what a CLI that streams its usage has reported so far in the run going on (replaced, not appended, by
+    #: its adapter while it runs): the runner checks the budgets against it mid-turn
+    live_usage: list = field(default_factory=list)
 
 
 @runtime_checkable

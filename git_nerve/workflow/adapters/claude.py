@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 
+from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
 #: Claude Code's version this adapter is tested against (tests/test_real_agents.py).
@@ -132,7 +133,10 @@ def _mcp_config(inv: Invocation) -> str | None:
 
 def _argv(a: CommandAdapter) -> list[str]:
     own: list[tuple[str, str | None]] = [
-        ("--output-format", "text"),
+        # the answer and the usage report (the last line: `result`, `modelUsage`), and each API call's usage while
+        # it runs (`assistant` events), which stream-json prints only with --verbose (issue 39)
+        ("--output-format", "stream-json"),
+        ("--verbose", None),
         ("--permission-mode", "dontAsk"),
         ("--permission-prompts", "none"),
         ("--no-session-persistence", None),
@@ -185,9 +189,31 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def said(stdout: str) -> str:
+    """What Claude Code itself said in its stream-json output: its text blocks and its result, one per line (never
+    the tool results it was sent, which hold whatever the files and commands it read say); other lines as
+    they are."""
+    lines = []
+    for line in stdout.splitlines():
+        try:
+            obj = json.loads(line) if line.lstrip().startswith("{") else None
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            lines.append(line)
+        elif obj.get("type") == "result" and isinstance(obj.get("result"), str):
+            lines.append(obj["result"])
+        elif obj.get("type") == "assistant" and isinstance(obj.get("message"), dict):
+            content = obj["message"].get("content")
+            lines += [b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)] \
+                if isinstance(content, list) else []
+    return "\n".join(lines)
+
+
 def _diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
     """A cause line for an API failure Claude Code reports: a bad key at once (also while it runs), an
     `API Error` answer after an exit 0."""
+    raw, stdout = stdout, said(stdout)
     for text in (stderr, stdout):
         m = _AUTH.search(text)
         if m:
@@ -195,8 +221,8 @@ def _diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
             return f"bad or missing Anthropic credentials ({_one_line(line)}): set ANTHROPIC_API_KEY or log in with `claude`"
     if code != 0:
         return None  # running: only a bad key is certain; a non-zero exit already fails with its own tails
-    # Claude Code prints "API Error: ..." as its answer and may still exit 0.
-    for text in (stdout, stderr):
+    # Claude Code prints "API Error: ..." as its answer and may still exit 0 (in its JSON: the `result`).
+    for text in (usage.claude(raw).answer, stderr):
         m = _API.search(text)
         if m and len(text.strip().splitlines()) <= 3:
             return _one_line(m.group(1))
@@ -249,7 +275,7 @@ SANDBOX = ("Claude Code permission rules (dontAsk): file tools only inside the w
 create_claude = adapter_factory(
     "claude", "claude",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
-    clean_stop=True,
+    clean_stop=True, report=lambda a, out, inv: usage.claude(out), live=lambda a: usage.ClaudeStream(),
     env_names=("ANTHROPIC_*", "CLAUDE_*", "DISABLE_*", "MCP_*"), state_dirs=(".claude", ".claude.json", ".config/claude"),
 )
 

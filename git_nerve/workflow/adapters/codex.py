@@ -24,6 +24,7 @@ import json
 import os
 import re
 
+from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
 #: The Codex CLI version the real-CLI suite runs (tests/test_real_agents.py).
@@ -40,7 +41,7 @@ _STATUS = re.compile(r"ERROR: unexpected status (\d{3})[^\n]*")
 
 
 def _argv(a: CommandAdapter) -> list[str]:
-    own = [("--sandbox", "workspace-write"), ("--skip-git-repo-check", None), ("--color", "never")]
+    own = [("--sandbox", "workspace-write"), ("--skip-git-repo-check", None), ("--color", "never"), ("--json", None)]
     return [a.binary, "exec", *options(own, a.extra_args), *_model(a.model), *extras(a), "-"]
 
 
@@ -81,8 +82,24 @@ def prepare(a: CommandAdapter, inv: Invocation) -> None:
         inv.env.setdefault(key, os.environ[key])
 
 
+def _errors(stdout: str) -> str:
+    """The errors Codex reported in its ``exec --json`` events (``error``, ``turn.failed``), one per line: never
+    the output of the commands it ran, which the events carry too."""
+    found = []
+    for line in stdout.splitlines():
+        try:
+            obj = json.loads(line) if line.startswith("{") else None
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("type") in ("error", "turn.failed"):
+            err = obj.get("error") if isinstance(obj.get("error"), dict) else obj
+            if isinstance(err.get("message"), str):
+                found.append("ERROR: " + err["message"])
+    return "\n".join(found)
+
+
 def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
-    m = _STATUS.search(stderr) or _STATUS.search(stdout)
+    m = _STATUS.search(stderr) or _STATUS.search(_errors(stdout))
     if not m:
         return None
     status = int(m.group(1))
@@ -131,6 +148,7 @@ def _provider_env_key(home: str) -> str | None:
 create_codex = adapter_factory(
     "codex", "codex",
     build=_argv, prompt_via="stdin", prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    report=lambda a, out, inv: usage.codex(out, a.model),
     env_names=("OPENAI_*", "CODEX_*"), state_dirs=(".codex", "$CODEX_HOME"),
 )
 

@@ -28,6 +28,7 @@ from ...git import location
 from .. import runlog, sandbox
 from . import credentials
 from .base import DEFAULT_TIMEOUT, AgentContext
+from .usage import Report
 from .process import (  # noqa: F401 - re-exported: adapters, wrap.py and benches import them from here
     DEFAULT_GRACE,
     DIAGNOSE_EVERY,
@@ -72,6 +73,9 @@ class Invocation:
 
 
 Prepare = Callable[["CommandAdapter", Invocation], None]
+#: ``(adapter, stdout, invocation) -> Report``: the CLI's answer and the usage it reported (adapters/usage.py;
+#: a file it wrote into the run's private ``tmpdir`` too)
+ReportReader = Callable[["CommandAdapter", str, Invocation], Report]
 Checks = Callable[["CommandAdapter"], list[str]]
 
 
@@ -115,6 +119,12 @@ class CommandAdapter:
     #: the CLI's own state (relative to HOME, e.g. ``.claude``; ``$VAR``: where VAR points): writable inside the
     #: box (:mod:`..sandbox`)
     state_dirs: tuple[str, ...] = ()
+    #: reads the CLI's own usage report out of its output (and its answer from around it); None: the CLI
+    #: reports none, the round's usage stays unknown
+    report: ReportReader | None = None
+    #: ``(adapter) -> (stdout so far) -> [Usage]``: a CLI that streams its usage, read while it runs (into
+    #: ``ctx.live_usage``) so a budget stops it mid-turn; None: only its final report counts
+    live: Callable[[CommandAdapter], Callable[[str], list]] | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_via not in ("stdin", "file"):
@@ -177,7 +187,8 @@ class CommandAdapter:
             try:
                 stdout, _ = run_process(
                     inv.argv, name=self.name, cwd=ctx.workdir, input_text=prompt if self.prompt_via == "stdin" else None,
-                    timeout=self.effective_timeout, abort=ctx.abort, env=inv.env, grace=self.grace, diagnose=self.diagnose,
+                    timeout=self.effective_timeout, abort=ctx.abort, env=inv.env, grace=self.grace,
+                    diagnose=_live_reading(self, ctx),
                     tee=tee,
                 )
             finally:
@@ -186,11 +197,31 @@ class CommandAdapter:
                     tee.close()
                 if boxed:
                     sandbox.take_in(common_dir)
-            return stdout
+            if self.report is None:
+                return stdout
+            answer, usage = self.report(self, stdout, inv)
+            if isinstance(getattr(ctx, "usage", None), list):
+                ctx.usage.extend(usage)
+            return answer
         finally:
             from ...git import destroy
 
             destroy.remove_own_tempdir(tmpdir, prefix=f"nerve-{self.name}-")
+
+
+def _live_reading(adapter: CommandAdapter, ctx: AgentContext) -> Diagnose | None:
+    """The adapter's diagnose, also reading the usage a streaming CLI reported so far into ``ctx.live_usage``
+    (run_process asks diagnose every DIAGNOSE_EVERY seconds while the agent runs)."""
+    if adapter.live is None or not isinstance(getattr(ctx, "live_usage", None), list):
+        return adapter.diagnose
+    read, diagnose = adapter.live(adapter), adapter.diagnose
+
+    def watch(code: int | None, stdout: str, stderr: str) -> str | None:
+        if code is None:
+            ctx.live_usage = read(stdout)
+        return diagnose(code, stdout, stderr) if diagnose is not None else None
+
+    return watch
 
 
 def _box(adapter: CommandAdapter, inv: Invocation) -> bool:

@@ -41,6 +41,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from ...git import ident, location
+from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
 #: The Gemini CLI version the real-CLI suite runs (tests/test_real_agents.py).
@@ -75,7 +76,7 @@ SANDBOX = (
 
 
 def _argv(a: CommandAdapter) -> list[str]:
-    own = [("--approval-mode", "default"), ("--skip-trust", None), ("--output-format", "text")]
+    own = [("--approval-mode", "default"), ("--skip-trust", None), ("--output-format", "json")]
     model = [] if "--model" in (a.extra_args or ()) or "-m" in (a.extra_args or ()) else _model(a.model)
     return [a.binary, *options(own, a.extra_args), *model, *extras(a)]
 
@@ -335,6 +336,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_gemini = adapter_factory(
     "gemini", "gemini",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    report=lambda a, out, inv: usage.gemini(out),
     env_names=("GEMINI_*", "GOOGLE_*"), state_dirs=(".gemini",),
 )
 

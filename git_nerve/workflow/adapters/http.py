@@ -113,10 +113,10 @@ class HttpAdapter:
         history = transcript(ctx.rounds)
         if history:
             user += "\n\nThis run's thread so far:\n\n" + history
-        return self.complete(prompt, user, abort=ctx.abort)
+        return self.complete(prompt, user, abort=ctx.abort, usage=getattr(ctx, "usage", None))
 
-    def complete(self, system: str, user: str, *, abort: threading.Event | None = None) -> str:
-        """One chat completion: the assistant message's text."""
+    def complete(self, system: str, user: str, *, abort: threading.Event | None = None, usage: list | None = None) -> str:
+        """One chat completion: the assistant message's text; the endpoint's ``usage`` appended to ``usage``."""
         key = None
         if self.api_key_env:
             key = os.environ.get(self.api_key_env)
@@ -152,9 +152,9 @@ class HttpAdapter:
                 raise AdapterAborted(self.name, "aborted; the request was abandoned")
             if time.monotonic() >= deadline and worker.is_alive():
                 raise AdapterTimeout(self.name, timeout, stopped="the request was abandoned")
-        return self._result(outcome, key, timeout)
+        return self._result(outcome, key, timeout, usage)
 
-    def _result(self, outcome: dict[str, Any], key: str | None, timeout: float) -> str:
+    def _result(self, outcome: dict[str, Any], key: str | None, timeout: float, usage: list | None = None) -> str:
         exc = outcome.get("exc")
         if isinstance(exc, urllib.error.HTTPError):
             try:
@@ -190,6 +190,10 @@ class HttpAdapter:
                 self.name, status, redact(text, key), what="HTTP status",
                 note="the response is not a chat completion: no choices[0].message.content", labels=("body", None),
             )
+        if usage is not None:
+            from .usage import openai_usage
+
+            usage.extend(openai_usage(data.get("usage"), str(data.get("model") or self.model)))
         return content
 
 

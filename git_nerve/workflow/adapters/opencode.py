@@ -22,6 +22,7 @@ import json
 import os
 import re
 
+from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
 #: opencode's settings for an unattended run (merged over the user's config).
@@ -59,13 +60,18 @@ def permission(test_command: str = "") -> dict:
 def _argv(a: CommandAdapter) -> list[str]:
     # --print-logs at ERROR: an API failure shows on stderr at once (the first one, in the title request,
     # comes seconds before the run's own `Error:` line), so diagnose stops a 401 early
-    own: list[tuple[str, str | None]] = [("--format", "default"), ("--print-logs", None), ("--log-level", "ERROR")]
+    own: list[tuple[str, str | None]] = [("--format", "json"), ("--print-logs", None), ("--log-level", "ERROR")]
     if a.model:
         own.append(("--model", a.model))
     return [a.binary, "run", *options(own, a.extra_args), *extras(a)]
 
 
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
+    if "--title" not in {x.split("=", 1)[0] for x in (adapter.extra_args or ())}:
+        # a title of ours: opencode would otherwise ask the model for one, a request its JSON output never
+        # reports (its usage would be missing from the round's: issue 39)
+        at = inv.argv.index("run") + 1
+        inv.argv[at:at] = ["--title", f"{inv.ctx.task_id or 'task'}: {inv.ctx.role or 'agent'}"]
     path = os.path.join(inv.tmpdir, "opencode.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(SETTINGS, fh)
@@ -108,6 +114,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_opencode = adapter_factory(
     "opencode", "opencode",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks,
+    report=lambda a, out, inv: usage.opencode(out, a.model),
     sandbox="opencode permission rules (OPENCODE_PERMISSION): edits inside the project, shell only git, "
             "`git nerve`, the test command; no web, no external directories (no OS sandbox)",
     env_names=("OPENCODE_*", "OPENAI_*"), state_dirs=(".local/share/opencode", ".config/opencode", ".cache/opencode", ".local/state/opencode"),

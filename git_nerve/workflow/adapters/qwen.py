@@ -42,6 +42,7 @@ import os
 import re
 from collections.abc import Sequence
 
+from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options
 from .gemini import GIT_ALLOWED, _help, _version, git_config_env, git_identity_env
 
@@ -81,7 +82,7 @@ def allowed_rules(test_command: str, git_allowed: Sequence[str] = GIT_ALLOWED) -
 
 
 def _argv(a: CommandAdapter) -> list[str]:
-    own = [("--approval-mode", "default"), ("--output-format", "text")]
+    own = [("--approval-mode", "default"), ("--output-format", "json")]
     model = [] if "--model" in (a.extra_args or ()) or "-m" in (a.extra_args or ()) else _model(a.model)
     return [a.binary, *options(own, a.extra_args), *model, *extras(a)]
 
@@ -194,6 +195,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_qwen = adapter_factory(
     "qwen", "qwen",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    report=lambda a, out, inv: usage.qwen(out),
     env_names=("QWEN_*", "OPENAI_*", "DASHSCOPE_*"), state_dirs=(".qwen",),
 )
 
