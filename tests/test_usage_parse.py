@@ -71,6 +71,13 @@ def test_opencode_text_parts_and_step_finish():
     assert rep.usage == [Usage("nerve/nerve-scripted", 2398, 0, 1, 0, None)]
 
 
+def test_copilot_usage_output_file_per_model_without_dollars():
+    rep = usage.copilot(_read("copilot.json"), "the answer")
+    assert rep.answer == "the answer"
+    assert rep.usage == [Usage("nerve-scripted", 17034, 0, 29, None, None)]  # requests.cost is premium requests
+    assert usage.copilot("", "x").usage == [] and usage.copilot("{not json", "x").usage == []
+
+
 def test_openai_usage_with_cached_and_reasoning_details():
     u = {"prompt_tokens": 100, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 60},
          "completion_tokens_details": {"reasoning_tokens": 5}}

@@ -97,6 +97,22 @@ def plugin(tmpdir: str, command: str) -> str:
     return root
 
 
+#: where Copilot CLI writes its final usage statistics (``--usage-output-file``), in the run's private directory
+USAGE_FILE = "copilot-usage.json"
+
+
+def _report(adapter: CommandAdapter, stdout: str, inv: Invocation):
+    """Copilot CLI's usage as it wrote it to :data:`USAGE_FILE` (none there: not reported)."""
+    from . import usage
+
+    try:
+        with open(os.path.join(inv.tmpdir, USAGE_FILE), encoding="utf-8", errors="replace") as fh:
+            written = fh.read()
+    except OSError:
+        written = ""
+    return usage.copilot(written, stdout)
+
+
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     from .claude import notes_command
 
@@ -108,6 +124,7 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     if "--deny-tool" not in overridden:
         for rule in DENIED:
             rules.append(f"--deny-tool={rule}")
+    rules.append(f"--usage-output-file={os.path.join(inv.tmpdir, USAGE_FILE)}")
     command = notes_command(inv, "copilot")
     if command is not None:
         rules.append(f"--plugin-dir={plugin(inv.tmpdir, command)}")
@@ -161,7 +178,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 
 create_copilot = adapter_factory(
     "copilot", "copilot",
-    build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
+    build=_argv, prompt_via="stdin", prepare=_prepare, report=_report, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
     env_names=("COPILOT_*", "GH_*", "GITHUB_TOKEN"), state_dirs=(".copilot",),
 )
 

@@ -16,6 +16,7 @@ The shapes parsed, each as the pinned CLI prints it (tests/data/usage/ holds cap
 * Qwen Code ``--output-format json``: an array of events ending with a ``result`` (``stats.models`` as Gemini's);
 * aider: each model response's ``usage``, logged by git-nerve's launcher for aider (no cost: [prices]);
 * opencode ``run --format json``: JSON lines, ``text`` parts and ``step_finish`` parts with ``tokens``, ``cost``;
+* Copilot CLI ``--usage-output-file``: ``modelMetrics.<model>.usage`` (premium requests, no dollars);
 * an OpenAI-compatible endpoint's ``usage`` (``prompt_tokens``, ``completion_tokens``, their details).
 """
 
@@ -255,6 +256,21 @@ def openai_usage(u: Any, model: str | None) -> list[Usage]:
 
 
 # -- prices ------------------------------------------------------------------------------------
+
+
+def copilot(written: str, stdout: str) -> Report:
+    """Copilot CLI's ``--usage-output-file`` JSON (1.0.102): ``modelMetrics.<model>.usage`` with ``inputTokens``
+    (every prompt token), ``cacheReadTokens`` (cached), ``outputTokens``. Its ``requests.cost`` counts premium
+    requests, not dollars: no cost (a price table may give one). The answer is stdout (``-s``: the answer only)."""
+    data = _json(written) if written.strip() else None
+    metrics = data.get("modelMetrics") if isinstance(data, dict) else None
+    found: list[Usage] = []
+    for model, entry in (metrics.items() if isinstance(metrics, dict) else ()):
+        u = entry.get("usage") if isinstance(entry, dict) else None
+        if isinstance(u, dict):
+            found.append(Usage(str(model), _int(u.get("inputTokens")), _int(u.get("cacheReadTokens")),
+                               _int(u.get("outputTokens"))))
+    return Report(stdout, add(found))
 
 
 def priced(usages: Iterable[Usage], prices: Mapping[str, Mapping[str, float]]) -> list[Usage]:
