@@ -61,18 +61,14 @@ def merge_elsewhere(repo: Repo, task_id: str, *, check: str | None = None) -> Me
     res = MergeResult(None, into=integration)
     # the claim row first, then the merge lock: the order of every merge in shared mode (merge --all's too)
     with state.hold(repo.bus, task_id, "merge") as held, hold(repo.lock_path("merge"), what="the merge lock"):
-        _judge(held.record, task_id, state.config.machine)
-        res.holder = held.record.owner
+        res.holder = held.record.owner if held.record is not None else None
         target_wt = worktrees.find_for_branch(repo.cwd, f"refs/heads/{integration}")
-        attempts = merge_attempts(repo)
-        for attempt in range(1, attempts + 1):
-            res.attempts = attempt
-            if _attempt(repo, held, info, res, check_argv):
-                break
-            after_lost_race(attempt, attempts)
+        if _judge(held.record, task_id, state.config.machine):  # this machine's merge, its answer lost: a rerun
+            _made_here(repo, info, res)
         else:
-            raise GitError(f"{integration} kept moving; gave up after {attempts} attempts (run merge again)")
-    _published_here(repo, task_id, res, info)
+            _attempts(repo, held, info, res, check_argv)
+    if not res.already or not messages.for_task(repo.bus.conn, task_id, kinds=("merged",)):
+        _published_here(repo, task_id, res, info)
     if res.conflicts:
         raise _conflict(task_id, integration, res)
     if res.commit:
@@ -82,10 +78,35 @@ def merge_elsewhere(repo: Repo, task_id: str, *, check: str | None = None) -> Me
     return res
 
 
-def _judge(rec, task_id: str, machine: str) -> None:
-    """The claim as locked allows this machine's merge of another machine's task (else one line, nothing moved)."""
+def _attempts(repo: Repo, held, info: Published, res: MergeResult, check_argv) -> None:
+    """Merge attempts until one is published (or met a conflict), each on the integration branch's new tip."""
+    attempts = merge_attempts(repo)
+    for attempt in range(1, attempts + 1):
+        res.attempts = attempt
+        if _attempt(repo, held, info, res, check_argv):
+            return
+        after_lost_race(attempt, attempts)
+    raise GitError(f"{res.into} kept moving; gave up after {attempts} attempts (run merge again)")
+
+
+def _made_here(repo: Repo, info: Published, res: MergeResult) -> None:
+    """A rerun after this machine's merge landed with its answer lost: what the remote has, nothing moved."""
+    from .. import merged
+
+    remote = repo.settings.remote
+    fetch_branches(repo, remote, [res.into, info.branch])
+    res.tip = refs.resolve(repo.cwd, f"refs/remotes/{remote}/{info.branch}")
+    res.commit = merged.merge_commit_on(repo.cwd, res.tip, f"refs/remotes/{remote}/{res.into}") if res.tip else None
+    res.already, res.pushed = True, res.commit is not None
+
+
+def _judge(rec, task_id: str, machine: str) -> bool:
+    """The claim as read allows this machine's merge of another machine's task (else one line, nothing moved);
+    True when this machine merged it already (a rerun: the claim says so)."""
     if rec is None:
         raise UsageError(f"unknown task {task_id!r} (see `git worker status`)")
+    if rec.state == "COMPLETED" and rec.verb == "merge" and rec.machine == machine and rec.owner != machine:
+        return True
     if rec.state == "COMPLETED":
         by = rec.machine if rec.verb == "merge" else rec.owner
         raise HeldElsewhere(f"task {task_id} was merged by machine {by} (held by machine {rec.owner}); "
@@ -95,6 +116,7 @@ def _judge(rec, task_id: str, machine: str) -> None:
                                 "no row here (`git nerve sync`, then `git worker status`)")
     if rec.state != "APPROVED":
         raise InvalidTransition(f"cannot merge {task_id}: it is {rec.state} on machine {rec.owner} (merge needs APPROVED)")
+    return False
 
 
 def _published(repo: Repo, state, task_id: str) -> Published:
@@ -155,7 +177,7 @@ def _attempt(repo: Repo, held, info: Published, res: MergeResult, check_argv) ->
         return True
     if check_argv:
         _run_check(repo, mr.commit, check_argv)
-    if not _push(repo, mr.commit, ours, integration, task_id):
+    if not _push(repo, held, mr.commit, ours, integration):
         return False
     fetch_branches(repo, remote, [integration])  # git is the ground truth: the remote has it, or nothing moves
     if not refs.is_ancestor(cwd, mr.commit, target_ref):
@@ -166,10 +188,16 @@ def _attempt(repo: Repo, held, info: Published, res: MergeResult, check_argv) ->
     return True
 
 
-def _push(repo: Repo, commit: str, ours: str, integration: str, task_id: str) -> bool:
-    remote = repo.settings.remote
-    push = _push_from_checkout(repo, remote, commit, integration, ours)
+def _push(repo: Repo, held, commit: str, ours: str, integration: str) -> bool:
+    """The merge's push (on the git remote the claim's move rides it: one atomic push, both leased on the values
+    read); False when it lost a race to the integration branch (merge again), one line for anything else."""
+    remote, task_id = repo.settings.remote, held.task_id
+    ride = getattr(held, "ride", None)  # the git remote (PostgreSQL holds the row locked instead)
+    also = ride("COMPLETED", "merge") if ride is not None else ()
+    push = _push_from_checkout(repo, remote, commit, integration, ours, also=also)
     if push.rejected:
+        if also and held.lost():  # the claim moved meanwhile: merged or sent back by another machine
+            _judge(held.record, task_id, held.machine)
         return False
     if push.hook_refused:
         raise _gate_refused(push, integration, remote, task_id)
