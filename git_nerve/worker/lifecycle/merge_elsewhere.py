@@ -1,4 +1,4 @@
-"""`merge` of a task another machine holds (shared mode on PostgreSQL, issue 29).
+"""`merge` of a task another machine holds (shared mode, issue 29; the git remote: issue 36).
 
 The task's branch is on the remote (its `done` pushed it); what it is called, the tip that was reviewed and its
 description come from the holder's published events (the cache; a sync first when they have not arrived). The
@@ -10,9 +10,14 @@ move APPROVED -> COMPLETED, committed when the hold ends. A lost push changes no
 tip); an error before the move changes nothing. Of two machines merging the task at once the second waits on the
 row, then finds it COMPLETED and says which machine merged it (exit 8).
 
+On the git remote (:mod:`git_nerve.shared.gitremote_hold`) nothing is locked: the claim is read from the remote,
+and its move to COMPLETED rides the merge's ``--atomic`` push, each ref leased on the value read; a racing
+machine's push is refused whole, it reads the claim again and exits 8 naming the machine that merged it. A rerun
+after this machine's merge landed with its answer lost finds the claim saying so and pushes nothing again.
+
 A conflict moves the claim APPROVED -> WORKING (verb merge). The holder's row follows either move at its next sync
-(:mod:`git_nerve.bus.followed`), with this machine's ``merged`` / ``merge_conflict`` message; its worktree and
-branch stay until a person runs `git worker merge T` there (the usual cleanup, archive first).
+(:mod:`git_nerve.bus.followed`), with this machine's ``merged`` / ``merge_conflict`` message; its worktree goes at
+its next `git nerve sync` (:func:`.cleanup.after_merge_elsewhere`: the usual cleanup, archive first).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ class Published:
 
 
 def merges_elsewhere(repo: Repo) -> bool:
-    """Does this repository's shared store merge other machines' tasks here (PostgreSQL)?"""
+    """Does this repository's shared store merge other machines' tasks here (shared mode)?"""
     from ... import shared
 
     return hasattr(shared.for_bus(repo.bus), "hold")
