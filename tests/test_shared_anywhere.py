@@ -139,3 +139,43 @@ def test_status_shows_other_machines_heartbeat_and_description(tmp_path, daemon)
     line = next(ln for ln in shown.splitlines() if ln.startswith("t "))
     assert " ago " in line and "the" in line and "\x1b" not in line, shown
     assert "forged row" not in shown.replace(line, ""), shown  # the description's newline made no row
+
+
+def test_a_holders_worktree_with_uncommitted_work_is_kept_when_another_machine_merged_its_task(
+        tmp_path, daemon):  # noqa: F811
+    one, two = _team(tmp_path, daemon, ["one", "two"])
+    _ready(one, "t", approve=True)
+    ss.ok(["nerve", "sync"], two)
+    ss.ok(["worker", "merge", "t"], two)
+    ss.ok(["nerve", "sync"], two)
+    worktree = Path(_row(one, "t").worktree)
+    (worktree / "notes.txt").write_text("not committed\n")
+    synced = ss.ok(["nerve", "sync"], one)
+    assert "its worktree" in synced.stdout and "has uncommitted changes (notes.txt): kept" in synced.stdout, synced
+    assert _row(one, "t").state == "COMPLETED" and (worktree / "notes.txt").is_file()
+    assert "merged by machine two; its worktree is kept here" in ss.ok(["worker", "status"], one).stdout
+    ss.ok(["worker", "merge", "t", "--force"], one)  # archives it, then removes it
+    assert not worktree.exists()
+    assert "notes.txt" in build.git(one, "show", "--name-only", "--format=", "refs/nerve/archive/t")
+
+
+def test_what_a_peer_published_of_its_task_is_taken_as_text_and_times_never_after_now():
+    import sqlite3
+
+    from git_nerve.bus import shared as cache
+
+    conn = sqlite3.connect(":memory:")
+    cache.ensure(conn)
+    for task, owner in (("t", "one"), ("u", "one"), ("v", "one"), ("mine", "here")):
+        cache.put_claim(conn, cache.Claim(task, owner, owner, "WORKING", "start", 2, "0" * 40, 1.0))
+    events = [("one:m1", "one", 100.0, "t", "heartbeat", {}), ("one:m2", "one", 9e99, "u", "heartbeat", {}),
+              ("one:m3", "one", -1e300, "v", "heartbeat", {}), ("two:m1", "two", 150.0, "t", "heartbeat", {}),
+              ("one:m4", "one", 50.0, "t", "task_assign", {"description": "x" * 5000, "branch": ["not", "text"]}),
+              ("here:m1", "here", 120.0, "mine", "heartbeat", {})]
+    cache.add_events(conn, [{"id": i, "machine": m, "ts": ts, "task": t, "kind": k, "payload": p}
+                            for i, m, ts, t, k, p in events])
+    words = cache.holders_words(conn, "here", now=200.0)
+    assert words["t"]["last_heartbeat"] == 100.0  # the holder's own beat; another machine's says nothing of it
+    assert words["u"]["last_heartbeat"] == 200.0 and "last_heartbeat" not in words.get("v", {})
+    assert len(words["t"]["description"]) == 2000 and words["t"]["branch"] is None
+    assert "mine" not in words  # this machine's tasks are its rows

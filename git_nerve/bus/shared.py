@@ -195,7 +195,7 @@ def remote_sides(conn: sqlite3.Connection, machine: str, kind: str,
 def holders_words(conn: sqlite3.Connection, machine: str, now: float) -> dict[str, dict]:
     """{task: what its holder published of it} for every task another machine holds (`git worker status`'s rows
     of them): ``last_heartbeat`` (its last heartbeat's time, never after ``now``: a peer's clock or word cannot
-    make it younger than this moment), ``description`` and ``branch`` (its last ``task_assign``; text only, at
+    make it younger than this moment; no time at all when it is not one), ``description`` and ``branch`` (its last ``task_assign``; text only, at
     most 2,000 characters: printed through ``text.clean`` like every peer's word)."""
     if not _has_tables(conn):
         return {}
@@ -203,7 +203,7 @@ def holders_words(conn: sqlite3.Connection, machine: str, now: float) -> dict[st
             "WHERE e.kind = ? AND c.owner != ?")
     out: dict[str, dict] = {}
     for task, ts in conn.execute(f"SELECT e.task_id, MAX(e.ts) {join} GROUP BY e.task_id", ("heartbeat", machine)):
-        if isinstance(ts, (int, float)) and ts == ts:  # (NaN is no time)
+        if isinstance(ts, (int, float)) and 0 <= ts < float("inf"):  # (NaN, a negative or infinite time: none)
             out.setdefault(task, {})["last_heartbeat"] = min(float(ts), now)
     for task, payload in conn.execute(f"SELECT e.task_id, e.payload {join} ORDER BY e.ts, e.event_id",
                                       ("task_assign", machine)):

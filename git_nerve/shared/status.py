@@ -93,7 +93,8 @@ def shared_rows(bus: Bus, rows: list[dict[str, Any]], states: tuple[str, ...] = 
         said = words.get(c.task_id, {})
         rows.append({"task_id": c.task_id, "state": c.state, "machine": c.owner, "branch": said.get("branch"),
                      "worktree": None, "description": said.get("description") or "",
-                     "last_heartbeat": clock.iso(said.get("last_heartbeat")), "heartbeat_at": said.get("last_heartbeat"),
+                     "last_heartbeat": clock.iso(said.get("last_heartbeat")),
+                     "heartbeat_at": said.get("last_heartbeat"),
                      "last_transition": {"verb": c.verb, "by": c.machine, "seq": c.seq},
                      "stale": False, "radar": [], "radar_stale": False, "elsewhere": True})
     for r in rows:

@@ -181,18 +181,21 @@ def after_merge_elsewhere(repo: Repo) -> list[str]:
 
     lines = []
     for w in workers.all_workers(repo.bus.conn, states=("COMPLETED",)):
-        merged = messages.for_task(repo.bus.conn, w.task_id, kinds=("merged",)) if Path(w.worktree).is_dir() else []
-        by = merged[-1].payload.get("machine") if merged else None
-        if not by:
+        if not Path(w.worktree).is_dir():
             continue
+        found = messages.for_task(repo.bus.conn, w.task_id, kinds=("merged", "cleanup"))
+        by = found[-1].payload.get("machine") if found and found[-1].kind == "merged" else None
+        if not by:
+            continue  # merged here, or cleaned up (or tried: a worktree the door kept) since the merge
         dirty = worktrees.dirty_files(Path(w.worktree))
         if dirty:
             lines.append(f"{w.task_id} was merged by machine {by}; its worktree {w.worktree} has uncommitted changes "
-                         f"({', '.join(dirty[:3])}): kept (`git worker merge {w.task_id} --force` archives and removes it)")
+                         f"({', '.join(dirty[:3])}): kept (`git worker merge {w.task_id} --force` archives and "
+                         "removes it)")
             continue
         res = MergeResult(None, already=True, into=w.integration)
         with hold(task_lock(repo, w), what=f"the lock of {w.task_id}"):
-            _cleanup(repo, w, res, delete_branch=False, force=False)
+            _cleanup(repo, w, res, delete_branch=False, force=False, always_archive=True)
         kept = "; ".join(res.warnings + res.kept)
         lines.append(f"{w.task_id} was merged by machine {by}: " + (
             f"its worktree removed (archived under {res.archive_ref})" if res.removed_worktree else "its worktree kept")
