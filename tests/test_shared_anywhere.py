@@ -179,3 +179,27 @@ def test_what_a_peer_published_of_its_task_is_taken_as_text_and_times_never_afte
     assert words["u"]["last_heartbeat"] == 200.0 and "last_heartbeat" not in words.get("v", {})
     assert len(words["t"]["description"]) == 2000 and words["t"]["branch"] is None
     assert "mine" not in words  # this machine's tasks are its rows
+
+
+def test_a_merge_from_another_machine_whose_answer_was_lost_is_finished_by_running_it_again(tmp_path):
+    """The remote takes the merge's atomic push (integration branch and claim) and the connection drops before it
+    answers: the merge says it may have landed; its rerun reads the claim, finds this machine's merge and pushes
+    nothing again."""
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"])
+    tip = _ready(one, "t", approve=True)
+    ss.ok(["nerve", "sync"], two)
+    hook = bare / "hooks" / "post-receive"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\ncat >/dev/null\nkill -9 $PPID\n")
+    hook.chmod(0o755)
+    proc = ss.run(["worker", "merge", "t"], two)
+    assert proc.returncode == 4 and "may have landed; run `git worker merge t` again" in proc.stderr, proc
+    assert _chain(bare, "t")[-1]["state"] == "COMPLETED" and len(ss.merges_of(bare, tip)) == 1
+    hook.unlink()
+    again = ss.ok(["worker", "merge", "t"], two)
+    assert "t" in again.stdout and len(ss.merges_of(bare, tip)) == 1, again.stdout
+    assert [r["state"] for r in _chain(bare, "t")].count("COMPLETED") == 1
+    ss.ok(["nerve", "sync"], two)
+    ss.ok(["nerve", "sync"], one)
+    assert _row(one, "t").state == "COMPLETED"

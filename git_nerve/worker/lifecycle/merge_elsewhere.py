@@ -209,7 +209,11 @@ def _push(repo: Repo, held, commit: str, ours: str, integration: str) -> bool:
     if push.remote_refused:
         raise _remote_refused(push, integration, remote, f"nothing was merged ({task_id} is still APPROVED)")
     if not push.ok:
-        raise GitError(f"could not push {integration} to {remote}: {push.message}")
+        from ...git.remote_refs import may_have_landed
+
+        unsure = (f": no answer came back, so it may have landed; run `git worker merge {task_id}` again (it reads "
+                  f"{remote} first and finishes it)" if may_have_landed(push.output) else "")
+        raise GitError(f"could not push {integration} to {remote}: {push.message}{unsure}")
     return True
 
 
