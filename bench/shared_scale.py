@@ -3,11 +3,13 @@
 git remote served by `git daemon` on 127.0.0.1 and on PostgreSQL (a real server, as the tests start it), side by
 side in one run. Prints figures; asserts nothing.
 
-Every machine runs --rounds rounds at once with the others, each round as an agent and its person would:
+Every machine runs --rounds rounds at the same time as the others, each round as an agent and its person would:
 `git worker spawn`, `git worker start`, a commit in the task's worktree, `git worker done` (its branch pushed),
 `git nerve sync`. Each command is a real process (`git-worker` / `git-nerve`), timed whole, as a person waits for
-it. Background syncs are off (`[shared] background = false`, and no PostgreSQL listeners): the loop's own sync
-publishes, so the figures are the commands' and nothing else runs beside them.
+it. The machines share this one computer, so at most --parallel commands run at once (the machines' commands
+interleave on the store; more at once measures this computer's CPU, not the store: 20 at once on two cores puts
+every command at 15-30 s). Background syncs are off (`[shared] background = false`, and no PostgreSQL
+listeners): the loop's own sync publishes, so the figures are the commands' and nothing else runs beside them.
 
 Printed per backend: the transitions' wall time (spawn, start, done: each moves the task's claim on the shared
 store) p50 / p99, the sync's p50 / p99, and after two final sync rounds (everyone publishes, then everyone reads)
@@ -15,7 +17,7 @@ the events lost and doubled: for each pair of machines, how many of one's events
 more than once (0 and 0 is the promise).
 
 Run from the repository root with the venv's interpreter (a few minutes with the defaults on two cores):
-    .venv/bin/python bench/shared_scale.py [--machines 20] [--rounds 2] [--only git|postgres]
+    .venv/bin/python bench/shared_scale.py [--machines 20] [--rounds 1] [--parallel 4] [--only git|postgres]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,12 +38,15 @@ from fixtures.repos import build  # noqa: E402
 from tests import shared_support as ss  # noqa: E402
 
 TRANSITIONS = ("spawn", "start", "done")
+#: at most --parallel commands at once (set by main)
+SLOTS = threading.BoundedSemaphore(4)
 
 
 def _timed(args: list[str], work: Path, times: dict[str, list[float]], key: str) -> None:
-    t0 = time.perf_counter()
-    proc = ss.run(args, work, timeout=600)
-    times.setdefault(key, []).append((time.perf_counter() - t0) * 1000)
+    with SLOTS:
+        t0 = time.perf_counter()
+        proc = ss.run(args, work, timeout=600)
+        times.setdefault(key, []).append((time.perf_counter() - t0) * 1000)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} on {work.name} exited {proc.returncode}: {proc.stderr.strip()[-400:]}")
 
@@ -53,7 +59,8 @@ def _loop(work: Path, rounds: int) -> dict[str, list[float]]:
         _timed(["worker", "spawn", task, "-d", f"round {r} of {work.name}"], work, times, "spawn")
         _timed(["worker", "start", "--task", task], work, times, "start")
         wt = Path(ss.row(work, task).worktree)
-        build.commit_file(wt, f"{task}.txt", f"{task}\n")
+        with SLOTS:
+            build.commit_file(wt, f"{task}.txt", f"{task}\n")
         _timed(["worker", "done", "--task", task], work, times, "done")
         _timed(["nerve", "sync"], work, times, "sync")
     return times
@@ -109,11 +116,14 @@ def _git(root: Path, machines: list[str]) -> list[Path]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--machines", type=int, default=20)
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--parallel", type=int, default=4, help="commands running at once (default 4)")
     ap.add_argument("--only", choices=("git", "postgres"))
     args = ap.parse_args()
     from tests.pg_support import team
 
+    global SLOTS
+    SLOTS = threading.BoundedSemaphore(max(1, args.parallel))
     machines = [f"m{i:02d}" for i in range(args.machines)]
     results = {}
     with postgres_bench("nerve-bench-scale-") as (root, server):
@@ -127,8 +137,8 @@ def main() -> None:
             (root / "pg").mkdir()
             works = team(root / "pg", server.create_database("scale"), machines, background=False, listen=False)
             results["PostgreSQL"] = _run(works, args.rounds)
-    print(f"{args.machines} machines x {args.rounds} rounds of spawn/start/commit/done/sync, all machines at once "
-          "(each command a real process, timed whole):")
+    print(f"{args.machines} machines x {args.rounds} rounds of spawn/start/commit/done/sync, all machines at once, "
+          f"at most {args.parallel} commands at a time (each a real process, timed whole):")
     print(f"{'backend':<12} {'transition p50':>15} {'p99':>9} {'sync p50':>10} {'p99':>9} {'lost':>5} {'doubled':>8} "
           f"{'commands':>9} {'wall':>8}")
     for name, r in results.items():
