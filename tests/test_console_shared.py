@@ -21,6 +21,7 @@ def test_the_console_shows_another_machines_task_read_only(tmp_path):
     one, two = ss.team(tmp_path, str(bare), ["one", "two"])
     ss.ok(["worker", "spawn", "t", "-d", "the feature"], one)
     ss.ok(["worker", "start", "--task", "t"], one)
+    ss.ok(["worker", "heartbeat", "--task", "t"], one)
     ss.ok(["worker", "spawn", "mine"], two)
     for w in (one, two):
         ss.ok(["nerve", "sync"], w)
@@ -34,6 +35,7 @@ def test_the_console_shows_another_machines_task_read_only(tmp_path):
         assert state["shared"]["view"].startswith("synced ") and state["shared"]["view"].endswith(" s ago")
         t = worker_row(state, "t")
         assert (t["state"], t["machine"], t["elsewhere"]) == ("WORKING", "one", True)
+        assert isinstance(t["heartbeat_ts"], float) and t["description"] == "the feature"  # as one published them
         assert t["allowed_actions"] == []
         assert t["held_elsewhere"] == ("held by machine one: its review and merge run from here (shared mode); cancel, "
                                        "retry and its worktree stay on machine one")
