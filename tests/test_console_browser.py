@@ -244,7 +244,7 @@ def test_in_shared_mode_each_task_names_its_machine_and_another_machines_task_is
         assert b("eval", js="document.querySelector('[data-testid=shared-view]').textContent").startswith(
             "machine two · synced ")
         assert b.open_task("t", "thread") == set()
-        b("wait_text", selector="[data-testid=held-elsewhere]", text="held by machine one: read-only here")
+        b("wait_text", selector="[data-testid=held-elsewhere]", text="held by machine one: its review and merge run from here")
         assert b.open_task("mine", "thread") == {"cancel"}
         assert b.problems() == []
     finally:

@@ -1,6 +1,6 @@
 """The console in shared mode (issue 24): two clones of a real bare remote, each its own machine; after a sync,
-machine two's console lists machine one's task with its machine and how fresh the view is, offers no action on
-it, and refuses one posted anyway with the CLI's exit-8 line, changing nothing."""
+machine two's console lists machine one's task with its machine and how fresh the view is, offers its review and
+merge (run from any machine, issue 36) and refuses the rest with the CLI's exit-8 line, changing nothing."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ def test_the_console_shows_another_machines_task_read_only(tmp_path):
     one, two = ss.team(tmp_path, str(bare), ["one", "two"])
     ss.ok(["worker", "spawn", "t", "-d", "the feature"], one)
     ss.ok(["worker", "start", "--task", "t"], one)
+    ss.ok(["worker", "heartbeat", "--task", "t"], one)
     ss.ok(["worker", "spawn", "mine"], two)
     for w in (one, two):
         ss.ok(["nerve", "sync"], w)
@@ -34,8 +35,10 @@ def test_the_console_shows_another_machines_task_read_only(tmp_path):
         assert state["shared"]["view"].startswith("synced ") and state["shared"]["view"].endswith(" s ago")
         t = worker_row(state, "t")
         assert (t["state"], t["machine"], t["elsewhere"]) == ("WORKING", "one", True)
+        assert isinstance(t["heartbeat_ts"], float) and t["description"] == "the feature"  # as one published them
         assert t["allowed_actions"] == []
-        assert t["held_elsewhere"].startswith("held by machine one: read-only here")
+        assert t["held_elsewhere"] == ("held by machine one: its review and merge run from here (shared mode); cancel, "
+                                       "retry and its worktree stay on machine one")
         assert (worker_row(state, "mine")["machine"], worker_row(state, "mine")["allowed_actions"]) == (
             "two", ["cancel"])
 
@@ -45,14 +48,13 @@ def test_the_console_shows_another_machines_task_read_only(tmp_path):
         assert (detail["worker"]["machine"], detail["worker"]["state"]) == ("one", "WORKING")
         assert {"task_assign", "state_change"} <= {m["kind"] for m in detail["messages"]}
 
-        for action in ("approve", "cancel"):
-            status, text = c.request("POST", f"/api/{action}", body={"task": "t"})
-            refusal = json.loads(text)
-            assert (status, refusal["code"]) == (409, 8), text
-            assert refusal["error"].startswith("task t is held by machine one (WORKING when this machine last synced)")
-            assert refusal["error"].endswith("nothing changed here")
-        assert "run `git worker approve t` on machine one" in json.loads(
-            c.request("POST", "/api/approve", body={"task": "t"})[1])["error"]
+        status, text = c.request("POST", "/api/cancel", body={"task": "t"})
+        refusal = json.loads(text)
+        assert (status, refusal["code"]) == (409, 8), text
+        assert refusal["error"].startswith("task t is held by machine one (WORKING when this machine last synced)")
+        assert refusal["error"].endswith("nothing changed here")
+        status, text = c.request("POST", "/api/approve", body={"task": "t"})  # reviewed from here, but not WORKING
+        assert "cannot approve t: it is WORKING on machine one" in json.loads(text)["error"], text
     finally:
         assert c.stop() == 0
     assert _claim_tip(bare, "t") == tip  # nothing moved on the remote, nothing here
@@ -89,7 +91,7 @@ def test_a_shared_table_nerve_toml_gets_wrong_is_said_and_the_console_goes_on(re
         assert c.stop() == 0
 
 
-def test_on_the_git_remote_another_machines_task_in_review_shows_its_pushed_diff_and_stays_read_only(tmp_path):
+def test_on_the_git_remote_another_machines_task_in_review_shows_its_pushed_diff_and_is_approved_here(tmp_path):
     bare = ss.origin(tmp_path)
     one, two = ss.team(tmp_path, str(bare), ["one", "two"])
     ss.ok(["worker", "spawn", "t", "-d", "the feature"], one)
@@ -105,20 +107,18 @@ def test_on_the_git_remote_another_machines_task_in_review_shows_its_pushed_diff
     c = Console(two)
     try:
         t = worker_row(json.loads(c.request("GET", "/api/state")[1]), "t")
-        assert (t["state"], t["machine"], t["allowed_actions"]) == ("IN_REVIEW", "one", [])
-        assert t["held_elsewhere"] == ("held by machine one: read-only here; run `git worker approve t` or "
-                                       "`git worker request-changes t` on machine one")
+        assert (t["state"], t["machine"], t["allowed_actions"]) == ("IN_REVIEW", "one", ["approve", "request_changes"])
         status, text = c.request("GET", "/api/task/t/files")  # its diff: the branch machine one pushed
         assert status == 200, text
         assert (json.loads(text)["head"], [f["path"] for f in json.loads(text)["files"]]) == (tip, ["feature.txt"])
         status, text = c.request("GET", "/api/task/t/diff?path=feature.txt")
         assert status == 200 and "the feature" in text, text
-        for action in ("approve", "request-changes", "merge"):
-            status, text = c.request("POST", f"/api/{action}", body={"task": "t", "comment": "from two"})
-            refusal = json.loads(text)
-            assert (status, refusal["code"]) == (409, 8), text
-            assert f"on machine one (it holds the task's row, worktree and thread); nothing changed here" in refusal[
-                "error"]
+        status, text = c.request("POST", "/api/merge", body={"task": "t"})  # not APPROVED yet
+        assert status == 409 and "cannot merge t: it is IN_REVIEW on machine one" in json.loads(text)["error"], text
+        assert _claim_tip(bare, "t") == claim
+        status, text = c.request("POST", "/api/approve", body={"task": "t", "comment": "from two"})
+        assert status == 200, text
     finally:
         assert c.stop() == 0
-    assert _claim_tip(bare, "t") == claim
+    assert _claim_tip(bare, "t") != claim
+    assert json.loads(build.git(bare, "cat-file", "blob", "refs/nerve/claims/t:record.json"))["state"] == "APPROVED"

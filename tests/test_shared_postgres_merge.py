@@ -69,14 +69,14 @@ def test_another_machine_merges_the_task_and_the_holder_follows_at_its_sync(tmp_
     ss.ok(["nerve", "sync"], c)  # (c's own message, with the merge commit, published: the background sync's job)
     synced = ss.ok(["nerve", "sync"], a)
     assert "t was merged by machine c: COMPLETED here" in synced.stdout, synced.stdout
-    assert _row(a, "t").state == "COMPLETED" and worktree.is_dir()  # nothing removed by the sync
+    # the holder's worktree follows (issue 36): cleaned up as its own merge would, archived first, branch kept
+    assert "t was merged by machine c: its worktree removed (archived under refs/nerve/archive/t)" in synced.stdout
+    assert _row(a, "t").state == "COMPLETED" and not worktree.exists()
+    assert build.git(a, "rev-parse", "refs/nerve/archive/t").strip() == tip
     shown = ss.ok(["worker", "show", "t"], a).stdout
-    assert "merged by machine c; its worktree is kept here until `git worker merge t`" in shown
     assert made[0][:10] in shown  # the merge commit c published, in a's log
-    assert "merged by machine c" in ss.ok(["worker", "status"], a).stdout
-    cleaned = ss.ok(["worker", "merge", "t"], a)
-    assert "already COMPLETED" in cleaned.stdout and "Worktree removed" in cleaned.stdout, cleaned.stdout
-    assert build.git(a, "rev-parse", "refs/nerve/archive/t").strip() == tip and not worktree.exists()
+    cleaned = ss.ok(["worker", "merge", "t"], a)  # nothing left to clean up
+    assert "already COMPLETED" in cleaned.stdout and "Worktree removed" not in cleaned.stdout, cleaned.stdout
     assert len(_merges_of(origin, tip)) == 1
 
 

@@ -336,7 +336,7 @@ def _restart(run: Run, pg_server) -> None:
 
 def _back(run: Run, proxy: Proxy) -> None:
     """m5 back: its task goes to review; approved by m1 and merged by m2 while it was away, its other task's row
-    follows both steps (not stuck IN_REVIEW), and its usual cleanup works."""
+    follows both steps (not stuck IN_REVIEW), and its sync cleans up its worktree."""
     proxy.open()
     cut = run.works[CUT]
     run.tips[f"{CUT}-b"] = _done(cut, f"{CUT}-b")
@@ -344,8 +344,9 @@ def _back(run: Run, proxy: Proxy) -> None:
     assert _row(cut, f"{CUT}-a").state == "COMPLETED"
     assert _followed(cut, f"{CUT}-a") == [("IN_REVIEW", "APPROVED", "m1"), ("APPROVED", "COMPLETED", "m2")]
     assert _rounds(cut, f"{CUT}-a").count(("reviewer", "approved by m1", "m1")) == 1  # the comment: once
+    assert not Path(_row(cut, f"{CUT}-a").worktree).exists()  # the sync cleaned it up as a merge would (issue 36)
     cleaned = ss.ok(["worker", "merge", f"{CUT}-a"], cut)
-    assert "already COMPLETED" in cleaned.stdout and "Worktree removed" in cleaned.stdout, cleaned.stdout
+    assert "already COMPLETED" in cleaned.stdout, cleaned.stdout
 
 
 def _merge_all(run: Run) -> None:

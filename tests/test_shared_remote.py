@@ -518,10 +518,9 @@ def test_a_takeover_setting_that_is_not_known_is_refused(tmp_path):
     assert "takeover = 'always' is not one of manual, idle, auto" in proc.stderr
 
 
-def test_review_verbs_of_another_machines_task_say_where_to_run_them(tmp_path):
-    """approve, request-changes and merge of a task another machine holds are refused here with one line naming
-    the machine and the command to run there (a review moves the holder's row and its agent's thread, a merge
-    its worktree and branch); the claim does not move."""
+def test_review_verbs_of_another_machines_task_run_here_and_other_verbs_say_where_to_run_them(tmp_path):
+    """approve, request-changes and merge of a task another machine holds run here (issue 36: review from any
+    machine; tests/test_shared_anywhere.py); every other verb of it is refused with one line naming the machine."""
     bare = ss.origin(tmp_path)
     one, two = ss.team(tmp_path, str(bare), ["one", "two"])
     ss.ok(["worker", "spawn", "t"], one)
@@ -529,14 +528,12 @@ def test_review_verbs_of_another_machines_task_say_where_to_run_them(tmp_path):
     build.commit_file(Path(_local_row(one, "t").worktree), "t.txt", "work\n")
     ss.ok(["worker", "done", "--task", "t"], one)
     ss.ok(["nerve", "sync"], two)
-    for args, command in ((["worker", "approve", "t", "--comment", "fine"], "approve"),
-                          (["worker", "request-changes", "t", "--comment", "more"], "request-changes"),
-                          (["worker", "merge", "t"], "merge")):
-        proc = ss.run(args, two)
-        assert proc.returncode == 8 and len(proc.stderr.splitlines()) == 1, (args, proc.stderr)
-        assert (f"task t is held by machine one (IN_REVIEW when this machine last synced): run `git worker {command} t` "
-                "on machine one") in proc.stderr
+    proc = ss.run(["worker", "cancel", "t"], two)
+    assert proc.returncode == 8 and len(proc.stderr.splitlines()) == 1, proc.stderr
+    assert "task t is held by machine one (IN_REVIEW when this machine last synced)" in proc.stderr
     assert [r["state"] for r in _chain(bare, "t")] == ["ASSIGNED", "WORKING", "IN_REVIEW"]
+    ss.ok(["worker", "approve", "t", "--comment", "fine"], two)
+    assert (_chain(bare, "t")[-1]["state"], _chain(bare, "t")[-1]["machine"]) == ("APPROVED", "two")
     assert _local_row(two, "t") is None
-    ss.ok(["worker", "approve", "t"], one)  # where it is run on the holder, it goes through
-    assert _chain(bare, "t")[-1]["state"] == "APPROVED"
+    ss.ok(["worker", "approve", "t"], one)  # on the holder: already APPROVED, nothing more
+    assert [r["state"] for r in _chain(bare, "t")] == ["ASSIGNED", "WORKING", "IN_REVIEW", "APPROVED"]

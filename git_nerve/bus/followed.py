@@ -1,11 +1,12 @@
-"""A task this machine holds that another machine reviewed or merged (shared mode on PostgreSQL, issue 29): the
-claim moved there, holder unchanged; this machine's row follows at its next sync, inside the ingest's write
+"""A task this machine holds that another machine reviewed or merged (shared mode, issue 29; the git remote too
+since issue 36): the claim moved there, holder unchanged; this machine's row follows at its next sync, inside the ingest's write
 transaction, with the messages a local transition writes (``state_change`` naming the ``machine``, then the
 verb's own: ``merged`` with the merge commit that machine published, ``review_approved``,
 ``changes_requested``, ``merge_conflict``). A claim that moved twice before this machine synced (approved, then
 merged or sent back by a conflict, while this machine was cut off) is followed step by step through APPROVED
 (:data:`VIA`), each step with its messages. Nothing is removed here: a task merged elsewhere keeps its worktree
-and branch until a person runs `git worker merge T` on this machine (the usual cleanup, archive first).
+until `git nerve sync` (``worker/lifecycle/cleanup.after_merge_elsewhere``) or `git worker merge T` on this
+machine cleans it up (the usual cleanup, archive first).
 """
 
 from __future__ import annotations

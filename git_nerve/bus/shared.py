@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS shared_events (
     kind     TEXT NOT NULL,
     payload  TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS shared_events_kind ON shared_events (kind, task_id);
 CREATE TABLE IF NOT EXISTS shared_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS shared_posts (
     event_id TEXT PRIMARY KEY,  -- another machine's post to a task held here, appended to its thread once
@@ -219,6 +220,29 @@ def remote_sides(conn: sqlite3.Connection, machine: str, kind: str,
             f"ON c.task_id = e.task_id AND c.owner = e.machine WHERE e.kind = ? AND c.owner != ? AND c.state IN "
             f"({','.join('?' * len(states))}) ORDER BY e.ts, e.event_id", (kind, machine, *states)):
         out[task] = (owner, event_id, json.loads(payload))
+    return out
+
+
+def holders_words(conn: sqlite3.Connection, machine: str, now: float) -> dict[str, dict]:
+    """{task: what its holder published of it} for every task another machine holds (`git worker status`'s rows
+    of them): ``last_heartbeat`` (its last heartbeat's time, never after ``now``: a peer's clock or word cannot
+    make it younger than this moment; no time at all when it is not one), ``description`` and ``branch`` (its last ``task_assign``; text only, at
+    most 2,000 characters: printed through ``text.clean`` like every peer's word)."""
+    if not _has_tables(conn):
+        return {}
+    join = ("FROM shared_events e JOIN shared_claims c ON c.task_id = e.task_id AND c.owner = e.machine "
+            "WHERE e.kind = ? AND c.owner != ?")
+    out: dict[str, dict] = {}
+    for task, ts in conn.execute(f"SELECT e.task_id, MAX(e.ts) {join} GROUP BY e.task_id", ("heartbeat", machine)):
+        if isinstance(ts, (int, float)) and 0 <= ts < float("inf"):  # (NaN, a negative or infinite time: none)
+            out.setdefault(task, {})["last_heartbeat"] = min(float(ts), now)
+    for task, payload in conn.execute(f"SELECT e.task_id, e.payload {join} ORDER BY e.ts, e.event_id",
+                                      ("task_assign", machine)):
+        p = json.loads(payload)
+        words = out.setdefault(task, {})
+        for key in ("description", "branch"):
+            value = p.get(key) if isinstance(p, dict) else None
+            words[key] = value[:2000] if isinstance(value, str) else None
     return out
 
 

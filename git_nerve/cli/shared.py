@@ -33,6 +33,7 @@ def sync(rebuild: bool, watch: bool, as_json: bool) -> None:
         return
     report = run_sync(rebuild=rebuild, tell=True)
     if report["backend"] != "local":  # tasks of this machine another one took over are fenced off on opening
+        from ..worker.lifecycle.cleanup import after_merge_elsewhere
         from ..worker.takeover import auto_takeover
         from .tasks import _repo_fenced
 
@@ -40,6 +41,7 @@ def sync(rebuild: bool, watch: bool, as_json: bool) -> None:
         with repo:
             report["fenced"] = [f.task_id for f in fenced]
             report["taken_over"] = auto_takeover(repo, say=warn)  # [shared] takeover = "idle" / "auto"
+            report["cleaned"] = after_merge_elsewhere(repo)  # merged by another machine: its worktree goes here
     _print(report, as_json)
 
 
@@ -67,6 +69,8 @@ def _print(report: dict, as_json: bool) -> None:
         echo(f"took over {t['task']} from machine {t['from']} (its lease ran out; it was {t['state']}; now ASSIGNED here)")
     for t in report.get("followed", []):
         echo(_followed_line(t))
+    for line in report.get("cleaned", []):
+        echo(line)
     _warn_foreign(report)
     if report.get("archive_refused"):
         warn(f"{report['remote']} refused to archive finished claims ({report['archive_refused']}): they stay live "
@@ -90,10 +94,9 @@ def _warn_foreign(report: dict) -> None:
 
 
 def _followed_line(t: dict) -> str:
-    """A task of this machine another machine reviewed or merged (PostgreSQL), as this sync brought it here."""
+    """A task of this machine another machine reviewed or merged, as this sync brought it here."""
     if t["state"] == "COMPLETED":
-        return (f"{t['task']} was merged by machine {t['machine']}: COMPLETED here; its worktree stays until "
-                f"`git worker merge {t['task']}` cleans it up")
+        return f"{t['task']} was merged by machine {t['machine']}: COMPLETED here"
     return f"{t['task']} is {t['state']} here: moved by machine {t['machine']}"
 
 

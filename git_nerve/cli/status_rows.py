@@ -125,7 +125,7 @@ def _attention(repo, rows: list[dict], everyone: dict, now: float) -> None:
 
 
 def merged_elsewhere_line(repo, w) -> str | None:
-    """A task of this machine another machine merged (shared mode on PostgreSQL) whose worktree is still here:
+    """A task of this machine another machine merged (shared mode) whose worktree is still here:
     the one line saying so and what cleans it up; None otherwise."""
     from pathlib import Path
 
@@ -137,8 +137,8 @@ def merged_elsewhere_line(repo, w) -> str | None:
     by = merged[-1].payload.get("machine") if merged else None
     if not by:
         return None
-    return (f"merged by machine {by}; its worktree is kept here until `git worker merge {w.task_id}` cleans it up "
-            "(archive first)")
+    return (f"merged by machine {by}; its worktree is kept here until `git nerve sync` or `git worker merge {w.task_id}` "
+            "cleans it up (archive first)")
 
 
 def settings_or_none(repo):

@@ -122,8 +122,9 @@ def print_shared_status(rows: list[dict], by_id: dict, fresh: str, now: float, r
 
     for r in sorted(rows, key=lambda r: rank(r.get("attention"))):  # what needs the person first (issue 38)
         w = by_id.get(r["task_id"])
-        hb = (clock.ago(w.last_heartbeat, now) + " ago") if w is not None and w.last_heartbeat else "-"
-        desc = clean_line(((w.description if w else "").splitlines() or [""])[0])[:40]
+        beat = w.last_heartbeat if w is not None else r.get("heartbeat_at")  # another machine's: as it published
+        hb = (clock.ago(beat, now) + " ago") if beat else "-"
+        desc = clean_line(((w.description if w else r.get("description") or "").splitlines() or [""])[0])[:40]
         shown = style(f"{r['state']:<11}", fg=colors.get(r["state"]))
         task, machine, branch = (clean_line(r[k] or "") for k in ("task_id", "machine", "branch"))  # peers' words
         echo(f"{task:<24} {shown} {machine:<16} {(branch or '-'):<28} {hb:<10} {usage_cell(r.get('usage')):<13} {desc}"

@@ -238,13 +238,13 @@ RULES: dict[str, tuple[str, frozenset[str] | None]] = {
 }
 
 
-#: the actions that, on PostgreSQL, run here on a task another machine holds (as the CLI runs them from any
-#: machine: :mod:`..worker.lifecycle.review_elsewhere`, :mod:`..worker.lifecycle.merge_elsewhere`)
+#: the actions that, in shared mode (git remote or PostgreSQL), run here on a task another machine holds (as the CLI
+#: runs them from any machine: :mod:`..worker.lifecycle.review_elsewhere`, :mod:`..worker.lifecycle.merge_elsewhere`)
 FROM_ANY_MACHINE = ("approve", "request_changes", "merge")
 
 
 def reviews_here(repo: lifecycle.Repo) -> bool:
-    """Does this repository's shared store run review and merge of another machine's task here (PostgreSQL)? The
+    """Does this repository's shared store run review and merge of another machine's task here (shared mode)? The
     test `git worker merge` itself makes (:func:`..worker.lifecycle.merge_elsewhere.merges_elsewhere`)."""
     from ..worker.lifecycle.merge_elsewhere import merges_elsewhere
 
@@ -253,8 +253,8 @@ def reviews_here(repo: lifecycle.Repo) -> bool:
 
 def allowed_actions(state: str, *, elsewhere: bool = False, from_here: bool = False) -> list[str]:
     """The task actions the state machine (worker/states.py) allows from ``state``; the server refuses the rest
-    anyway (the lifecycle's own refusal). For a task another machine holds (shared mode, ``elsewhere``): on
-    PostgreSQL (``from_here``) its review and merge (:data:`FROM_ANY_MACHINE`), else none: it is read-only here,
+    anyway (the lifecycle's own refusal). For a task another machine holds (shared mode, ``elsewhere``): where
+    the store allows it (``from_here``: every shared backend since issue 36) its review and merge (:data:`FROM_ANY_MACHINE`), else none: it is read-only here,
     as the CLI refuses every verb on it (exit 8; see :func:`held_elsewhere`)."""
     from ..worker.states import can_transition
 
@@ -266,12 +266,12 @@ def allowed_actions(state: str, *, elsewhere: bool = False, from_here: bool = Fa
 
 def held_elsewhere(task_id: str, state: str, machine: str, *, from_here: bool = False) -> str:
     """What the console shows with a task another machine holds: the commands to run on that machine, those the
-    CLI's refusal names (:data:`..worker.claims.RUN_THERE`); on PostgreSQL (``from_here``) that its review and
+    CLI's refusal names (:data:`..worker.claims.RUN_THERE`); in shared mode (``from_here``) that its review and
     merge run here, the rest (cancel, retry, its worktree) on that machine."""
     from ..worker.claims import RUN_THERE
 
     if from_here:
-        return (f"held by machine {machine}: its review and merge run from here (the shared store is PostgreSQL); "
+        return (f"held by machine {machine}: its review and merge run from here (shared mode); "
                 f"cancel, retry and its worktree stay on machine {machine}")
     there = [f"git worker {a.replace('_', '-')} {task_id}" for a in allowed_actions(state)
              if a.replace("_", "-") in RUN_THERE.values()]

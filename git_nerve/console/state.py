@@ -167,7 +167,7 @@ def _every_machine(repo, rows: list[dict[str, Any]], marks: dict, steering: tupl
         return {"machine": None, "view": exc.message}
     if fresh is None:
         return None
-    from_here = reviews_here(repo)  # PostgreSQL: review and merge of another machine's task run from here
+    from_here = reviews_here(repo)  # shared mode: review and merge of another machine's task run from here
     for r in rows:
         if not r.get("elsewhere"):
             continue
@@ -178,7 +178,7 @@ def _every_machine(repo, rows: list[dict[str, Any]], marks: dict, steering: tupl
         r["allowed_actions"] = allowed_actions(r["state"], elsewhere=True, from_here=here)
         r["held_elsewhere"] = held_elsewhere(r["task_id"], r["state"], r["machine"], from_here=here)
         r.setdefault("last_commit", None)
-        r.setdefault("heartbeat_ts", None)
+        r.setdefault("heartbeat_ts", r.get("heartbeat_at"))  # its holder's last heartbeat, as it published it
         r.setdefault("attention", attention.of_state(r["state"]))
         seq = (r.get("last_transition") or {}).get("seq", "")
         r["version"] = r.get("version", f"{seq}.{steering[0]}.{steering[1]}.{steering[2]}.{steering[3]}")

@@ -185,7 +185,13 @@ def _hook_refused(stdout: str, stderr: str) -> bool:
     ours = "\n".join(ln for ln in stderr.splitlines() if not ln.startswith("remote:"))
     if "pre-push hook" in ours:
         return True
+    if any(w in ours for w in _DROPPED):  # sent, and the connection went before the answer: no gate's refusal
+        return False
     return "failed to push some refs" in ours and not _status_lines(stdout)
+
+
+#: what git says when the connection went after the push was sent (the remote may have taken it)
+_DROPPED = ("unexpected disconnect", "the remote end hung up", "sideband demultiplexer")
 
 
 def _config_args(config: dict | None) -> list[str]:

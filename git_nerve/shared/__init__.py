@@ -15,10 +15,11 @@ The commands and the lifecycle call only :func:`open_state` and the :class:`Shar
 * ``learn(bus, task)``: after a refused claim, the store's word on the task into the cache (fencing reads it).
 * ``freshness(bus)``: how fresh the cached view is, for `git worker status`.
 
-PostgreSQL alone also has ``hold(bus, task, verb)`` and ``hold_next(bus, skip)`` (:mod:`.postgres_hold`): a claim
-row held locked across a merge, and the merge queue across machines (``SKIP LOCKED``). The lifecycle asks for
-them with ``hasattr``: where they are missing (the git remote) a review or merge of another machine's task is
-refused with the command to run on its holder (exit 8), and `merge --all` merges this machine's tasks.
+``hold(bus, task, verb)``: a review or merge of another machine's task made here (issue 36 on the git remote,
+:mod:`.gitremote_hold`: the claim read from the remote, moved by compare-and-set, a merge's riding its push;
+PostgreSQL, :mod:`.postgres_hold`: the claim row held locked across the merge). PostgreSQL alone also has
+``hold_next(bus, skip)``, the merge queue across machines (``SKIP LOCKED``); where it is missing `merge --all`
+merges this machine's tasks. The lifecycle asks for them with ``hasattr`` (the local backend has neither).
 
 Backends: :mod:`.local` (one machine: the SQLite bus alone, today's behaviour), :mod:`.gitremote` (claims
 and per-machine logs as refs on the git remote) and :mod:`.postgres` (claims, events and leases in tables of a

@@ -16,7 +16,7 @@ from ..bus.connection import Bus
 from ..errors import GitError, HeldElsewhere, UsageError
 from ..git import refs, remote_refs
 from . import archive, lease, records, vet
-from .judge import AUTO_STATES
+from .judge import ANY_MACHINE, AUTO_STATES
 from .judge import already as _already
 from .judge import held as _held
 from .judge import refusal as _refusal
@@ -64,13 +64,15 @@ class GitRemoteState:
 
     # -- claims --------------------------------------------------------------------------------------------
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,
-              holder: str | None = None) -> None:
+              holder: str | None = None, by_any: bool = False) -> None:
         """Move ``task_id``'s claim from ``expected`` (None: a new task) to ``new`` on the remote, before the
         local bus moves. ``take``: this machine becomes the holder (spawn, takeover); ``holder``: the machine
-        a takeover takes it from (another taker that got there first wins, even in the same state). Idempotent:
-        a claim that already records this very transition by this machine is success."""
+        a takeover takes it from (another taker that got there first wins, even in the same state); ``by_any``:
+        a review or merge of a task another machine holds (:mod:`.gitremote_hold`). Idempotent: a claim that
+        already records this very transition by this machine is success."""
         for attempt in range(ATTEMPTS):
-            pending = self.prepare(task_id, expected, new, verb, take=take, holder=holder, fresh=attempt > 0)
+            pending = self.prepare(task_id, expected, new, verb, take=take, holder=holder, fresh=attempt > 0,
+                                   by_any=by_any)
             if pending is None:
                 return
             res = remote_refs.cas_push(self.cwd, self.remote, [pending.update])
@@ -85,7 +87,7 @@ class GitRemoteState:
         raise GitError(f"could not move the claim of {task_id} on {self.remote}: it kept moving; nothing changed here")
 
     def prepare(self, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,
-                holder: str | None = None, fresh: bool = False) -> Pending | None:
+                holder: str | None = None, fresh: bool = False, by_any: bool = False) -> Pending | None:
         """The record commit of this transition on top of the claim as last seen (asked of the remote when
         that forbids it, or at once when ``fresh``), ready to push; None when the claim already records it;
         HeldElsewhere when the remote's claim forbids it. A claim the remote archived (:mod:`.archive`) goes on
@@ -101,7 +103,8 @@ class GitRemoteState:
                 return None  # a task this machine took over (or spawned) is spawned here: nothing to claim
             if current is None and expected is not None and not asked:
                 continue  # a task this clone has no copy of the claim of (a clone that just moved here): ask
-            refusal = _refusal(task_id, current, expected, take, self.machine, holder)
+            refusal = _refusal(task_id, current, expected, take, self.machine, holder,
+                               by_any=by_any and verb in ANY_MACHINE)
             if refusal is None:
                 break
             if asked:
@@ -285,6 +288,13 @@ class GitRemoteState:
             if quiet is not None and quiet >= self.config.lease:
                 due.append(c.task_id)
         return due
+
+    def hold(self, bus: Bus, task_id: str, verb: str):
+        """A review or merge of ``task_id`` made from this machine (any machine may: issue 36): its claim as the
+        remote has it now, moved by compare-and-set (:mod:`.gitremote_hold`)."""
+        from .gitremote_hold import hold
+
+        return hold(self, bus, task_id, verb)
 
     # -- sync and the cached view ----------------------------------------------------------------------------
     def sync(self, bus: Bus, *, rebuild: bool = False) -> dict:

@@ -7,6 +7,9 @@ from __future__ import annotations
 from ..errors import HeldElsewhere, InvalidTransition, StoreMoved
 from .records import Record
 
+#: the verbs any machine may make of a task another machine holds (a review, a merge), its holder unchanged
+ANY_MACHINE = ("approve", "request changes for", "merge")
+
 #: the claim states each ``[shared] takeover`` setting lets a sync take over (never COMPLETED or FAILED)
 AUTO_STATES = {"idle": ("ASSIGNED", "IN_REVIEW", "APPROVED"),
                "auto": ("ASSIGNED", "WORKING", "CONFLICTED", "IN_REVIEW", "APPROVED")}
@@ -25,14 +28,15 @@ def taken_here(rec: Record | None, expected: str | None, new: str, take: bool, m
 
 
 def refusal(task_id: str, current: Record | None, expected: str | None, take: bool, machine: str,
-            holder: str | None = None) -> HeldElsewhere | None:
+            holder: str | None = None, *, by_any: bool = False) -> HeldElsewhere | None:
     """Why the claim as last seen forbids this transition (None: it allows it). ``holder``: a takeover judged
-    the task held by that machine; another holder now means another taker got there first."""
+    the task held by that machine; another holder now means another taker got there first. ``by_any``: a review
+    or merge of another machine's task (:data:`ANY_MACHINE`), made from here, its holder unchanged."""
     if current is None:
         return None
     if holder is not None and current.owner != holder:
         return held(task_id, current)
-    if expected is not None and (current.state != expected or (current.owner != machine and not take)):
+    if expected is not None and (current.state != expected or (current.owner != machine and not take and not by_any)):
         return held(task_id, current)  # moved meanwhile, or held by another machine (this one is fenced off)
     if expected is None:
         # a new task where a claim exists: only a rerun of this machine's own spawn (or the spawn after its

@@ -72,13 +72,15 @@ def run_watch(report, cwd=None) -> None:
 
 def shared_rows(bus: Bus, rows: list[dict[str, Any]], states: tuple[str, ...] = ()) -> str | None:
     """In shared mode: each row gets the machine holding its task, the tasks only other machines have are
-    added (from the cache of the last sync), every row says how fresh the view is; the freshness line.
+    added (from the cache of the last sync, with the heartbeat, description and branch their holders published:
+    ``heartbeat_at`` the heartbeat's epoch seconds), every row says how fresh the view is; the freshness line.
     None (rows untouched) without shared mode."""
     state = for_bus(bus)
     if not state.active:
         return None
     fresh = state.freshness(bus)
     claims = {c.task_id: c for c in cache.claims(bus.conn)}
+    words = cache.holders_words(bus.conn, state.config.machine, clock.now())  # their heartbeats, descriptions
     here = {r["task_id"] for r in rows}
     for r in rows:
         c = claims.get(r["task_id"])
@@ -88,8 +90,12 @@ def shared_rows(bus: Bus, rows: list[dict[str, Any]], states: tuple[str, ...] = 
     for c in claims.values():
         if c.task_id in here or (states and c.state not in states):
             continue
-        rows.append({"task_id": c.task_id, "state": c.state, "machine": c.owner, "branch": None, "worktree": None,
-                     "description": "", "last_transition": {"verb": c.verb, "by": c.machine, "seq": c.seq},
+        said = words.get(c.task_id, {})
+        rows.append({"task_id": c.task_id, "state": c.state, "machine": c.owner, "branch": said.get("branch"),
+                     "worktree": None, "description": said.get("description") or "",
+                     "last_heartbeat": clock.iso(said.get("last_heartbeat")),
+                     "heartbeat_at": said.get("last_heartbeat"),
+                     "last_transition": {"verb": c.verb, "by": c.machine, "seq": c.seq},
                      "stale": False, "radar": [], "radar_stale": False, "elsewhere": True})
     for r in rows:
         r["view"] = fresh

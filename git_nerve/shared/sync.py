@@ -11,7 +11,8 @@
 4. ingest, in one bus transaction: each other machine's new batches (events keyed by id: never twice), every
    live claim whose tip changed and every new archive entry (an ``alive`` beat only moves the lease: never an
    event), and the posts other machines made to a task held here appended to its thread
-   (:func:`~git_nerve.bus.shared.deliver_posts`). ``rebuild`` forgets the cache first and reads every chain
+   (:func:`~git_nerve.bus.shared.deliver_posts`), and this machine's rows follow the reviews and merges other
+   machines made of its tasks (:mod:`git_nerve.bus.followed`). ``rebuild`` forgets the cache first and reads every chain
    from its start;
 5. archive the finished claims due (:mod:`.archive`).
 
@@ -26,6 +27,7 @@ import time
 from .. import clock, locks
 from ..bus import shared as cache
 from ..bus import told
+from ..bus.followed import follow
 from ..bus.connection import Bus
 from ..errors import GitError
 from ..git import refs, remote_refs
@@ -119,10 +121,11 @@ def _sync(state, bus: Bus, *, rebuild: bool) -> dict:
         local = remote_refs.local_refs(state.cwd, NERVE)
     live = {ref[len(records.CLAIMS):]: sha for ref, sha in adv.items() if ref.startswith(records.CLAIMS)}
     pruned = archive.prune_mirrors(state.cwd, local, set(live))
-    ingested, claims = ingest(state, bus, rebuild=rebuild, live=set(live), local=local, quiet=quiet)
+    ingested, claims, followed = ingest(state, bus, rebuild=rebuild, live=set(live), local=local, quiet=quiet)
     archived = archive.archive(state, bus, live, adv.get(records.FINISHED + state.machine))
     report = {"backend": "git", "machine": state.machine, "remote": state.remote, "exported": exported,
               "ingested": ingested, "claims": claims, "archived": len(archived), "pruned": pruned, "fetched": fetched,
+              "followed": [{"task": t, "state": st, "machine": m} for t, st, m in followed],
               "seconds": round(time.monotonic() - started, 3)}
     refused = archive.refused_lately(bus, state.config.lease)
     if refused:
@@ -195,9 +198,10 @@ def _behind(state, adv: dict[str, str], local: dict[str, str]) -> bool:
 
 
 def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = None,
-           local: dict[str, str] | None = None, quiet: float | None = None) -> tuple[int, int]:
-    """Every other machine's new events, every changed claim and every new archive entry into the cache: (new
-    events, claims updated). ``live``: the claims the remote has (None: every copy here); a copy of a claim the
+           local: dict[str, str] | None = None, quiet: float | None = None) -> tuple[int, int, list]:
+    """Every other machine's new events, every changed claim and every new archive entry into the cache, and the
+    rows of this machine's tasks another machine reviewed or merged moved as the claims say
+    (:func:`git_nerve.bus.followed.follow`): (new events, claims updated, [(task, state, machine)] followed). ``live``: the claims the remote has (None: every copy here); a copy of a claim the
     remote archived is never read back (it would bring an earlier state back). ``local``: the refs/nerve/ refs.
     ``quiet``: seconds this machine's log had not reached the remote when the sync began (None: cannot tell)."""
     local = remote_refs.local_refs(state.cwd, NERVE) if local is None else local
@@ -210,16 +214,7 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
         seen_logs = {m: cache.get_meta(conn, f"log:{m}") for m in peers}
         finished = archive.tips(state.cwd, local)
         seen_finished = {m: cache.get_meta(conn, f"finished:{m}") for m in finished}
-    batches: dict[str, tuple[str, list[dict]]] = {}
-    for machine, tip in peers.items():
-        since = seen_logs.get(machine)
-        if since == tip:
-            continue
-        if since and not refs.is_ancestor(state.cwd, since, tip):
-            since = None  # a chain that does not continue what was seen: read it whole (ids keep it exact)
-        shas = remote_refs.chain(state.cwd, tip, since, first_parent=True)  # a log kept past a foreign one: its own
-        batches[machine] = (tip, [e for data in remote_refs.read_files(state.cwd, shas, records.LOG_FILE)
-                                  for e in records.decode_batch(data) if records.is_record(e)])
+    batches = _batches(state, peers, seen_logs)
     claim_tips = {ref[len(records.CLAIMS):]: sha for ref, sha in local.items() if ref.startswith(records.CLAIMS)}
     if live is not None:
         claim_tips = {t: sha for t, sha in claim_tips.items() if t in live}
@@ -247,13 +242,29 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
             cache.set_meta(conn, f"finished:{machine}", tip)
         cache.deliver_posts(conn, state.machine)  # other machines' posts and notes to tasks held here join
         woken = told.deliver(conn, bus.path.parent, state.machine)  # their threads and inboxes
+        followed = follow(conn, state.machine, clock.now())  # reviews and merges made elsewhere: rows follow
         cache.set_meta(conn, SYNCED_AT, repr(clock.now()))
         cache.set_meta(conn, cache.MACHINE, state.machine)
         cache.set_meta(conn, UNREACHABLE_SINCE, None)
         cache.set_meta(conn, LAST_ERROR, None)
         cache.set_meta(conn, DOWN_KIND, None)
     told.mark(bus.path.parent, woken)  # again after the commit, as `git nerve tell` does
-    return new_events, len(puts)
+    return new_events, len(puts), followed
+
+
+def _batches(state, peers: dict[str, str], seen_logs: dict) -> dict[str, tuple[str, list[dict]]]:
+    """{machine: (its log's tip, the events of its batches since the tip the cache read)} of each moved log."""
+    batches: dict[str, tuple[str, list[dict]]] = {}
+    for machine, tip in peers.items():
+        since = seen_logs.get(machine)
+        if since == tip:
+            continue
+        if since and not refs.is_ancestor(state.cwd, since, tip):
+            since = None  # a chain that does not continue what was seen: read it whole (ids keep it exact)
+        shas = remote_refs.chain(state.cwd, tip, since, first_parent=True)  # a log kept past a foreign one: its own
+        batches[machine] = (tip, [e for data in remote_refs.read_files(state.cwd, shas, records.LOG_FILE)
+                                  for e in records.decode_batch(data) if records.is_record(e)])
+    return batches
 
 
 def _judge(state, bus: Bus, changed: dict[str, str], cached: dict, quiet: float | None) -> tuple[list, list]:

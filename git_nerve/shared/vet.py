@@ -27,9 +27,8 @@ import re
 
 from ..bus import shared as cache
 from . import records
+from .judge import ANY_MACHINE  # the verbs a machine not holding the task may make (a review, a merge)
 
-#: the verbs a machine not holding the task may make (a review, a merge: PostgreSQL, the review from any machine)
-ANY_MACHINE = ("approve", "request changes for", "merge")
 _VERB = re.compile(r"^[a-z][a-z -]{0,39}$")
 _TABLE = """CREATE TABLE IF NOT EXISTS shared_rejected (
     key      TEXT PRIMARY KEY,   -- the claim commit, or the event id

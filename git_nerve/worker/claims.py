@@ -142,10 +142,9 @@ RUN_THERE = {"approve": "approve", "request changes for": "request-changes", "me
 
 def refuse_elsewhere(bus: Bus, task_id: str, verb: str | None = None) -> None:
     """A task this machine does not have, but the last sync saw on another machine: HeldElsewhere naming it.
-    For a review verb or a merge (``verb``) the line says to run it on that machine: on the git remote a review
-    moves the holder's row and its agent's thread, a merge its worktree and branch, which only the holder has
-    (on PostgreSQL they run from any machine: :mod:`.lifecycle.review_elsewhere`, :mod:`.lifecycle.merge_elsewhere`,
-    and never come here)."""
+    For a review verb or a merge (``verb``) the line says to run it on that machine (a store without ``hold``;
+    the git remote and PostgreSQL run them from any machine: :mod:`.lifecycle.review_elsewhere`,
+    :mod:`.lifecycle.merge_elsewhere`, and never come here)."""
     from .. import shared
     from ..bus import shared as cache
 

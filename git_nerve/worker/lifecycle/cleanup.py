@@ -166,3 +166,38 @@ def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker, expected: 
 
 def _remote_has_branch(repo: Repo, remote: str, branch: str) -> bool:
     return gitremote.has_branch(repo.cwd, remote, branch)
+
+
+def after_merge_elsewhere(repo: Repo) -> list[str]:
+    """The holder's side of a merge another machine made of its task (shared mode: its row followed to COMPLETED
+    at a sync, :mod:`git_nerve.bus.followed`), run by `git nerve sync`: the task's worktree cleaned up as its own
+    merge's would be (archived first, removed through the door; the branch kept, as `git worker merge` keeps it
+    without --delete-branch). A worktree with uncommitted changes is kept: `git worker merge T --force` archives
+    and removes it. One line each."""
+    from ...bus import messages
+    from ...locks import hold
+    from ..locking import task_lock
+    from .publish import MergeResult
+
+    lines = []
+    for w in workers.all_workers(repo.bus.conn, states=("COMPLETED",)):
+        if not Path(w.worktree).is_dir():
+            continue
+        found = messages.for_task(repo.bus.conn, w.task_id, kinds=("merged", "cleanup"))
+        by = found[-1].payload.get("machine") if found and found[-1].kind == "merged" else None
+        if not by:
+            continue  # merged here, or cleaned up (or tried: a worktree the door kept) since the merge
+        dirty = worktrees.dirty_files(Path(w.worktree))
+        if dirty:
+            lines.append(f"{w.task_id} was merged by machine {by}; its worktree {w.worktree} has uncommitted changes "
+                         f"({', '.join(dirty[:3])}): kept (`git worker merge {w.task_id} --force` archives and "
+                         "removes it)")
+            continue
+        res = MergeResult(None, already=True, into=w.integration)
+        with hold(task_lock(repo, w), what=f"the lock of {w.task_id}"):
+            _cleanup(repo, w, res, delete_branch=False, force=False, always_archive=True)
+        kept = "; ".join(res.warnings + res.kept)
+        lines.append(f"{w.task_id} was merged by machine {by}: " + (
+            f"its worktree removed (archived under {res.archive_ref})" if res.removed_worktree else "its worktree kept")
+            + (f"; {kept}" if kept else ""))
+    return lines

@@ -1,7 +1,7 @@
 """`merge`: APPROVED -> COMPLETED, a ``--no-ff`` merge built in memory, pushed from a temporary checkout
 (every pre-push gate runs, :mod:`.publish`) or moved locally by compare-and-set, retried when the remote moved,
-recorded under the task's lock, then cleaned up (:mod:`.cleanup`). A task another machine holds (shared mode on
-PostgreSQL) is merged by :mod:`.merge_elsewhere`; on PostgreSQL the claim row is held across the push. Also
+recorded under the task's lock, then cleaned up (:mod:`.cleanup`). A task another machine holds (shared mode) is
+merged by :mod:`.merge_elsewhere`; on PostgreSQL the claim row is held across the push. Also
 ``unfinished_cleanups`` and how a tip the integration branch already holds is recorded (``_merged_as``,
 ``_record_merge``).
 """
@@ -95,7 +95,7 @@ def merge(
 
 
 def _merge_elsewhere(repo: Repo, task_id: str, check: str | None) -> MergeResult | None:
-    """Shared mode on PostgreSQL: a task another machine holds is merged from here (:mod:`.merge_elsewhere`)."""
+    """Shared mode: a task another machine holds is merged from here (:mod:`.merge_elsewhere`)."""
     if workers.get(repo.bus.conn, task_id) is not None:
         return None
     from .merge_elsewhere import merge_elsewhere, merges_elsewhere

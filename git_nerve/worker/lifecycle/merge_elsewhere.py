@@ -1,4 +1,4 @@
-"""`merge` of a task another machine holds (shared mode on PostgreSQL, issue 29).
+"""`merge` of a task another machine holds (shared mode, issue 29; the git remote: issue 36).
 
 The task's branch is on the remote (its `done` pushed it); what it is called, the tip that was reviewed and its
 description come from the holder's published events (the cache; a sync first when they have not arrived). The
@@ -10,9 +10,14 @@ move APPROVED -> COMPLETED, committed when the hold ends. A lost push changes no
 tip); an error before the move changes nothing. Of two machines merging the task at once the second waits on the
 row, then finds it COMPLETED and says which machine merged it (exit 8).
 
+On the git remote (:mod:`git_nerve.shared.gitremote_hold`) nothing is locked: the claim is read from the remote,
+and its move to COMPLETED rides the merge's ``--atomic`` push, each ref leased on the value read; a racing
+machine's push is refused whole, it reads the claim again and exits 8 naming the machine that merged it. A rerun
+after this machine's merge landed with its answer lost finds the claim saying so and pushes nothing again.
+
 A conflict moves the claim APPROVED -> WORKING (verb merge). The holder's row follows either move at its next sync
-(:mod:`git_nerve.bus.followed`), with this machine's ``merged`` / ``merge_conflict`` message; its worktree and
-branch stay until a person runs `git worker merge T` there (the usual cleanup, archive first).
+(:mod:`git_nerve.bus.followed`), with this machine's ``merged`` / ``merge_conflict`` message; its worktree goes at
+its next `git nerve sync` (:func:`.cleanup.after_merge_elsewhere`: the usual cleanup, archive first).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ class Published:
 
 
 def merges_elsewhere(repo: Repo) -> bool:
-    """Does this repository's shared store merge other machines' tasks here (PostgreSQL)?"""
+    """Does this repository's shared store merge other machines' tasks here (shared mode)?"""
     from ... import shared
 
     return hasattr(shared.for_bus(repo.bus), "hold")
@@ -61,18 +66,14 @@ def merge_elsewhere(repo: Repo, task_id: str, *, check: str | None = None) -> Me
     res = MergeResult(None, into=integration)
     # the claim row first, then the merge lock: the order of every merge in shared mode (merge --all's too)
     with state.hold(repo.bus, task_id, "merge") as held, hold(repo.lock_path("merge"), what="the merge lock"):
-        _judge(held.record, task_id, state.config.machine)
-        res.holder = held.record.owner
+        res.holder = held.record.owner if held.record is not None else None
         target_wt = worktrees.find_for_branch(repo.cwd, f"refs/heads/{integration}")
-        attempts = merge_attempts(repo)
-        for attempt in range(1, attempts + 1):
-            res.attempts = attempt
-            if _attempt(repo, held, info, res, check_argv):
-                break
-            after_lost_race(attempt, attempts)
+        if _judge(held.record, task_id, state.config.machine):  # this machine's merge, its answer lost: a rerun
+            _made_here(repo, info, res)
         else:
-            raise GitError(f"{integration} kept moving; gave up after {attempts} attempts (run merge again)")
-    _published_here(repo, task_id, res, info)
+            _attempts(repo, held, info, res, check_argv)
+    if not res.already or not messages.for_task(repo.bus.conn, task_id, kinds=("merged",)):
+        _published_here(repo, task_id, res, info)
     if res.conflicts:
         raise _conflict(task_id, integration, res)
     if res.commit:
@@ -82,10 +83,35 @@ def merge_elsewhere(repo: Repo, task_id: str, *, check: str | None = None) -> Me
     return res
 
 
-def _judge(rec, task_id: str, machine: str) -> None:
-    """The claim as locked allows this machine's merge of another machine's task (else one line, nothing moved)."""
+def _attempts(repo: Repo, held, info: Published, res: MergeResult, check_argv) -> None:
+    """Merge attempts until one is published (or met a conflict), each on the integration branch's new tip."""
+    attempts = merge_attempts(repo)
+    for attempt in range(1, attempts + 1):
+        res.attempts = attempt
+        if _attempt(repo, held, info, res, check_argv):
+            return
+        after_lost_race(attempt, attempts)
+    raise GitError(f"{res.into} kept moving; gave up after {attempts} attempts (run merge again)")
+
+
+def _made_here(repo: Repo, info: Published, res: MergeResult) -> None:
+    """A rerun after this machine's merge landed with its answer lost: what the remote has, nothing moved."""
+    from .. import merged
+
+    remote = repo.settings.remote
+    fetch_branches(repo, remote, [res.into, info.branch])
+    res.tip = refs.resolve(repo.cwd, f"refs/remotes/{remote}/{info.branch}")
+    res.commit = merged.merge_commit_on(repo.cwd, res.tip, f"refs/remotes/{remote}/{res.into}") if res.tip else None
+    res.already, res.pushed = True, res.commit is not None
+
+
+def _judge(rec, task_id: str, machine: str) -> bool:
+    """The claim as read allows this machine's merge of another machine's task (else one line, nothing moved);
+    True when this machine merged it already (a rerun: the claim says so)."""
     if rec is None:
         raise UsageError(f"unknown task {task_id!r} (see `git worker status`)")
+    if rec.state == "COMPLETED" and rec.verb == "merge" and rec.machine == machine and rec.owner != machine:
+        return True
     if rec.state == "COMPLETED":
         by = rec.machine if rec.verb == "merge" else rec.owner
         raise HeldElsewhere(f"task {task_id} was merged by machine {by} (held by machine {rec.owner}); "
@@ -95,6 +121,7 @@ def _judge(rec, task_id: str, machine: str) -> None:
                                 "no row here (`git nerve sync`, then `git worker status`)")
     if rec.state != "APPROVED":
         raise InvalidTransition(f"cannot merge {task_id}: it is {rec.state} on machine {rec.owner} (merge needs APPROVED)")
+    return False
 
 
 def _published(repo: Repo, state, task_id: str) -> Published:
@@ -155,7 +182,7 @@ def _attempt(repo: Repo, held, info: Published, res: MergeResult, check_argv) ->
         return True
     if check_argv:
         _run_check(repo, mr.commit, check_argv)
-    if not _push(repo, mr.commit, ours, integration, task_id):
+    if not _push(repo, held, mr.commit, ours, integration):
         return False
     fetch_branches(repo, remote, [integration])  # git is the ground truth: the remote has it, or nothing moves
     if not refs.is_ancestor(cwd, mr.commit, target_ref):
@@ -166,17 +193,27 @@ def _attempt(repo: Repo, held, info: Published, res: MergeResult, check_argv) ->
     return True
 
 
-def _push(repo: Repo, commit: str, ours: str, integration: str, task_id: str) -> bool:
-    remote = repo.settings.remote
-    push = _push_from_checkout(repo, remote, commit, integration, ours)
+def _push(repo: Repo, held, commit: str, ours: str, integration: str) -> bool:
+    """The merge's push (on the git remote the claim's move rides it: one atomic push, both leased on the values
+    read); False when it lost a race to the integration branch (merge again), one line for anything else."""
+    remote, task_id = repo.settings.remote, held.task_id
+    ride = getattr(held, "ride", None)  # the git remote (PostgreSQL holds the row locked instead)
+    also = ride("COMPLETED", "merge") if ride is not None else ()
+    push = _push_from_checkout(repo, remote, commit, integration, ours, also=also)
     if push.rejected:
+        if also and held.lost():  # the claim moved meanwhile: merged or sent back by another machine
+            _judge(held.record, task_id, held.machine)
         return False
     if push.hook_refused:
         raise _gate_refused(push, integration, remote, task_id)
     if push.remote_refused:
         raise _remote_refused(push, integration, remote, f"nothing was merged ({task_id} is still APPROVED)")
     if not push.ok:
-        raise GitError(f"could not push {integration} to {remote}: {push.message}")
+        from ...git.remote_refs import may_have_landed
+
+        unsure = (f": no answer came back, so it may have landed; run `git worker merge {task_id}` again (it reads "
+                  f"{remote} first and finishes it)" if may_have_landed(push.output) else "")
+        raise GitError(f"could not push {integration} to {remote}: {push.message}{unsure}")
     return True
 
 

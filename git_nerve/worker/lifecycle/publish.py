@@ -16,8 +16,8 @@ from .repo import Repo
 
 
 MERGE_ATTEMPTS = 3
-#: attempts when several machines merge into one integration branch at once (shared mode on PostgreSQL: every
-#: machine's `merge --all`), each lost race followed by a short random pause so they do not lose together again
+#: attempts when several machines merge into one integration branch at once (shared mode: every machine merges,
+#: on PostgreSQL every machine's `merge --all` too), each lost race followed by a short random pause so they do not lose together again
 SHARED_ATTEMPTS = 12
 
 
@@ -93,5 +93,6 @@ def claim_held(repo: Repo, task_id: str):
     from ... import shared
 
     state = shared.for_bus(repo.bus)
-    hold = getattr(state, "hold", None)
-    return hold(repo.bus, task_id, "merge") if hold is not None else nullcontext()
+    if state.config.backend != "postgres":  # the git remote: the claim rides the merge's own push instead
+        return nullcontext()
+    return state.hold(repo.bus, task_id, "merge")

@@ -1,5 +1,5 @@
 """Review: `approve` and `request-changes` (the CLI and the console call these: the same rules), with the
-comment as a `reviewer` round of the task's thread. A task another machine holds (shared mode on PostgreSQL):
+comment as a `reviewer` round of the task's thread. A task another machine holds (shared mode):
 :mod:`.review_elsewhere`.
 """
 
@@ -19,7 +19,7 @@ from .review_elsewhere import review_elsewhere, reviews_elsewhere
 def approve(repo: Repo, task_id: str, *, by: str | None = None, comment: str | None = None) -> Outcome:
     """IN_REVIEW -> APPROVED. A comment also becomes a `reviewer` round in the task's thread."""
     comment = _blank_to_none(comment)
-    if reviews_elsewhere(repo, task_id):  # shared mode on PostgreSQL: another machine's task
+    if reviews_elsewhere(repo, task_id):  # shared mode: another machine's task
         return review_elsewhere(repo, task_id, "approve", by=by, comment=comment)
     payload = {"by": by, "comment": comment}
     return transition(
@@ -39,7 +39,7 @@ def request_changes(repo: Repo, task_id: str, *, comment: str | None = None, by:
     ``path:line: text`` lines) are recorded with the tip reviewed, so the console shows them on their lines
     after the agent's next round (issue 38)."""
     comment = _blank_to_none(comment)
-    if reviews_elsewhere(repo, task_id):  # shared mode on PostgreSQL: another machine's task
+    if reviews_elsewhere(repo, task_id):  # shared mode: another machine's task
         return review_elsewhere(repo, task_id, "request changes for", by=by, comment=comment)
     w = get(repo.bus, task_id, "request changes for")
     with hold(task_lock(repo, w), what=f"the lock of {task_id} (a merge of it is publishing)"):

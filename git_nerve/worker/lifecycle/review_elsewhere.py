@@ -1,4 +1,4 @@
-"""`approve` and `request-changes` of a task another machine holds (shared mode on PostgreSQL, issue 29).
+"""`approve` and `request-changes` of a task another machine holds (shared mode, issue 29; the git remote: issue 36).
 
 The claim moves in the shared store by compare-and-set, its row held locked for the move (a merge of the task
 under way elsewhere is waited for), the holder unchanged: IN_REVIEW -> APPROVED (approve), IN_REVIEW or
@@ -26,7 +26,7 @@ VERBS = {
 
 
 def reviews_elsewhere(repo: Repo, task_id: str) -> bool:
-    """A task with no row here, in a repository whose shared store reviews other machines' tasks (PostgreSQL)."""
+    """A task with no row here, in a repository whose shared store reviews other machines' tasks (shared mode)."""
     from ... import shared
     from ...bus import workers
 
