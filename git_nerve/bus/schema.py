@@ -138,8 +138,8 @@ MIGRATIONS: list[str] = [
     # 6: what each task's agents used (issue 39): `usage` messages, one per round and model (bus/usage.py), read
     # per task for status and over a time range for `git nerve usage` and the day's budget.
     """
-    CREATE INDEX messages_usage ON messages(task_id, ts) WHERE kind = 'usage';
-    CREATE INDEX messages_usage_ts ON messages(ts) WHERE kind = 'usage';
+    CREATE INDEX IF NOT EXISTS messages_usage ON messages(task_id, ts) WHERE kind = 'usage';
+    CREATE INDEX IF NOT EXISTS messages_usage_ts ON messages(ts) WHERE kind = 'usage';
     """,
 ]
 
