@@ -29,8 +29,9 @@ pytestmark = pytest.mark.real
 
 NOTE = "Nerve note: please keep the README line short."
 #: CLI -> the reader its deliveries are recorded with (git_nerve/steer/notes_hook.py READERS)
-HOOKED = {"qwen": "qwen-code (hook)", "copilot": "copilot-cli (hook)", "codex": "codex-cli (hook)"}
-#: CLIs whose hooks cannot end the agent (all of these): from the next call on every tool is refused by the hook, and
+HOOKED = {"qwen": "qwen-code (hook)", "copilot": "copilot-cli (hook)", "codex": "codex-cli (hook)",
+          "opencode": "opencode (plugin)"}
+#: CLIs whose hooks cannot end the agent (all but opencode, whose plugin aborts its session): from the next call on every tool is refused by the hook, and
 #: the runner's heartbeat tick ends the process
 REFUSES = {"copilot", "qwen", "codex"}
 

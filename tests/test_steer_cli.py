@@ -170,6 +170,13 @@ def test_tell_says_in_one_line_when_the_running_agent_cli_has_no_mid_run_hook(re
         tee.close()
     done = gn(["tell", "--task", "t1", "after the round"], repo.work)  # nothing runs: the usual one line
     assert len(done.out.splitlines()) == 1, done
+    tee = runlog.open_tee(common, "t1", 3, "coder", "opencode", None)  # its plugin takes notes and ends it
+    try:
+        with hold(common / "nerve" / "locks" / "run-t1.lock", timeout=5):
+            for text in ("a note for opencode", "stop"):
+                assert len(gn(["tell", "--task", "t1", text], repo.work).out.splitlines()) == 1
+    finally:
+        tee.close()
 
 
 @pytest.mark.parametrize("cli", ["codex"])

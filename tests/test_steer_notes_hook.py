@@ -249,3 +249,25 @@ def test_codex_gets_the_notes_before_or_after_a_call_once_and_a_stop_refuses_the
     _, outbox = deliveries(repo.work)
     assert [line.text.split(" (pid")[0] for line in outbox if line.text.startswith("stop delivered")] == [
         "stop delivered to codex-cli (hook)"]
+
+
+def test_opencodes_plugin_gets_claudes_answer_and_its_deliveries_name_the_plugin(repo):
+    """What the opencode adapter's plugin sends (Claude Code's hook input) and reads back."""
+    from git_nerve.locks import hold
+
+    wt = wk.spawn(repo.work, "t1")
+    post = {"hook_event_name": "PostToolUse", "cwd": str(wt), "tool_name": "edit"}
+    pre = {"hook_event_name": "PreToolUse", "cwd": str(wt), "tool_name": "edit"}
+    tell(repo.work, "--task", "t1", "the plugin's note")
+    assert hook(wt, pre, cli="opencode").stdout == ""  # before a call: notes wait for the call's output
+    out = json.loads(hook(wt, post, cli="opencode").stdout)
+    assert "the plugin's note" in out["hookSpecificOutput"]["additionalContext"], out
+    assert hook(wt, post, cli="opencode").stdout == ""  # once
+    with hold(wk.bus_path(repo.work).parent / "locks" / "run-t1.lock", timeout=5):
+        tell(repo.work, "--task", "t1", "stop")
+        ended = json.loads(hook(wt, post, cli="opencode").stdout)
+    assert ended["continue"] is False and "this task was stopped" in ended["systemMessage"], ended
+    got, outbox = deliveries(repo.work)
+    assert [d.reader for d in got] == ["opencode (plugin)"]
+    assert [line.text.split(" (pid")[0] for line in outbox if " delivered to " in line.text] == [
+        "note delivered to opencode (plugin)", "stop delivered to opencode (plugin)"]

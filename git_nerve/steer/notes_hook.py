@@ -2,7 +2,8 @@
 
 Two callers:
 
-* an agent CLI's own hook (``git nerve notes --hook claude|qwen|copilot|codex``): the
+* an agent CLI's own hook (``git nerve notes --hook claude|qwen|copilot|codex|opencode``, opencode's from
+  the plugin its adapter writes): the
   CLI runs it after every tool call with its hook JSON on stdin (Qwen Code, Copilot CLI
   and Codex also before each call: once stopped, :func:`refusal` refuses it; Codex's
   also takes the notes, :data:`NOTES_BEFORE`). We find the task from the
@@ -27,9 +28,10 @@ import sys
 
 #: the hook formats we speak: CLI name -> reader recorded with the delivery. These are also the adapters whose
 #: runs get notes mid-run (README "Notes delivered while an agent works"); Qwen Code (a Gemini CLI fork that took
-#: Claude Code's hook protocol) and Codex (the same protocol) read the same answer as Claude Code.
+#: Claude Code's hook protocol), Codex (the same protocol) and opencode's plugin (written to speak it) read the
+#: same answer as Claude Code.
 READERS = {"claude": "claude-code (hook)", "qwen": "qwen-code (hook)", "copilot": "copilot-cli (hook)",
-           "codex": "codex-cli (hook)"}
+           "codex": "codex-cli (hook)", "opencode": "opencode (plugin)"}
 
 #: names of the processes between the CLI and us (the shell its hook runs through)
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "env", "timeout", "nice", "git", "git-nerve"})
@@ -181,9 +183,9 @@ MID_RUN = frozenset({*READERS, "nerve_agent"})
 #: hook formats whose ``PreToolUse`` also hands notes over (as ``additionalContext``, in the model's next request):
 #: Codex 0.169 runs no ``PostToolUse`` after an edit (its ``apply_patch``), so a note would wait a tool call more
 NOTES_BEFORE = frozenset({"codex"})
-#: of those, the ones that end themselves at a stop (Copilot CLI's, Qwen Code's and Codex's hooks can only refuse the
-#: next tool calls: the runner ends them at its tick)
-STOPS_ITSELF = frozenset({"claude", "nerve_agent"})
+#: of those, the ones that end themselves at a stop (opencode: its plugin aborts the session; Copilot CLI's, Qwen
+#: Code's and Codex's hooks can only refuse the next tool calls: the runner ends them at its tick)
+STOPS_ITSELF = frozenset({"claude", "nerve_agent", "opencode"})
 
 
 def copilot_answer(got: dict) -> dict | None:
