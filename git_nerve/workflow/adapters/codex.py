@@ -107,7 +107,7 @@ def _toml_str(text: str) -> str:
 def trust_hash(event: str, command: str) -> str:
     """The hash Codex 0.169 trusts a hook by (its normalized identity: event label, matcher, the one handler
     with its defaults; keys sorted, compact JSON, SHA-256). Checked against the real CLI's own ``hooks/list``
-    in tests/test_adapters.py's Codex test, and by the real-CLI notes test (a wrong hash: the hook never runs)."""
+    in tests/test_real_codex.py, and by the real-CLI notes test (a wrong hash: the hook never runs)."""
     identity = {"event_name": NOTES_EVENTS[event], "matcher": "*",
                 "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT, "async": False}]}
     canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
