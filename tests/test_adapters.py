@@ -90,6 +90,29 @@ def test_factories_pass_model_and_extra_args_the_way_the_cli_takes_them(fakes, t
     assert "--no-auto-commits" in aider and "--auto-commits" not in aider and aider[aider.index("--model") + 1] == "sonnet"
 
 
+def test_codex_gets_the_notes_hooks_for_this_run_only_trusted_by_their_hash_never_all_hooks(fakes, tmp_path):
+    from git_nerve.workflow.adapters.codex import trust_hash
+
+    fakes.script([{"stdout": "a"}] * 2)
+    create_codex()("p", ctx_for(tmp_path))
+    create_codex(extra_args=["-c", "hooks.PostToolUse=[]"])("p", ctx_for(tmp_path))
+    ours, theirs = [c["argv"] for c in fakes.calls()]
+    given = [ours[i + 1] for i, a in enumerate(ours) if a == "-c"]
+    hooks = {g.split("=", 1)[0]: g.split("=", 1)[1] for g in given if g.startswith("hooks.")}
+    assert sorted(hooks) == ["hooks.PostToolUse", "hooks.PreToolUse", "hooks.state"], given
+    assert "notes --hook codex" in hooks["hooks.PostToolUse"] and "notes --hook codex" in hooks["hooks.PreToolUse"]
+    command = hooks["hooks.PostToolUse"].split('command="', 1)[1].split('",timeout', 1)[0].replace('\\"', '"')
+    # trust for exactly these two (Codex's key: the session-flags layer, event, group 0, handler 0)
+    assert hooks["hooks.state"] == (
+        '{"/<session-flags>/config.toml:post_tool_use:0:0"={trusted_hash="%s"},'
+        '"/<session-flags>/config.toml:pre_tool_use:0:0"={trusted_hash="%s"}}'
+        % (trust_hash("PostToolUse", command), trust_hash("PreToolUse", command)))
+    assert not any("bypass" in a for a in ours)
+    # hooks the person gives in extra_args win whole: none of ours, no trust given
+    assert not any(a.startswith(("hooks.PreToolUse", "hooks.state")) for a in theirs)
+    assert theirs[theirs.index("hooks.PostToolUse=[]") - 1] == "-c"
+
+
 def test_spawn_failed_when_the_binary_is_not_on_path(fakes, tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")  # claude's checks also look for credentials
     adapter = create_claude(binary="no-such-agent-cli")

@@ -108,7 +108,8 @@ def test_opencode_permission_rules_deny_what_is_not_allowed():
 def test_opencode_gets_the_prompt_on_stdin_and_its_rules_in_the_environment(tmp_path, monkeypatch):
     fake = tmp_path / "bin" / "opencode"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\nenv > \"$NERVE_OUT/env\"\necho \"$@\" > \"$NERVE_OUT/argv\"\ncat > \"$NERVE_OUT/stdin\"\necho done\n")
+    fake.write_text("#!/bin/sh\nenv > \"$NERVE_OUT/env\"\necho \"$@\" > \"$NERVE_OUT/argv\"\ncat > \"$NERVE_OUT/stdin\"\n"
+                    "cp \"$OPENCODE_CONFIG\" \"$NERVE_OUT/config\"\necho done\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("NERVE_OUT", str(tmp_path))
@@ -122,6 +123,9 @@ def test_opencode_gets_the_prompt_on_stdin_and_its_rules_in_the_environment(tmp_
     assert "secret" not in (tmp_path / "argv").read_text() and "--model nerve/m" in (tmp_path / "argv").read_text()
     assert json.loads(env["OPENCODE_PERMISSION"])["bash"][TEST] == "allow"
     assert env["PWD"] == str(work) and not Path(env["OPENCODE_CONFIG"]).exists()  # private, removed after
+    # the notes plugin: beside that config, in the run's private directory (never the worktree)
+    (url,) = json.loads((tmp_path / "config").read_text())["plugin"]
+    assert url == "file://" + str(Path(env["OPENCODE_CONFIG"]).parent / "nerve-opencode-notes.js")
 
 
 def test_opencode_diagnose_names_a_bad_key_only():
@@ -130,3 +134,65 @@ def test_opencode_diagnose_names_a_bad_key_only():
               'error.error="AI_APICallError: Incorrect API key provided."\n')
     assert "Incorrect API key" in opencode_diagnose(None, "", logged)
     assert opencode_diagnose(0, "", "Error: The user has specified a rule which prevents you from using this") is None
+
+
+NODE_DRIVER = """
+const [plugin, event, answerFile] = process.argv.slice(1)
+const { GitNerveNotes } = await import(plugin)
+const aborted = []
+const client = { session: { abort: async ({ path }) => { aborted.push(path.id) } } }
+const hooks = await GitNerveNotes({ client, directory: process.cwd() })
+const output = { title: "t", output: "tool said", metadata: {} }
+let error = null
+try {
+  await hooks[event]({ tool: "bash", sessionID: "ses_1", callID: "c1", args: {} }, output)
+} catch (e) { error = e.message }
+console.log(JSON.stringify({ output: output.output, aborted, error }))
+"""
+
+
+def test_opencode_notes_plugin_starts_nothing_while_nothing_is_pending_and_speaks_the_hook_protocol(tmp_path):
+    """The plugin the adapter writes (run by node here, by opencode's Bun for real: tests/test_real_hook_notes.py):
+    no process while neither gate file exists; else `git nerve notes --hook opencode`'s answer is appended to
+    the tool's output, a refusal refuses the call, and a stop ends the session."""
+    import shutil
+    import subprocess
+
+    from git_nerve.workflow.adapters.opencode import plugin
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the plugin runs in opencode's JavaScript runtime")
+    calls, answer = tmp_path / "calls", tmp_path / "answer"
+    fake = tmp_path / "fake-nerve"
+    fake.write_text(f"#!/bin/sh\ncat >> '{calls}'\necho >> '{calls}'\ncat '{answer}'\n")
+    fake.chmod(0o755)
+    marker, stop = tmp_path / "notes-pending-t1", tmp_path / "stop-request"
+    url = plugin(str(tmp_path), [str(fake), "notes", "--hook", "opencode"], (str(marker), str(stop)))
+    assert url.startswith("file://") and Path(url[7:]).is_file()
+
+    def run(event: str, said: dict | None) -> dict:
+        answer.write_text(json.dumps(said) if said else "")
+        out = subprocess.run([node, "--input-type=module", "-e", NODE_DRIVER, url, event], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60, check=True)
+        return json.loads(out.stdout)
+
+    assert run("tool.execute.after", {"hookSpecificOutput": {"additionalContext": "never asked"}}) == {
+        "output": "tool said", "aborted": [], "error": None}
+    assert not calls.exists()  # nothing pending: no process started
+    marker.touch()
+    got = run("tool.execute.after", {"hookSpecificOutput": {"hookEventName": "PostToolUse",
+                                                            "additionalContext": "a note"}})
+    assert got == {"output": "tool said\n\na note", "aborted": [], "error": None}
+    asked = json.loads(calls.read_text().splitlines()[0])
+    assert asked == {"hook_event_name": "PostToolUse", "cwd": str(tmp_path), "tool_name": "bash"}
+    assert run("tool.execute.before", None) == {"output": "tool said", "aborted": [], "error": None}
+    marker.unlink()
+    stop.touch()
+    deny = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                   "permissionDecisionReason": "git-nerve: this task was stopped"}}
+    assert run("tool.execute.before", deny) == {"output": "tool said", "aborted": ["ses_1"],
+                                                "error": "git-nerve: this task was stopped"}
+    ended = run("tool.execute.after", {"continue": False, "systemMessage": "git-nerve: this task was stopped (x)"})
+    assert ended == {"output": "tool said\n\ngit-nerve: this task was stopped (x)", "aborted": ["ses_1"],
+                     "error": None}

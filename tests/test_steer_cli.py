@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from fixtures.repos import worker as wk
 
 BIN = Path(sys.executable).parent
@@ -168,3 +170,30 @@ def test_tell_says_in_one_line_when_the_running_agent_cli_has_no_mid_run_hook(re
         tee.close()
     done = gn(["tell", "--task", "t1", "after the round"], repo.work)  # nothing runs: the usual one line
     assert len(done.out.splitlines()) == 1, done
+    tee = runlog.open_tee(common, "t1", 3, "coder", "opencode", None)  # its plugin takes notes and ends it
+    try:
+        with hold(common / "nerve" / "locks" / "run-t1.lock", timeout=5):
+            for text in ("a note for opencode", "stop"):
+                assert len(gn(["tell", "--task", "t1", text], repo.work).out.splitlines()) == 1
+    finally:
+        tee.close()
+
+
+@pytest.mark.parametrize("cli", ["codex"])
+def test_tell_to_a_cli_whose_hook_takes_notes_but_only_refuses_tools_once_stopped(repo, gn, cli):
+    """Issue 40: Codex's hooks take a note mid-run (nothing more said); a stop: its hook refuses, the runner ends it."""
+    from git_nerve.locks import hold
+    from git_nerve.workflow import runlog
+
+    wk.spawn(repo.work, "t1")
+    common = repo.work / ".git"
+    tee = runlog.open_tee(common, "t1", 1, "coder", cli, None)
+    try:
+        res = gn(["tell", "--task", "t1", "keep it short"], repo.work)
+        assert res.code == 0 and len(res.out.splitlines()) == 1, res
+        with hold(common / "nerve" / "locks" / "run-t1.lock", timeout=5):
+            stop = gn(["tell", "--task", "t1", "stop"], repo.work)
+        assert stop.out.splitlines()[1] == (f"{cli} cannot end itself mid-run: its hook refuses its tool calls from "
+                                            "the next one on, and the runner ends it at its next tick"), stop
+    finally:
+        tee.close()

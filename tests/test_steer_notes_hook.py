@@ -216,3 +216,58 @@ def test_a_stop_makes_copilots_pre_tool_use_refuse_every_later_call(repo):
         assert pre["permissionDecision"] == "deny" and "this task was stopped" in pre["permissionDecisionReason"], pre
     _, outbox = deliveries(repo.work)
     assert any(line.text.startswith("stop delivered to copilot-cli (hook)") for line in outbox), outbox
+
+
+def test_codex_gets_the_notes_before_or_after_a_call_once_and_a_stop_refuses_the_next_calls(repo):
+    """Codex 0.169 runs no PostToolUse after an edit (apply_patch): its PreToolUse hands the notes over too."""
+    from git_nerve.locks import hold
+
+    wt = wk.spawn(repo.work, "t1")
+    pre = {"hook_event_name": "PreToolUse", "cwd": str(wt), "tool_name": "Bash",
+           "tool_input": {"command": "apply_patch <<'PATCH'"}}
+    post = {"hook_event_name": "PostToolUse", "cwd": str(wt), "tool_name": "Bash", "tool_response": "ok"}
+    assert hook(wt, pre, cli="codex").stdout == ""  # nothing queued: nothing said, the call goes ahead
+    tell(repo.work, "--task", "t1", "keep the patch small")
+    out = json.loads(hook(wt, pre, cli="codex").stdout)
+    assert out == {"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": out[
+        "hookSpecificOutput"]["additionalContext"]}} and "keep the patch small" in str(out), out
+    assert hook(wt, post, cli="codex").stdout == "" and hook(wt, pre, cli="codex").stdout == ""  # once
+    tell(repo.work, "--task", "t1", "and after the call")
+    assert "and after the call" in json.loads(hook(wt, post, cli="codex").stdout)["hookSpecificOutput"][
+        "additionalContext"]
+    got, outbox = deliveries(repo.work)
+    assert [d.reader for d in got] == ["codex-cli (hook)"] * 2
+    assert sum(line.text.startswith("note delivered to codex-cli (hook)") for line in outbox) == 2
+
+    with hold(wk.bus_path(repo.work).parent / "locks" / "run-t1.lock", timeout=5):
+        tell(repo.work, "--task", "t1", "stop")
+        refusals = [json.loads(hook(wt, pre, cli="codex").stdout)["hookSpecificOutput"] for _ in range(2)]
+        after = json.loads(hook(wt, post, cli="codex").stdout)
+    for r in refusals:  # Codex wants a reason with every deny; it takes no continue:false before a call
+        assert r["permissionDecision"] == "deny" and "this task was stopped" in r["permissionDecisionReason"], r
+    assert after["continue"] is False and "stopped by queued message" in after["stopReason"], after
+    _, outbox = deliveries(repo.work)
+    assert [line.text.split(" (pid")[0] for line in outbox if line.text.startswith("stop delivered")] == [
+        "stop delivered to codex-cli (hook)"]
+
+
+def test_opencodes_plugin_gets_claudes_answer_and_its_deliveries_name_the_plugin(repo):
+    """What the opencode adapter's plugin sends (Claude Code's hook input) and reads back."""
+    from git_nerve.locks import hold
+
+    wt = wk.spawn(repo.work, "t1")
+    post = {"hook_event_name": "PostToolUse", "cwd": str(wt), "tool_name": "edit"}
+    pre = {"hook_event_name": "PreToolUse", "cwd": str(wt), "tool_name": "edit"}
+    tell(repo.work, "--task", "t1", "the plugin's note")
+    assert hook(wt, pre, cli="opencode").stdout == ""  # before a call: notes wait for the call's output
+    out = json.loads(hook(wt, post, cli="opencode").stdout)
+    assert "the plugin's note" in out["hookSpecificOutput"]["additionalContext"], out
+    assert hook(wt, post, cli="opencode").stdout == ""  # once
+    with hold(wk.bus_path(repo.work).parent / "locks" / "run-t1.lock", timeout=5):
+        tell(repo.work, "--task", "t1", "stop")
+        ended = json.loads(hook(wt, post, cli="opencode").stdout)
+    assert ended["continue"] is False and "this task was stopped" in ended["systemMessage"], ended
+    got, outbox = deliveries(repo.work)
+    assert [d.reader for d in got] == ["opencode (plugin)"]
+    assert [line.text.split(" (pid")[0] for line in outbox if " delivered to " in line.text] == [
+        "note delivered to opencode (plugin)", "stop delivered to opencode (plugin)"]

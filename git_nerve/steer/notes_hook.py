@@ -2,9 +2,11 @@
 
 Two callers:
 
-* an agent CLI's own hook (``git nerve notes --hook claude|qwen|copilot``): the
-  CLI runs it after every tool call with its hook JSON on stdin (Qwen Code and
-  Copilot CLI also before each call: once stopped, :func:`refusal` refuses it). We find the task from the
+* an agent CLI's own hook (``git nerve notes --hook claude|qwen|copilot|codex|opencode``, opencode's from
+  the plugin its adapter writes): the
+  CLI runs it after every tool call with its hook JSON on stdin (Qwen Code, Copilot CLI
+  and Codex also before each call: once stopped, :func:`refusal` refuses it; Codex's
+  also takes the notes, :data:`NOTES_BEFORE`). We find the task from the
   hook's ``cwd`` (the worktree's ``.worker-ctx.json``), deliver the notes its
   agents have not read yet (recorded with the CLI's process id, found by
   walking up from our parent past shells) and print what the CLI injects into
@@ -26,8 +28,10 @@ import sys
 
 #: the hook formats we speak: CLI name -> reader recorded with the delivery. These are also the adapters whose
 #: runs get notes mid-run (README "Notes delivered while an agent works"); Qwen Code (a Gemini CLI fork that took
-#: Claude Code's hook protocol) reads the same answer as Claude Code.
-READERS = {"claude": "claude-code (hook)", "qwen": "qwen-code (hook)", "copilot": "copilot-cli (hook)"}
+#: Claude Code's hook protocol), Codex (the same protocol) and opencode's plugin (written to speak it) read the
+#: same answer as Claude Code.
+READERS = {"claude": "claude-code (hook)", "qwen": "qwen-code (hook)", "copilot": "copilot-cli (hook)",
+           "codex": "codex-cli (hook)", "opencode": "opencode (plugin)"}
 
 #: names of the processes between the CLI and us (the shell its hook runs through)
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "env", "timeout", "nice", "git", "git-nerve"})
@@ -169,16 +173,19 @@ def claude_answer(event: str, got: dict) -> dict | None:
                 "systemMessage": f"git-nerve: this task was stopped ({got['stop']})"}
     if not got["text"]:
         return None
-    if event in ("PostToolUse", "UserPromptSubmit", "SessionStart", "PostToolUseFailure"):
+    if event in ("PostToolUse", "UserPromptSubmit", "SessionStart", "PostToolUseFailure", "PreToolUse"):
         return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": got["text"]}}
     return None
 
 
 #: adapters that take notes and stops mid-run: the hook formats above, and git-nerve's own agent (its loop drains)
 MID_RUN = frozenset({*READERS, "nerve_agent"})
-#: of those, the ones that end themselves at a stop (Copilot CLI's and Qwen Code's hooks can only refuse the
-#: next tool calls: the runner ends them at its tick)
-STOPS_ITSELF = frozenset({"claude", "nerve_agent"})
+#: hook formats whose ``PreToolUse`` also hands notes over (as ``additionalContext``, in the model's next request):
+#: Codex 0.169 runs no ``PostToolUse`` after an edit (its ``apply_patch``), so a note would wait a tool call more
+NOTES_BEFORE = frozenset({"codex"})
+#: of those, the ones that end themselves at a stop (opencode: its plugin aborts the session; Copilot CLI's, Qwen
+#: Code's and Codex's hooks can only refuse the next tool calls: the runner ends them at its tick)
+STOPS_ITSELF = frozenset({"claude", "nerve_agent", "opencode"})
 
 
 def copilot_answer(got: dict) -> dict | None:
@@ -228,6 +235,9 @@ def hook(cli_name: str, stdin_text: str, *, cwd: str | None = None, pid: int | N
     where = data.get("cwd") if isinstance(data.get("cwd"), str) and os.path.isdir(data["cwd"]) else (cwd or os.getcwd())
     if event == "PreToolUse" or (cli_name == "copilot" and "toolArgs" in data and "toolResult" not in data):
         answer = refusal(cli_name, where, pid)  # before the call (Copilot CLI's camelCase input names no event)
+        if answer is None and cli_name in NOTES_BEFORE:
+            got = collect(where, reader=READERS[cli_name], via="hook", pid=pid if pid is not None else agent_pid())
+            answer = refusal(cli_name, where, pid) if got["stop"] else claude_answer(event, got)
         return json.dumps(answer) if answer else ""
     got = collect(where, reader=READERS[cli_name], via="hook", pid=pid if pid is not None else agent_pid())
     answer = copilot_answer(got) if cli_name == "copilot" else claude_answer(event, got)

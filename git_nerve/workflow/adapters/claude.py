@@ -85,28 +85,42 @@ def hooks(command: str, events: tuple[str, ...] = NOTES_EVENTS) -> dict:
 
 def notes_command(inv: Invocation | None = None, cli: str = "claude") -> str | None:
     """`<git-nerve> notes --hook CLI` with git-nerve's absolute path (None when it cannot be found); ``cli`` is
-    the hook format (steer/notes_hook.py READERS: claude, qwen).
+    the hook format (steer/notes_hook.py READERS: claude, qwen, copilot, codex).
 
     For a run (``inv``), behind the sh gate that starts no Python while nothing is pending for the task
     (steer/notes-hook.sh: the task's notes-pending marker, the runner's stop-request file)."""
     import shlex
+
+    parts = notes_parts(inv, cli)
+    if parts is None:
+        return None
+    argv, gate = parts
+    command = " ".join(shlex.quote(a) for a in argv)
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "steer", "notes-hook.sh")
+    if gate is None or not os.path.isfile(script):
+        return command
+    return "/bin/sh " + " ".join(shlex.quote(a) for a in (script, *gate)) + " " + command
+
+
+def notes_parts(inv: Invocation | None, cli: str) -> tuple[list[str], tuple[str, str] | None] | None:
+    """(``[<git-nerve>, "notes", "--hook", cli]``, the two files whose presence says something is pending for the
+    run's task: its notes-pending marker and the runner's stop-request; None without a task), or None when
+    git-nerve's executable cannot be found. A hook in a language of its own (opencode's plugin) gates itself."""
     import sys
 
     here = os.path.join(os.path.dirname(sys.executable), "git-nerve")
     exe = here if os.access(here, os.X_OK) else shutil.which("git-nerve")
     if not exe:
         return None
-    command = f"{shlex.quote(exe)} notes --hook {shlex.quote(cli)}"
-    gate = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        "steer", "notes-hook.sh")
-    if inv is None or not (inv.ctx.task_id and inv.common_dir and inv.git_dir) or not os.path.isfile(gate):
-        return command
+    argv = [exe, "notes", "--hook", cli]
+    if inv is None or not (inv.ctx.task_id and inv.common_dir and inv.git_dir):
+        return argv, None
     from ...fs import NERVE, notes_marker
     from ...paths import stop_request_path
 
     marker = notes_marker(os.path.join(inv.common_dir, NERVE), inv.ctx.task_id)
-    args = (gate, os.fspath(marker), os.fspath(stop_request_path(inv.git_dir)))
-    return "/bin/sh " + " ".join(shlex.quote(a) for a in args) + " " + command
+    return argv, (os.fspath(marker), os.fspath(stop_request_path(inv.git_dir)))
 
 
 def mcp_rules() -> list[str]:

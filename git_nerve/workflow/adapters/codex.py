@@ -12,6 +12,15 @@ Inside git-nerve's own box (issue 41, :mod:`..sandbox`) Codex's bubblewrap canno
 ``--sandbox danger-full-access`` and the box confines its commands.
 ``extra_args`` can override any of these flags (``--sandbox read-only``).
 
+The person's notes and a stop reach the agent mid-run through Codex's own hooks (Claude Code's protocol):
+``PostToolUse`` runs ``git nerve notes --hook codex`` behind the sh gate Claude Code's runs use (no Python
+while nothing is pending) and the notes become ``additionalContext`` in the model's next request; once the
+task is stopped ``PreToolUse`` refuses every tool call (Codex's hooks cannot end the agent) and the runner
+ends the process at its next tick. The hooks are given for this run only, as ``-c`` overrides (Codex's
+session-flags layer: never a file in the worktree, nothing written to ``$CODEX_HOME``), with the trust Codex
+asks of every hook that is not managed given for exactly these two, by their hash (``hooks.state``), never
+``--dangerously-bypass-hook-trust``, which would run every untrusted hook (a project's own included).
+
 Codex reads its model provider and credentials from the user's own
 configuration (``$CODEX_HOME/config.toml``, ``codex login``); a provider must
 use ``wire_api = "responses"``. Codex exits 0 after an API error such as a 401:
@@ -20,6 +29,7 @@ the adapter recognises its ``ERROR: unexpected status`` lines and stops it at on
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -73,6 +83,8 @@ def prepare(a: CommandAdapter, inv: Invocation) -> None:
         "sandbox_workspace_write.exclude_tmpdir_env_var=true",
     ]
     given = {x.split("=", 1)[0] for i, x in enumerate(a.extra_args or ()) if i and (a.extra_args or ())[i - 1] == "-c"}
+    if not any(g.strip() == "hooks" or g.strip().startswith("hooks.") for g in given):  # theirs win whole
+        overrides += notes_hooks(inv)
     extra = [arg for o in overrides if o.split("=", 1)[0] not in given for arg in ("-c", o)]
     inv.argv[2:2] = extra  # after `codex exec`
     inv.env["TMPDIR"] = tmp
@@ -96,6 +108,46 @@ def _errors(stdout: str) -> str:
             if isinstance(err.get("message"), str):
                 found.append("ERROR: " + err["message"])
     return "\n".join(found)
+
+
+#: the hook events git-nerve answers (steer/notes_hook.py: ``--hook codex``), with Codex's key label for each
+NOTES_EVENTS = {"PostToolUse": "post_tool_use", "PreToolUse": "pre_tool_use"}
+HOOK_TIMEOUT = 15
+#: where Codex 0.169 says a ``-c`` hook comes from (the key its ``hooks.state`` trust is recorded under)
+SESSION_FLAGS = "/<session-flags>/config.toml"
+
+
+def _toml_str(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string without \u escapes is a TOML basic string
+
+
+def trust_hash(event: str, command: str) -> str:
+    """The hash Codex 0.169 trusts a hook by (its normalized identity: event label, matcher, the one handler
+    with its defaults; keys sorted, compact JSON, SHA-256). Checked against the real CLI's own ``hooks/list``
+    in tests/test_real_codex.py, and by the real-CLI notes test (a wrong hash: the hook never runs)."""
+    identity = {"event_name": NOTES_EVENTS[event], "matcher": "*",
+                "hooks": [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT, "async": False}]}
+    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def hook_overrides(command: str) -> list[str]:
+    """``-c`` values: the notes hooks (one matcher group each, so each is ``<event>:0:0`` in the session-flags
+    layer) and the trust of exactly these two, by hash (a hook not given here stays as trusted as it was)."""
+    out, state = [], []
+    for event, label in NOTES_EVENTS.items():
+        out.append(f'hooks.{event}=[{{matcher="*",hooks=[{{type="command",command={_toml_str(command)},'
+                   f'timeout={HOOK_TIMEOUT}}}]}}]')
+        state.append(f"{_toml_str(f'{SESSION_FLAGS}:{label}:0:0')}={{trusted_hash={_toml_str(trust_hash(event, command))}}}")
+    return [*out, "hooks.state={" + ",".join(state) + "}"]
+
+
+def notes_hooks(inv: Invocation) -> list[str]:
+    """This run's notes hooks as ``-c`` values ([] when git-nerve's executable is not found)."""
+    from .claude import notes_command
+
+    command = notes_command(inv, "codex")
+    return hook_overrides(command) if command else []
 
 
 def diagnose(code: int | None, stdout: str, stderr: str) -> str | None:
@@ -156,4 +208,4 @@ create_codex = adapter_factory(
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.
 codex_adapter = create_codex()
 
-__all__ = ["codex_adapter", "create_codex"]
+__all__ = ["codex_adapter", "create_codex", "hook_overrides", "trust_hash"]

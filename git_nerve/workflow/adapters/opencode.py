@@ -12,6 +12,13 @@ command; web fetch/search, sub-agents and questions are denied. Nothing is ever
 "ask": a rule that would ask a person mid-run does not exist here. opencode has
 no OS sandbox: a command the rules allow runs with the user's rights.
 
+The person's notes and a stop reach the agent mid-run through an opencode plugin git-nerve writes for the run
+into its private directory (named by the run's ``OPENCODE_CONFIG`` file, never the worktree): after each tool
+call (``tool.execute.after``) it hands over the notes with ``git nerve notes --hook opencode``, appended to
+that tool's output, in the model's next request. The plugin starts no process while nothing is pending for
+the task (it looks for the files the sh gate of the other CLIs looks for). A stop aborts the session (opencode
+ends the run itself) after the call in flight, and ``tool.execute.before`` refuses any call still asked for.
+
 The model and provider are the user's own opencode setup (``~/.config/opencode``,
 ``--model`` from nerve.toml ``[adapters.opencode] model`` as ``provider/model``).
 """
@@ -66,15 +73,71 @@ def _argv(a: CommandAdapter) -> list[str]:
     return [a.binary, "run", *options(own, a.extra_args), *extras(a)]
 
 
+#: the plugin (ES module) that hands the notes over: ``ARGV`` is `git nerve notes --hook opencode`, ``GATE`` the
+#: files whose presence says something is pending for the task (empty: always ask). Its hook input is Claude
+#: Code's (steer/notes_hook.py answers it as it answers Claude Code).
+PLUGIN = """// git-nerve's notes and stops for one opencode run (written by git-nerve: workflow/adapters/opencode.py)
+import { existsSync } from "node:fs"
+import { spawnSync } from "node:child_process"
+
+const ARGV = %(argv)s
+const GATE = %(gate)s
+
+function ask(event, tool, cwd) {
+  if (GATE.length && !GATE.some((path) => existsSync(path))) return null // nothing pending: no process at all
+  const input = JSON.stringify({ hook_event_name: event, cwd, tool_name: tool })
+  const run = spawnSync(ARGV[0], ARGV.slice(1), { input, cwd, encoding: "utf8", timeout: 15000 })
+  if (run.status !== 0 || !run.stdout || !run.stdout.trim()) return null
+  try { return JSON.parse(run.stdout) } catch { return null }
+}
+
+async function end(client, id) {
+  try { await client.session.abort({ path: { id } }) } catch {}
+}
+
+export const GitNerveNotes = async ({ client, directory }) => ({
+  "tool.execute.before": async (input) => {
+    const said = ask("PreToolUse", input.tool, directory)
+    const decision = said && said.hookSpecificOutput
+    if (decision && decision.permissionDecision === "deny") {
+      await end(client, input.sessionID)
+      throw new Error(decision.permissionDecisionReason)
+    }
+  },
+  "tool.execute.after": async (input, output) => {
+    const said = ask("PostToolUse", input.tool, directory)
+    if (!said) return
+    const text = said.continue === false ? said.systemMessage : said.hookSpecificOutput && said.hookSpecificOutput.additionalContext
+    if (text) output.output = `${output.output ?? ""}\n\n${text}`
+    if (said.continue === false) await end(client, input.sessionID)
+  },
+})
+"""
+
+
+def plugin(tmpdir: str, argv: list[str], gate: tuple[str, str] | None) -> str:
+    """Write the notes plugin for one run; its ``file://`` URL (what the run's config lists under ``plugin``)."""
+    path = os.path.join(tmpdir, "nerve-opencode-notes.js")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(PLUGIN % {"argv": json.dumps(argv), "gate": json.dumps(list(gate or ()))})
+    return "file://" + path
+
+
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
+    from .claude import notes_parts
+
     if "--title" not in {x.split("=", 1)[0] for x in (adapter.extra_args or ())}:
         # a title of ours: opencode would otherwise ask the model for one, a request its JSON output never
         # reports (its usage would be missing from the round's: issue 39)
         at = inv.argv.index("run") + 1
         inv.argv[at:at] = ["--title", f"{inv.ctx.task_id or 'task'}: {inv.ctx.role or 'agent'}"]
+    settings = dict(SETTINGS)
+    parts = notes_parts(inv, "opencode")
+    if parts is not None:
+        settings["plugin"] = [plugin(inv.tmpdir, *parts)]
     path = os.path.join(inv.tmpdir, "opencode.json")
     with open(path, "w", encoding="utf-8") as fh:
-        json.dump(SETTINGS, fh)
+        json.dump(settings, fh)
     inv.env.update(ENV)
     # opencode takes its project directory from $PWD, not from its working directory
     inv.env["PWD"] = inv.workdir
@@ -124,4 +187,4 @@ create_opencode = adapter_factory(
 #: The default instance: sensible defaults, tuned per repository in nerve.toml.
 opencode_adapter = create_opencode()
 
-__all__ = ["create_opencode", "opencode_adapter", "permission"]
+__all__ = ["create_opencode", "opencode_adapter", "permission", "plugin"]
