@@ -201,12 +201,7 @@ USAGE_LOG = "aider-usage.jsonl"
 
 def _report(adapter: CommandAdapter, stdout: str, inv: Invocation) -> usage.Report:
     """aider's usage as the launcher logged it in the run's private directory (none there: not reported)."""
-    try:
-        with open(os.path.join(inv.tmpdir, USAGE_LOG), encoding="utf-8", errors="replace") as fh:
-            logged = fh.read()
-    except OSError:
-        logged = ""
-    return usage.aider(logged, stdout)
+    return usage.aider(inv.private_text(USAGE_LOG), stdout)
 
 
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:

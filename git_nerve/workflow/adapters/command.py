@@ -71,6 +71,14 @@ class Invocation:
     ctx: AgentContext
     prompt_file: str | None = None
 
+    def private_text(self, name: str) -> str:
+        """The text of file ``name`` the CLI wrote into this run's private directory ("" when it wrote none)."""
+        try:
+            with open(os.path.join(self.tmpdir, name), encoding="utf-8", errors="replace") as fh:
+                return fh.read()
+        except OSError:
+            return ""
+
 
 Prepare = Callable[["CommandAdapter", Invocation], None]
 #: ``(adapter, stdout, invocation) -> Report``: the CLI's answer and the usage it reported (adapters/usage.py;

@@ -105,12 +105,7 @@ def _report(adapter: CommandAdapter, stdout: str, inv: Invocation):
     """Copilot CLI's usage as it wrote it to :data:`USAGE_FILE` (none there: not reported)."""
     from . import usage
 
-    try:
-        with open(os.path.join(inv.tmpdir, USAGE_FILE), encoding="utf-8", errors="replace") as fh:
-            written = fh.read()
-    except OSError:
-        written = ""
-    return usage.copilot(written, stdout)
+    return usage.copilot(inv.private_text(USAGE_FILE), stdout)
 
 
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
