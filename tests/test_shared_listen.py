@@ -58,11 +58,10 @@ def test_another_machines_transitions_reach_status_here_through_the_listener(tmp
     ss.ok(["worker", "status"], one)  # any command starts one's listener; from now on nothing runs on one
     _listening(one)
     ss.ok(["worker", "spawn", "t"], two)
-    spawned = _wait(lambda: _cached_state(one, "t") == "ASSIGNED", 5)
+    # nothing runs on one, so only its listener can bring them (how fast: bench/shared_postgres.py, not a timed test)
+    _wait(lambda: _cached_state(one, "t") == "ASSIGNED", 10)
     ss.ok(["worker", "start", "--task", "t"], two)
-    started = _wait(lambda: _cached_state(one, "t") == "WORKING", 5)
-    # nothing runs on one, so only its listener can have brought them (how fast: bench/shared_postgres.py, not a timed test)
-    assert spawned < 5 and started < 5, (spawned, started)
+    _wait(lambda: _cached_state(one, "t") == "WORKING", 10)
     row = _status(one)["t"]  # status reads the cache the listener refreshed: no sync asked for
     assert (row["state"], row["machine"], row.get("elsewhere")) == ("WORKING", "two", True)
     assert len(_log(one).splitlines()) == 2  # started, listening: a sync a change is not logged
@@ -82,7 +81,7 @@ def test_a_note_told_from_another_machine_is_pending_here_through_the_listener(t
     marker = notes_marker(one / ".git" / "nerve", "t")
     marker.unlink(missing_ok=True)
     ss.ok(["nerve", "tell", "--task", "t", "please cover the empty input"], two)
-    _wait(marker.exists, 5)  # nothing polls on one: its listener brought it
+    _wait(marker.exists, 10)  # nothing polls on one: its listener brings it
     hook = subprocess.run([str(ss.BIN / "git-nerve"), "notes", "--hook", "claude"], cwd=_worktree(one, "t"),
                           input=json.dumps({"hook_event_name": "PostToolUse", "cwd": _worktree(one, "t")}),
                           capture_output=True, text=True, timeout=60, env=dict(os.environ))
@@ -191,9 +190,7 @@ def test_the_console_page_follows_another_machines_transition_through_the_listen
         time.sleep(3)  # past listen_idle, with no live task here
         assert listening(one)
         ss.ok(["worker", "spawn", "t"], two)
-        rung = time.monotonic()
-        page = events.until(lambda s: (worker_row(s, "t") or {}).get("state") == "ASSIGNED", within=5)
-        assert time.monotonic() - rung < 5  # the listener's push to the page, not a poll
+        page = events.until(lambda s: (worker_row(s, "t") or {}).get("state") == "ASSIGNED", within=10)
         assert worker_row(page, "t")["machine"] == "two"
     finally:
         if events is not None:
