@@ -212,3 +212,39 @@ def test_archiving_over_smart_http(tmp_path):
         assert sorted(_refs(bare, "refs/nerve/claims/")) == ["refs/nerve/claims/t", "refs/nerve/claims/u"]
     finally:
         server.stop()
+
+
+def test_a_claim_archived_between_the_listing_and_the_fetch_is_not_left_behind(tmp_path, monkeypatch):
+    """two's copy of t says WORKING; one cancels t; two's sync lists the remote (t live, FAILED), then one archives
+    t before two's fetch, which brings the archive but not the claim. Two's view says FAILED after that sync and
+    every later one (before the fix its copy's WORKING stayed for good: the archive entry counted as read)."""
+    from git_nerve.shared import status as shared_status
+    from git_nerve.shared import sync as sync_mod
+
+    bare = ss.origin(tmp_path)
+    one, two = ss.team(tmp_path, str(bare), ["one", "two"], shared=QUIET)
+    ss.ok(["worker", "spawn", "t"], one)
+    ss.ok(["worker", "start", "--task", "t"], one)
+    _sync(two)
+    assert _view(two) == [("t", "WORKING", "one")]
+    ss.ok(["worker", "cancel", "t"], one)
+    listing = sync_mod.remote_refs.ls_remote
+
+    def list_then_archive(*args, **kwargs):
+        out = listing(*args, **kwargs)
+        if not raced:
+            raced.append(True)
+            assert _sync(one)["archived"] == 1  # the claim ref leaves the remote, its archive entry arrives
+        return out
+
+    raced: list = []
+    with monkeypatch.context() as patch:
+        patch.setattr(sync_mod.remote_refs, "ls_remote", list_then_archive)
+        shared_status.run_sync(two)
+    assert raced and "refs/nerve/claims/t" not in _refs(bare, "refs/nerve/claims/")
+    views = [_view(two)]
+    for more in ((), ("--rebuild",)):
+        _sync(two, *more)
+        views.append(_view(two))
+    assert views == [[("t", "FAILED", "one")]] * 3, views
+    assert _refs(two, "refs/nerve/claims/") == {}

@@ -95,7 +95,7 @@ def test_steady_work_of_three_machines_keeps_every_invariant(tmp_path, daemon):
             assert cache.event_counts(b.conn) == {o: produced[o] for o in machines if o != m}, m  # 0 lost, 0 dup
     views = [sorted((r["task_id"], r["state"], r["machine"]) for r in json.loads(ss.ok(["worker", "status", "--json"], w).stdout))
              for w in works.values()]
-    assert all(v == views[0] for v in views) and len(views[0]) == 9
+    assert all(v == views[0] for v in views) and len(views[0]) == 9, json.dumps(views)
     assert {t: s for t, s, _ in views[0]} == {t: c[-1]["state"] for t, c in chains.items()}
     live = build.git(daemon.base / "project.git", "for-each-ref", "--format=%(refname)", "refs/nerve/claims/").split()
     assert sorted(r.rsplit("/", 1)[1] for r in live) == sorted(t for t, c in chains.items()

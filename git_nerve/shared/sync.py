@@ -219,6 +219,8 @@ def ingest(state, bus: Bus, *, rebuild: bool = False, live: set[str] | None = No
     if live is not None:
         claim_tips = {t: sha for t, sha in claim_tips.items() if t in live}
     found = _entries(state, finished, seen_finished)
+    for task in [t for t in claim_tips if t in found and _archived_since(state, claim_tips[t], found[t])]:
+        del claim_tips[task]  # archived after the listing, before the fetch: this copy is older than the archive
     cached = cache.claims_of(bus.conn, [*claim_tips, *found])  # only the tasks this sync may change
     archived = [e for task, e in found.items() if task not in claim_tips and _newer(e, cached.get(task))]
     changed = {t: sha for t, sha in claim_tips.items() if t not in cached or cached[t].tip != sha}
@@ -305,6 +307,13 @@ def _entries(state, finished: dict[str, str], seen: dict[str, str | None]) -> di
             since = None
         found += archive.entries(state.cwd, tip, since)
     return archive.newest(found)
+
+
+def _archived_since(state, copy: str, e) -> bool:
+    """Is this machine's copy of a claim (the remote listed it live) an earlier point of the chain archive entry
+    ``e`` ends? The claim was archived between the sync's listing and its fetch, which brought the archive but
+    not the claim. A retry's live claim goes on from the archived tip (not before it), so it never counts."""
+    return copy != e.tip and refs.is_ancestor_quiet(state.cwd, copy, e.tip)
 
 
 def _newer(e, c) -> bool:
