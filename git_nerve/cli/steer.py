@@ -233,10 +233,9 @@ def notes(hook_cli: str | None, as_json: bool) -> None:
     the run) and the notes are added to the model's next request; a queued
     `stop` ends Claude Code, Gemini CLI and opencode there (Qwen Code, Copilot
     CLI and Codex: every later tool call is refused, their hooks cannot end
-    them). Agents without
-    hooks, and people, run `git nerve notes`. `git nerve outbox` and
-    `git worker show` say who read each note (which process, when) and when it
-    was acted on (the task's next commit).
+    them). Agents without hooks, and people, run `git nerve notes`. `git nerve
+    outbox` and `git worker show` say who read each note (which process, when)
+    and when it was acted on (the task's next commit).
     """
     import os
     import sys

@@ -96,7 +96,7 @@ def with_hooks(settings: dict, extra: dict) -> dict:
 
 def notes_command(inv: Invocation | None = None, cli: str = "claude") -> str | None:
     """`<git-nerve> notes --hook CLI` with git-nerve's absolute path (None when it cannot be found); ``cli`` is
-    the hook format (steer/notes_hook.py READERS: claude, qwen, copilot, codex).
+    the hook format (steer/notes_hook.py READERS: claude, gemini, qwen, copilot, codex).
 
     For a run (``inv``), behind the sh gate that starts no Python while nothing is pending for the task
     (steer/notes-hook.sh: the task's notes-pending marker, the runner's stop-request file)."""
