@@ -213,3 +213,77 @@ def test_qwens_notes_hooks_come_in_a_private_system_settings_file_beside_the_use
     assert data["hooks"]["PostToolUseFailure"][0]["hooks"][0]["command"] == command
     assert data["hooks"]["PreToolUse"][0]["hooks"][0]["command"] == command  # refuses the tools once stopped
     assert json.loads(theirs.read_text())["hooks"]["PostToolUse"] == [{"matcher": "x", "hooks": []}]  # untouched
+
+
+GEMINI_HOME_RECORDER = RECORDER.replace(
+    'with open(os.environ["NERVE_RECORD_TO"], "w") as fh:',
+    'own = os.path.join(os.environ["GEMINI_CLI_HOME"], ".gemini")\n'
+    'out["home"] = {{n: open(os.path.join(own, n)).read() for n in sorted(os.listdir(own))}}\n'
+    'out["modes"] = {{n: os.stat(os.path.join(own, n)).st_mode & 0o777 for n in os.listdir(own)}}\n'
+    'with open(os.environ["NERVE_RECORD_TO"], "w") as fh:')
+
+
+@pytest.mark.parametrize("their_var", [False, True])
+def test_geminis_notes_hooks_come_in_a_private_home_with_the_users_settings_and_login(recorder, repo, tmp_path,
+                                                                                       monkeypatch, their_var):
+    """Each run its own GEMINI_CLI_HOME (never the worktree, gone with the run): the user's settings.json (JSON with
+    comments, as Gemini CLI reads it) with the notes hooks appended beside their own, their login files copied, and
+    nothing else of their ~/.gemini (chat history, extensions, policies, memory); their files untouched."""
+    exe, read = recorder
+    exe.write_text(GEMINI_HOME_RECORDER.format(python=sys.executable))
+    base = tmp_path / "their-gemini-home" if their_var else Path(os.environ["HOME"])
+    theirs = base / ".gemini"
+    (theirs / "tmp" / "chats").mkdir(parents=True)
+    (theirs / "extensions").mkdir()
+    settings = ('{\n  // mine\n  "security": {"auth": {"selectedType": "oauth-personal"}},\n'
+                '  "mcpServers": {"nerve": {"command": "/x/git-nerve", "args": ["mcp"]}}, /* the url keeps // */\n'
+                '  "site": "http://example.com/a",\n'
+                '  "hooks": {"AfterTool": [{"matcher": "write_.*", "hooks": [{"type": "command", "command": "mine"}]}]}\n}\n')
+    (theirs / "settings.json").write_text(settings)
+    logins = {"oauth_creds.json": '{"refresh_token": "r"}', "google_accounts.json": '{"active": "me@x"}',
+              "installation_id": "id-1", ".env": "GEMINI_API_KEY=k\n"}
+    for name, text in logins.items():
+        (theirs / name).write_text(text)
+    for name in ("GEMINI.md", "history.txt", "trustedFolders.json"):
+        (theirs / name).write_text("not for the run")
+    if their_var:
+        monkeypatch.setenv("GEMINI_CLI_HOME", str(base))
+    create_gemini(binary=str(exe))(PROMPT, ctx_for(repo.work))
+    got = read()
+    home = got["env"]["GEMINI_CLI_HOME"]
+    assert home != str(base) and not home.startswith(str(repo.work)) and not os.path.exists(home)
+    assert sorted(got["home"]) == sorted([*logins, "settings.json"])  # no history, memory, trust, extensions
+    assert all(got["home"][n] == text for n, text in logins.items())
+    assert all(mode & 0o077 == 0 for mode in got["modes"].values())
+    data = json.loads(got["home"]["settings.json"])
+    assert data["security"] == {"auth": {"selectedType": "oauth-personal"}} and "nerve" in data["mcpServers"]
+    assert data["site"] == "http://example.com/a"
+    after = data["hooks"]["AfterTool"]
+    assert after[0]["hooks"][0]["command"] == "mine" and len(after) == 2  # theirs first, ours beside it
+    ours = after[1]["hooks"][0]
+    assert ours["command"].startswith("/bin/sh ") and "notes-hook.sh" in ours["command"]
+    assert ours["command"].endswith("notes --hook gemini") and ours["timeout"] == 15000  # Gemini's are in ms
+    assert data["hooks"]["BeforeTool"][0]["hooks"][0]["command"] == ours["command"]  # a stop ends it before a tool
+    assert (theirs / "settings.json").read_text() == settings  # untouched
+    assert sorted(p.name for p in theirs.iterdir()) == sorted(
+        [*logins, "settings.json", "tmp", "extensions", "GEMINI.md", "history.txt", "trustedFolders.json"])
+    assert not (repo.work / ".gemini").exists() and git(repo.work, "status", "--porcelain") == ""
+
+
+def test_a_gemini_settings_file_that_does_not_parse_is_handed_over_as_it_is(recorder, repo, monkeypatch):
+    """Gemini CLI says what is wrong with it (the run fails there): git-nerve neither fixes nor drops it."""
+    exe, read = recorder
+    exe.write_text(GEMINI_HOME_RECORDER.format(python=sys.executable))
+    theirs = Path(os.environ["HOME"]) / ".gemini"
+    theirs.mkdir(exist_ok=True)
+    (theirs / "settings.json").write_text('{"model": ')
+    create_gemini(binary=str(exe))(PROMPT, ctx_for(repo.work))
+    assert read()["home"] == {"settings.json": '{"model": '}
+
+
+def test_without_settings_of_their_own_a_gemini_run_gets_only_the_hooks(recorder, repo):
+    exe, read = recorder
+    exe.write_text(GEMINI_HOME_RECORDER.format(python=sys.executable))
+    create_gemini(binary=str(exe))(PROMPT, ctx_for(repo.work))
+    got = read()["home"]
+    assert list(got) == ["settings.json"] and set(json.loads(got["settings.json"])) == {"hooks"}

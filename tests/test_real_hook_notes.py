@@ -1,7 +1,8 @@
 """Notes and a stop reaching the REAL agent CLIs (pinned) mid-run through their own hooks, beyond Claude Code
 (tests/test_real_claude_notes.py): Qwen Code's PostToolUse hook, which the qwen adapter installs for the run
 in a private system settings file (QWEN_CODE_SYSTEM_SETTINGS_PATH); Copilot CLI's postToolUse hook, in a plugin
-written for the run; Codex's PostToolUse and PreToolUse hooks, given for the run as `-c` values.
+written for the run; Codex's PostToolUse and PreToolUse hooks, given for the run as `-c` values; Gemini CLI's
+AfterTool and BeforeTool hooks, in the settings of a private Gemini home (GEMINI_CLI_HOME).
 
 One run per CLI (the CI budget): the scripted model (mode ``notes``, a delay per request) makes the coder take
 several tool steps; the test tells a note between two of them and asserts at the server that the model's
@@ -30,8 +31,9 @@ pytestmark = pytest.mark.real
 NOTE = "Nerve note: please keep the README line short."
 #: CLI -> the reader its deliveries are recorded with (git_nerve/steer/notes_hook.py READERS)
 HOOKED = {"qwen": "qwen-code (hook)", "copilot": "copilot-cli (hook)", "codex": "codex-cli (hook)",
-          "opencode": "opencode (plugin)"}
-#: CLIs whose hooks cannot end the agent (all but opencode, whose plugin aborts its session): from the next call on every tool is refused by the hook, and
+          "opencode": "opencode (plugin)", "gemini": "gemini-cli (hook)"}
+#: CLIs whose hooks cannot end the agent (all but opencode, whose plugin aborts its session, and Gemini CLI, whose
+#: hook's `continue: false` ends its headless run): from the next call on every tool is refused by the hook, and
 #: the runner's heartbeat tick ends the process
 REFUSES = {"copilot", "qwen", "codex"}
 

@@ -147,18 +147,18 @@ def test_tell_says_in_one_line_when_the_running_agent_cli_has_no_mid_run_hook(re
 
     wk.spawn(repo.work, "t1")
     common = repo.work / ".git"
-    tee = runlog.open_tee(common, "t1", 1, "coder", "gemini", None)  # the round runs: its log is held
+    tee = runlog.open_tee(common, "t1", 1, "coder", "aider", None)  # the round runs: its log is held
     try:
         res = gn(["tell", "--task", "t1", "keep it short"], repo.work)
         assert res.code == 0 and res.err == "", res
         first, second = res.out.splitlines()
         assert first.startswith("queued #1: note for t1")
-        assert second == "gemini has no mid-run hook: the note waits for its next round (or its `git nerve notes` / MCP call)"
+        assert second == "aider has no mid-run hook: the note waits for its next round (or its `git nerve notes` / MCP call)"
         as_json = json.loads(gn(["tell", "--task", "t1", "again", "--json"], repo.work).out)
         assert as_json["waits"] == second
         with hold(common / "nerve" / "locks" / "run-t1.lock", timeout=5):  # as the running `git nerve run`
             stop = gn(["tell", "--task", "t1", "stop"], repo.work)
-        assert stop.out.splitlines()[1] == "gemini has no mid-run hook: the runner ends it at its next tick", stop
+        assert stop.out.splitlines()[1] == "aider has no mid-run hook: the runner ends it at its next tick", stop
     finally:
         tee.close()
     tee = runlog.open_tee(common, "t1", 2, "coder", "qwen", None)  # a CLI with a hook: nothing more to say
@@ -170,13 +170,14 @@ def test_tell_says_in_one_line_when_the_running_agent_cli_has_no_mid_run_hook(re
         tee.close()
     done = gn(["tell", "--task", "t1", "after the round"], repo.work)  # nothing runs: the usual one line
     assert len(done.out.splitlines()) == 1, done
-    tee = runlog.open_tee(common, "t1", 3, "coder", "opencode", None)  # its plugin takes notes and ends it
-    try:
-        with hold(common / "nerve" / "locks" / "run-t1.lock", timeout=5):
-            for text in ("a note for opencode", "stop"):
-                assert len(gn(["tell", "--task", "t1", text], repo.work).out.splitlines()) == 1
-    finally:
-        tee.close()
+    for n, cli in enumerate(("opencode", "gemini"), start=3):  # its plugin / its hooks take notes and end it
+        tee = runlog.open_tee(common, "t1", n, "coder", cli, None)
+        try:
+            with hold(common / "nerve" / "locks" / "run-t1.lock", timeout=5):
+                for text in (f"a note for {cli}", "stop"):
+                    assert len(gn(["tell", "--task", "t1", text], repo.work).out.splitlines()) == 1
+        finally:
+            tee.close()
 
 
 @pytest.mark.parametrize("cli", ["codex"])

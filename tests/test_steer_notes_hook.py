@@ -184,6 +184,32 @@ def test_a_stop_makes_qwens_pre_tool_use_refuse_the_next_calls_and_hands_no_note
         "stop delivered to qwen-code (hook)"]
 
 
+def test_gemini_gets_the_notes_after_a_tool_call_and_a_stop_ends_it_before_or_after_one(repo):
+    """Gemini CLI (0.61.0) names its events AfterTool/BeforeTool; its `continue: false` ends the headless run."""
+    from git_nerve.locks import hold
+
+    wt = wk.spawn(repo.work, "t1")
+    tell(repo.work, "--task", "t1", "keep it short")
+    before = {"hook_event_name": "BeforeTool", "cwd": str(wt), "tool_name": "replace", "tool_input": {}}
+    after = {"hook_event_name": "AfterTool", "cwd": str(wt), "tool_name": "replace",
+             "tool_response": {"llmContent": "ok"}}
+    assert hook(wt, before, cli="gemini").stdout == ""  # no stop: the call goes ahead, the note waits
+    assert deliveries(repo.work)[0] == []
+    out = json.loads(hook(wt, after, cli="gemini").stdout)
+    assert out == {"hookSpecificOutput": {"hookEventName": "AfterTool", "additionalContext": out["hookSpecificOutput"][
+        "additionalContext"]}} and "keep it short" in out["hookSpecificOutput"]["additionalContext"], out
+    assert hook(wt, after, cli="gemini").stdout == ""  # once
+    assert [d.reader for d in deliveries(repo.work)[0]] == ["gemini-cli (hook)"]
+    with hold(wk.bus_path(repo.work).parent / "locks" / "run-t1.lock", timeout=5):
+        tell(repo.work, "--task", "t1", "stop")
+        stopped_before = json.loads(hook(wt, before, cli="gemini").stdout)
+        stopped_after = json.loads(hook(wt, after, cli="gemini").stdout)
+    assert stopped_before["continue"] is False and "this task was stopped" in stopped_before["stopReason"]
+    assert stopped_after["continue"] is False, stopped_after
+    _, outbox = deliveries(repo.work)
+    assert any(line.text.startswith("stop delivered to gemini-cli (hook)") for line in outbox)
+
+
 COPILOT_POST = {"sessionId": "s", "timestamp": 1, "toolName": "bash", "toolArgs": {"command": "git status"},
                 "toolResult": {"resultType": "success", "textResultForLlm": "clean"}}
 COPILOT_PRE = {"sessionId": "s", "timestamp": 1, "toolName": "bash", "toolArgs": {"command": "git status"}}

@@ -219,7 +219,7 @@ def _merge_all(tasks, *, delete_branch: bool, check: str | None, force: bool, ba
 
 
 @click.command("notes", context_settings=CONTEXT_SETTINGS)
-@click.option("--hook", "hook_cli", metavar="CLI", help="Answer an agent CLI's hook (claude, qwen, copilot, codex, opencode): hook JSON on stdin, "
+@click.option("--hook", "hook_cli", metavar="CLI", help="Answer an agent CLI's hook (claude, gemini, qwen, copilot, codex, opencode): hook JSON on stdin, "
               "the CLI's answer on stdout; never fails (errors: one line on stderr, exit 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def notes(hook_cli: str | None, as_json: bool) -> None:
@@ -227,15 +227,15 @@ def notes(hook_cli: str | None, as_json: bool) -> None:
 
     \b
     The person's notes (`git nerve tell --task T "..."`) reach a running agent
-    at its next safe point: Claude Code, Qwen Code, Copilot CLI, Codex and
-    opencode (through a plugin) run `git nerve notes --hook CLI` after each
-    tool call (Codex also before one; the adapter installs it for the run) and
-    the notes are added to the model's next request; a queued `stop` ends
-    Claude Code and opencode there (Qwen Code, Copilot CLI and Codex: every
-    later tool call is refused, their hooks cannot end them). Agents without
-    hooks, and people, run `git nerve notes`. `git nerve outbox` and
-    `git worker show` say who read each note (which process, when) and when it
-    was acted on (the task's next commit).
+    at its next safe point: Claude Code, Gemini CLI, Qwen Code, Copilot CLI,
+    Codex and opencode (through a plugin) run `git nerve notes --hook CLI`
+    after each tool call (Codex also before one; the adapter installs it for
+    the run) and the notes are added to the model's next request; a queued
+    `stop` ends Claude Code, Gemini CLI and opencode there (Qwen Code, Copilot
+    CLI and Codex: every later tool call is refused, their hooks cannot end
+    them). Agents without hooks, and people, run `git nerve notes`. `git nerve
+    outbox` and `git worker show` say who read each note (which process, when)
+    and when it was acted on (the task's next commit).
     """
     import os
     import sys

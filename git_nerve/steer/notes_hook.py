@@ -2,10 +2,10 @@
 
 Two callers:
 
-* an agent CLI's own hook (``git nerve notes --hook claude|qwen|copilot|codex|opencode``, opencode's from
-  the plugin its adapter writes): the
-  CLI runs it after every tool call with its hook JSON on stdin (Qwen Code, Copilot CLI
-  and Codex also before each call: once stopped, :func:`refusal` refuses it; Codex's
+* an agent CLI's own hook (``git nerve notes --hook claude|gemini|qwen|copilot|codex|opencode``, opencode's
+  from the plugin its adapter writes): the
+  CLI runs it after every tool call with its hook JSON on stdin (Gemini CLI, Qwen Code, Copilot CLI
+  and Codex also before each call: once stopped, :func:`refusal` refuses it, or ends Gemini CLI; Codex's
   also takes the notes, :data:`NOTES_BEFORE`). We find the task from the
   hook's ``cwd`` (the worktree's ``.worker-ctx.json``), deliver the notes its
   agents have not read yet (recorded with the CLI's process id, found by
@@ -29,9 +29,11 @@ import sys
 #: the hook formats we speak: CLI name -> reader recorded with the delivery. These are also the adapters whose
 #: runs get notes mid-run (README "Notes delivered while an agent works"); Qwen Code (a Gemini CLI fork that took
 #: Claude Code's hook protocol), Codex (the same protocol) and opencode's plugin (written to speak it) read the
-#: same answer as Claude Code.
-READERS = {"claude": "claude-code (hook)", "qwen": "qwen-code (hook)", "copilot": "copilot-cli (hook)",
-           "codex": "codex-cli (hook)", "opencode": "opencode (plugin)"}
+#: same answer as Claude Code; Gemini CLI (0.61.0) names its events AfterTool/BeforeTool and reads the same fields.
+READERS = {"claude": "claude-code (hook)", "gemini": "gemini-cli (hook)", "qwen": "qwen-code (hook)",
+           "copilot": "copilot-cli (hook)", "codex": "codex-cli (hook)", "opencode": "opencode (plugin)"}
+#: the events before a tool call (Claude Code's name, Gemini CLI's): a stop refuses it, no notes are taken there
+BEFORE_EVENTS = ("PreToolUse", "BeforeTool")
 
 #: names of the processes between the CLI and us (the shell its hook runs through)
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "env", "timeout", "nice", "git", "git-nerve"})
@@ -165,15 +167,16 @@ def collect(cwd: str, *, reader: str, via: str, pid: int | None) -> dict:
 
 
 def claude_answer(event: str, got: dict) -> dict | None:
-    """Claude Code's hook output (2.1.330), which Qwen Code (0.24.4) reads too: a stop ends the agent
-    (``continue: false``; Qwen Code only turns that tool's result into an error, and its ``PreToolUse`` then
-    refuses the next calls: :func:`refusal`); notes become ``additionalContext`` beside the tool's result."""
+    """Claude Code's hook output (2.1.330), which Qwen Code (0.24.4) and Gemini CLI (0.61.0, ``AfterTool``) read
+    too: a stop ends the agent (``continue: false``; Qwen Code only turns that tool's result into an error, and its
+    ``PreToolUse`` then refuses the next calls: :func:`refusal`); notes become ``additionalContext`` beside the
+    tool's result."""
     if got["stop"]:
         return {"continue": False, "stopReason": f"git-nerve: {got['stop']}",
                 "systemMessage": f"git-nerve: this task was stopped ({got['stop']})"}
     if not got["text"]:
         return None
-    if event in ("PostToolUse", "UserPromptSubmit", "SessionStart", "PostToolUseFailure", "PreToolUse"):
+    if event in ("PostToolUse", "UserPromptSubmit", "SessionStart", "PostToolUseFailure", "PreToolUse", "AfterTool"):
         return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": got["text"]}}
     return None
 
@@ -183,9 +186,10 @@ MID_RUN = frozenset({*READERS, "nerve_agent"})
 #: hook formats whose ``PreToolUse`` also hands notes over (as ``additionalContext``, in the model's next request):
 #: Codex 0.169 runs no ``PostToolUse`` after an edit (its ``apply_patch``), so a note would wait a tool call more
 NOTES_BEFORE = frozenset({"codex"})
-#: of those, the ones that end themselves at a stop (opencode: its plugin aborts the session; Copilot CLI's, Qwen
-#: Code's and Codex's hooks can only refuse the next tool calls: the runner ends them at its tick)
-STOPS_ITSELF = frozenset({"claude", "nerve_agent", "opencode"})
+#: of those, the ones that end themselves at a stop (opencode: its plugin aborts the session; Gemini CLI: a hook's
+#: ``continue: false`` ends its headless run; Copilot CLI's, Qwen Code's and Codex's hooks can only refuse the next
+#: tool calls: the runner ends them at its tick)
+STOPS_ITSELF = frozenset({"claude", "gemini", "nerve_agent", "opencode"})
 
 
 def copilot_answer(got: dict) -> dict | None:
@@ -199,8 +203,9 @@ def copilot_answer(got: dict) -> dict | None:
 
 def refusal(cli_name: str, cwd: str, pid: int | None = None) -> dict | None:
     """A ``preToolUse`` answer (Copilot CLI, Qwen Code: their hooks cannot end the agent): once the task is
-    stopped every tool call is refused, so nothing more is written before the runner ends the process. Notes
-    are handed over after a call, never here."""
+    stopped every tool call is refused, so nothing more is written before the runner ends the process; Gemini
+    CLI's ``BeforeTool`` ends the run instead, before the tool runs. Notes are handed over after a call, never
+    here."""
     from ..bus.connection import Bus
     from . import delivery
 
@@ -220,6 +225,8 @@ def refusal(cli_name: str, cwd: str, pid: int | None = None) -> dict | None:
     reason = f"git-nerve: this task was stopped ({stop}): no more tool calls; end your turn now"
     if cli_name == "copilot":
         return {"permissionDecision": "deny", "permissionDecisionReason": reason}
+    if cli_name == "gemini":  # its continue: false ends the headless run; the tool does not run
+        return {"continue": False, "stopReason": reason}
     return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
                                    "permissionDecisionReason": reason}}
 
@@ -233,7 +240,7 @@ def hook(cli_name: str, stdin_text: str, *, cwd: str | None = None, pid: int | N
         raise ValueError("the hook input is not a JSON object")
     event = str(data.get("hook_event_name") or "PostToolUse")
     where = data.get("cwd") if isinstance(data.get("cwd"), str) and os.path.isdir(data["cwd"]) else (cwd or os.getcwd())
-    if event == "PreToolUse" or (cli_name == "copilot" and "toolArgs" in data and "toolResult" not in data):
+    if event in BEFORE_EVENTS or (cli_name == "copilot" and "toolArgs" in data and "toolResult" not in data):
         answer = refusal(cli_name, where, pid)  # before the call (Copilot CLI's camelCase input names no event)
         if answer is None and cli_name in NOTES_BEFORE:
             got = collect(where, reader=READERS[cli_name], via="hook", pid=pid if pid is not None else agent_pid())

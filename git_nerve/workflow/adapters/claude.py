@@ -75,17 +75,28 @@ def settings(workdir: str, test_command: str = "", notes_hook: str | None = None
 NOTES_EVENTS = ("PostToolUse", "PostToolUseFailure", "UserPromptSubmit")
 
 
-def hooks(command: str, events: tuple[str, ...] = NOTES_EVENTS) -> dict:
+def hooks(command: str, events: tuple[str, ...] = NOTES_EVENTS, timeout: int = 15) -> dict:
     """Claude Code hooks running git-nerve's notes command after each tool call (ours, not the agent's:
     hooks run outside the permission rules, the agent gains no Bash rule from them). Qwen Code reads the
-    same shape (its ``timeout`` is in seconds too)."""
-    entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": 15}]}]
+    same shape (its ``timeout`` is in seconds too), Gemini CLI too (its ``timeout`` in milliseconds)."""
+    entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": timeout}]}]
     return {event: entry for event in events}
+
+
+def with_hooks(settings: dict, extra: dict) -> dict:
+    """``settings`` (a CLI's settings object, as the user wrote it) with the hook entries of ``extra`` appended to
+    its own ``hooks``, event by event (theirs kept, first)."""
+    theirs = settings.get("hooks")
+    merged = dict(theirs) if isinstance(theirs, dict) else {}
+    for event, entries in extra.items():
+        prev = merged.get(event)
+        merged[event] = [*(prev if isinstance(prev, list) else []), *entries]
+    return {**settings, "hooks": merged}
 
 
 def notes_command(inv: Invocation | None = None, cli: str = "claude") -> str | None:
     """`<git-nerve> notes --hook CLI` with git-nerve's absolute path (None when it cannot be found); ``cli`` is
-    the hook format (steer/notes_hook.py READERS: claude, qwen, copilot, codex).
+    the hook format (steer/notes_hook.py READERS: claude, gemini, qwen, copilot, codex).
 
     For a run (``inv``), behind the sh gate that starts no Python while nothing is pending for the task
     (steer/notes-hook.sh: the task's notes-pending marker, the runner's stop-request file)."""

@@ -26,6 +26,18 @@ from ~/.gitconfig. The adapter puts the identity back (``GIT_AUTHOR_*`` and
 workflow runner records every commit it finds on the branch after each role anyway,
 so the task's history is complete whichever way the commit was made.
 
+The person's notes and a stop reach the agent mid-run through Gemini CLI's own hooks: ``AfterTool``
+runs ``git nerve notes --hook gemini`` (behind the sh gate Claude Code's runs use) and the notes become
+``additionalContext`` appended to the tool's result; once the task is stopped it answers ``continue:
+false``, which ends the headless run, and so does ``BeforeTool`` before the next tool runs. Gemini CLI
+reads hooks only from settings files (the worktree's, which the agent could change or commit; the
+user's; a system file it loads only when it and every directory above it belong to root), so each run
+gets a private Gemini home (``GEMINI_CLI_HOME`` in the run's private directory, removed afterwards):
+the user's ``settings.json`` with git-nerve's hooks appended (their ``mcpServers``, auth type and
+model carried), and the login files Gemini CLI reads there (``gemini_home.HOME_FILES``), copied from
+``$GEMINI_CLI_HOME`` when the user set one, else from HOME. Their extensions, policies, memory
+(``GEMINI.md``), commands and chat history stay out of the run, and nothing is written to theirs.
+
 Credentials are the user's: ``GEMINI_API_KEY`` (``GOOGLE_GEMINI_BASE_URL`` for a
 proxy, with ``security.auth.selectedType = "gemini-api-key"`` in
 ~/.gemini/settings.json), Vertex AI variables, or a Google login in ~/.gemini/.
@@ -43,6 +55,7 @@ from collections.abc import Mapping, Sequence
 from ...git import ident, location
 from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
+from .gemini_home import HOME_VAR, private_home
 
 #: The Gemini CLI version the real-CLI suite runs (tests/test_real_agents.py).
 TESTED_VERSION = "0.61.0"
@@ -222,6 +235,11 @@ def mcp_policy_text() -> str:
 
 
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
+    from .claude import notes_command
+
+    command = notes_command(inv, "gemini")
+    if command is not None:
+        inv.env[HOME_VAR] = private_home(inv, command)
     policy = os.path.join(inv.tmpdir, "nerve-policy.toml")
     with open(policy, "w", encoding="utf-8") as fh:
         # git-nerve's MCP tools, when the user registered the server (`git nerve mcp install gemini`): Gemini CLI
@@ -284,7 +302,7 @@ def _help(binary: str) -> str:
 
 
 def _settings_auth() -> str:
-    home = os.environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
+    home = os.environ.get(HOME_VAR) or os.path.expanduser("~")
     try:
         with open(os.path.join(home, ".gemini", "settings.json"), encoding="utf-8") as fh:
             data = json.load(fh)
@@ -297,7 +315,7 @@ def _credential_problems() -> list[str]:
     """What Gemini CLI would refuse to start without, for the auth type it would pick (its own order)."""
     env = os.environ
     selected = _settings_auth()
-    home = env.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
+    home = env.get(HOME_VAR) or os.path.expanduser("~")
     if not selected:
         if env.get("GOOGLE_GEMINI_BASE_URL"):
             return ['GOOGLE_GEMINI_BASE_URL is set: gemini then needs security.auth.selectedType = "gemini-api-key" '
@@ -316,28 +334,35 @@ def _credential_problems() -> list[str]:
     return []
 
 
-def checks(adapter: CommandAdapter) -> list[str]:
-    problems: list[str] = []
+def version_and_flags(adapter: CommandAdapter, cli: str, tested: str, flags: Sequence[str]) -> list[str]:
+    """What `git nerve validate` says of a Gemini-family CLI: its version below ``tested`` (in minor, not patch),
+    a flag its ``--help`` does not list, or why it did not run (then that alone)."""
     version, err = _version(adapter.binary)
     if err:
         return [err]
+    problems: list[str] = []
     if version is None:
         problems.append(f"`{adapter.binary} --version` printed no version")
-    elif tuple(int(x) for x in version.split(".")) < (0, 61, 0):
-        problems.append(f"gemini {version} is older than {TESTED_VERSION}, the version git-nerve is tested with")
+    elif tuple(int(x) for x in version.split(".")) < (*(int(x) for x in tested.split(".")[:2]), 0):
+        problems.append(f"{cli} {version} is older than {tested}, the version git-nerve is tested with")
     text = _help(adapter.binary)
-    for flag in ("--approval-mode", "--policy", "--skip-trust", "--output-format", "--model"):
-        if flag not in text:
-            problems.append(f"`{adapter.binary} --help` does not list {flag}")
-    problems += _credential_problems()
+    problems += [f"`{adapter.binary} --help` does not list {flag}" for flag in flags if flag not in text]
     return problems
+
+
+def checks(adapter: CommandAdapter) -> list[str]:
+    problems = version_and_flags(adapter, "gemini", TESTED_VERSION,
+                                 ("--approval-mode", "--policy", "--skip-trust", "--output-format", "--model"))
+    if _version(adapter.binary)[1]:
+        return problems  # it did not run
+    return problems + _credential_problems()
 
 
 create_gemini = adapter_factory(
     "gemini", "gemini",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
     report=lambda a, out, inv: usage.gemini(out),
-    env_names=("GEMINI_*", "GOOGLE_*"), state_dirs=(".gemini",),
+    env_names=("GEMINI_*", "GOOGLE_*"), state_dirs=(".gemini", f"${HOME_VAR}"), clean_stop=True,
 )
 
 

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 
 from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options
-from .gemini import GIT_ALLOWED, _help, _version, git_config_env, git_identity_env
+from .gemini import GIT_ALLOWED, _version, git_config_env, git_identity_env, version_and_flags
 
 #: The Qwen Code version the real-CLI suite runs (tests/test_real_agents.py).
 TESTED_VERSION = "0.24.4"
@@ -112,7 +112,7 @@ NOTES_EVENTS = ("PostToolUse", "PostToolUseFailure", "PreToolUse")
 
 def _notes_hooks(inv: Invocation) -> None:
     """This run's system settings: the user's own (when they name one) plus git-nerve's notes hooks."""
-    from .claude import hooks, notes_command
+    from .claude import hooks, notes_command, with_hooks
 
     command = notes_command(inv, "qwen")
     if command is None:
@@ -126,11 +126,7 @@ def _notes_hooks(inv: Invocation) -> None:
             data = loaded if isinstance(loaded, dict) else {}
         except (OSError, ValueError):
             data = {}
-    merged = dict(data.get("hooks") or {}) if isinstance(data.get("hooks"), dict) else {}
-    for event, entries in hooks(command, NOTES_EVENTS).items():
-        prev = merged.get(event)
-        merged[event] = [*(prev if isinstance(prev, list) else []), *entries]
-    data["hooks"] = merged
+    data = with_hooks(data, hooks(command, NOTES_EVENTS))
     path = os.path.join(inv.tmpdir, "nerve-qwen-settings.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=1)
@@ -168,18 +164,10 @@ def _settings() -> dict:
 
 
 def checks(adapter: CommandAdapter) -> list[str]:
-    version, err = _version(adapter.binary)
-    if err:
-        return [err]
-    problems: list[str] = []
-    if version is None:
-        problems.append(f"`{adapter.binary} --version` printed no version")
-    elif tuple(int(x) for x in version.split(".")) < (0, 24, 0):
-        problems.append(f"qwen {version} is older than {TESTED_VERSION}, the version git-nerve is tested with")
-    text = _help(adapter.binary)
-    for flag in ("--approval-mode", "--allowed-tools", "--exclude-tools", "--output-format", "--model"):
-        if flag not in text:
-            problems.append(f"`{adapter.binary} --help` does not list {flag}")
+    problems = version_and_flags(adapter, "qwen", TESTED_VERSION,
+                                 ("--approval-mode", "--allowed-tools", "--exclude-tools", "--output-format", "--model"))
+    if _version(adapter.binary)[1]:
+        return problems  # it did not run
     settings = _settings()
     selected = str((((settings.get("security") or {}).get("auth") or {}).get("selectedType")) or "")
     extra = " ".join(adapter.extra_args or ())
