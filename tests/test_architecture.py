@@ -1,6 +1,9 @@
 """The layering of docs/architecture.md, as the import-linter contracts in pyproject.toml state it: no import
-circles, no import up a floor, the web stack and the MCP SDK only inside their own commands. Runs the real
-`lint-imports` of this environment, so a change that breaks a contract fails here (and in CI) with its report."""
+circles, no import up a floor, every module on a floor, fences that deny by default (the database drivers, the web
+stack, click, pygit2, ... only in the modules listed for each). Runs the real `lint-imports` of this environment,
+so a change that breaks a contract fails here (and in CI) with its report. And the rules beside it: rooms of a
+bounded size, git reached through the named operations of git_nerve/git/ only. docs/architecture.md ("Rules that
+keep it livable") says which command checks each."""
 
 from __future__ import annotations
 
@@ -33,8 +36,8 @@ def test_the_import_contracts_hold():
 
 
 def _lint_copy(tmp_path: Path, edits: dict[str, str]) -> subprocess.CompletedProcess:
-    """`lint-imports` on a copy of the package (the scripted model's server left out: it is big and imports nothing
-    of the product) with ``edits``: module path -> lines appended to it (a new module when it does not exist)."""
+    """`lint-imports` on a copy of the package (the scripted model an empty package there: nothing of the product
+    imports it) with ``edits``: module path -> lines appended to it (a new module when it does not exist)."""
     pkg = tmp_path / "git_nerve"
     shutil.copytree(ROOT / "git_nerve", pkg, ignore=shutil.ignore_patterns("__pycache__", "scripted_model"))
     (pkg / "demo" / "scripted_model").mkdir()
