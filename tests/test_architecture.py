@@ -29,7 +29,7 @@ def _lint_imports() -> str:
 
 
 def test_the_import_contracts_hold():
-    proc = subprocess.run([_lint_imports(), "--config", str(ROOT / "pyproject.toml"), "--no-cache"], cwd=ROOT,
+    proc = subprocess.run([_lint_imports(), str(ROOT / "pyproject.toml"), "--no-cache"], cwd=ROOT,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 broken" in proc.stdout, proc.stdout
@@ -47,7 +47,7 @@ def _lint_copy(tmp_path: Path, edits: dict[str, str]) -> subprocess.CompletedPro
         path.write_text((path.read_text() if path.exists() else "") + "\n" + lines + "\n")
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-    return subprocess.run([_lint_imports(), "--config", str(tmp_path / "pyproject.toml"), "--no-cache"],
+    return subprocess.run([_lint_imports(), str(tmp_path / "pyproject.toml"), "--no-cache"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=240, env=env)
 
 
@@ -233,7 +233,7 @@ def _git_argv_outside_git(root: Path) -> list[str]:
         if rel.startswith("git_nerve/git/") or rel in GIT_ARGV_ALLOWED:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        modules, functions = set(), set()  # names bound to git/cli.py, and to its runners
+        modules, functions, shells = set(), set(), set()  # names bound to git/cli.py, its runners, subprocess's
         lists, gits, compared = set(), set(), set()  # names bound to a built list, to "git"; value sets
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
@@ -242,6 +242,8 @@ def _git_argv_outside_git(root: Path) -> list[str]:
                     modules |= {a.asname or a.name for a in node.names if a.name == "cli"}
                 if source == "git.cli" or source.endswith("git.cli"):
                     functions |= {a.asname or a.name for a in node.names if a.name in _CLI_RUNNERS}
+                if source == "subprocess":
+                    shells |= {a.asname or a.name for a in node.names if a.name in _SHELL_RUNNERS}
             elif isinstance(node, ast.Import):
                 modules |= {a.asname for a in node.names if a.name == "git_nerve.git.cli" and a.asname}
             elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
@@ -267,8 +269,9 @@ def _git_argv_outside_git(root: Path) -> list[str]:
                     and f.value.id in modules) or (isinstance(f, ast.Name) and f.id in functions):
                 if literal(node.args[0], lists):
                     found.append(f"{rel}:{node.lineno}")
-            elif (isinstance(f, ast.Attribute) and f.attr in _SHELL_RUNNERS and isinstance(f.value, ast.Name)
-                  and f.value.id in ("subprocess", "os") and starts_git(node.args[0])):
+            elif ((isinstance(f, ast.Attribute) and f.attr in _SHELL_RUNNERS and isinstance(f.value, ast.Name)
+                   and f.value.id in ("subprocess", "os") or isinstance(f, ast.Name) and f.id in shells)
+                  and starts_git(node.args[0])):
                 found.append(f"{rel}:{node.lineno}")
     return sorted(set(found), key=lambda at: (at.split(":")[0], int(at.split(":")[1])))
 
@@ -306,8 +309,10 @@ def test_the_git_argv_rule_can_fail(tmp_path):
         'os.system(f"git log {x}")\n'              # 13
         'if extra[:2] == ["git", "nerve"]:\n    pass\n'  # a comparison: not an argument list
         'click.Choice(["git", "postgres"])\n'       # values to choose from: not one either
-        'subprocess.run(["ls", "git"])\ncli.out(computed)\n', encoding="utf-8")  # neither
+        'subprocess.run(["ls", "git"])\ncli.out(computed)\n'  # neither
+        'from subprocess import check_output as co\nco("git rev-parse HEAD", shell=True)\n', encoding="utf-8")  # 20
     assert _git_argv_outside_git(tmp_path) == [
         "git_nerve/worker/a.py:4", "git_nerve/worker/b.py:4", "git_nerve/worker/b.py:6",
         "git_nerve/worker/c.py:6", "git_nerve/worker/c.py:7", "git_nerve/worker/c.py:8", "git_nerve/worker/c.py:9",
-        "git_nerve/worker/c.py:11", "git_nerve/worker/c.py:12", "git_nerve/worker/c.py:13"]
+        "git_nerve/worker/c.py:11", "git_nerve/worker/c.py:12", "git_nerve/worker/c.py:13",
+        "git_nerve/worker/c.py:20"]
