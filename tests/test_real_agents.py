@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.repos.build import git
-from git_nerve.scripted_model.server import ScriptedModel
+from git_nerve.demo.scripted_model.server import ScriptedModel
 from tests.agent_drivers import DRIVERS, Driver, env_for
 from tests.real_agents import (
     VENV_BIN, AgentRepo, _check, agent_env, agent_pids, assert_escape_refused, assert_happy_path, chat_params, home_files, stop_process,

@@ -20,8 +20,8 @@ import pytest
 from fixtures.repos.build import git
 from git_nerve.bus import steer
 from git_nerve.bus.connection import Bus
-from git_nerve.scripted_model.scenario import CODER_LINE
-from git_nerve.scripted_model.server import ScriptedModel
+from git_nerve.demo.scripted_model.scenario import CODER_LINE
+from git_nerve.demo.scripted_model.server import ScriptedModel
 from tests.agent_drivers import DRIVERS, env_for
 from tests.real_agents import AgentRepo, _check, agent_pids, chat_params, stop_process
 from tests.waiting import wait_until
