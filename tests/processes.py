@@ -95,7 +95,8 @@ def without_proc(argv: list[str], work: Path, *, ps: bool = False) -> list[str]:
     real.mkdir(parents=True, exist_ok=True)
     shims.mkdir(exist_ok=True)
     shim = shims / "ps"
-    shim.write_text(f"#!/bin/sh\nexec {shlex.join(prefix)} sh -c 'mount --bind \"$0\" /proc && exec \"$@\"' "
+    inner = [a for a in prefix if a != "--map-root-user"]  # already root of the namespace (and uid_map is hidden)
+    shim.write_text(f"#!/bin/sh\nexec {shlex.join(inner)} sh -c 'mount --bind \"$0\" /proc && exec \"$@\"' "
                     f"{shlex.quote(str(real))} {shlex.quote(real_ps)} \"$@\"\n", encoding="utf-8")
     shim.chmod(0o755)
     return [*prefix, "sh", "-c", _HIDE_KEEPING, "sh", str(real), "env", f"PATH={shims}{os.pathsep}{os.environ['PATH']}",
