@@ -10,8 +10,6 @@ import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
-import pytest
-
 
 class Process(NamedTuple):
     pid: int
@@ -85,6 +83,8 @@ def without_proc(argv: list[str], work: Path, *, ps: bool = False) -> list[str]:
         return list(argv)
     prefix, why = _unshare()
     if prefix is None:
+        import pytest  # here only: bench/reliability imports this module without pytest
+
         pytest.skip(why)
     if not ps:
         return [*prefix, "sh", "-c", _HIDE, "sh", *argv]
