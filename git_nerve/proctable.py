@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NamedTuple
+from collections import namedtuple
+
+TYPE_CHECKING = False  # typing costs the notes hook more than its walk (issue 27): these names for readers only
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
 
 PROC = "/proc"
 
 
-class Proc(NamedTuple):
-    pid: int
-    ppid: int
-    pgid: int
-    #: the state letter(s) as the source gives them; a zombie's starts with "Z"
-    state: str
-    #: the command's name (ps's ``comm``, /proc's ``comm``)
-    name: str
+class Proc(namedtuple("Proc", "pid ppid pgid state name")):
+    """pid, parent, process group (ints); ``state``: the letter(s) as the source gives them (a zombie's starts
+    with "Z"); ``name``: the command's name (/proc's and ps's ``comm``)."""
+
+    __slots__ = ()
 
     @property
     def zombie(self) -> bool:
@@ -56,13 +57,14 @@ def _proc_stat(pid: int | str) -> Proc | None:
         return None
 
 
-def _proc_table() -> list[Proc] | None:
+def _proc_rows() -> Iterator[Proc] | None:
+    """/proc's processes, read one by one as they are asked for (a caller that finds its answer stops early)."""
     try:
         entries = os.listdir(PROC)
     except OSError:
         return None
     found = (_proc_stat(e) for e in entries if e.isdigit())
-    return [p for p in found if p is not None]
+    return (p for p in found if p is not None)
 
 
 def _proc_carrying(entry: bytes) -> list[int] | None:
@@ -136,9 +138,9 @@ def _ps_carrying(entry: str) -> list[int] | None:
 # -- the questions -------------------------------------------------------------------------------------------
 
 
-def table() -> list[Proc] | None:
+def rows() -> Iterable[Proc] | None:
     """Every process (that this user may see), or None when there is no table to read."""
-    return _proc_table() if mounted() else _ps_rows(["-A"])
+    return _proc_rows() if mounted() else _ps_rows(["-A"])
 
 
 def process(pid: int) -> Proc | None:
@@ -158,10 +160,10 @@ def zombie(pid: int) -> bool:
 def group_running(pgid: int) -> bool:
     """True while a process of group ``pgid`` runs (not a zombie: those of a slow reaper still answer
     ``killpg(pgid, 0)``); True also when there is no table to tell (the safe side: wait, then SIGKILL)."""
-    rows = table()
-    if rows is None:
+    every = rows()
+    if every is None:
         return True
-    return any(p.pgid == pgid and not p.zombie for p in rows)
+    return any(p.pgid == pgid and not p.zombie for p in every)
 
 
 def carrying(entry: str) -> list[int] | None:
@@ -173,4 +175,4 @@ def carrying(entry: str) -> list[int] | None:
     return [p for p in pids if p != me]
 
 
-__all__ = ["Proc", "carrying", "group_running", "mounted", "process", "table", "zombie"]
+__all__ = ["Proc", "carrying", "group_running", "mounted", "process", "rows", "zombie"]
