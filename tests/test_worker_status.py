@@ -147,7 +147,12 @@ def test_status_watch_redraws_until_interrupted(repo):
     proc = subprocess.Popen(["git-worker", "status", "--watch", "--interval", "0.2"], cwd=repo.work,
                             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     chunks: list[str] = []
-    reader = threading.Thread(target=lambda: chunks.extend(iter(proc.stdout.readline, "")), daemon=True)
+
+    def pump() -> None:
+        for line in proc.stdout:  # each redraw as it comes (the command flushes after each)
+            chunks.append(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     try:  # the Ctrl-C once two redraws were seen
         wait_until(lambda: "".join(chunks).count("TASK ") >= 2, 30, what="two redraws", alive=proc)
