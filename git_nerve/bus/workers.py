@@ -95,7 +95,3 @@ def heartbeat(conn: sqlite3.Connection, task_id: str, ts: float, status: str | N
         (ts, ts, status, progress, task_id),
     )
     return cur.rowcount == 1
-
-
-def delete(conn: sqlite3.Connection, task_id: str) -> None:
-    conn.execute("DELETE FROM workers WHERE task_id = ?", (task_id,))
