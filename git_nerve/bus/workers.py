@@ -95,3 +95,13 @@ def heartbeat(conn: sqlite3.Connection, task_id: str, ts: float, status: str | N
         (ts, ts, status, progress, task_id),
     )
     return cur.rowcount == 1
+
+
+def is_legacy_owned(conn: sqlite3.Connection, task_id: str) -> bool:
+    """The task was spawned before its branch's ownership record said everything (listed by migration 7): its
+    first reader completes the record from the row (:func:`git_nerve.worker.owned.branch_record`)."""
+    return conn.execute("SELECT 1 FROM owned_legacy WHERE task_id = ?", (task_id,)).fetchone() is not None
+
+
+def drop_legacy_owned(conn: sqlite3.Connection, task_id: str) -> None:
+    conn.execute("DELETE FROM owned_legacy WHERE task_id = ?", (task_id,))
