@@ -71,10 +71,11 @@ def pushed(repo, w: Worker) -> tuple[bool, str | None]:
 
 def keep_on_remote(repo, w: Worker, remote: str) -> str | None:
     """Why the task's branch must not be deleted on ``remote``; None when git-nerve pushed it there itself."""
-    why = keep_branch(repo, w)
+    rec = _mine(repo, w)  # none: nothing says git-nerve pushed it (a branch it made here and deleted, unpushed)
+    why = keep_branch(repo, w) if rec is not None else None
     if why:
         return f"{why} on {remote}"
-    if not pushed(repo, w)[0]:
+    if not ownership.pushed_sha(rec)[0]:
         return f"kept branch {w.branch} on {remote} (git-nerve did not push it there)"
     return None
 
