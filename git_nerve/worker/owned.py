@@ -30,6 +30,7 @@ def branch_record(repo, w: Worker) -> dict | None:
     git-nerve spawned (the bus lists it once) first gets its record from its row: what it made (``adopted`` 0:
     the branch here, or the one it pushed) stays git-nerve's, ``adopted`` NULL stays "cannot tell"."""
     from ..bus import workers
+    from ..errors import BusError
 
     common = repo.paths.common_dir
     if not workers.is_legacy_owned(repo.bus.conn, w.task_id):
@@ -40,8 +41,11 @@ def branch_record(repo, w: Worker) -> dict | None:
         if w.pushed:
             facts["pushed"] = {"remote": repo.settings.remote, "sha": w.pushed_sha}
         ownership.record(common, "branch", w.branch, task=w.task_id, **facts)
-    with repo.bus.write() as conn:
-        workers.drop_legacy_owned(conn, w.task_id)
+    try:
+        with repo.bus.write() as conn:
+            workers.drop_legacy_owned(conn, w.task_id)
+    except BusError:
+        pass  # the record is written: a later reader writes the same one again, then drops it
     return ownership.branch_owner(common, w.branch)
 
 
