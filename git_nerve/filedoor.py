@@ -55,6 +55,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "notes-pending": (r"[^./][^/]*", _NERVE, "the notes-pending marker of a task (notes-pending/<task key>)"),
     "stop-request": (r"stop-request", _NERVE, "the stop request a run wrote for its agent"),
     "spawn-record": (r"spawn-[^/]+", _NERVE, "the record of an unfinished spawn, written before its git work"),
+    "owned-record": (r"[a-z]+-[0-9a-f]{24}\.json", _NERVE,
+                     "an ownership record (git/ownership.py) of something git-nerve made and removed"),
     "repair-marker": (r"[a-z][a-z-]*", _NERVE,
                       "a marker of our own multi-step git work, written before it began"),
     "knowledge-queue": (r"\d+-\d+\.files", _NERVE, "a list of files the post-commit hook queued for the index"),

@@ -218,11 +218,11 @@ def test_the_running_agents_output_is_followed_live_and_finished_rounds_are_kept
         th.join(60)
     assert "second line" in done[0]
     # the finished round is kept on disk, recorded as git-nerve's own (the door may remove only such files)
-    from git_nerve.git import destroy
+    from git_nerve.git import ownership
 
     log = repo.work / ".git" / "nerve" / "runs" / "t1" / "3-coder.log"
     assert log.is_file() and secret.encode() not in log.read_bytes()
-    assert destroy.recorded(repo.work / ".git", "runlog", str(log))["task"] == "t1"
+    assert ownership.recorded(repo.work / ".git", "runlog", str(log))["task"] == "t1"
     assert _get(c, "/api/task/t1/output?round=3")[1]["text"].startswith("starting with [redacted]")
     assert _get(c, "/api/task/t1/output?after=x")[0] == 400
 

@@ -6,7 +6,6 @@ made before the local bus row moves, so that a machine losing a race changes not
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
 
 from ..bus import workers
 from ..bus.connection import Bus
@@ -157,11 +156,3 @@ def refuse_elsewhere(bus: Bus, task_id: str, verb: str | None = None) -> None:
                  "worktree and thread)" if verb in RUN_THERE else "")
         raise HeldElsewhere(f"task {task_id} is held by machine {c.owner} ({c.state} when this machine last synced)"
                             f"{there}; nothing changed here")
-
-
-def holders(bus: Bus, task_ids: Iterable[str]) -> dict[str, str]:
-    """{task: machine holding it} from the shared cache (empty without shared mode)."""
-    from ..bus import shared as cache
-
-    wanted = set(task_ids)
-    return {c.task_id: c.owner for c in cache.claims(bus.conn) if c.task_id in wanted}
