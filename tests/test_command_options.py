@@ -39,7 +39,9 @@ def _command(key: str) -> click.Command:
 def _default(param: click.Parameter):
     """click's default, None when there is none (click 8.2+ says so with a sentinel)."""
     value = param.default
-    return None if value is None or type(value).__name__ in ("Sentinel", "_Missing") or value == () else value
+    if value is None or type(value).__name__ in ("Sentinel", "_Missing") or value == ():
+        return False if getattr(param, "is_flag", False) else None  # a flag's is off (click 8.5 says nothing)
+    return value
 
 
 def _type(param: click.Parameter):
@@ -104,8 +106,7 @@ def test_plain_arguments_read_alike_on_both_paths(key):
     for args in _plain_cases(key):
         fast = table.plain(key, args)
         assert fast is not None, args
-        with click.Context(cmd, info_name=key) as ctx:
-            cmd.parse_args(ctx, list(args))
+        with cmd.make_context(key, list(args)) as ctx:  # its context_settings (click caches the help option)
             by_click = ctx.params
         for name, value in fast.items():
             given = GIVEN.get((key, name))
@@ -148,7 +149,8 @@ def test_an_unknown_option_is_clicks_error_line_and_exit_code(tmp_path, argv):
     proc = subprocess.run([f"git-{argv[0]}", *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                           env={**os.environ, "NO_COLOR": "1"})
     res = CliRunner().invoke({"worker": worker, "nerve": nerve}[argv[0]], argv[1:], prog_name=f"git {argv[0]}")
-    assert (proc.returncode, proc.stderr.splitlines()[-1]) == (2, "Error: No such option: --bogus")
+    last = proc.stderr.splitlines()[-1]
+    assert proc.returncode == 2 and last.startswith("Error: No such option") and "--bogus" in last, proc.stderr
     assert res.exit_code == 2 and res.output.splitlines()[-1] == proc.stderr.splitlines()[-1]
 
 
