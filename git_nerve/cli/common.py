@@ -29,6 +29,14 @@ def options(command: str, **defaults: Any) -> Callable:
     return decorate
 
 
+def option(command: str, name: str) -> Callable:
+    """One row of ``command``'s table as a click decorator: the same option for a command that has no click-free
+    path (`--task`, `--json` of fail, approve, ...), spelled once."""
+    from ..options import COMMANDS
+
+    return _param(next(o for o in COMMANDS[command] if o.name == name), None)
+
+
 def _param(opt, default: Any) -> Callable:
     from ..options import ARGUMENT, FLAG
 

@@ -17,6 +17,7 @@ from .common import (
     NerveGroup,
     echo,
     echo_json,
+    option,
     options,
     warn,
 )
@@ -56,8 +57,8 @@ def _outcome_json(repo, outcome, task_id: str) -> dict:
     return _row(repo, task_id)
 
 
-task_option = click.option("--task", "task", metavar="TASK", help="Act on TASK instead of the worktree's own task.")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+task_option = option("worker start", "task")  # the agent verbs' --task, as the table spells it
+json_option = option("worker start", "as_json")
 
 
 # -- orchestrator ---------------------------------------------------------------------
