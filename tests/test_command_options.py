@@ -165,3 +165,18 @@ def test_the_table_loads_nothing_but_itself():
     assert proc.returncode == 0, proc.stderr
     assert set(proc.stdout.split()) <= {"__future__", "git_nerve", "git_nerve.options"}
     assert "git_nerve.options" in proc.stdout
+
+
+def test_what_the_warm_reader_is_asked_is_what_the_fast_path_reads():
+    """The warm client (git_nerve/warm/client.py) asks its server only for what the click-free path would run: the
+    same table read it, so a spelling it sends is one the server's `_fast` accepts."""
+    from git_nerve.warm import client
+
+    words = ["--json", "--stale", "T", "--refresh", "--task=T", "-h", ""]
+    for command in ("status", "show", "conflicts"):
+        for n in range(4):
+            for rest in itertools.product(words, repeat=n):
+                if client.plain([command, *rest]):
+                    assert verb_args(command, list(rest), served=True) is not None, (command, rest)
+    assert client.plain(["show", "T", "--json"]) and client.plain(["status", "--stale", "--json"])
+    assert not client.plain(["show", "--json"])  # the task of the worktree: the command answers itself
