@@ -16,7 +16,7 @@ trees, worktrees, branches and refs, re-exports it; it lives here, at the bottom
   makes, its man page links, are removed only by ``destroy.remove_recorded_link``, which checks their record),
   so is a directory.
 
-Anything else is kept: :class:`Refused` (a ``GitError``, exit 4) saying why, and nothing removed. A file already
+Anything else is kept: :class:`Refused` (exit 9, its own code) saying why, and nothing removed. A file already
 gone is no error (False). :func:`keep_or_remove` is the same, returning the ``kept ...`` line instead of raising,
 for best-effort cleanups. Standard library only, no import but ``os``, ``re``, ``stat`` and ``errors`` (hooks,
 the heartbeat and the notes hook remove files through it).
@@ -28,11 +28,14 @@ import os
 import re
 import stat
 
-from .errors import GitError
+from .errors import ExitCode, GitError
 
 
 class Refused(GitError):
-    """The door could not prove the target is git-nerve's own: nothing was removed."""
+    """The door could not prove the target is git-nerve's own: nothing was removed. Exit 9, its own code (a
+    ``GitError`` still, so what handles a failed git step handles a refusal too)."""
+
+    exit_code = ExitCode.REFUSED
 
 
 #: The marker the hook installer writes into every shim it installs (hooks/shim.py's MARKER): a hook file's

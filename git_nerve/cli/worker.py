@@ -31,6 +31,7 @@ Exit codes:
   4 git error       5 database error        6 conflict
   7 --check failed, or a pre-push hook refused the merge's push (merge)
   8 shared mode: another machine holds the task (named)
+  9 kept: the door could not prove git-nerve made it; nothing removed
 """
 
 

@@ -4,7 +4,7 @@ or deletes a branch or ref (here, or on a remote with a ``push :ref``). Single f
 sits at the bottom floor so that ``fs``, ``liveness``, ``context`` and ``bus/`` can use it too.
 
 Each function first proves that its target is git-nerve's own, and when the proof fails it removes nothing and
-raises :class:`Refused` (a :class:`GitError`, exit 4) saying what it found:
+raises :class:`Refused` (exit 9, its own code) saying what it found:
 
 * a path: :func:`.proofs.prove_path` (re-exported here with the rest of :mod:`.proofs`: the roots, never the
   main checkout, the common dir, the current directory or a live task's worktree; a record names it).

@@ -19,7 +19,7 @@ from .repo import Repo, _publish, door_scope
 
 
 class _Cleaned(Protocol):
-    """What a cleanup reports into: a :class:`.merge.MergeResult` or a :class:`.cancel.CancelResult`."""
+    """What a cleanup reports into: a :class:`.merging.MergeResult` or a :class:`.cancelling.CancelResult`."""
 
     archive_ref: str | None
     removed_worktree: bool

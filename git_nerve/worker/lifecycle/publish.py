@@ -1,4 +1,4 @@
-"""What a merge publishes, shared by :mod:`.merge` (a task of this machine) and :mod:`.merge_elsewhere` (one
+"""What a merge publishes, shared by :mod:`.merging` (a task of this machine) and :mod:`.merge_elsewhere` (one
 another machine holds): the result, the push of the integration branch from a temporary checkout (every pre-push
 gate runs), what a gate's refusal says, and the claim held across it (PostgreSQL)."""
 
@@ -74,7 +74,7 @@ def merge_attempts(repo: Repo) -> int:
     """How many lost races a merge takes before it gives up (more when other machines merge too)."""
     from ... import shared
 
-    return SHARED_ATTEMPTS if hasattr(shared.for_bus(repo.bus), "hold") else MERGE_ATTEMPTS
+    return SHARED_ATTEMPTS if shared.for_bus(repo.bus).holds_claims else MERGE_ATTEMPTS
 
 
 def after_lost_race(attempt: int, attempts: int) -> None:
@@ -93,6 +93,6 @@ def claim_held(repo: Repo, task_id: str):
     from ... import shared
 
     state = shared.for_bus(repo.bus)
-    if state.config.backend != "postgres":  # the git remote: the claim rides the merge's own push instead
+    if not state.locks_claims:  # the git remote: the claim rides the merge's own push instead
         return nullcontext()
     return state.hold(repo.bus, task_id, "merge")
