@@ -139,6 +139,15 @@ def _check(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     return proc.stdout
 
 
+def tell_stop(work: Path, proc: subprocess.Popen, env: dict[str, str], timeout: float) -> tuple[str, str, float]:
+    """`git nerve tell --task t1 stop` in ``work`` while ``proc`` (its run) works, then the run's end: (its stdout, its
+    stderr, seconds from the tell to that end)."""
+    told = time.monotonic()
+    _check(["git", "nerve", "tell", "--task", "t1", "stop"], work, env)
+    out, err = proc.communicate(timeout=timeout)
+    return out, err, time.monotonic() - told
+
+
 def _bus_view(work: Path) -> types.SimpleNamespace:
     from git_nerve.bus import messages, rounds, workers
     from git_nerve.bus.connection import Bus
