@@ -87,13 +87,11 @@ def main_checkout(common_dir, here=None):
 
 
 def common_dir_of(top) -> str | None:
-    """The common dir of the repository whose checkout is ``top`` (its ``.git`` read: git's location variables
-    ignored, the caller names the checkout), None when ``top`` holds no usable ``.git``."""
-    found = _checkout_of(top)
-    if found is None:
-        return None
+    """The common dir of the repository whose checkout is ``top`` (``top/.git`` read, never a parent's: git's
+    location variables ignored, the caller names the checkout), None when ``top`` holds no usable ``.git``."""
     try:
-        return _common_of(found[0])
+        git_dir = _git_dir_of(os.path.join(os.fspath(top), ".git"))
+        return _common_of(git_dir) if git_dir is not None else None
     except (OSError, ValueError):
         return None
 

@@ -60,7 +60,7 @@ class SharedConfig:
     listen_idle: float = 600.0
 
 
-def home(common_dir: Path) -> Path | None:
+def _home(common_dir: Path) -> Path | None:
     """The checkout whose nerve.toml holds for the repository at ``common_dir``: its main checkout
     (:func:`git_nerve.dotgit.main_checkout`), else, where that cannot be told (a linked worktree of a git dir kept
     apart with ``--separate-git-dir``), the checkout the command stands in, whose own copy
@@ -79,7 +79,7 @@ def home(common_dir: Path) -> Path | None:
 def load(common_dir: Path) -> SharedConfig:
     """The shared-mode settings of the repository at ``common_dir`` (``backend="local"`` when it has none)."""
     common_dir = Path(common_dir)
-    main = home(common_dir)
+    main = _home(common_dir)
     cwd = main if main is not None and main.is_dir() else common_dir
     table = _table(main) if main is not None else {}
     backend = table.get("backend", "local")
@@ -159,7 +159,7 @@ def _git_config(cwd, key: str) -> str | None:
 def table_of(common_dir: Path) -> dict:
     """nerve.toml's ``[shared]`` table of the repository at ``common_dir`` as written (no git config read, no
     validation: :func:`load` validates), {} without one."""
-    main = home(Path(common_dir))
+    main = _home(Path(common_dir))
     return _table(main) if main is not None else {}
 
 
