@@ -141,7 +141,7 @@ def read_text(path: Path) -> str | None:
 def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict[str, Setting]:
     """Every such setting as the features at ``toplevel`` would use it now (UsageError: nerve.toml unreadable)."""
     out = from_toml(nerve_toml.read(toplevel))
-    main = nerve_toml.main_checkout(toplevel) or Path(toplevel)
+    main = nerve_toml.home(toplevel)
     out.update(worktreeinclude(read_text(main / WORKTREEINCLUDE)))
     if workflows:
         folder = Path(toplevel) / WORKFLOW_DIR

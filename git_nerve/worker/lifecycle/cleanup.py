@@ -155,9 +155,8 @@ def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker, expected: 
     """Delete the task's branch on the remote from a real checkout (as :func:`_push_from_checkout`), leased on
     ``expected`` (the value git-nerve pushed there, read from the remote now)."""
     from .. import owned
-    from ..settings import main_checkout
 
-    config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
+    config = gitremote.from_checkout_config(repo.paths.main_checkout or repo.paths.common_dir, remote)
     at = expected if refs.resolve(repo.cwd, f"{expected}^{{commit}}") else "HEAD"
     with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, at, what="push") as path:
         return destroy.delete_remote_branch(path, repo.paths.common_dir, remote, w.branch, owned_by_task=w.task_id,

@@ -51,9 +51,7 @@ def _push_from_checkout(repo: Repo, remote: str, commit: str, integration: str, 
                         also: tuple = ()) -> gitremote.PushResult:
     """Push the merge from a real checkout of it (a temporary detached worktree, removed afterwards), so that
     every pre-push gate (pre-commit, lefthook, husky, the user's own) runs as for a person's push."""
-    from ..settings import main_checkout
-
-    config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
+    config = gitremote.from_checkout_config(repo.paths.main_checkout or repo.paths.common_dir, remote)
     with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, commit, what="push") as path:
         faults.point("merge.in-checkout")  # the temporary checkout exists, nothing pushed
         return gitremote.push(path, remote, commit, integration, expect=expect, config=config,
