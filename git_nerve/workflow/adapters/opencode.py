@@ -19,6 +19,13 @@ that tool's output, in the model's next request. The plugin starts no process wh
 the task (it looks for the files the sh gate of the other CLIs looks for). A stop aborts the session (opencode
 ends the run itself) after the call in flight, and ``tool.execute.before`` refuses any call still asked for.
 
+opencode also loads its own project settings from the worktree (``opencode.json(c)``, ``.opencode/``: plugins and
+tools that run as code, MCP servers, commands), which an agent or a teammate's commit may have written: they load
+only once this user trusted their exact content (`git nerve trust`, issue 35: :data:`git_nerve.trust.OPENCODE`);
+until then the run gets ``OPENCODE_DISABLE_PROJECT_CONFIG=1`` (opencode then also reads no AGENTS.md/CLAUDE.md of
+the project) and one ``skipped`` line. The run's own ``OPENCODE_CONFIG`` (and its notes plugin) loads either way.
+Its edit rules refuse the agent's own edits of those files.
+
 The model and provider are the user's own opencode setup (``~/.config/opencode``,
 ``--model`` from nerve.toml ``[adapters.opencode] model`` as ``provider/model``).
 """
@@ -49,6 +56,11 @@ ENV = {
 GIT_DENIED = ("git -c*", "git -C*", "git --exec-path*", "git --git-dir*", "git --work-tree*", "git config*")
 
 
+#: the agent's edits refused: opencode's own project settings (opencode matches an edit's path relative to the
+#: worktree, ``*`` spanning ``/``); the real gate is the trust of their content (:func:`_project_settings`)
+EDIT_DENIED = (".opencode", ".opencode/*", "opencode.json", "opencode.jsonc")
+
+
 def permission(test_command: str = "") -> dict:
     """The permission rules (opencode: the last matching pattern wins)."""
     bash: dict[str, str] = {"*": "deny", "git *": "allow", "git": "allow"}
@@ -58,7 +70,7 @@ def permission(test_command: str = "") -> dict:
     for pattern in GIT_DENIED:
         bash[pattern] = "deny"
     return {
-        "read": "allow", "edit": "allow", "glob": "allow", "grep": "allow", "list": "allow", "todowrite": "allow",
+        "read": "allow", "edit": {"*": "allow", **{p: "deny" for p in EDIT_DENIED}}, "glob": "allow", "grep": "allow", "list": "allow", "todowrite": "allow",
         "todoread": "allow", "bash": bash, "external_directory": "deny", "webfetch": "deny", "websearch": "deny",
         "codesearch": "deny", "task": "deny", "skill": "deny", "question": "deny", "doom_loop": "deny", "lsp": "deny",
     }
@@ -143,6 +155,27 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     inv.env["PWD"] = inv.workdir
     inv.env["OPENCODE_CONFIG"] = path
     inv.env["OPENCODE_PERMISSION"] = json.dumps(permission(inv.ctx.test_command))
+    _project_settings(inv)
+
+
+#: (worktree, digest) of the untrusted project settings already said in this process (one line, not one a round)
+_SAID: set[tuple[str, str]] = set()
+
+
+def _project_settings(inv: Invocation) -> None:
+    """opencode's project settings in the worktree load only once trusted (issue 35): else the run's environment
+    turns them off and one line says so."""
+    import sys
+
+    from ... import trust
+
+    untrusted = trust.untrusted_in(inv.common_dir, inv.workdir, trust.OPENCODE)
+    if untrusted is None:
+        return
+    inv.env["OPENCODE_DISABLE_PROJECT_CONFIG"] = "1"
+    if (inv.workdir, untrusted.digest) not in _SAID:
+        _SAID.add((inv.workdir, untrusted.digest))
+        print(f"warning: {trust.skipped(trust.OPENCODE)}", file=sys.stderr)
 
 
 _ERROR = re.compile(r"^(?:\x1b\[[0-9;]*m)*Error: (?:\x1b\[[0-9;]*m)*(?P<msg>.+)$", re.M)
