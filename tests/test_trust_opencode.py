@@ -1,7 +1,7 @@
 """opencode's own project settings (opencode.json(c), .opencode/) are a trusted setting (issue 35): the inventory
 entry, `git nerve trust` in the main checkout showing and recording the main checkout's files, the adapter's
-verdict on the worktree opencode runs in, `show` flagging a change to them, and the adapter turning them off
-(OPENCODE_DISABLE_PROJECT_CONFIG) with one line until trusted. The real opencode: tests/test_real_opencode_trust.py."""
+verdict on the worktree opencode runs in, `show` flagging a change to them, and the adapter starting no opencode
+(one line) until they are trusted. The real opencode: tests/test_real_opencode_trust.py."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
 from conftest import git
 from fixtures.repos.build import commit_file, write
 from git_nerve import trust
 from git_nerve.paths import discover
 from git_nerve.trust.settings import opencode
-from git_nerve.workflow.adapters.base import AgentContext, StartFrame
+from git_nerve.workflow.adapters.base import AdapterSpawnFailed, AgentContext, StartFrame
 from git_nerve.workflow.adapters.opencode import create_opencode
 
 PLUGIN = 'export const X = async () => ({})\n'
-SKIPPED = "skipped opencode project settings: not trusted on this machine"
 
 
 def wt_of(work: Path, task_id: str) -> Path:
@@ -98,25 +98,29 @@ def _fake_opencode(tmp_path: Path, monkeypatch) -> Path:
     return fake
 
 
-def test_the_adapter_turns_untrusted_project_settings_off_with_one_line(repo, gn, tmp_path, monkeypatch, capsys):
+def test_the_adapter_starts_no_opencode_on_untrusted_project_settings(repo, gn, tmp_path, monkeypatch):
     _fake_opencode(tmp_path, monkeypatch)
     work = repo.work
     start = StartFrame(task_id="t1", workflow="wf", content="x", workdir=str(work))
     ctx = AgentContext(start, (), str(work), threading.Event(), "t1", "coder")
+    ran = tmp_path / "env"
 
     def env() -> dict[str, str]:
         assert create_opencode()("prompt", ctx).strip() == "done"
-        return dict(line.split("=", 1) for line in (tmp_path / "env").read_text().splitlines() if "=" in line)
+        return dict(line.split("=", 1) for line in ran.read_text().splitlines() if "=" in line)
 
-    assert "OPENCODE_DISABLE_PROJECT_CONFIG" not in env()  # nothing of opencode's here: nothing changes
-    assert SKIPPED not in capsys.readouterr().err
+    env()  # nothing of opencode's here: it starts
     write(work, ".opencode/plugins/x.js", PLUGIN)
-    assert env()["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
-    assert env()["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
-    assert capsys.readouterr().err.count(SKIPPED) == 1  # one line, not one a round
+    ran.unlink()
+    with pytest.raises(AdapterSpawnFailed) as refused:
+        create_opencode()("prompt", ctx)
+    assert not ran.exists()  # opencode was never started
+    line = str(refused.value)
+    assert "\n" not in line and trust.OPENCODE in line and ".opencode/plugins/x.js" in line and "git nerve trust" in line
     assert gn("trust", work).code == 0
-    assert "OPENCODE_DISABLE_PROJECT_CONFIG" not in env()
-    assert SKIPPED not in capsys.readouterr().err
-    # the agent may not edit them itself (opencode's edit rules: the path relative to the worktree)
+    # trusted: it starts; the agent may not edit them itself (opencode's edit rules: the path from the worktree)
     edit = json.loads(env()["OPENCODE_PERMISSION"])["edit"]
     assert edit["*"] == "allow" and edit[".opencode/*"] == edit["opencode.json"] == edit["opencode.jsonc"] == "deny"
+    write(work, ".opencode/plugins/x.js", PLUGIN + "// changed\n")  # an edit after the trust: refused again
+    with pytest.raises(AdapterSpawnFailed):
+        create_opencode()("prompt", ctx)

@@ -20,11 +20,11 @@ the task (it looks for the files the sh gate of the other CLIs looks for). A sto
 ends the run itself) after the call in flight, and ``tool.execute.before`` refuses any call still asked for.
 
 opencode also loads its own project settings from the worktree (``opencode.json(c)``, ``.opencode/``: plugins and
-tools that run as code, MCP servers, commands), which an agent or a teammate's commit may have written: they load
-only once this user trusted their exact content (`git nerve trust`, issue 35: :data:`git_nerve.trust.OPENCODE`);
-until then the run gets ``OPENCODE_DISABLE_PROJECT_CONFIG=1`` (opencode then also reads no AGENTS.md/CLAUDE.md of
-the project) and one ``skipped`` line. The run's own ``OPENCODE_CONFIG`` (and its notes plugin) loads either way.
-Its edit rules refuse the agent's own edits of those files.
+tools that run as code, MCP servers, commands), which an agent or a teammate's commit may have written: opencode
+starts only once this user trusted their exact content (`git nerve trust`, issue 35:
+:data:`git_nerve.trust.OPENCODE`); until then the role's agent is not started (one line naming them and
+`git nerve trust`), since 1.18.33 loads a project's plugins even with ``OPENCODE_DISABLE_PROJECT_CONFIG``. Its edit
+rules refuse the agent's own edits of those files.
 
 The model and provider are the user's own opencode setup (``~/.config/opencode``,
 ``--model`` from nerve.toml ``[adapters.opencode] model`` as ``provider/model``).
@@ -138,6 +138,7 @@ def plugin(tmpdir: str, argv: list[str], gate: tuple[str, str] | None) -> str:
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     from .claude import notes_parts
 
+    _project_settings(inv)
     if "--title" not in {x.split("=", 1)[0] for x in (adapter.extra_args or ())}:
         # a title of ours: opencode would otherwise ask the model for one, a request its JSON output never
         # reports (its usage would be missing from the round's: issue 39)
@@ -155,27 +156,22 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     inv.env["PWD"] = inv.workdir
     inv.env["OPENCODE_CONFIG"] = path
     inv.env["OPENCODE_PERMISSION"] = json.dumps(permission(inv.ctx.test_command))
-    _project_settings(inv)
-
-
-#: (worktree, digest) of the untrusted project settings already said in this process (one line, not one a round)
-_SAID: set[tuple[str, str]] = set()
 
 
 def _project_settings(inv: Invocation) -> None:
-    """opencode's project settings in the worktree load only once trusted (issue 35): else the run's environment
-    turns them off and one line says so."""
-    import sys
-
+    """opencode's project settings in the worktree load only once trusted (issue 35). opencode 1.18.33 cannot be
+    told to leave them out: ``OPENCODE_DISABLE_PROJECT_CONFIG`` stops its older config loader, but its newer one
+    still imports ``.opencode/plugins/*.js`` (tests/test_real_opencode_trust.py): so opencode is not started."""
     from ... import trust
+    from .base import AdapterSpawnFailed
 
     untrusted = trust.untrusted_in(inv.common_dir, inv.workdir, trust.OPENCODE)
-    if untrusted is None:
-        return
-    inv.env["OPENCODE_DISABLE_PROJECT_CONFIG"] = "1"
-    if (inv.workdir, untrusted.digest) not in _SAID:
-        _SAID.add((inv.workdir, untrusted.digest))
-        print(f"warning: {trust.skipped(trust.OPENCODE)}", file=sys.stderr)
+    if untrusted is not None:
+        files = list(untrusted.value)
+        named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        raise AdapterSpawnFailed("opencode", f"not started: {trust.OPENCODE} in {inv.workdir} ({named}) "
+                                 "are not trusted on this machine (new, or changed since you trusted them), and "
+                                 f"opencode would load them (its plugins run as code on your machine): {trust.HOW}")
 
 
 _ERROR = re.compile(r"^(?:\x1b\[[0-9;]*m)*Error: (?:\x1b\[[0-9;]*m)*(?P<msg>.+)$", re.M)
