@@ -8,6 +8,7 @@ OPENCODE_DISABLE_PROJECT_CONFIG=1, which this test showed): one line naming the 
 the run ends with an error, the marker is never written; after `git nerve trust` in the main checkout (it shows
 the plugin) the run loads it, works (the coder's commit) and git-nerve's own notes plugin, named by the run's
 OPENCODE_CONFIG, still hands a note over mid-run. The run ends after the coder (a one-token budget).
+And the agent's own write under `.opencode/` is refused by opencode's edit rules.
 """
 
 from __future__ import annotations
@@ -89,3 +90,19 @@ def test_a_committed_opencode_plugin_loads_only_once_trusted(tmp_path):
     with Bus(repo.work / ".git" / "nerve" / "bus.db") as bus:
         deliveries = steer.deliveries_for(bus.conn, "t1")
     assert carried and [(d.via, d.reader) for d in deliveries] == [("hook", "opencode (plugin)")], (carried, deliveries)
+
+
+def test_the_agent_cannot_write_opencodes_project_settings_itself(tmp_path):
+    """opencode's edit rules refuse a write under the worktree's `.opencode/` (the scripted model's escape
+    scenario, its write aimed there): nothing is written, the refusal goes back to the model."""
+    driver = DRIVERS["opencode"]
+    binary = driver.install()
+    repo = AgentRepo.create(tmp_path, "opencode", toml_extra="\n[budget]\ntask_tokens = 1\n")
+    target = repo.worktree / ".opencode" / "plugins"
+    with ScriptedModel(mode="escape", params={**chat_params(repo), "home": str(target)}) as model:
+        res = repo.run_develop(env_for(driver, binary, model))
+        results = model.results("coder")
+    assert [r["role"] for r in res.result["rounds"]][:1] == ["coder"], res
+    assert not (target / "escaped-write.txt").exists() and not (repo.worktree / ".opencode").exists(), res
+    assert driver.refused(results), results
+    assert repo.status() == ""
