@@ -16,7 +16,8 @@ def trust(show: bool, as_json: bool) -> None:
     Shows exactly what each one holds: nerve.toml [worktree] setup,
     include and clone_dirs, .worktreeinclude, [run] test_command and
     adapter, [adapters.*] extra_args, the [extract] and
-    [knowledge.embeddings] endpoints, .nerve/workflows/*.py. Then records
+    [knowledge.embeddings] endpoints, .nerve/workflows/*.py, opencode's
+    project settings (opencode.json, .opencode/). Then records
     the hash of that content for this user on this machine (outside the
     repository). What is read is the main checkout's, from wherever you
     run it. A setting whose content later differs (a merge, a pull, an

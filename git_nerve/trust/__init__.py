@@ -34,6 +34,16 @@ EMBEDDINGS = "nerve.toml [knowledge.embeddings] endpoint"
 NOTIFY_COMMAND = "nerve.toml [notify] command"
 NOTIFY_URL = "nerve.toml [notify] url"
 WORKFLOW_DIR = ".nerve/workflows"
+#: opencode's own project settings in the worktree it runs in (opencode.json(c), .opencode/: plugins, tools, MCP
+#: servers, commands, agents): what the opencode adapter lets opencode load, once trusted
+OPENCODE = "opencode project settings"
+#: where opencode 1.18 finds them: its project config files and `.opencode/`, from the directory it runs in up to
+#: its git worktree's top (the same place: the adapter runs it there); what it writes into a `.opencode/` it loads
+#: itself (its plugin package's install, a .gitignore naming them) is no setting (the first trusted run would
+#: untrust the next)
+OPENCODE_FILES = ("opencode.json", "opencode.jsonc")
+OPENCODE_DIR = ".opencode"
+OPENCODE_OWN = frozenset({"node_modules", ".gitignore", "package-lock.json", "bun.lock"})
 #: what a bare ``--check`` (no command) of merge stands for: ``[run] test_command``, once trusted. It starts with
 #: a NUL byte: no command line can spell it.
 DEFAULT_CHECK = "\0[run] test_command"
@@ -151,6 +161,20 @@ def check_configured(common_dir, toplevel) -> bool:
     return s is not None and isinstance(s.value, str) and v.is_trusted(TEST)
 
 
+def untrusted_in(common_dir, worktree, key: str) -> Setting | None:
+    """An agent CLI's own project settings (``key``: :data:`OPENCODE`) as that CLI finds them in ``worktree``, the
+    worktree it runs in: the :class:`Setting` when present and not trusted by this user (the adapter turns them off
+    and says :func:`skipped`), None when absent or trusted. ``git nerve trust`` shows and records the main
+    checkout's: the same committed files trust the worktrees spawned from it."""
+    from . import record
+    from .settings import AGENT_CLI
+
+    s = AGENT_CLI[key](worktree).get(key)
+    if s is None or (common_dir and s.digest in record.load(common_dir).get(key, [])):
+        return None
+    return s
+
+
 def require_workflow(common_dir, name: str, data: bytes) -> None:
     """`git nerve run NAME` / `validate`: the repository's ``.nerve/workflows/NAME.py`` (``data``: the bytes about
     to be imported) runs only when this user trusted that exact content (else :class:`Untrusted`, exit 7)."""
@@ -164,7 +188,7 @@ def require_workflow(common_dir, name: str, data: bytes) -> None:
 
 
 __all__ = ["ADAPTER", "CLONE", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
-           "NOTIFY_URL", "SETUP", "TEST",
+           "NOTIFY_URL", "OPENCODE", "SETUP", "TEST",
            "WORKFLOW_DIR", "WORKTREEINCLUDE",
            "Untrusted", "Verdict", "check_configured", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",
-           "trust_written", "verdict"]
+           "trust_written", "untrusted_in", "verdict"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import nerve_toml
 from ..errors import NerveError
 from ..git import history, objectdb
-from . import WORKFLOW_DIR, WORKTREEINCLUDE
+from . import OPENCODE, OPENCODE_DIR, OPENCODE_FILES, OPENCODE_OWN, WORKFLOW_DIR, WORKTREEINCLUDE
 
 
 def line(key: str, does: str) -> str:
@@ -52,6 +52,10 @@ def between(cwd, base: str | None, head: str, names: list[str] | None = None) ->
         new = worktreeinclude(objectdb.cat_blob(cwd, f"{head}:{WORKTREEINCLUDE}").decode("utf-8", "replace") or None)
         for s in new.values():
             out.append(line(s.key, s.does))
+    if any(_opencode(n) and objectdb.cat_blob(cwd, f"{head}:{n}") for n in names or []):
+        from .settings import DOES
+
+        out.append(line(OPENCODE, DOES[OPENCODE]))
     for name in sorted(names or []):
         if name.startswith(WORKFLOW_DIR + "/") and name.endswith(".py") and name.count("/") == 2:
             data = objectdb.cat_blob(cwd, f"{head}:{name}")
@@ -61,7 +65,15 @@ def between(cwd, base: str | None, head: str, names: list[str] | None = None) ->
 
 
 def _relevant(name: str) -> bool:
-    return name in (nerve_toml.FILE, WORKTREEINCLUDE) or name.startswith(WORKFLOW_DIR + "/")
+    return name in (nerve_toml.FILE, WORKTREEINCLUDE) or name.startswith(WORKFLOW_DIR + "/") or _opencode(name)
+
+
+def _opencode(name: str) -> bool:
+    """A file of opencode's project settings (:func:`.settings.opencode`; what opencode writes there itself is not)."""
+    if name in OPENCODE_FILES:
+        return True
+    first, _, rest = name.partition("/")
+    return first == OPENCODE_DIR and bool(rest) and rest.split("/", 1)[0] not in OPENCODE_OWN
 
 
 def of_branch(cwd, integration_refs: list[str], tip_ref: str) -> list[str]:

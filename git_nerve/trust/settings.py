@@ -6,7 +6,9 @@ trust record keeps. An absent or empty setting is no :class:`Setting` (nothing r
 
 nerve.toml is the one the features read (:func:`..nerve_toml.read`: the main checkout's, wherever you stand);
 ``.worktreeinclude`` the main checkout's (the copy's source); ``.nerve/workflows/*.py`` the checkout's own
-(`git nerve run` imports them from where it runs). Standard library only.
+(`git nerve run` imports them from where it runs); an agent CLI's own project settings (:func:`opencode`) the
+checkout's own too: the adapter asks about the worktree the CLI runs in, `git nerve trust` shows the main
+checkout's. Standard library only.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 from .. import nerve_toml
 
 from . import (ADAPTER, CLONE, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, INCLUDE, NOTIFY_COMMAND, NOTIFY_URL,  # noqa: F401
-               SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
+               OPENCODE, OPENCODE_DIR, OPENCODE_FILES, OPENCODE_OWN, SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
 
 #: what each setting does on the person's machine, in words (the flag of a change says "it will <this>")
 DOES = {
@@ -35,6 +37,8 @@ DOES = {
     EMBEDDINGS: "send repository files and an environment variable's value to its endpoint (knowledge sync)",
     NOTIFY_COMMAND: "run on your machine when a task needs you (a notification), the task's summary on its stdin",
     NOTIFY_URL: "receive a POST of each notification (a task's id, state, description line and summary)",
+    OPENCODE: "be loaded by opencode in each run of the opencode adapter (git nerve run): its plugins and tools run "
+              "as code on your machine, its MCP servers, commands and agents are the agent's",
 }
 WORKFLOW_DOES = "run as Python on your machine (git nerve run imports it)"
 
@@ -138,11 +142,75 @@ def read_text(path: Path) -> str | None:
         return None
 
 
+#: the dependency opencode adds to a `.opencode/package.json` itself (not counted)
+OPENCODE_PLUGIN_PACKAGE = "@opencode-ai/plugin"
+
+
+def opencode(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """opencode's project settings at ``toplevel``: ``opencode.json(c)`` and every file under ``.opencode/``
+    (symlinks followed, as opencode does), their paths and bytes (sha256) sorted; none: no Setting."""
+    root = Path(toplevel)
+    files: dict[str, str] = {}
+    for name in OPENCODE_FILES:
+        if (root / name).is_file():
+            files[name] = _sha_of(root / name)
+    folder = root / OPENCODE_DIR
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True) if folder.is_dir() else ():
+        real = os.path.realpath(dirpath)
+        top = Path(dirpath) == folder
+        if real in seen:  # a symlink loop
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        dirnames[:] = sorted(d for d in dirnames if not (top and d in OPENCODE_OWN))
+        for name in sorted(filenames):
+            if top and name in OPENCODE_OWN:
+                continue
+            path = Path(dirpath) / name
+            sha = _sha_of(path, package=top and name == "package.json")
+            if sha:
+                files[path.relative_to(root).as_posix()] = sha
+    if not files:
+        return {}
+    files = dict(sorted(files.items()))
+    return {OPENCODE: Setting(OPENCODE, DOES[OPENCODE], files,
+                              tuple(f"{rel}: sha256 {sha[:16]}… (read it first)" for rel, sha in files.items()))}
+
+
+def _sha_of(path: Path, *, package: bool = False) -> str:
+    """The file's sha256 ("unreadable" when it cannot be read); for ``.opencode/package.json`` that of what is
+    left without opencode's own dependency ("" when nothing is)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return "unreadable"
+    if package:
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict):
+            deps = obj.get("dependencies")
+            if isinstance(deps, dict):
+                deps = {k: v for k, v in deps.items() if k != OPENCODE_PLUGIN_PACKAGE}
+                obj = {**obj, "dependencies": deps} if deps else {k: v for k, v in obj.items() if k != "dependencies"}
+            if not obj:
+                return ""
+            data = json.dumps(obj, sort_keys=True).encode()
+    return hashlib.sha256(data).hexdigest()
+
+
+#: the project settings of each agent CLI an adapter gates (:func:`..untrusted_in`), by key
+AGENT_CLI = {OPENCODE: opencode}
+
+
 def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict[str, Setting]:
     """Every such setting as the features at ``toplevel`` would use it now (UsageError: nerve.toml unreadable)."""
     out = from_toml(nerve_toml.read(toplevel))
     main = nerve_toml.home(toplevel)
     out.update(worktreeinclude(read_text(main / WORKTREEINCLUDE)))
+    out.update(opencode(toplevel))
     if workflows:
         folder = Path(toplevel) / WORKFLOW_DIR
         for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:

@@ -19,6 +19,13 @@ that tool's output, in the model's next request. The plugin starts no process wh
 the task (it looks for the files the sh gate of the other CLIs looks for). A stop aborts the session (opencode
 ends the run itself) after the call in flight, and ``tool.execute.before`` refuses any call still asked for.
 
+opencode also loads its own project settings from the worktree (``opencode.json(c)``, ``.opencode/``: plugins and
+tools that run as code, MCP servers, commands), which an agent or a teammate's commit may have written: opencode
+starts only once this user trusted their exact content (`git nerve trust`, issue 35:
+:data:`git_nerve.trust.OPENCODE`); until then the role's agent is not started (one line naming them and
+`git nerve trust`), since 1.18.33 loads a project's plugins even with ``OPENCODE_DISABLE_PROJECT_CONFIG``. Its edit
+rules refuse the agent's own edits of those files.
+
 The model and provider are the user's own opencode setup (``~/.config/opencode``,
 ``--model`` from nerve.toml ``[adapters.opencode] model`` as ``provider/model``).
 """
@@ -49,6 +56,11 @@ ENV = {
 GIT_DENIED = ("git -c*", "git -C*", "git --exec-path*", "git --git-dir*", "git --work-tree*", "git config*")
 
 
+#: the agent's edits refused: opencode's own project settings (opencode matches an edit's path relative to the
+#: worktree, ``*`` spanning ``/``); the real gate is the trust of their content (:func:`_project_settings`)
+EDIT_DENIED = (".opencode", ".opencode/*", "opencode.json", "opencode.jsonc")
+
+
 def permission(test_command: str = "") -> dict:
     """The permission rules (opencode: the last matching pattern wins)."""
     bash: dict[str, str] = {"*": "deny", "git *": "allow", "git": "allow"}
@@ -58,7 +70,7 @@ def permission(test_command: str = "") -> dict:
     for pattern in GIT_DENIED:
         bash[pattern] = "deny"
     return {
-        "read": "allow", "edit": "allow", "glob": "allow", "grep": "allow", "list": "allow", "todowrite": "allow",
+        "read": "allow", "edit": {"*": "allow", **{p: "deny" for p in EDIT_DENIED}}, "glob": "allow", "grep": "allow", "list": "allow", "todowrite": "allow",
         "todoread": "allow", "bash": bash, "external_directory": "deny", "webfetch": "deny", "websearch": "deny",
         "codesearch": "deny", "task": "deny", "skill": "deny", "question": "deny", "doom_loop": "deny", "lsp": "deny",
     }
@@ -126,6 +138,7 @@ def plugin(tmpdir: str, argv: list[str], gate: tuple[str, str] | None) -> str:
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     from .claude import notes_parts
 
+    _project_settings(inv)
     if "--title" not in {x.split("=", 1)[0] for x in (adapter.extra_args or ())}:
         # a title of ours: opencode would otherwise ask the model for one, a request its JSON output never
         # reports (its usage would be missing from the round's: issue 39)
@@ -143,6 +156,22 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     inv.env["PWD"] = inv.workdir
     inv.env["OPENCODE_CONFIG"] = path
     inv.env["OPENCODE_PERMISSION"] = json.dumps(permission(inv.ctx.test_command))
+
+
+def _project_settings(inv: Invocation) -> None:
+    """opencode's project settings in the worktree load only once trusted (issue 35). opencode 1.18.33 cannot be
+    told to leave them out: ``OPENCODE_DISABLE_PROJECT_CONFIG`` stops its older config loader, but its newer one
+    still imports ``.opencode/plugins/*.js`` (tests/test_real_opencode_trust.py): so opencode is not started."""
+    from ... import trust
+    from .base import AdapterSpawnFailed
+
+    untrusted = trust.untrusted_in(inv.common_dir, inv.workdir, trust.OPENCODE)
+    if untrusted is not None:
+        files = list(untrusted.value)
+        named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        raise AdapterSpawnFailed("opencode", f"not started: {trust.OPENCODE} in {inv.workdir} ({named}) "
+                                 "are not trusted on this machine (new, or changed since you trusted them), and "
+                                 f"opencode would load them (its plugins run as code on your machine): {trust.HOW}")
 
 
 _ERROR = re.compile(r"^(?:\x1b\[[0-9;]*m)*Error: (?:\x1b\[[0-9;]*m)*(?P<msg>.+)$", re.M)
