@@ -15,7 +15,7 @@ import pytest
 from fixtures.repos import build
 from fixtures.repos import worker as wfx
 from git_nerve import dotgit, nerve_toml
-from git_nerve.git import destroy
+from git_nerve.git import destroy, ownership
 from git_nerve.paths import discover
 
 SHARED = '[shared]\nbackend = "git"\n'
@@ -109,7 +109,7 @@ def test_the_door_keeps_the_main_checkout_of_a_separate_git_dir(tmp_path):
     build.git(work, "config", "nerve.worktreeDir", str(tmp_path))
     wt1 = wfx.spawn(work, "t1")
     assert wt1.parent == tmp_path
-    destroy.record(git_dir, "worktree", str(work), task="t1")  # a record the door must not take for proof
+    ownership.record(git_dir, "worktree", str(work), task="t1")  # a record the door must not take for proof
     with wfx.opened(work) as repo:
         from git_nerve.worker import lifecycle
 
