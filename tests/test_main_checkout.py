@@ -117,7 +117,7 @@ def test_the_door_keeps_the_main_checkout_of_a_separate_git_dir(tmp_path):
     for fn, args in ((destroy.remove_tree, (work, sc)), (destroy.remove_worktree, (wt1, work, sc))):
         with pytest.raises(destroy.Refused) as info:
             fn(*args, task="t1")
-        assert "main checkout" in info.value.message and info.value.exit_code == 4, info.value.message
+        assert "main checkout" in info.value.message and info.value.exit_code == 9, info.value.message
     assert (work / "src" / "app.py").is_file() and (work / ".git").is_file()
     assert build.git(work, "status", "--porcelain", "--untracked-files=no") == ""
 
