@@ -264,3 +264,17 @@ def test_extra_args_override_any_flag_an_adapter_sets():
     assert options(own, ["--sandbox", "read-only"]) == ["--json", "-c", "x=1"]
     assert options(own, ["--sandbox=read-only", "--json"]) == ["-c", "x=1"]
     assert options(own, None) == ["--sandbox", "workspace-write", "--json", "-c", "x=1"]
+
+
+def test_every_built_in_name_is_an_adapter_and_nothing_else_is_offered():
+    """`--adapter NAME` and its error's list of built-in adapters: each name listed gives that CLI's adapter (the
+    package's helper modules, such as usage parsing, were listed and failed with a traceback)."""
+    from git_nerve.errors import UsageError
+    from git_nerve.workflow.adapters import builtin_names, by_name
+
+    names = builtin_names()
+    assert {"claude", "codex", "copilot", "gemini", "opencode", "qwen"} <= set(names)
+    assert [by_name(n).name for n in names] == names
+    for helper in ("usage", "process", "base", "gemini_home"):
+        with pytest.raises(UsageError, match="unknown adapter"):
+            by_name(helper)

@@ -34,7 +34,7 @@ from .opencode import create_opencode, opencode_adapter
 from .qwen import create_qwen, qwen_adapter
 
 #: Modules of this package that are not an agent CLI of their own.
-_NOT_CLIS = {"base", "command", "credentials", "gemini_home", "http", "process"}
+_NOT_CLIS = {"base", "command", "credentials", "gemini_home", "http", "process", "usage"}
 
 
 def builtin_names() -> list[str]:
