@@ -117,7 +117,7 @@ def test_a_timeout_stops_the_whole_group_with_or_without_proc(mode, tmp_path):
     members = _helpers(pids)
     try:
         assert res.returncode == 0 and res.stdout.strip(), res.stderr
-        assert float(res.stdout) < 10  # the grace, then SIGKILL (and at most 2 s more where zombies cannot be told)
+        assert float(res.stdout) < 120  # a deadline, not a speed: the grace then SIGKILL, not the agent's 300 s sleep
         assert len(members) == 2
         wait_until(lambda: not any(alive(p) for p in members), 10, what="the group to be killed")
     finally:
@@ -163,7 +163,9 @@ def test_the_ps_answers_are_the_proc_answers(tmp_path):
     from git_nerve import proctable
 
     sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    try:
+    try:  # asleep first (just after the fork it runs, and may not be `sleep` yet): then both must say so
+        wait_until(lambda: (p := proctable.process(sleeper.pid)) is not None and p.name == "sleep"
+                   and p.state[:1] == "S", timeout=30)
         from_proc = proctable.process(sleeper.pid)
         rows = proctable._ps_rows(["-p", str(sleeper.pid)])
         assert from_proc is not None and rows and len(rows) == 1
@@ -173,5 +175,4 @@ def test_the_ps_answers_are_the_proc_answers(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
-    t0 = time.monotonic()
-    assert proctable.process(sleeper.pid) is None and time.monotonic() - t0 < 5
+    assert proctable.process(sleeper.pid) is None
