@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fixtures.repos import build  # noqa: E402
+from bench.common import spawned_workers, worktrees_of  # noqa: E402
 from git_nerve.bus.connection import Bus  # noqa: E402
 from git_nerve.worker.heartbeat import record  # noqa: E402
 
@@ -104,6 +104,39 @@ class Client(threading.Thread):
                         self.commit_ms.append((seen - done) * 1000)
 
 
+def heartbeats(work: Path, tasks: list[str], worktrees: dict[str, Path], args, on_beat, on_commit) -> tuple[int, int]:
+    """For ``args.duration`` seconds: the tasks' heartbeats, staggered so that each beats every ``args.interval``
+    seconds, each through a bus connection of its own (as `git worker run` does) with the status "beat N", and every
+    ``args.commit_every`` seconds a commit "bench commit N" in one task's worktree. ``on_beat(task, status)`` right
+    after each heartbeat, ``on_commit(task, worktree, N)`` right after each commit; (heartbeats, commits)."""
+    buses = {t: Bus(work / ".git" / "nerve" / "bus.db") for t in tasks}
+    step = args.interval / len(tasks)
+    start = time.time()
+    beat = commit_no = 0
+    next_commit = start + args.commit_every
+    while time.time() - start < args.duration:
+        t = tasks[beat % len(tasks)]
+        status = f"beat {beat}"
+        record(buses[t], t, status=status, progress=(beat % 100) / 100, source="bench")
+        on_beat(t, status)
+        beat += 1
+        if time.time() >= next_commit:
+            ct = tasks[commit_no % len(tasks)]
+            wt = worktrees[ct]
+            (wt / f"bench-{commit_no}.txt").write_text(f"{commit_no}\n")
+            subprocess.run(["git", "add", "-A"], cwd=wt, check=True)
+            subprocess.run(["git", "commit", "-q", "-m", f"bench commit {commit_no}"], cwd=wt, check=True)
+            on_commit(ct, wt, commit_no)
+            commit_no += 1
+            next_commit += args.commit_every
+        sleep = start + beat * step - time.time()
+        if sleep > 0:
+            time.sleep(sleep)
+    for b in buses.values():
+        b.close()
+    return beat, commit_no
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=64)
@@ -113,21 +146,10 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="nerve-bench-console-") as tmp:
-        env = build.hermetic_env(Path(tmp) / "home")
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        os.environ.clear()
-        os.environ.update(env)
-        work = build.simple(Path(tmp)).work
-        t0 = time.perf_counter()
-        tasks = [f"t{i:02d}" for i in range(args.workers)]
-        for t in tasks:
-            subprocess.run(["git", "worker", "spawn", t, "--no-fetch", "-d", f"bench task {t}"], cwd=work, check=True,
-                           stdout=subprocess.DEVNULL)
+        work, tasks, t0 = spawned_workers(Path(tmp), args.workers)
         subprocess.run(["git", "worker", "start", "--task", tasks[0]], cwd=work, check=True, stdout=subprocess.DEVNULL)
         print(f"spawned {args.workers} workers in {time.perf_counter() - t0:.1f}s", flush=True)
-        rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True,
-                                         capture_output=True, text=True).stdout)
-        worktrees = {r["task_id"]: Path(r["worktree"]) for r in rows}
+        worktrees = worktrees_of(work)
 
         console = subprocess.Popen(["git-nerve", "console", "--json"], cwd=work, stdout=subprocess.PIPE, text=True)
         lines = []
@@ -139,39 +161,19 @@ def main() -> None:
         time.sleep(1.0)
         cpu0, wall0 = cpu_seconds(console.pid), time.perf_counter()
 
-        buses = {t: Bus(work / ".git" / "nerve" / "bus.db") for t in tasks}
-        step = args.interval / len(tasks)
-        start = time.time()
-        beat = commit_no = 0
-        next_commit = start + args.commit_every
-        while time.time() - start < args.duration:
-            t = tasks[beat % len(tasks)]
-            status = f"beat {beat}"
-            record(buses[t], t, status=status, progress=(beat % 100) / 100, source="bench")
-            client.watch(t, status, time.time())
-            beat += 1
-            if time.time() >= next_commit:
-                ct = tasks[commit_no % len(tasks)]
-                wt = worktrees[ct]
-                (wt / f"bench-{commit_no}.txt").write_text(f"{commit_no}\n")
-                subprocess.run(["git", "add", "-A"], cwd=wt, check=True)
-                subprocess.run(["git", "commit", "-q", "-m", f"bench commit {commit_no}"], cwd=wt, check=True)
-                sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=wt, check=True, capture_output=True,
-                                     text=True).stdout.strip()
-                client.watch(ct, sha, time.time())
-                commit_no += 1
-                next_commit += args.commit_every
-            sleep = start + beat * step - time.time()
-            if sleep > 0:
-                time.sleep(sleep)
+        def committed(task: str, wt: Path, n: int) -> None:
+            sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=wt, check=True, capture_output=True,
+                                 text=True).stdout.strip()
+            client.watch(task, sha, time.time())
+
+        beat, commit_no = heartbeats(work, tasks, worktrees, args,
+                                     lambda t, status: client.watch(t, status, time.time()), committed)
         time.sleep(2.0)  # let the last changes arrive
         cpu = cpu_seconds(console.pid) - cpu0
         wall = time.perf_counter() - wall0
         client.stop = True
         console.send_signal(2)
         console.wait(timeout=30)
-        for b in buses.values():
-            b.close()
 
     hb, cm = client.heartbeat_ms, client.commit_ms
     print(f"{args.workers} workers heartbeating every {args.interval:g}s for {args.duration:g}s "

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -31,10 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from bench import console as console_bench  # noqa: E402
 from bench.console import pct  # noqa: E402
-from fixtures.repos import build  # noqa: E402
-from git_nerve.bus.connection import Bus  # noqa: E402
-from git_nerve.worker.heartbeat import record  # noqa: E402
+from bench.common import spawned_workers, worktrees_of  # noqa: E402
 
 # records, in the page, when each "beat N" status and each "bench commit N" first appears in the workers table
 OBSERVE = """() => {
@@ -61,29 +59,15 @@ DIFF = """async ([task, path]) => {
 
 
 def heartbeats(work: Path, tasks: list[str], worktrees: dict[str, Path], args, out: dict) -> None:
-    buses = {t: Bus(work / ".git" / "nerve" / "bus.db") for t in tasks}
-    step = args.interval / len(tasks)
-    start = time.time()
-    beat = commit_no = 0
-    next_commit = start + args.commit_every
-    while time.time() - start < args.duration:
-        t = tasks[beat % len(tasks)]
-        record(buses[t], t, status=f"beat {beat}", progress=(beat % 100) / 100, source="bench")
-        out["beat"][f"beat {beat}"] = time.time()
-        beat += 1
-        if time.time() >= next_commit:
-            wt = worktrees[tasks[commit_no % len(tasks)]]
-            (wt / f"bench-{commit_no}.txt").write_text(f"{commit_no}\n")
-            subprocess.run(["git", "add", "-A"], cwd=wt, check=True)
-            subprocess.run(["git", "commit", "-q", "-m", f"bench commit {commit_no}"], cwd=wt, check=True)
-            out["commit"][f"bench commit {commit_no}"] = time.time()
-            commit_no += 1
-            next_commit += args.commit_every
-        sleep = start + beat * step - time.time()
-        if sleep > 0:
-            time.sleep(sleep)
-    for b in buses.values():
-        b.close()
+    """bench/console.py's heartbeats and commits; when each was made, in ``out`` by the status or message the page
+    shows."""
+    def beaten(task: str, status: str) -> None:
+        out["beat"][status] = time.time()
+
+    def committed(task: str, wt: Path, n: int) -> None:
+        out["commit"][f"bench commit {n}"] = time.time()
+
+    console_bench.heartbeats(work, tasks, worktrees, args, beaten, committed)
 
 
 def line(name: str, ms: list[float], of: int) -> str:
@@ -101,19 +85,8 @@ def main() -> None:
     from console_support import Browser, Console
 
     with tempfile.TemporaryDirectory(prefix="nerve-bench-page-") as tmp:
-        env = build.hermetic_env(Path(tmp) / "home")
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        os.environ.clear()
-        os.environ.update(env)
-        work = build.simple(Path(tmp)).work
-        t0 = time.perf_counter()
-        tasks = [f"t{i:02d}" for i in range(args.workers)]
-        for t in tasks:
-            subprocess.run(["git", "worker", "spawn", t, "--no-fetch", "-d", f"bench task {t}"], cwd=work, check=True,
-                           stdout=subprocess.DEVNULL)
-        rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True,
-                                         capture_output=True, text=True).stdout)
-        worktrees = {r["task_id"]: Path(r["worktree"]) for r in rows}
+        work, tasks, t0 = spawned_workers(Path(tmp), args.workers)
+        worktrees = worktrees_of(work)
         for t in tasks[:8]:  # something to review: files of 40 lines each
             wt = worktrees[t]
             for k in range(args.diff_files):

@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bytecode_cache  # noqa: E402
+from bench.common import hermetic  # noqa: E402
 from fixtures.repos import build  # noqa: E402
 
 REAL = {"click": ("click", "8.1.8"), "django": ("Django", "5.1.4")}
@@ -362,9 +362,7 @@ def main() -> None:
     # ignore_cleanup_errors: a radar runner may still be writing its last result as the directory goes
     with tempfile.TemporaryDirectory(prefix="nerve-crowd-", ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
-        env = build.hermetic_env(root / "home")
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        bytecode_cache(env, root / "pycache")
+        env = hermetic(root)
         env["NERVE_WARM_TRACE"] = str(root / "warm-trace")  # the warm reader's client says which it answered
         work = real_repo(args.real, root, env) if args.real else build.many_files(root, args.files).work
         files = int(build.git(work, "ls-files", "-z", env=env).count("\0"))

@@ -24,7 +24,6 @@ Run from the repository root with the venv's interpreter:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bytecode_cache  # noqa: E402
+from bench.common import hermetic  # noqa: E402
 from bench.common import timed as run  # noqa: E402
 from fixtures.repos import build  # noqa: E402
 
@@ -139,10 +138,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="nerve-bench-hooks-") as tmp:
         root = Path(tmp)
-        env = build.hermetic_env(root / "home")
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        if not args.no_bytecode_cache:
-            bytecode_cache(env, root / "pycache")
+        env = hermetic(root, keep_bytecode=not args.no_bytecode_cache)
         empty = root / "no-hooks"
         empty.mkdir()
         repos = build.with_origin(root / "repo")

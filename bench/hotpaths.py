@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bytecode_cache  # noqa: E402
+from bench.common import plain_env  # noqa: E402
 
 BIN = Path(sys.executable).parent
 PAYLOAD = json.dumps({"hook_event_name": "PostToolUse", "tool_name": "Bash", "tool_input": {"command": "ls"},
@@ -122,11 +122,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="nerve-bench-hot-") as tmp:
         root = Path(tmp)
-        env = {**os.environ, "HOME": str(root / "home"), "GIT_CONFIG_NOSYSTEM": "1", "NO_COLOR": "1",
-               "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "b",
-               "GIT_COMMITTER_EMAIL": "b@x", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-        bytecode_cache(env, root / "pycache")
-        (root / "home").mkdir()
+        env = plain_env(root)
         work, wt, gate = setup(root, env)
         first_mcp = mcp_initialize(wt, env, finish=True)  # records the SDK's answer (and warms the bytecode)
         run([str(BIN / "git-worker"), "status", "--json"], work, env)  # warms its bytecode

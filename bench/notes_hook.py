@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bytecode_cache  # noqa: E402
+from bench.common import plain_env  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
@@ -47,11 +47,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="nerve-bench-notes-") as tmp:
         root = Path(tmp)
-        env = {**os.environ, "HOME": str(root / "home"), "GIT_CONFIG_NOSYSTEM": "1", "NO_COLOR": "1",
-               "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "b",
-               "GIT_COMMITTER_EMAIL": "b@x", "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-        bytecode_cache(env, root / "pycache")
-        (root / "home").mkdir()
+        env = plain_env(root)
         work = root / "project"
         subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True, env=env)
         subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "init"], cwd=work, check=True, env=env)

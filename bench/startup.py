@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bytecode_cache  # noqa: E402
+from bench.common import hermetic  # noqa: E402
 from fixtures.repos import build  # noqa: E402
 
 HOOK = ("import sys; sys.path[:] = [p for p in sys.path if p] + [sys.argv[1]]; "
@@ -175,9 +175,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="nerve-startup-", ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
-        env = build.hermetic_env(root / "home")
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        bytecode_cache(env, root / "pycache")
+        env = hermetic(root)
         work, wt, wt_done = setup(root, env)
         server = warm_reader(work, env)
         sides = {"now": (ROOT, env)}

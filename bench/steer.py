@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import median_seconds  # noqa: E402
 from git_nerve import clock
 from git_nerve.bus import steer, workers
 from git_nerve.bus.connection import Bus
@@ -62,15 +63,6 @@ def tick(path: Path) -> None:
         bus.close()
 
 
-def median_us(fn, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300)
@@ -84,8 +76,8 @@ def main() -> None:
         # 1. idle ticks, alternating so drift hits both alike
         idle_small, idle_big = [], []
         for _ in range(5):
-            idle_small.append(median_us(lambda: tick(small), args.runs // 5))
-            idle_big.append(median_us(lambda: tick(big), args.runs // 5))
+            idle_small.append(median_seconds(lambda: tick(small), args.runs // 5) * 1e6)
+            idle_big.append(median_seconds(lambda: tick(big), args.runs // 5) * 1e6)
         s, b = statistics.median(idle_small), statistics.median(idle_big)
         print(f"1. idle tick (open+drain+close): {s:8.0f} us with 100 old messages, {b:8.0f} us with "
               f"{args.history:,}  ratio {b / s:.2f}  (goal <= 1.5)")
@@ -109,13 +101,13 @@ def main() -> None:
 
         # 3. against the heartbeat the same tick records, both on an open bus
         with Bus(big) as bus:
-            beat = median_us(lambda: record(bus, "t1", status="bench", source="bench"), args.runs)
-            idle = median_us(lambda: drain(bus, task_consumer("t1"), task_id="t1"), args.runs)
+            beat = median_seconds(lambda: record(bus, "t1", status="bench", source="bench"), args.runs) * 1e6
+            idle = median_seconds(lambda: drain(bus, task_consumer("t1"), task_id="t1"), args.runs) * 1e6
         print(f"3. idle drain on an open bus {idle:.0f} us against one heartbeat {beat:.0f} us (ratio {idle / beat:.2f})")
 
         # 4. tell a note
         with Bus(big) as bus:
-            told = median_us(lambda: tell(bus, "use the new logger", task="t2"), args.runs)
+            told = median_seconds(lambda: tell(bus, "use the new logger", task="t2"), args.runs) * 1e6
         print(f"4. tell (note: queue + thread round): {told:.0f} us")
 
 

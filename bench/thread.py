@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.common import median_seconds  # noqa: E402
 from git_nerve.bus import Bus, rounds  # noqa: E402
 from git_nerve.thread import service  # noqa: E402
 
@@ -59,15 +60,6 @@ def fill(bus: Bus, thread: str, n: int, rng: random.Random, pool: list[str]) -> 
                     conn, thread, role=rng.choice(("coder", "tester", "reviewer")), content=rng.choice(pool),
                     metadata={"exit_code": rng.randint(0, 1), "step": i + 1}, ts=1_700_000_000.0 + i,
                 )
-
-
-def median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
 
 
 def main() -> None:
@@ -102,8 +94,8 @@ def main() -> None:
                 big(), small()
                 b_times, s_times = [], []
                 for _ in range(10):
-                    b_times.append(median_ms(big, args.repeat // 10 or 1))
-                    s_times.append(median_ms(small, args.repeat // 10 or 1))
+                    b_times.append(median_seconds(big, args.repeat // 10 or 1) * 1000)
+                    s_times.append(median_seconds(small, args.repeat // 10 or 1) * 1000)
                 b, s = statistics.median(b_times), statistics.median(s_times)
                 print(f"{name:8} {what:11}  {args.rounds:,} rounds: {b:6.3f} ms ({shown_big} shown)   "
                       f"10 rounds: {s:6.3f} ms ({shown_small} shown)   ratio {b / s:4.2f}  (goal <= 2)")

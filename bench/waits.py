@@ -39,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import bytecode_cache  # noqa: E402
+from bench.common import hermetic  # noqa: E402
 from bench.crowd import p99, real_repo, run, wt_of  # noqa: E402
 from fixtures.repos import build  # noqa: E402
 
@@ -221,9 +221,7 @@ def main() -> None:
     only = set(args.only.split(","))
     with tempfile.TemporaryDirectory(prefix="nerve-waits-", ignore_cleanup_errors=True) as tmp:
         root = Path(tmp)
-        env = build.hermetic_env(root / "home")
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-        bytecode_cache(env, root / "pycache")
+        env = hermetic(root)
         work = real_repo(args.real, root, env) if args.real else build.many_files(root, args.files).work
         print(f"repository: {args.real or 'generated'}, {build.git(work, 'ls-files', '-z', env=env).count(chr(0))} files;"
               f" {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}", flush=True)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from pydantic import BaseModel  # noqa: E402
 
+from bench.common import median_seconds  # noqa: E402
 from fixtures.repos import build  # noqa: E402
 from git_nerve import clock  # noqa: E402
 from git_nerve.bus import rounds  # noqa: E402
@@ -49,19 +49,10 @@ class Step(BaseModel):
     note: str = ""
 
 
-def median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
-
-
 def bench_process(calls: int) -> None:
     abort = threading.Event()
-    bare = median_ms(lambda: subprocess.run(["true"], capture_output=True, check=False), calls)
-    ours = median_ms(lambda: run_process(["true"], name="true", cwd=None, input_text="prompt", timeout=30, abort=abort), calls)
+    bare = median_seconds(lambda: subprocess.run(["true"], capture_output=True, check=False), calls) * 1000
+    ours = median_seconds(lambda: run_process(["true"], name="true", cwd=None, input_text="prompt", timeout=30, abort=abort), calls) * 1000
     print(f"1. agent process  bare subprocess.run: {bare:6.2f} ms   run_process: {ours:6.2f} ms   ratio {ours / bare:4.2f}")
 
 
@@ -92,7 +83,7 @@ def bench_rounds(n: int) -> None:
             with r.bus.write() as conn:
                 rounds.append(conn, "t2", role="worker", content=answer, metadata={"done": False}, ts=clock.now())
 
-        append = median_ms(bare_append, n)
+        append = median_seconds(bare_append, n) * 1000
         r.close()
     print(f"2. runner round   bare rounds.append: {append:6.2f} ms   runner per round: {per_round:6.2f} ms   ratio {per_round / append:4.1f}")
 
@@ -100,7 +91,7 @@ def bench_rounds(n: int) -> None:
 def bench_extract(repeat: int) -> None:
     body = ("The agent explains what it did. " * 3200)[:100_000]
     raw = body + '\n```json\n{"done": true, "note": "last"}\n```\n'
-    ms = median_ms(lambda: parse(raw, Step), repeat)
+    ms = median_seconds(lambda: parse(raw, Step), repeat) * 1000
     print(f"3. extract        100 KB output, block last: {ms:6.2f} ms")
 
 

@@ -36,15 +36,125 @@ def locate(cwd: str | None = None) -> tuple[str, str, str] | None:
         uid = os.getuid()
         if os.stat(top).st_uid != uid or os.stat(git_dir).st_uid != uid:
             return None
-        try:
-            with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as fh:
-                pointer = fh.read().strip()
-        except FileNotFoundError:
-            pointer = ""
-        common = os.path.normpath(os.path.join(git_dir, pointer)) if pointer else git_dir
+        common = _common_of(git_dir)
     except (OSError, ValueError):
         return None
     return git_dir, common, top
+
+
+def _common_of(git_dir: str) -> str:
+    """The common dir of ``git_dir``: where its ``commondir`` file points (a linked worktree's), else itself."""
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as fh:
+            pointer = fh.read().strip()
+    except FileNotFoundError:
+        pointer = ""
+    return os.path.normpath(os.path.join(git_dir, pointer)) if pointer else git_dir
+
+
+def main_checkout(common_dir, here=None):
+    """The main checkout (git's main worktree) of the repository whose common dir is ``common_dir``, as a Path, or
+    None when there is none (a bare repository) or it cannot be told. Read from git's own files, no git process:
+
+    * ``core.worktree`` in the common dir's config (a submodule's, a git dir kept apart by hand): that directory,
+      relative to the common dir;
+    * ``core.bare`` true: None;
+    * a common dir named ``.git``: its parent (git's own rule, ``git worktree list``'s first entry);
+    * else the git dir stands apart from its checkout (``git init --separate-git-dir``): nothing in it names the
+      checkout (``git worktree list`` names the git dir itself), so the checkout ``here`` (default: the one the
+      current directory is in) answers when its ``.git`` leads straight to ``common_dir`` (it is the main
+      worktree); from a linked worktree of such a repository it cannot be told: None.
+
+    A path that is ``here`` is returned as ``here`` spells it (absolute), else resolved."""
+    from pathlib import Path  # here: the warm reader's client imports this module before anything else
+
+    common = os.path.realpath(os.fspath(common_dir))
+    core = _core_config(os.path.join(common, "config"))
+    if core.get("worktree"):
+        found = os.path.realpath(os.path.join(common, core["worktree"]))
+    elif core.get("bare", "").lower() in ("true", "yes", "on", "1"):
+        return None
+    elif os.path.basename(common) == ".git":
+        found = os.path.dirname(common)
+    else:
+        top = _checkout_of(here)
+        if top is None or os.path.realpath(top[0]) != common:
+            return None
+        found = os.path.realpath(top[1])
+    if here is not None and os.path.realpath(here) == found:
+        return Path(os.path.abspath(here))
+    return Path(found)
+
+
+def common_dir_of(top) -> str | None:
+    """The common dir of the repository whose checkout is ``top`` (``top/.git`` read, never a parent's: git's
+    location variables ignored, the caller names the checkout), None when ``top`` holds no usable ``.git``."""
+    try:
+        git_dir = _git_dir_of(os.path.join(os.fspath(top), ".git"))
+        return _common_of(git_dir) if git_dir is not None else None
+    except (OSError, ValueError):
+        return None
+
+
+def _checkout_of(here) -> tuple[str, str] | None:
+    """(git dir, top) of the checkout ``here`` is in (the nearest ``.git`` up from it read, git's location variables
+    ignored: the caller names the place), or of the current directory's (:func:`locate`), None when unusual."""
+    if here is None:
+        found = locate()
+        return (found[0], found[2]) if found is not None else None
+    top = os.path.abspath(here)
+    try:
+        while not os.path.lexists(os.path.join(top, ".git")):
+            if os.path.dirname(top) == top:
+                return None
+            top = os.path.dirname(top)
+        git_dir = _git_dir_of(os.path.join(top, ".git"))
+    except (OSError, ValueError):
+        return None
+    return (git_dir, top) if git_dir is not None else None
+
+
+def _core_config(path: str) -> dict[str, str]:
+    """``[core]``'s keys (lower-cased) as written in the git config file ``path`` (its last value each; quotes and
+    comments as git reads them; includes not followed: {} when unreadable)."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return out
+    section = ""
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("["):
+            head, _, line = line[1:].partition("]")
+            section = head.strip().lower()
+            line = line.strip()
+            if not line:
+                continue
+        if section != "core" or not line or line[0] in "#;":
+            continue
+        name, eq, value = line.partition("=")
+        out[name.strip().lower()] = _config_value(value) if eq else "true"
+    return out
+
+
+def _config_value(text: str) -> str:
+    """A git config value: comments after ``#``/``;`` outside quotes dropped, quotes removed, escapes read."""
+    out, quoted, i = [], False, 0
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            quoted = not quoted
+        elif c in "#;" and not quoted:
+            break
+        elif c == "\\" and i + 1 < len(text):
+            i += 1
+            out.append({"n": "\n", "t": "\t", "b": "\b"}.get(text[i], text[i]))
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out).strip()
 
 
 def _git_dir_of(dot_git: str) -> str | None:

@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     CONFLICT = 6
     CHECK_FAILED = 7  # `merge --check CMD` exited non-zero, or a pre-push hook refused merge's push: nothing moved
     HELD_ELSEWHERE = 8  # shared mode: another machine holds the task or moved it first; nothing changed here
+    REFUSED = 9  # the door for destruction kept what it could not prove git-nerve's (filedoor.Refused): nothing removed
     INTERRUPTED = 130
 
 
@@ -89,7 +90,3 @@ class StoreMoved(UsageError):
     """Shared mode: the repository's shared state moved to another store (`git nerve init --shared X --move`)
     and this clone's nerve.toml still names the old one: exit 2 (its configuration is out of date); nothing
     changed here."""
-
-
-class Interrupted(NerveError):
-    exit_code = ExitCode.INTERRUPTED

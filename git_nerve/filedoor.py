@@ -16,7 +16,7 @@ trees, worktrees, branches and refs, re-exports it; it lives here, at the bottom
   makes, its man page links, are removed only by ``destroy.remove_recorded_link``, which checks their record),
   so is a directory.
 
-Anything else is kept: :class:`Refused` (a ``GitError``, exit 4) saying why, and nothing removed. A file already
+Anything else is kept: :class:`Refused` (exit 9, its own code) saying why, and nothing removed. A file already
 gone is no error (False). :func:`keep_or_remove` is the same, returning the ``kept ...`` line instead of raising,
 for best-effort cleanups. Standard library only, no import but ``os``, ``re``, ``stat`` and ``errors`` (hooks,
 the heartbeat and the notes hook remove files through it).
@@ -28,11 +28,14 @@ import os
 import re
 import stat
 
-from .errors import GitError
+from .errors import ExitCode, GitError
 
 
 class Refused(GitError):
-    """The door could not prove the target is git-nerve's own: nothing was removed."""
+    """The door could not prove the target is git-nerve's own: nothing was removed. Exit 9, its own code (a
+    ``GitError`` still, so what handles a failed git step handles a refusal too)."""
+
+    exit_code = ExitCode.REFUSED
 
 
 #: The marker the hook installer writes into every shim it installs (hooks/shim.py's MARKER): a hook file's
@@ -55,6 +58,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "notes-pending": (r"[^./][^/]*", _NERVE, "the notes-pending marker of a task (notes-pending/<task key>)"),
     "stop-request": (r"stop-request", _NERVE, "the stop request a run wrote for its agent"),
     "spawn-record": (r"spawn-[^/]+", _NERVE, "the record of an unfinished spawn, written before its git work"),
+    "owned-record": (r"[a-z]+-[0-9a-f]{24}\.json", _NERVE,
+                     "an ownership record (git/ownership.py) of something git-nerve made and removed"),
     "repair-marker": (r"[a-z][a-z-]*", _NERVE,
                       "a marker of our own multi-step git work, written before it began"),
     "knowledge-queue": (r"\d+-\d+\.files", _NERVE, "a list of files the post-commit hook queued for the index"),

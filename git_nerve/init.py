@@ -81,7 +81,7 @@ def init(cwd=None) -> InitReport:
         from .git import tracked
         from .workflow import config as wf_config
 
-        home = nerve_toml.main_checkout(paths.toplevel) or paths.toplevel  # one file for every worktree
+        home = nerve_toml.home(paths.toplevel)  # one file for every worktree
         target = nerve_toml.path_in(home)
         report.nerve_toml = target
         if not target.exists():

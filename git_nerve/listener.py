@@ -30,7 +30,7 @@ def ensure(common_dir, *, say=None) -> bool:
         return False
     from . import detach
     from .git.cli import clean_env
-    from .shared.config import main_checkout
+    from .dotgit import main_checkout
 
     common = Path(common_dir)
     main = main_checkout(common)

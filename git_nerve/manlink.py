@@ -9,7 +9,7 @@ astral-sh/uv#4731) leaves them in its tool virtualenv and links only the command
 links each missing page into ``<that bin dir>/../share/man/man1``, as pipx would have.
 
 Nothing is overwritten: a page already there (a file or a working link) is kept. Each link is recorded
-before it is made (an ownership record of :mod:`.git.destroy`, kind ``manlink``, under
+before it is made (an ownership record of :mod:`.git.ownership`, kind ``manlink``, under
 ``<that bin dir>/../share/git-nerve``, which outlives a removed tool virtualenv); only a recorded link that
 now points nowhere (its virtualenv was removed) is replaced, through the door. A dead link no record names
 (a person's own) is kept, whatever it points at. Any error leaves things as they are: this never fails a
@@ -46,7 +46,7 @@ def link_pages(argv0: str, prefix: str | None = None) -> list[str]:
             dest = os.path.join(target, name)
             if os.path.exists(dest):
                 continue
-            from .git import destroy  # only when a page is missing: the usual run imports nothing more
+            from .git import destroy, ownership  # only when a page is missing: the usual run imports nothing more
 
             if os.path.islink(dest):
                 try:  # a dead link: replaced only when a record says we made it
@@ -55,11 +55,11 @@ def link_pages(argv0: str, prefix: str | None = None) -> list[str]:
                     continue
             os.makedirs(target, exist_ok=True)
             page = os.path.join(shipped, name)
-            destroy.record(Path(records), "manlink", dest, target=page)  # record, then create
+            ownership.record(Path(records), "manlink", dest, target=page)  # record, then create
             try:
                 os.symlink(page, dest)
             except OSError:
-                destroy.forget(Path(records), "manlink", dest)  # not made (one appeared meanwhile): not ours
+                ownership.forget(Path(records), "manlink", dest)  # not made (one appeared meanwhile): not ours
                 raise
             made.append(dest)
     except OSError:
@@ -70,21 +70,21 @@ def link_pages(argv0: str, prefix: str | None = None) -> list[str]:
 def unlink_pages(bindir: str) -> tuple[list[str], list[str]]:
     """Remove the man page links git-nerve recorded making for ``bindir`` (under ``<bindir>/../share``), through
     the door: only a link that still points where it was made to point. (removed, kept: one line each, why)."""
-    from .git import destroy
+    from .git import destroy, ownership
 
     records = Path(os.path.dirname(os.path.abspath(bindir))) / "share" / "git-nerve"
     removed, kept = [], []
-    for link in destroy.recorded_names(records, "manlink"):
+    for link in ownership.recorded_names(records, "manlink"):
         if not os.path.lexists(link):
-            destroy.forget(records, "manlink", link)  # already gone: only its record was left
+            ownership.forget(records, "manlink", link)  # already gone: only its record was left
             continue
         try:
             destroy.remove_recorded_link(records, link)
             removed.append(link)
         except destroy.Refused as exc:  # someone's own now: kept, and no longer ours to name again
             kept.append(str(exc))
-            destroy.forget(records, "manlink", link)
-    owned = records.joinpath(*destroy.OWNED_DIR)
+            ownership.forget(records, "manlink", link)
+    owned = records.joinpath(*ownership.OWNED_DIR)
     destroy.remove_empty_dirs([owned, owned.parent])  # the records' own dirs; share/git-nerve may be an installer's
     return removed, kept
 

@@ -31,32 +31,22 @@ def path_in(toplevel: str | os.PathLike[str]) -> Path:
     return Path(toplevel) / FILE
 
 
-def main_checkout(toplevel: str | os.PathLike[str]) -> Path | None:
-    """The main checkout of the repository ``toplevel`` belongs to (read from the files git keeps;
-    no git process); None for a bare repository's linked worktrees or an unusual layout."""
-    top = Path(toplevel)
-    dotgit = top / ".git"
-    try:
-        if dotgit.is_dir():
-            return top
-        text = dotgit.read_text(encoding="utf-8")
-    except OSError:
-        return None
-    if not text.startswith("gitdir:"):
-        return None
-    git_dir = (top / text[len("gitdir:"):].strip()).resolve()
-    try:
-        common = (git_dir / (git_dir / "commondir").read_text(encoding="utf-8").strip()).resolve()
-    except OSError:
-        return None
-    return common.parent if common.name == ".git" else None
+def home(toplevel: str | os.PathLike[str]) -> Path:
+    """The checkout whose nerve.toml holds for the checkout at ``toplevel``: the repository's main checkout
+    (:func:`git_nerve.dotgit.main_checkout`, from git's files: no git process), else ``toplevel`` itself (a bare
+    repository's linked worktree, a separate git dir's asked from a linked worktree)."""
+    from .dotgit import common_dir_of, main_checkout
+
+    common = common_dir_of(toplevel)
+    main = main_checkout(common, toplevel) if common is not None else None
+    return main if main is not None else Path(toplevel)
 
 
 def locate(toplevel: str | os.PathLike[str]) -> Path:
     """The nerve.toml that holds for the checkout at ``toplevel`` (see the module's docstring)."""
     own = path_in(toplevel)
-    main = main_checkout(toplevel)
-    if main is None or main.resolve() == Path(toplevel).resolve():
+    main = home(toplevel)
+    if main.resolve() == Path(toplevel).resolve():
         return own
     shared = path_in(main)
     if not shared.exists():

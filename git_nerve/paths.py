@@ -51,6 +51,14 @@ class RepoPaths(namedtuple("RepoPaths", "git_dir common_dir toplevel")):
         return self.worktree_nerve_dir / CTX_FILE
 
     @property
+    def main_checkout(self) -> Path | None:
+        """The main checkout, asked from this worktree (:func:`git_nerve.dotgit.main_checkout`); None: bare, or
+        a separate git dir's asked from a linked worktree."""
+        from .dotgit import main_checkout
+
+        return main_checkout(self.common_dir, self.toplevel)
+
+    @property
     def is_bare(self) -> bool:
         return self.toplevel is None
 

@@ -1,7 +1,8 @@
 """The one redaction of what an agent printed, wherever git-nerve stores or shows it (round logs, thread rounds and
 posts, `git worker run`'s capture, the setup log, the console's agent output, `show`).
 
-Two kinds of values are masked:
+Two kinds of values are masked (and, for their callers, one key the caller holds: :func:`one`; the credentials in
+a URL: :func:`url_credentials`):
 
 * the values (``MIN_SECRET`` characters or more) of the environment variables whose names say they are secret
   (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``...) that the agent was given: ``[redacted]``;
@@ -31,6 +32,18 @@ ENV_MASK = "[redacted]"
 
 def copied_mask(src: str) -> str:
     return f"[value from {src} hidden by git-nerve]"
+
+
+def one(text: str, value: str | None, mask: str = ENV_MASK, shortest: int = 1) -> str:
+    """``text`` with one secret the caller holds (an API key it sends: the http adapter's, the embeddings
+    endpoint's) masked, when it is ``shortest`` characters or more."""
+    return text.replace(value, mask) if value and len(value) >= shortest and text else text
+
+
+def url_credentials(text: str) -> str:
+    """``https://user:token@host`` -> ``https://***@host``: credentials in a URL (a remote's, in git's output)
+    never reach the bus, a log or a message."""
+    return re.sub(r"(://)[^/@\s]+@", r"\1***@", text)
 
 
 def env_secrets(env=None) -> list[str]:
@@ -187,4 +200,4 @@ class Redactor:
 NOTHING = Redactor()
 
 __all__ = ["ENV_MASK", "MIN_SECRET", "NOTHING", "Redactor", "SECRET_NAME", "by_length", "copied_mask", "digest",
-           "env_secrets"]
+           "env_secrets", "one", "url_credentials"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from git_nerve.scripted_model.server import API_KEY, MODEL, ScriptedModel
+from git_nerve.demo.scripted_model.server import API_KEY, MODEL, ScriptedModel
 from git_nerve.workflow.adapters import claude, codex, copilot, gemini, qwen
 from tests.real_agents import agent_env
 from tests.realtools import npm_tool, pip_tool

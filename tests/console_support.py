@@ -187,16 +187,39 @@ def wait_until(predicate, what: str, within: float = 60) -> None:
         time.sleep(0.2)
 
 
-def worktree_of(work: Path, task_id: str) -> Path:
-    rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True,
-                                     capture_output=True, text=True).stdout)
+def worktree_of(work: Path, task_id: str, gw=None) -> Path:
+    """The worktree of ``task_id`` from `git worker status --json`: in process through the tests' ``gw`` fixture when
+    given, else a real subprocess."""
+    if gw is not None:
+        rows = json.loads(gw("status --json", work).out)
+    else:
+        rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True,
+                                         capture_output=True, text=True).stdout)
     return Path(next(r for r in rows if r["task_id"] == task_id)["worktree"])
+
+
+def post_action(c: Console, action: str, body: dict):
+    """A review action through the console's API: (status, its JSON answer)."""
+    status, text = c.request("POST", f"/api/{action}", body=body)
+    return status, json.loads(text)
 
 
 def states(work: Path) -> dict[str, str]:
     rows = json.loads(subprocess.run(["git", "worker", "status", "--json"], cwd=work, check=True, capture_output=True,
                                      text=True).stdout)
     return {r["task_id"]: r["state"] for r in rows}
+
+
+def flagged_pair(work: Path, gw) -> None:
+    """a1 and b2 spawned, each with a commit changing line 2 of src/app.py its own way, and the radar refreshed: it
+    flags each one's line as the other's too."""
+    from fixtures.repos.build import commit_file
+
+    for t in ("a1", "b2"):
+        assert gw(f"spawn {t}", work).code == 0
+    commit_file(worktree_of(work, "a1", gw), "src/app.py", "def greet(name):\n    return f'A {name}'\n")
+    commit_file(worktree_of(work, "b2", gw), "src/app.py", "def greet(name):\n    return f'B {name}'\n")
+    assert gw("conflicts --refresh", work).code in (0, 1)
 
 
 def review_setup(work: Path, gw) -> Path:

@@ -100,15 +100,20 @@ static void point(const char *kind, int dirfd, const char *path) {
     errno = saved;
 }
 
+/* The mode an open/openat caller passed: its third argument is there only when the flags create a file.
+   A macro, since va_start must run in the variadic function itself. */
+#define OPTIONAL_MODE(mode, flags)                 \
+    mode_t mode = 0;                               \
+    if ((flags) & (O_CREAT | O_TMPFILE)) {         \
+        va_list ap;                                \
+        va_start(ap, flags);                       \
+        mode = va_arg(ap, mode_t);                 \
+        va_end(ap);                                \
+    }
+
 int open(const char *path, int flags, ...) {
     resolve();
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = va_arg(ap, mode_t);
-        va_end(ap);
-    }
+    OPTIONAL_MODE(mode, flags);
     int fd = real_open(path, flags, mode);
     if (fd >= 0 && (flags & O_CREAT)) point("create", AT_FDCWD, path);
     return fd;
@@ -118,13 +123,7 @@ int open64(const char *path, int flags, ...) __attribute__((alias("open")));
 
 int openat(int dirfd, const char *path, int flags, ...) {
     resolve();
-    mode_t mode = 0;
-    if (flags & (O_CREAT | O_TMPFILE)) {
-        va_list ap;
-        va_start(ap, flags);
-        mode = va_arg(ap, mode_t);
-        va_end(ap);
-    }
+    OPTIONAL_MODE(mode, flags);
     int fd = real_openat(dirfd, path, flags, mode);
     if (fd >= 0 && (flags & O_CREAT)) point("create", dirfd, path);
     return fd;

@@ -1,7 +1,7 @@
 """Shared plumbing for the real-agent suites (tests/test_real_<cli>.py).
 
 A suite installs its CLI with tests/realtools.py, starts a
-:class:`git_nerve.scripted_model.server.ScriptedModel`, and drives the REAL
+:class:`git_nerve.demo.scripted_model.server.ScriptedModel`, and drives the REAL
 command line as a user would::
 
     repo = AgentRepo.create(tmp_path, adapter="gemini")      # agent_repo + git nerve init + spawn t1
@@ -28,8 +28,8 @@ from pathlib import Path
 import tomli_w
 
 from fixtures.repos.build import git
-from git_nerve.scripted_model.repo import agent_repo
-from git_nerve.scripted_model.scenario import TEST_CMD
+from git_nerve.demo.scripted_model.repo import agent_repo
+from git_nerve.demo.scripted_model.scenario import TEST_CMD
 
 #: The test venv's bin: git-nerve and git-worker as installed.
 VENV_BIN = Path(sys.executable).parent
@@ -139,6 +139,15 @@ def _check(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     return proc.stdout
 
 
+def tell_stop(work: Path, proc: subprocess.Popen, env: dict[str, str], timeout: float) -> tuple[str, str, float]:
+    """`git nerve tell --task t1 stop` in ``work`` while ``proc`` (its run) works, then the run's end: (its stdout, its
+    stderr, seconds from the tell to that end)."""
+    told = time.monotonic()
+    _check(["git", "nerve", "tell", "--task", "t1", "stop"], work, env)
+    out, err = proc.communicate(timeout=timeout)
+    return out, err, time.monotonic() - told
+
+
 def _bus_view(work: Path) -> types.SimpleNamespace:
     from git_nerve.bus import messages, rounds, workers
     from git_nerve.bus.connection import Bus
@@ -174,7 +183,7 @@ def agent_pids(workdir: Path | str, marker: str = "") -> list[int]:
 
 def stop_process(proc: subprocess.Popen) -> None:
     """End a run a test started (its own session), if it is still there."""
-    from git_nerve.demo_agents import stop_group
+    from git_nerve.demo.agents import stop_group
 
     stop_group(proc)
 
@@ -194,7 +203,7 @@ def home_files() -> set[str]:
 
 def assert_happy_path(repo: AgentRepo, model, env: dict[str, str], *, timeout: float = 400) -> RunOutcome:
     """Run develop; assert from git, the bus and the model's log that every role did its part."""
-    from git_nerve.scripted_model.scenario import CODER_LINE
+    from git_nerve.demo.scripted_model.scenario import CODER_LINE
 
     main_before = git(repo.work, "rev-parse", "HEAD")
     work_status_before = git(repo.work, "status", "--porcelain")

@@ -97,6 +97,26 @@ def ok(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return proc
 
 
+def merge_at_once(task: str, works: dict[str, Path]) -> tuple[str, subprocess.CompletedProcess]:
+    """`git worker merge TASK` on two machines at the same instant (real processes behind a barrier); asserts that
+    exactly one merged: (that machine, the other's process)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    barrier = threading.Barrier(len(works))
+
+    def merge(work: Path):
+        barrier.wait()
+        return run(["worker", "merge", task], work)
+
+    with ThreadPoolExecutor(max_workers=len(works)) as pool:
+        procs = dict(zip(works, pool.map(merge, works.values())))
+    won = [m for m, p in procs.items() if p.returncode == 0]
+    assert len(won) == 1, {m: (p.returncode, p.stdout, p.stderr) for m, p in procs.items()}
+    (loser,) = [p for m, p in procs.items() if m != won[0]]
+    return won[0], loser
+
+
 def team(root: Path, url: str, machines: list[str], *, init: bool = True, lease: float | None = None,
          shared: str = "") -> list[Path]:
     """Clones of ``url``, the first turning shared mode on (its nerve.toml committed and pushed), every one
@@ -203,6 +223,21 @@ def row(work: Path, task: str):
 
     with bus(work) as b:
         return workers.get(b.conn, task)
+
+
+def ready(work: Path, task: str, *, approve: bool, sync: bool) -> str:
+    """spawn, start, a commit, done (and ``approve``) on ``work``'s machine, then (``sync``) a sync: its events
+    published; the task's tip."""
+    ok(["worker", "spawn", task, "-d", f"the {task} task"], work)
+    ok(["worker", "start", "--task", task], work)
+    wt = Path(row(work, task).worktree)
+    build.commit_file(wt, f"{task}.txt", f"{task}'s work\n")
+    ok(["worker", "done", "--task", task], work)
+    if approve:
+        ok(["worker", "approve", task], work)
+    if sync:
+        ok(["nerve", "sync"], work)
+    return build.git(wt, "rev-parse", "HEAD").strip()
 
 
 def rounds_of(work: Path, task: str) -> list[tuple]:

@@ -10,16 +10,8 @@ import pytest
 
 from fixtures.agents import ChatServer, Reply, completion
 from git_nerve.bus.rounds import Round
-from git_nerve.workflow.adapters import (
-    AdapterAborted,
-    AdapterAgentFailed,
-    AdapterNonZeroExit,
-    AdapterSpawnFailed,
-    AdapterTimeout,
-    AgentContext,
-    StartFrame,
-    create_http,
-)
+from git_nerve.workflow.adapters import (AdapterAborted, AdapterAgentFailed, AdapterNonZeroExit, AdapterSpawnFailed,
+                                         AdapterTimeout, AgentContext, StartFrame, create_http)
 from git_nerve.workflow.adapters.http import transcript
 
 KEY = "sk-test-planted-0123456789abcdef"

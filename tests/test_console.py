@@ -13,6 +13,7 @@ import pytest
 from conftest import git
 from console_support import Console, Events, worker_row
 from fixtures.repos.build import commit_file
+from startup_support import loaded_after
 
 
 def _spawn(gw, work, *tasks):
@@ -168,16 +169,8 @@ def test_help_says_how_to_open_it(gn, repo):
 
 
 def test_the_hook_and_heartbeat_paths_do_not_load_the_console():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]);"
-        "import git_nerve.hooks.run, git_nerve.hooks.runtime, git_nerve.cli.entry;"
-        "from git_nerve.worker import heartbeat;"
-        "heavy = ('git_nerve.console', 'starlette', 'uvicorn', 'anyio', 'h11');"
-        "print(' '.join(m for m in heavy if m in sys.modules))"
-    )
-    proc = subprocess.run([sys.executable, "-S", "-c", probe, root], capture_output=True, text=True, check=True)
-    assert proc.stdout.strip() == ""
+    hot = ["git_nerve.hooks.run", "git_nerve.hooks.runtime", "git_nerve.cli.entry", "git_nerve.worker.heartbeat"]
+    assert loaded_after(hot, ("git_nerve.console", "starlette", "uvicorn", "anyio", "h11")) == []
     # nor does `git nerve` itself until the console command runs
     probe = ("import sys; import git_nerve.cli.nerve;"
              "print(' '.join(m for m in ('git_nerve.console', 'starlette', 'uvicorn') if m in sys.modules))")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from console_support import Console
+from console_support import Console, flagged_pair, post_action, worktree_of
 from fixtures.repos.build import commit_file
 from git_nerve.git.diffs import follow_line
 
@@ -17,16 +17,6 @@ from git_nerve.git.diffs import follow_line
 def _get(c: Console, path: str):
     status, text = c.request("GET", path)
     return status, json.loads(text)
-
-
-def _post(c: Console, action: str, body: dict):
-    status, text = c.request("POST", f"/api/{action}", body=body)
-    return status, json.loads(text)
-
-
-def _worktree(gw, work: Path, task: str) -> Path:
-    rows = json.loads(gw("status --json", work).out)
-    return Path(next(r for r in rows if r["task_id"] == task)["worktree"])
 
 
 @pytest.mark.parametrize("line, spans, where", [
@@ -54,7 +44,7 @@ def reviewed(repo, gw):
     (a.txt: line 3 rewritten, a line inserted above line 5; g.txt: line 2 deleted; k.txt untouched) and done."""
     work = repo.work
     assert gw("spawn t1", work).code == 0
-    wt = _worktree(gw, work, "t1")
+    wt = worktree_of(work, "t1", gw)
     assert gw("start", wt).code == 0
     commit_file(wt, "a.txt", A, "t1: a")
     commit_file(wt, "g.txt", "x\ny\nz\n", "t1: g")
@@ -66,7 +56,7 @@ def reviewed(repo, gw):
                 for n in (1, 3, 5)]
     comments += [{"path": "g.txt", "line": 2, "text": "y is wrong", "at": first["head"]},
                  {"path": "k.txt", "line": 1, "text": "fine"}]  # no `at`: the tip request-changes recorded
-    status, body = _post(c, "request_changes", {"task": "t1", "comment": "see the lines", "comments": comments})
+    status, body = post_action(c, "request_changes", {"task": "t1", "comment": "see the lines", "comments": comments})
     assert status == 200, body
     commit_file(wt, "a.txt", A2, "t1: the review")
     commit_file(wt, "g.txt", "x\nz\n", "t1: no y")
@@ -105,14 +95,14 @@ def test_line_comments_stay_on_their_lines_after_the_next_round_outdated_when_mo
 def test_a_line_comment_with_a_bad_side_or_commit_is_refused_and_nothing_moves(repo, gw):
     work = repo.work
     assert gw("spawn t1", work).code == 0
-    wt = _worktree(gw, work, "t1")
+    wt = worktree_of(work, "t1", gw)
     assert gw("start", wt).code == 0
     commit_file(wt, "a.txt", A, "t1: a")
     assert gw("done", wt).code == 0
     c = Console(work)
     try:
         for bad, said in (({"side": "left"}, "'side' must be 'new' or 'old'"), ({"at": "HEAD~1"}, "'at' must be a commit id")):
-            status, body = _post(c, "request_changes", {"task": "t1", "comments": [
+            status, body = post_action(c, "request_changes", {"task": "t1", "comments": [
                 {"path": "a.txt", "line": 1, "text": "x", **bad}]})
             assert status == 400 and body["error"] == f"comments[0]: {said}" and body["exit_code"] == 2, body
         assert json.loads(gw("status --json", work).out)[0]["state"] == "IN_REVIEW"
@@ -140,7 +130,7 @@ def test_a_conflicted_task_says_what_conflicts_where_the_clis_recipe_and_a_rebas
         assert [(f["with"], f["path"]) for f in b["flagged"]] == [("main", "src/app.py")], b
         assert b["flagged"][0]["lines"].startswith("2"), b
         assert b["note"].startswith("Your branch conflicts with main in src/app.py: rebase onto main")
-        status, told = _post(c, "tell", {"task": "c1", "kind": "note", "text": b["note"]})
+        status, told = post_action(c, "tell", {"task": "c1", "kind": "note", "text": b["note"]})
         assert status == 200 and told["describe"].startswith("queued #"), told
         shown = _get(c, "/api/task/c1")[1]
         assert shown["told"][-1]["text"] == b["note"]
@@ -173,11 +163,7 @@ def test_a_merge_that_conflicted_gives_the_merge_recipe(repo, gw):
 def test_two_tasks_on_the_same_lines_get_a_banner_naming_each_other_and_no_rebase_note(repo, gw):
     """A radar conflict between two tasks: each one's banner names the other and the lines; a rebase would not
     resolve it, so no note is offered."""
-    for t in ("a1", "b2"):
-        assert gw(f"spawn {t}", repo.work).code == 0
-    commit_file(_worktree(gw, repo.work, "a1"), "src/app.py", "def greet(name):\n    return f'A {name}'\n")
-    commit_file(_worktree(gw, repo.work, "b2"), "src/app.py", "def greet(name):\n    return f'B {name}'\n")
-    assert gw("conflicts --refresh", repo.work).code in (0, 1)
+    flagged_pair(repo.work, gw)
     c = Console(repo.work)
     try:
         for me, other in (("a1", "b2"), ("b2", "a1")):

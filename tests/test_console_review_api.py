@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from console_support import Console
+from console_support import Console, flagged_pair, post_action, worktree_of
 from fixtures.repos.build import commit_file
 
 
@@ -22,22 +22,12 @@ def _get(c: Console, path: str):
     return status, json.loads(text) if text.startswith(("{", "[")) else text
 
 
-def _post(c: Console, action: str, body: dict):
-    status, text = c.request("POST", f"/api/{action}", body=body)
-    return status, json.loads(text)
-
-
-def _worktree(gw, work: Path, task: str) -> Path:
-    rows = json.loads(gw("status --json", work).out)
-    return Path(next(r for r in rows if r["task_id"] == task)["worktree"])
-
-
 @pytest.fixture
 def review(repo, gw):
     """t1 changed files every way git tells apart (its own commits), t2 spawned untouched; a console."""
     for t in ("t1", "t2"):
         assert gw(f"spawn {t} -d 'task {t}'", repo.work).code == 0
-    wt = _worktree(gw, repo.work, "t1")
+    wt = worktree_of(repo.work, "t1", gw)
     commit_file(wt, "src/app.py", "def greet(name):\n    return f'hi {name}'\n\n\ndef bye():\n    return 'bye'\n", "greet shorter")
     commit_file(wt, "new.txt", "one\ntwo\nthree\n", "add new.txt")
     (wt / "logo.bin").write_bytes(bytes(range(256)) * 4)
@@ -140,11 +130,7 @@ def test_a_commits_file_list_is_that_commit_against_its_parent(review, gw, repo)
 
 
 def test_lines_two_tasks_both_edit_are_flagged_naming_the_other_task(repo, gw):
-    for t in ("a1", "b2"):
-        assert gw(f"spawn {t}", repo.work).code == 0
-    commit_file(_worktree(gw, repo.work, "a1"), "src/app.py", "def greet(name):\n    return f'A {name}'\n")
-    commit_file(_worktree(gw, repo.work, "b2"), "src/app.py", "def greet(name):\n    return f'B {name}'\n")
-    assert gw("conflicts --refresh", repo.work).code in (0, 1)
+    flagged_pair(repo.work, gw)
     c = Console(repo.work)
     try:
         for me, other in (("a1", "b2"), ("b2", "a1")):
@@ -218,11 +204,11 @@ def test_the_running_agents_output_is_followed_live_and_finished_rounds_are_kept
         th.join(60)
     assert "second line" in done[0]
     # the finished round is kept on disk, recorded as git-nerve's own (the door may remove only such files)
-    from git_nerve.git import destroy
+    from git_nerve.git import ownership
 
     log = repo.work / ".git" / "nerve" / "runs" / "t1" / "3-coder.log"
     assert log.is_file() and secret.encode() not in log.read_bytes()
-    assert destroy.recorded(repo.work / ".git", "runlog", str(log))["task"] == "t1"
+    assert ownership.recorded(repo.work / ".git", "runlog", str(log))["task"] == "t1"
     assert _get(c, "/api/task/t1/output?round=3")[1]["text"].startswith("starting with [redacted]")
     assert _get(c, "/api/task/t1/output?after=x")[0] == 400
 
@@ -280,20 +266,20 @@ def _until(c: Console, task: str, state: str) -> dict:
 
 def test_actions_apply_the_clis_rules_with_its_messages(repo, gw, gn):
     assert gw("spawn t1 -d 'task t1'", repo.work).code == 0
-    wt = _worktree(gw, repo.work, "t1")
+    wt = worktree_of(repo.work, "t1", gw)
     c = Console(repo.work)
     try:
         # spawn from the page: the same checks as `git worker spawn` (bad input leaves nothing behind)
-        status, data = _post(c, "spawn", {"name": "t2", "description": "the second"})
+        status, data = post_action(c, "spawn", {"name": "t2", "description": "the second"})
         assert status == 200 and data["created"] and data["worker"]["state"] == "ASSIGNED"
-        status, data = _post(c, "spawn", {"name": "bad name", "description": "x"})
+        status, data = post_action(c, "spawn", {"name": "bad name", "description": "x"})
         cli = gw("spawn 'bad name' -d x", repo.work)
         assert status == 400 and cli.code == data["code"] == 2 and cli.err.strip() == f"error: {data['error']}"
         # approve a WORKING task: exactly the CLI's refusal
         assert gw("start", wt).code == 0
         row = _until(c, "t1", "WORKING")
         assert row["allowed_actions"] == ["cancel"]
-        status, data = _post(c, "approve", {"task": "t1"})
+        status, data = post_action(c, "approve", {"task": "t1"})
         cli = gw("approve t1", repo.work)
         assert status == 409 and data["code"] == cli.code == 3 and cli.err.strip() == f"error: {data['error']}"
         assert "it is WORKING" in data["error"]
@@ -301,32 +287,32 @@ def test_actions_apply_the_clis_rules_with_its_messages(repo, gw, gn):
         assert gw("done", wt).code == 0
         assert _until(c, "t1", "IN_REVIEW")["allowed_actions"] == ["approve", "request_changes", "cancel"]
         # request changes with comments on lines: the agent reads them in `git nerve thread`
-        status, data = _post(c, "request_changes", {"task": "t1", "comment": "almost", "comments": [
+        status, data = post_action(c, "request_changes", {"task": "t1", "comment": "almost", "comments": [
             {"path": "feature.txt", "line": 2, "text": "say three"}, {"path": "feature.txt", "line": 1, "text": "and <b>"}]})
         assert status == 200 and data["worker"]["state"] == "WORKING", data
         thread = gn("thread", wt).out
         assert "almost\nfeature.txt:2: say three\nfeature.txt:1: and <b>" in thread
-        status, data = _post(c, "request_changes", {"task": "t1", "comments": [{"path": "f", "line": 0, "text": "x"}]})
+        status, data = post_action(c, "request_changes", {"task": "t1", "comments": [{"path": "f", "line": 0, "text": "x"}]})
         assert status == 400 and "line" in data["error"]
         commit_file(wt, "feature.txt", "one\nthree\n", "say three")
         assert gw("done", wt).code == 0
-        assert _post(c, "approve", {"task": "t1"})[0] == 200
+        assert post_action(c, "approve", {"task": "t1"})[0] == 200
         assert _until(c, "t1", "APPROVED")["allowed_actions"] == ["request_changes", "merge", "cancel"]
         # merge with a check that fails: nothing moves, the CLI's exit 7
         main = git(repo.work, "rev-parse", "main")
-        status, data = _post(c, "merge", {"task": "t1", "check": "grep -q four feature.txt"})
+        status, data = post_action(c, "merge", {"task": "t1", "check": "grep -q four feature.txt"})
         assert status == 409 and data["code"] == 7 and "nothing was merged" in data["error"]
         assert git(repo.work, "rev-parse", "main") == main and _state(c)["t1"]["state"] == "APPROVED"
         # check: true runs nerve.toml's test command, as the merge check
-        status, data = _post(c, "merge", {"task": "t1", "check": True})
+        status, data = post_action(c, "merge", {"task": "t1", "check": True})
         assert status == 400 and "test_command" in data["error"]
         (repo.work / "nerve.toml").write_text('[run]\ntest_command = "grep -q three feature.txt"\n')
         # ... only once trusted on this machine (issue 35): refused like a failed check, nothing merged
-        status, data = _post(c, "merge", {"task": "t1", "check": True})
+        status, data = post_action(c, "merge", {"task": "t1", "check": True})
         assert status == 409 and data["code"] == 7 and "git nerve trust" in data["error"], data
         assert git(repo.work, "rev-parse", "main") == main and _state(c)["t1"]["state"] == "APPROVED"
         assert gn("trust", repo.work).code == 0
-        status, data = _post(c, "merge", {"task": "t1", "check": True})
+        status, data = post_action(c, "merge", {"task": "t1", "check": True})
         assert status == 200 and data["state"] == "COMPLETED", data
         assert git(repo.work, "rev-parse", "main") == data["merge_commit"]
         assert _until(c, "t1", "COMPLETED")["allowed_actions"] == []
@@ -335,14 +321,14 @@ def test_actions_apply_the_clis_rules_with_its_messages(repo, gw, gn):
         assert [(f["path"], f["status"], f["added"]) for f in files["files"]] == [("feature.txt", "A", 2)], files
         assert [x["subject"] for x in _get(c, "/api/task/t1/commits")[1]] == ["say three", "add the feature"]
         # cancel with cleanup, then retry: the worktree goes (archived) and comes back
-        wt2 = _worktree(gw, repo.work, "t2")
-        status, data = _post(c, "cancel", {"task": "t2", "cleanup": True, "reason": "not now"})
+        wt2 = worktree_of(repo.work, "t2", gw)
+        status, data = post_action(c, "cancel", {"task": "t2", "cleanup": True, "reason": "not now"})
         assert status == 200 and data["worker"]["state"] == "FAILED" and data["worktree_removed"] and not wt2.exists()
         assert _until(c, "t2", "FAILED")["allowed_actions"] == ["retry"]
-        status, data = _post(c, "retry", {"task": "t2"})
+        status, data = post_action(c, "retry", {"task": "t2"})
         assert status == 200 and data["worker"]["state"] == "ASSIGNED" and wt2.is_dir()
         # the queue: nothing approved is nothing to merge
-        status, data = _post(c, "merge_all", {"check": True})
+        status, data = post_action(c, "merge_all", {"check": True})
         assert status == 200 and data["summary"] == "nothing to merge: no task is APPROVED" and data["code"] == 0
     finally:
         assert c.stop() == 0
@@ -351,7 +337,7 @@ def test_actions_apply_the_clis_rules_with_its_messages(repo, gw, gn):
 def test_merge_all_runs_the_queue_with_its_check(repo, gw):
     for t in ("qa", "qb"):
         assert gw(f"spawn {t}", repo.work).code == 0
-        wt = _worktree(gw, repo.work, t)
+        wt = worktree_of(repo.work, t, gw)
         assert gw("start", wt).code == 0
         commit_file(wt, f"{t}.txt", f"{t}\n", f"add {t}")
         assert gw("done", wt).code == 0
@@ -360,12 +346,12 @@ def test_merge_all_runs_the_queue_with_its_check(repo, gw):
     try:
         main = git(repo.work, "rev-parse", "main")
         # a check every merge fails: nothing moves, each failure named with the CLI's exit code (7)
-        status, data = _post(c, "merge_all", {"check": "test -f nope.txt"})
+        status, data = post_action(c, "merge_all", {"check": "test -f nope.txt"})
         assert status == 200 and data["code"] == 7 and [f["task_id"] for f in data["failed"]] == ["qa", "qb"]
         assert all("nothing was merged" in f["error"] and f["code"] == 7 for f in data["failed"])
         assert git(repo.work, "rev-parse", "main") == main
         assert {t: w["state"] for t, w in _state(c).items()} == {"qa": "APPROVED", "qb": "APPROVED"}
-        status, data = _post(c, "merge_all", {"check": "test -f qa.txt"})
+        status, data = post_action(c, "merge_all", {"check": "test -f qa.txt"})
         assert status == 200 and data["code"] == 0, data
         assert data["summary"] == "merged 2 task(s): qa, qb" and [m["state"] for m in data["merged"]] == ["COMPLETED"] * 2
         assert git(repo.work, "show", "main:qb.txt") == "qb"
@@ -393,7 +379,7 @@ def test_a_secret_split_across_two_reads_never_reaches_the_log(repo):
 def test_since_the_last_review_lists_only_what_changed_after_the_tip_reviewed(repo, gw):
     work = repo.work
     assert gw("spawn t1", work).code == 0
-    wt = _worktree(gw, work, "t1")
+    wt = worktree_of(work, "t1", gw)
     assert gw("start", wt).code == 0
     commit_file(wt, "a.txt", "one\n", "t1: a")
     commit_file(wt, "b.txt", "one\n", "t1: b")

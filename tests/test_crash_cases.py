@@ -94,16 +94,13 @@ def test_a_worktree_add_killed_before_head_no_longer_wedges_fetch_and_spawn_repa
     init(work)
     wt = work.parent / f"{work.name}.worktrees" / "t1"
     wt.parent.mkdir(parents=True, exist_ok=True)
-    from git_nerve.git import destroy
+    from git_nerve.git import ownership
 
     # what spawn records before it runs `git worktree add` (record-then-create): only then is it provably ours
-    destroy.record(work / ".git", "worktree", str(wt), task="t1")
+    ownership.record(work / ".git", "worktree", str(wt), task="t1")
     # a git-nerve command killed while its `git worktree add` ran: its liveness token (dead) recorded the add
     cs.killed_token(work, ["worktree", "add", "--quiet", "--no-track", "-b", "feat/t1", str(wt), "origin/main"])
-    from git_nerve.paths import discover
-    from git_nerve.worker import owned
-
-    owned.mark_spawning(discover(work), "t1", "feat/t1", adopted=False)  # what spawn records before its git work
+    ownership.mark_spawning(work / ".git", "t1", "feat/t1", adopted=False)  # what spawn records before its git work
     build.git(work, "worktree", "add", "-q", "--no-track", "-b", "feat/t1", str(wt), "origin/main")
     admin = Path(build.git(wt, "rev-parse", "--path-format=absolute", "--git-dir"))
     # what git leaves when killed between writing the admin dir and HEAD
@@ -419,11 +416,11 @@ def test_retry_killed_as_git_worktree_add_created_its_gitdir_file_converges(tmp_
     seen = cs.reachable(s.work)
     # exactly what the killed `git worktree add` left (git writes `locked`, makes the worktree directory, then
     # creates `gitdir`), as old as a dead add's
-    from git_nerve.git import destroy
+    from git_nerve.git import ownership
 
     # what retry records before it runs `git worktree add`, and the dead liveness token of the retry SIGKILLed
     # inside that git child (a real process, really killed)
-    destroy.record(rs.common_dir(s.work), "worktree", str(s.wt), task="t1")
+    ownership.record(rs.common_dir(s.work), "worktree", str(s.wt), task="t1")
     cs.killed_token(s.work, ["worktree", "add", str(s.wt), "feat/t1"])
     admin = rs.common_dir(s.work) / "worktrees" / "t1"
     admin.mkdir(parents=True)

@@ -5,6 +5,7 @@ invariant (crash_support.check). And what the repairs must never remove (a perso
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from pathlib import Path
@@ -156,24 +157,32 @@ def test_a_persons_half_written_worktree_beside_ours_is_kept_and_the_advice_work
     assert build.git(s.wt, "symbolic-ref", "HEAD") == "refs/heads/feat/t1"
 
 
+@contextlib.contextmanager
+def _held(tmp_path, name: str, kind: str, n: int, pattern: str):
+    """Group ``name``'s command, on a fresh copy of its group, held (alive) at its ``n``-th ``kind`` of a path matching
+    ``pattern``: (the group's state, the hold directory); released at the block's end, the command must then finish."""
+    group = cs.GROUPS[name]
+    space = cs.Workspace(tmp_path / "crash")
+    s = space.fresh_group(group)
+    hold = cs.fresh_hold(space.base)
+    child, reached = cs.start_held(list(group.argv), s.work, dict(os.environ), hold, kind, n, pattern)
+    try:
+        assert reached
+        yield s, hold
+    finally:
+        (hold / "release").write_text("", encoding="utf-8")
+    assert child.wait(timeout=120) == 0
+
+
 @needs_preload
 def test_an_add_whose_command_lives_is_never_repaired_by_another_command(tmp_path):
     """retry held (alive) inside its add, the .git file still empty: a spawn meanwhile repairs nothing of it;
     released, the retry finishes."""
-    group = cs.GROUPS["retry"]
-    space = cs.Workspace(tmp_path / "crash")
-    s = space.fresh_group(group)
-    hold = cs.fresh_hold(space.base)
-    child, reached = cs.start_held(list(group.argv), s.work, dict(os.environ), hold, "create", 1, "/t1/.git$")
-    try:
-        assert reached
+    with _held(tmp_path, "retry", "create", 1, "/t1/.git$") as (s, hold):
         admin = rs.common_dir(s.work) / "worktrees" / "t1"
         other = rs.run([GW, "spawn", "t2", "-d", "meanwhile"], s.work)
         assert "t1" not in "".join(ln for ln in other.err.splitlines() if ln.startswith("repaired:")), other.err
         assert (s.wt / ".git").is_file() and (admin / "locked").is_file()
-    finally:
-        (hold / "release").write_text("", encoding="utf-8")
-    assert child.wait(timeout=120) == 0
     assert cs.state_of(s.work) == "ASSIGNED"
     assert build.git(s.wt, "symbolic-ref", "HEAD") == "refs/heads/feat/t1"
 
@@ -207,21 +216,12 @@ def _rerun_converges_but(s, ref, seen, origin_before, *, allowed: str) -> None:
 def test_a_check_checkout_whose_removal_lives_is_never_touched_by_another_command(tmp_path):
     """merge --all --check held (alive) inside git's removal of its check checkout: a spawn meanwhile writes back
     no .git file and drops no registration; released, the merge finishes and leaves nothing registered."""
-    group = cs.GROUPS["merge-all-check-remove"]
-    space = cs.Workspace(tmp_path / "crash")
-    s = space.fresh_group(group)
-    hold = cs.fresh_hold(space.base)
-    child, reached = cs.start_held(list(group.argv), s.work, dict(os.environ), hold, "remove", 2, "/nerve/tmp/check-")
-    try:
-        assert reached
+    with _held(tmp_path, "merge-all-check-remove", "remove", 2, "/nerve/tmp/check-") as (s, hold):
         what = (hold / "reached").read_text(encoding="utf-8").split(" ", 1)[1].strip()
         checkout = Path(what.split("/nerve/tmp/", 1)[0]) / "nerve" / "tmp" / what.split("/nerve/tmp/", 1)[1].split("/")[0]
         before = sorted(p.name for p in checkout.iterdir())
         other = rs.run([GW, "spawn", "t3", "-d", "meanwhile"], s.work)
         assert "temporary checkout" not in other.err, other.err
         assert sorted(p.name for p in checkout.iterdir()) == before
-    finally:
-        (hold / "release").write_text("", encoding="utf-8")
-    assert child.wait(timeout=120) == 0
     assert cs.state_of(s.work) == "COMPLETED" and cs.state_of(s.work, "t2") == "COMPLETED"
     assert not [i for i in rs.worktree_list(s.work) if "/nerve/tmp/" in i["worktree"]]

@@ -15,13 +15,8 @@ SEED = int(os.environ.get("NERVE_CRASH_SEED", "13"))
 KILLS = int(os.environ.get("NERVE_CRASH_KILLS", str(cs.CI_KILLS)))
 
 
-#: Groups with a known kill window that does not converge yet (each names its replay); bench/reliability
-#: still runs them, and the closing note of the session that left them says what is open.
-KNOWN_OPEN: set[str] = set()
-
-
 @pytest.mark.timeout(900)  # 15 kills of a 1-7 s command, each with a rerun: ~1-2 min quiet, far more on a loaded box
-@pytest.mark.parametrize("group", [g for g in cs.GROUPS if g not in KNOWN_OPEN])
+@pytest.mark.parametrize("group", list(cs.GROUPS))
 def test_random_kill_then_rerun_converges(group, tmp_path):
     space = cs.Workspace(tmp_path / "crash")
     ref = cs.reference(space, cs.GROUPS[group])

@@ -218,15 +218,9 @@ def _fill(mnt: Path, leave: int = 0) -> list[Path]:
 FULL_DISK = [(name, 64 * 1024) for name in COMMANDS] + [("start", 0), ("merge-remote", 0), ("retry", 0)]
 
 
-#: Known windows that do not converge yet (xfail, not strict: where git runs out of room shifts with its version).
-KNOWN_OPEN: set[tuple[str, int]] = set()
-
-
 @pytest.mark.parametrize("name,leave", FULL_DISK, ids=[f"{n}-{leave // 1024}k" for n, leave in FULL_DISK])
-def test_a_full_disk_is_one_clear_line_nothing_half_written_and_the_rerun_converges(name, leave, tmp_path, request):
+def test_a_full_disk_is_one_clear_line_nothing_half_written_and_the_rerun_converges(name, leave, tmp_path):
     group = cs.GROUPS[name]
-    if (name, leave) in KNOWN_OPEN:
-        request.applymarker(pytest.mark.xfail(reason="known open window, see KNOWN_OPEN", strict=False))
     ref = _reference(tmp_path / "ref", group)
     mnt = tmp_path / "small"
     why = _mount_tmpfs(mnt, "48m")

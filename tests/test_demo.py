@@ -17,7 +17,7 @@ import pytest
 from fixtures.repos.build import git
 from git_nerve.bus import messages, rounds, steer
 from git_nerve.bus.connection import Bus
-from git_nerve.scripted_model.scenario import DEMO_NOTE, DEMO_NOTE_LINE
+from git_nerve.demo.scripted_model.scenario import DEMO_NOTE, DEMO_NOTE_LINE
 from tests.real_agents import agent_pids
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from fixtures.repos import build
 from fixtures.repos import worker as wfx
-from git_nerve.git import destroy
+from git_nerve.git import destroy, ownership
 from tests import crash_support as cs
 from tests import reliability_support as rs
 from waiting import wait_until
@@ -139,7 +139,7 @@ def _refused(fn, *args, match: str, **kw) -> str:
     with pytest.raises(destroy.Refused) as info:
         fn(*args, **kw)
     assert re.search(match, info.value.message), info.value.message
-    assert info.value.exit_code == 4
+    assert info.value.exit_code == 9  # its own code (issue 42), not a git failure's 4
     return info.value.message
 
 
@@ -162,7 +162,7 @@ def test_an_unfinished_add_is_kept_unless_provably_ours(setup, case, tmp_path):
     outside.mkdir()
     (outside / "keep.txt").write_text("a person's file\n", encoding="utf-8")
     if case == "outside-roots":
-        destroy.record(common, "worktree", str(outside), task="t9")  # even a record does not make it ours
+        ownership.record(common, "worktree", str(outside), task="t9")  # even a record does not make it ours
     gitdir, match = {
         "empty": ("", "empty"),
         "newline-only": ("\n", "empty"),
@@ -186,7 +186,7 @@ def test_a_relative_gitdir_is_resolved_against_its_own_directory_not_the_cwd(set
     same text would name a decoy; the door removes only the recorded half checkout it really names."""
     work, wt1, root, common = setup
     half = root / "t2"
-    destroy.record(common, "worktree", str(half), task="t2")
+    ownership.record(common, "worktree", str(half), task="t2")
     half.mkdir()
     (half / "partial.txt").write_text("half a checkout\n", encoding="utf-8")
     admin = _dead_add(common, "t2", os.path.relpath(half / ".git", common / "worktrees" / "t2") + "\n")
@@ -207,7 +207,7 @@ def test_the_cwd_and_its_parents_are_never_removed_even_when_recorded(setup, mon
     work, wt1, root, common = setup
     here = root / "t3"
     (here / "sub").mkdir(parents=True)
-    destroy.record(common, "worktree", str(here), task="t3")
+    ownership.record(common, "worktree", str(here), task="t3")
     for cwd in (here, here / "sub"):
         monkeypatch.chdir(cwd)
         admin = _dead_add(common, "t3", f"{here}/.git\n")
@@ -227,8 +227,8 @@ def test_a_symlink_escaping_the_root_is_never_followed(setup, tmp_path):
     (outside / "deep" / "keep.txt").write_text("a person's file\n", encoding="utf-8")
     link = root / "evil"
     link.symlink_to(outside)
-    destroy.record(common, "worktree", str(link), task="evil")
-    destroy.record(common, "worktree", str(link / "deep"), task="evil")
+    ownership.record(common, "worktree", str(link), task="evil")
+    ownership.record(common, "worktree", str(link / "deep"), task="evil")
     sc = _scope(work)
     _refused(destroy.remove_tree, link, sc, task="evil", match="symbolic link")
     _refused(destroy.remove_tree, link / "deep", sc, task="evil", match="outside the worktree root")
@@ -285,7 +285,7 @@ def test_git_refusing_a_removal_keeps_the_tree(setup):
     assert (wt1 / "uncommitted.txt").is_file()
     # a directory git does not know as a worktree: discard reports it and keeps it
     made = root / "t5"
-    destroy.record(common, "worktree", str(made), task="t5")
+    ownership.record(common, "worktree", str(made), task="t5")
     made.mkdir()
     (made / "file.txt").write_text("x\n", encoding="utf-8")
     line = destroy.discard(work, made, _scope(work), task="t5")
@@ -299,8 +299,10 @@ def test_branches_and_refs_only_when_a_record_says_ours(setup):
     sha = build.git(work, "rev-parse", "persons-branch")
     _refused(destroy.delete_branch, work, common, "persons-branch", owned_by_task="t1", match="no record")
     _refused(destroy.delete_branch, work, common, "persons-branch", owned_by_task=None, match="no record")
-    _refused(destroy.delete_branch, work, common, "feat/t1", owned_by_task="t1", owned=False,
-             row_branch="feat/t1", match="adopted")
+    ownership.record(common, "branch", "persons-branch", task="t3", adopted=True)  # spawn --adopt's record
+    _refused(destroy.delete_branch, work, common, "persons-branch", owned_by_task="t3", match="adopted")
+    ownership.record(common, "branch", "persons-branch", task="t3", adopted=None)  # an older bus: cannot tell
+    _refused(destroy.delete_branch, work, common, "persons-branch", owned_by_task="t3", match="cannot tell")
     _refused(destroy.delete_branch, work, common, "feat/t1", owned_by_task="t2", match="no record")
     _refused(destroy.delete_remote_branch, work, common, "origin", "persons-branch", owned_by_task="t1",
              match="no record")
@@ -308,8 +310,8 @@ def test_branches_and_refs_only_when_a_record_says_ours(setup):
     _refused(destroy.delete_ref, work, "refs/heads/main", match="temporary")
     assert build.git(work, "rev-parse", "persons-branch") == sha
     # spawn recorded feat/t1 as made for t1 (record-then-create)
-    assert destroy.recorded(common, "branch", "feat/t1")["task"] == "t1"
-    assert destroy.recorded(common, "worktree", str(wt1))["task"] == "t1"
+    assert ownership.recorded(common, "branch", "feat/t1")["task"] == "t1"
+    assert ownership.recorded(common, "worktree", str(wt1))["task"] == "t1"
 
 
 # -- the issue's reproduction, through the CLI ----------------------------------------------------------------
@@ -346,7 +348,7 @@ def test_an_unfinished_add_of_ours_is_repaired_through_the_cli(repo):
     assert _run(["git-nerve", "init"], work).returncode == 0
     common = work / ".git"
     half = work.parent / f"{work.name}.worktrees" / "t2"
-    destroy.record(common, "worktree", str(half), task="t2")
+    ownership.record(common, "worktree", str(half), task="t2")
     # the spawn that was making it was SIGKILLed inside `git worktree add`: its liveness token is dead
     cs.killed_token(work, ["worktree", "add", "--quiet", "-b", "feat/t2", str(half), "main"])
     half.mkdir(parents=True)
@@ -413,7 +415,7 @@ def test_merge_check_killed_while_its_check_runs_leaves_nothing_registered(repo,
     tmp_root = work / ".git" / "nerve" / "tmp"
     checks = [p for p in _registered(work) if p.startswith(str(tmp_root) + "/check-")]
     assert len(checks) == 1, _registered(work)
-    assert destroy.recorded(work / ".git", "tmp", checks[0]) is not None
+    assert ownership.recorded(work / ".git", "tmp", checks[0]) is not None
     assert not [n for n in set(os.listdir(tempfile.gettempdir())) - before_tmp if n.startswith("nerve-check-")]
     res = _run([GW, "merge", "t1"], work)
     assert res.returncode == 0, res.stderr

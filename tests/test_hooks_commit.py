@@ -235,19 +235,11 @@ def test_the_commit_path_loads_none_of_the_heavy_packages():
     """Every agent commit pays for what the hook imports: click, pygit2, pydantic,
     yaml and asyncio (filelock) each cost tens of milliseconds, so the modules a
     commit and `git worker heartbeat` load must not pull them in."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    from startup_support import loaded_after
 
-    root = Path(__file__).resolve().parent.parent
-    probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]);"
-        "import git_nerve.hooks.run, git_nerve.hooks.runtime, git_nerve.hooks.post_commit, git_nerve.hooks.post_rewrite,"
-        " git_nerve.hooks.pre_push, git_nerve.knowledge.trigger, git_nerve.cli.entry;"
-        "from git_nerve.worker import heartbeat;"
-        "heavy = ('click', 'pygit2', 'pydantic', 'yaml', 'asyncio', 'filelock', 'dataclasses', 'typing',"
-        "         'git_nerve.console', 'uvicorn', 'mcp', 'anyio', 'starlette', 'git_nerve.mcptools');"
-        "print(' '.join(m for m in heavy if m in sys.modules))"
-    )
-    proc = subprocess.run([sys.executable, "-S", "-c", probe, str(root)], capture_output=True, text=True, check=True)
-    assert proc.stdout.strip() == ""
+    hot = ["git_nerve.hooks.run", "git_nerve.hooks.runtime", "git_nerve.hooks.post_commit",
+           "git_nerve.hooks.post_rewrite", "git_nerve.hooks.pre_push", "git_nerve.knowledge.trigger",
+           "git_nerve.cli.entry", "git_nerve.worker.heartbeat"]
+    heavy = ("click", "pygit2", "pydantic", "yaml", "asyncio", "filelock", "dataclasses", "typing",
+             "git_nerve.console", "uvicorn", "mcp", "anyio", "starlette", "git_nerve.mcptools")
+    assert loaded_after(hot, heavy) == []

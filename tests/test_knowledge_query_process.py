@@ -34,7 +34,8 @@ def process(args: list[str], cwd: Path, **env: str) -> tuple[int, str, str]:
     ["--json", "-n", "3", "how", "long", "to", "wait", "from", "a", "Retry-After", "header"],
     ["zzzunknownword"],
     ["--limit", "0", "invoice"],  # an error: reported the documented way
-    ["--limit=2", "invoice"],  # a spelling only click reads
+    ["--limit=2", "invoice"],  # the table's other spelling (git_nerve/options.py), read both ways
+    ["--limit", "2", "--limit", "2", "invoice"],  # repeated: only click reads it
     ["-g", "--repo", ".", "invoice"],
 ])
 def test_the_process_prints_what_the_command_prints(shop, gn, args):
@@ -58,7 +59,8 @@ def test_colour_on_a_terminal_is_the_same_both_ways(shop):
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     env["TERM"] = "xterm"
     fast = run_in_pty([str(GIT_NERVE), "knowledge", "query", "--limit", "2", "invoice"], shop, env)
-    by_click = run_in_pty([str(GIT_NERVE), "knowledge", "query", "--limit=2", "invoice"], shop, env)  # click's spelling
+    by_click = run_in_pty([str(GIT_NERVE), "knowledge", "query", "--limit", "2", "--limit", "2", "invoice"], shop,
+                          env)  # repeated: click's path
     assert fast == by_click and b"\x1b[36msrc/billing/invoice.py\x1b[0m:" in fast
     assert b"\x1b[2m(ranked by full text" in fast and b"\\e[" not in fast  # dim, not an escaped ESC
     plain = run_in_pty([str(GIT_NERVE), "knowledge", "query", "--limit", "2", "invoice"], shop, dict(env, NO_COLOR="1"))

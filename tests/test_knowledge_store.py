@@ -39,6 +39,16 @@ def store_size(work) -> int:
     return sum(os.path.getsize(p) for p in (store_of(work), store_of(work).with_name("knowledge.db-wal")) if p.exists())
 
 
+def synced_click(tmp_path):
+    """A repository of click 8.1.8's sdist (a real codebase), its knowledge synced; its main checkout."""
+    try:
+        work = sdists.sdist_repo(tmp_path, "click", "8.1.8").work
+    except sdists.DownloadError as exc:
+        pytest.fail(str(exc))
+    ksync.sync(discover(work))
+    return work
+
+
 def paths_found(work, text, n=5):
     return [h.path for h in kquery.search(discover(work), text, n).hits]
 
@@ -93,11 +103,7 @@ def test_deleted_content_and_removed_worktrees_are_reclaimed(tmp_path):
 
 
 def test_nine_checkouts_cost_at_most_half_again_the_store_of_one(tmp_path):
-    try:
-        work = sdists.sdist_repo(tmp_path, "click", "8.1.8").work
-    except sdists.DownloadError as exc:
-        pytest.fail(str(exc))
-    ksync.sync(discover(work))
+    work = synced_click(tmp_path)
     one = store_size(work)
     for i in range(8):
         wt = tmp_path / f"wt{i}"
@@ -130,11 +136,7 @@ def test_content_reclaimed_by_another_worktree_between_look_and_write_is_chunked
 
 
 def test_a_store_that_shrinks_is_vacuumed(tmp_path):
-    try:
-        work = sdists.sdist_repo(tmp_path, "click", "8.1.8").work
-    except sdists.DownloadError as exc:
-        pytest.fail(str(exc))
-    ksync.sync(discover(work))
+    work = synced_click(tmp_path)
     before = store_size(work)
     git(work, "rm", "-q", "-r", "src", "tests", "docs")
     git(work, "commit", "-qm", "keep only the top-level files")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,12 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import crash_support as cs
-import pytest
 import reliability_support as rs
 from test_crash_cases import _working_behind, kill_inside_filter, slow_checkout
 
 from fixtures.repos import build
 from fixtures.repos import worker as wfx
+from processes import without_proc
 from waiting import wait_until
 
 GW = "git-worker"
@@ -28,9 +27,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "git_nerve"
 #: the only places /proc may appear: none of them decides what to keep or remove
 PROC_ALLOWED = {
     "fs.py": "filesystem_type reads /proc/mounts to name a network filesystem (informational)",
-    "steer/notes_hook.py": "names the agent process a note was delivered to; falls back to ps",
-    "workflow/adapters/process.py": "finds and stops an agent's own helper processes (process control, not files)",
-    "knowledge/status.py": "tells a zombie sync process from a live one in a status line",
+    "proctable.py": "the process table for process control (the agent-helper sweep, a zombie in a status line, the "
+                    "agent a note was delivered to): /proc where mounted, else ps; never decides what files to keep",
     "waits.py": "a command's own wait for a CPU, reported to bench/ under NERVE_WAITS (informational)",
     "workflow/sandbox.py": "mounts a fresh /proc inside an agent's bubblewrap box (Linux only; reads nothing of /proc)",
 }
@@ -44,20 +42,9 @@ def test_no_proc_outside_the_documented_allow_list():
     found = sorted(os.fspath(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                    if PROC_USE.search(p.read_text("utf-8")))
     assert set(found) <= set(PROC_ALLOWED), found
-    for must_not in ("worker/repair.py", "git/worktrees.py", "hooks/install.py", "liveness.py", "git/cli.py"):
+    for must_not in ("worker/repair.py", "git/worktrees.py", "hooks/install.py", "liveness.py", "git/cli.py",
+                     "workflow/adapters/process.py", "knowledge/status.py", "steer/notes_hook.py"):
         assert not PROC_USE.search((PACKAGE / must_not).read_text("utf-8")), must_not
-
-
-def _hidden_proc(argv: list[str]) -> list[str] | None:
-    """``argv`` run where /proc is empty (a private mount namespace, as on macOS), or None when impossible here."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return None
-    probe = subprocess.run([unshare, "-m", "sh", "-c", "mount -t tmpfs none /proc && test ! -e /proc/self"],
-                           capture_output=True)
-    if probe.returncode != 0:
-        return None
-    return [unshare, "-m", "sh", "-c", 'mount -t tmpfs none /proc && exec "$@"', "sh", *argv]
 
 
 def _admin(wt: Path) -> Path:
@@ -78,7 +65,7 @@ def test_a_persons_commit_waiting_in_its_editor_keeps_its_index_lock_while_git_w
     try:
         wait_until(lock.exists, 20, what="git commit to take index.lock", interval=0.02, alive=commit)
         time.sleep(2.5)  # makes time pass on purpose: older than the two seconds after which a lock used to count as dead
-        argv = _hidden_proc([GW, "start"]) or [GW, "start"]
+        argv = without_proc([GW, "start"], tmp_path)
         res = rs.run(argv, wt)
         assert lock.exists(), res.err
         assert f"kept: {lock}: a git lock file of another process" in res.err, res.err
@@ -101,9 +88,7 @@ def test_a_lock_our_killed_git_left_is_removed_without_proc_and_a_persons_lock_i
     kill_inside_filter([GW, "done"], wt, flag)  # SIGKILL while git's `reset --keep` holds index.lock
     ours = _admin(wt) / "index.lock"
     assert ours.exists()
-    argv = _hidden_proc([GW, "done"])
-    if argv is None:
-        pytest.skip("no private mount namespace to hide /proc in")
+    argv = without_proc([GW, "done"], tmp_path)
     res = rs.run(argv, wt)
     assert res.code == 0, res.err
     assert f"repaired: removed {ours}, a lock file left by a killed git of git-nerve" in res.err, res.err

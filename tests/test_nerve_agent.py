@@ -12,8 +12,8 @@ import pytest
 
 from fixtures.repos.build import git
 from git_nerve.agent import tools
-from git_nerve.scripted_model.scenario import TEST_CMD
-from git_nerve.scripted_model.server import API_KEY, ScriptedModel
+from git_nerve.demo.scripted_model.scenario import TEST_CMD
+from git_nerve.demo.scripted_model.server import API_KEY, ScriptedModel
 from tests.real_agents import AgentRepo, agent_env, assert_escape_refused, assert_happy_path, chat_params, home_files
 
 

@@ -128,9 +128,11 @@ def test_a_branch_done_pushed_is_deleted_here_and_on_the_remote(remote_repo, gw)
 
 def test_a_task_from_before_the_record_keeps_its_branch(repo, gw):
     """A row migrated from an older bus (adopted NULL): git-nerve cannot tell whose the branch is, so it keeps it."""
+    from test_ownership_record import from_an_older_bus
+
     work = repo.work
     assert gw("spawn t1", work).code == 0
-    wk.set_columns(work, "t1", adopted=None)
+    from_an_older_bus(work, adopted=None)
 
     res = gw("cancel t1 --cleanup", work)
 

@@ -9,28 +9,11 @@ from fixtures.repos.build import git, write
 from git_nerve.bus import rounds
 from git_nerve.bus.connection import Bus
 from git_nerve.git.overlap import conflict_ranges
+from radar_support import commit_file, radar_rounds, spawn
 from waiting import wait_until
 
 APP = "def greet(name):\n    return f'hello {name}'\n"
 README = "# Project\n\nA small project.\n"
-
-
-def commit_file(root: Path, rel: str, text: str, message: str) -> None:
-    """A commit that skips our hooks: these tests drive the radar themselves (the hook path has its own test)."""
-    write(root, rel, text)
-    git(root, "add", "--", rel)
-    git(root, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", message)
-
-
-def spawn(gw, work: Path, task: str) -> Path:
-    assert gw(["spawn", task, "-d", f"work on {task}"], work).code == 0
-    return work.parent / "project.worktrees" / task
-
-
-def radar_rounds(work: Path, task: str) -> list[rounds.Round]:
-    with Bus(work / ".git" / "nerve" / "bus.db") as bus:
-        got = rounds.load(bus.conn, task, list(range(1, rounds.last_round(bus.conn, task) + 1)))
-    return [r for r in got if r.role == "radar"]
 
 
 def test_pairs_conflict_overlap_and_uncommitted_work(repo, gw):

@@ -13,20 +13,14 @@ import pytest
 
 from fixtures.repos.build import git, write
 from git_nerve.radar import queue
+import radar_support
+from radar_support import commit_file
 
 APP = "def greet(name):\n    return f'hello {name}'\n"
 
 
-def commit_file(root: Path, rel: str, text: str, message: str) -> None:
-    """A commit that skips our hooks: the radar is driven by the commands under test."""
-    write(root, rel, text)
-    git(root, "add", "--", rel)
-    git(root, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", message)
-
-
 def spawn(gw, work: Path, task: str) -> Path:
-    assert gw(["spawn", task], work).code == 0
-    return work.parent / "project.worktrees" / task
+    return radar_support.spawn(gw, work, task, describe=False)
 
 
 def pairs(gw, work: Path) -> set[tuple[str, str, str]]:

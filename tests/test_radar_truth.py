@@ -8,35 +8,17 @@ import json
 from pathlib import Path
 
 from fixtures.repos.build import git, write
-from git_nerve.bus import rounds
-from git_nerve.bus.connection import Bus
+from radar_support import commit_file, radar_rounds, spawn
 from waiting import wait_until
 
 CALC = "".join(f"def f{i}(x):  # line {i}\n" if i % 2 else f"    return x + {i}\n" for i in range(1, 21))
 APP = "".join(f"value_{i} = {i}\n" for i in range(1, 31))
 
 
-def commit_file(root: Path, rel: str, text: str, message: str) -> None:
-    """A commit that skips our hooks: these tests drive the radar themselves (one test goes through them)."""
-    write(root, rel, text)
-    git(root, "add", "--", rel)
-    git(root, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", message)
-
-
 def line(text: str, n: int, new: str) -> str:
     lines = text.splitlines(keepends=True)
     lines[n - 1] = new + "\n"
     return "".join(lines)
-
-
-def spawn(gw, work: Path, task: str) -> Path:
-    assert gw(["spawn", task, "-d", f"work on {task}"], work).code == 0
-    return work.parent / "project.worktrees" / task
-
-
-def radar_rounds(work: Path, task: str) -> list[rounds.Round]:
-    with Bus(work / ".git" / "nerve" / "bus.db") as bus:
-        return rounds.of_role(bus.conn, task, "radar")
 
 
 def conflicts(gw, work: Path, *, refresh: bool = True) -> set[tuple[str, str]]:

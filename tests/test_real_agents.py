@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 
 from fixtures.repos.build import git
-from git_nerve.scripted_model.server import ScriptedModel
+from git_nerve.demo.scripted_model.server import ScriptedModel
 from tests.agent_drivers import DRIVERS, Driver, env_for
 from tests.real_agents import (
     VENV_BIN, AgentRepo, _check, agent_env, agent_pids, assert_escape_refused, assert_happy_path, chat_params, home_files, stop_process,
+    tell_stop,
 )
 
 pytestmark = pytest.mark.real
@@ -168,10 +169,7 @@ def test_a_stop_via_tell_ends_the_run_promptly(tmp_path, name, cli):
             else:  # the coder's `sleep 30` is running
                 wait_for(f"{driver.name} running the coder's first command", lambda: model.calls("coder"), 90, proc)
             assert agent_pids(repo.worktree, driver.marker), f"{driver.name} is not running"
-            told = time.monotonic()
-            _check(["git", "nerve", "tell", "--task", "t1", "stop"], repo.work, env)
-            out, err = proc.communicate(timeout=90)
-            took = time.monotonic() - told
+            out, err, took = tell_stop(repo.work, proc, env, 90)
         finally:
             stop_process(proc)
     result = json.loads(out)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from git_nerve.scripted_model.server import ScriptedModel
+from git_nerve.demo.scripted_model.server import ScriptedModel
 from tests.agent_drivers import DRIVERS, env_for
 from tests.real_agents import AgentRepo, assert_happy_path, chat_params
 

@@ -19,9 +19,9 @@ import pytest
 from fixtures.repos.build import git
 from git_nerve.bus import steer
 from git_nerve.bus.connection import Bus
-from git_nerve.scripted_model.scenario import CODER_LINE
-from git_nerve.scripted_model.server import ScriptedModel
-from tests.real_agents import AgentRepo, _check, agent_pids, chat_params, stop_process
+from git_nerve.demo.scripted_model.scenario import CODER_LINE
+from git_nerve.demo.scripted_model.server import ScriptedModel
+from tests.real_agents import AgentRepo, _check, agent_pids, chat_params, stop_process, tell_stop
 from tests.agent_drivers import DRIVERS, env_for
 
 pytestmark = pytest.mark.real
@@ -133,10 +133,7 @@ def test_stop_mid_run_ends_claude_at_its_next_tool_call_and_keeps_the_edit(tmp_p
             # the coder has edited README.md (the edit's result came back): stop it now
             _wait(lambda: any(s >= 3 for s in _coder_steps(model)), 120, proc)
             assert CODER_LINE in (repo.worktree / "README.md").read_text()
-            told = time.monotonic()
-            _check(["git", "nerve", "tell", "--task", "t1", "stop"], repo.work, env)
-            out, err = proc.communicate(timeout=120)
-            took = time.monotonic() - told
+            out, err, took = tell_stop(repo.work, proc, env, 120)
         finally:
             stop_process(proc)
         last_step = max(_coder_steps(model))

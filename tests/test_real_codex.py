@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from git_nerve.scripted_model import ScriptedModel
+from git_nerve.demo.scripted_model import ScriptedModel
 from tests.agent_drivers import DRIVERS, env_for
 from git_nerve.workflow.adapters.codex import hook_overrides
 from tests.real_agents import AgentRepo, agent_env, chat_params

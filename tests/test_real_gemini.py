@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from git_nerve.scripted_model.server import ScriptedModel
+from git_nerve.demo.scripted_model.server import ScriptedModel
 from tests.agent_drivers import DRIVERS, env_for
 from tests.real_agents import AgentRepo, chat_params
 

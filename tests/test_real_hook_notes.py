@@ -20,8 +20,8 @@ import pytest
 from fixtures.repos.build import git
 from git_nerve.bus import steer
 from git_nerve.bus.connection import Bus
-from git_nerve.scripted_model.scenario import CODER_LINE
-from git_nerve.scripted_model.server import ScriptedModel
+from git_nerve.demo.scripted_model.scenario import CODER_LINE
+from git_nerve.demo.scripted_model.server import ScriptedModel
 from tests.agent_drivers import DRIVERS, env_for
 from tests.real_agents import AgentRepo, _check, agent_pids, chat_params, stop_process
 from tests.waiting import wait_until
@@ -73,12 +73,16 @@ def test_a_note_reaches_the_next_request_once_and_a_stop_ends_the_run_at_the_nex
             queued_by = max(steps())  # the request in flight when the note was queued (the tell takes a while)
             wait_until(_live(proc, lambda: any(_carries(e) for e in model.entries("coder"))), timeout=60)
             seen_pids |= set(agent_pids(repo.worktree))
-            # the edit is made (its result came back): stop it now
+            # the edit is made (its result came back): stop it now, while the model holds its next answer (under
+            # load the coder could otherwise finish its last steps before the tell lands, and the stop would go
+            # to the next role)
             wait_until(_live(proc, lambda: any(s >= 3 for s in steps())), timeout=60)
+            model.hold()
             assert CODER_LINE in (repo.worktree / "README.md").read_text()
             told = time.monotonic()
             _check(["git", "nerve", "tell", "--task", "t1", "stop"], repo.work, env)
             stop_step = max(steps())
+            model.release()
             out, err = proc.communicate(timeout=120)
             took = time.monotonic() - told
         finally:

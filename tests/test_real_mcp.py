@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import tomli_w
 
-from git_nerve.scripted_model.scenario import CODER_LINE, MCP_POST, MCP_STATUS, TEST_CMD
-from git_nerve.scripted_model.server import API_KEY, ScriptedModel
+from git_nerve.demo.scripted_model.scenario import CODER_LINE, MCP_POST, MCP_STATUS, TEST_CMD
+from git_nerve.demo.scripted_model.server import API_KEY, ScriptedModel
 from tests.real_agents import VENV_BIN, AgentRepo, _check, agent_env
 from tests.agent_drivers import DRIVERS, env_for
 

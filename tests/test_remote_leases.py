@@ -267,10 +267,11 @@ def test_no_push_or_deletion_without_the_exact_value_it_replaces(remote_repo):
         with pytest.raises(ValueError):
             gitremote.push(wt, "origin", "HEAD", "feat/t1", expect=lease)
     with pytest.raises(destroy.Refused, match="no value git-nerve pushed"):
-        destroy.delete_remote_branch(work, common, "origin", "feat/t1", owned_by_task="t1", row_branch="feat/t1")
+        destroy.delete_remote_branch(work, common, "origin", "feat/t1", owned_by_task="t1")
     stale = gitremote.push(wt, "origin", "HEAD~1", "feat/t1", expect="")  # "must not exist": it exists
     assert not stale.ok and stale.rejected
-    gone = destroy.delete_remote_branch(work, common, "origin", "feat/t1", owned_by_task="t1", row_branch="feat/t1",
-                                        expected=git(wt, "rev-parse", "HEAD~1"))
-    assert not gone.ok and gone.rejected
+    # only at the value the ownership record says git-nerve pushed there, never one a caller hands in
+    with pytest.raises(destroy.Refused, match=f"is not {a[:12]}, the one it recorded"):
+        destroy.delete_remote_branch(work, common, "origin", "feat/t1", owned_by_task="t1",
+                                     expected=git(wt, "rev-parse", "HEAD~1"))
     assert on_origin(origin, "feat/t1") == a

@@ -277,7 +277,7 @@ def test_the_adapter_process_runs_in_the_box(bwrap, two_tasks):
 def test_git_nerves_own_agent_works_in_the_box(bwrap, tmp_path):
     """The real agent (`nerve_agent`, driven by the scripted model) in the box: it reads the thread, edits,
     runs the tests, commits; the tester and reviewer see its work; its provider's key reaches it."""
-    from git_nerve.scripted_model.server import API_KEY, ScriptedModel
+    from git_nerve.demo.scripted_model.server import API_KEY, ScriptedModel
     from tests.real_agents import AgentRepo, agent_env, assert_happy_path, chat_params
 
     with ScriptedModel() as model:
@@ -297,7 +297,7 @@ def test_git_nerves_own_agent_works_in_the_box(bwrap, tmp_path):
 def test_real_agent_clis_work_in_the_box(bwrap, tmp_path, name):
     """A real agent CLI (at its pinned version, driven by the scripted model) in the box: the develop workflow
     completes; where the CLI's shell runs the hooks, its commit is recorded through the box's spool."""
-    from git_nerve.scripted_model.server import ScriptedModel
+    from git_nerve.demo.scripted_model.server import ScriptedModel
     from tests.agent_drivers import DRIVERS, env_for
     from tests.real_agents import AgentRepo, assert_happy_path, chat_params
 

@@ -7,8 +7,6 @@ at its next sync. And `git worker status` shows other machines' heartbeats and d
 from __future__ import annotations
 
 import json
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fixtures.repos import build
@@ -23,17 +21,7 @@ def _team(tmp_path, daemon, names):  # noqa: F811
 
 
 def _ready(work: Path, task: str, *, approve: bool = False) -> str:
-    """spawn, start, a commit, done (and approve) on ``work``'s machine, then a sync (its events published); the
-    task's tip."""
-    ss.ok(["worker", "spawn", task, "-d", f"the {task} task"], work)
-    ss.ok(["worker", "start", "--task", task], work)
-    wt = Path(_row(work, task).worktree)
-    build.commit_file(wt, f"{task}.txt", f"{task}'s work\n")
-    ss.ok(["worker", "done", "--task", task], work)
-    if approve:
-        ss.ok(["worker", "approve", task], work)
-    ss.ok(["nerve", "sync"], work)
-    return build.git(wt, "rev-parse", "HEAD").strip()
+    return ss.ready(work, task, approve=approve, sync=True)
 
 
 def _chain(bare: Path, task: str) -> list[dict]:
@@ -108,22 +96,12 @@ def test_two_machines_merging_one_task_at_once_make_one_merge_and_the_loser_name
     tip = _ready(one, "t", approve=True)
     for w in (two, three):
         ss.ok(["nerve", "sync"], w)
-    barrier = threading.Barrier(2)
-
-    def merge(work: Path):
-        barrier.wait()
-        return ss.run(["worker", "merge", "t"], work)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = dict(zip(["two", "three"], pool.map(merge, [two, three])))
-    won = [m for m, p in procs.items() if p.returncode == 0]
-    assert len(won) == 1, {m: (p.returncode, p.stdout, p.stderr) for m, p in procs.items()}
-    loser = procs["three" if won == ["two"] else "two"]
+    won, loser = ss.merge_at_once("t", {"two": two, "three": three})
     assert loser.returncode == 8 and len(loser.stderr.splitlines()) == 1, loser
-    assert f"task t was merged by machine {won[0]} (held by machine one); nothing changed here" in loser.stderr
+    assert f"task t was merged by machine {won} (held by machine one); nothing changed here" in loser.stderr
     assert len(ss.merges_of(bare, tip)) == 1
     last = _chain(bare, "t")[-1]
-    assert (last["state"], last["machine"], last["seq"]) == ("COMPLETED", won[0], 5)
+    assert (last["state"], last["machine"], last["seq"]) == ("COMPLETED", won, 5)
 
 
 def test_status_shows_other_machines_heartbeat_and_description(tmp_path, daemon):  # noqa: F811

@@ -23,15 +23,7 @@ _query = query
 
 
 def _ready(work: Path, task: str, *, approve: bool = True) -> str:
-    """spawn, start, a commit, done (and approve) on ``work``'s machine; the task's tip."""
-    ss.ok(["worker", "spawn", task, "-d", f"the {task} task"], work)
-    ss.ok(["worker", "start", "--task", task], work)
-    wt = Path(_row(work, task).worktree)
-    build.commit_file(wt, f"{task}.txt", f"{task}'s work\n")
-    ss.ok(["worker", "done", "--task", task], work)
-    if approve:
-        ss.ok(["worker", "approve", task], work)
-    return build.git(wt, "rev-parse", "HEAD").strip()
+    return ss.ready(work, task, approve=approve, sync=False)
 
 
 _rounds = ss.rounds_of
@@ -103,21 +95,11 @@ def test_two_machines_merging_one_task_at_once_make_one_merge(tmp_path, db):
     tip = _ready(a, "t")
     for w in (a, b, c):
         ss.ok(["nerve", "sync"], w)
-    barrier = threading.Barrier(2)
-
-    def merge(work: Path):
-        barrier.wait()
-        return ss.run(["worker", "merge", "t"], work)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = dict(zip("bc", pool.map(merge, [b, c])))
-    won = [m for m, p in procs.items() if p.returncode == 0]
-    assert len(won) == 1, {m: (p.returncode, p.stdout, p.stderr) for m, p in procs.items()}
-    loser = procs["c" if won == ["b"] else "b"]
+    won, loser = ss.merge_at_once("t", {"b": b, "c": c})
     assert loser.returncode == 8 and len(loser.stderr.splitlines()) == 1, loser
-    assert f"task t was merged by machine {won[0]} (held by machine a); nothing changed here" in loser.stderr
+    assert f"task t was merged by machine {won} (held by machine a); nothing changed here" in loser.stderr
     assert len(_merges_of(origin, tip)) == 1
-    assert _query(db, f"SELECT state, machine FROM {_schema(a)}.claims WHERE task_id = 't'") == [("COMPLETED", won[0])]
+    assert _query(db, f"SELECT state, machine FROM {_schema(a)}.claims WHERE task_id = 't'") == [("COMPLETED", won)]
 
 
 def test_merge_all_on_three_machines_at_once_merges_every_task_exactly_once(tmp_path, db):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from git_nerve.git.remote_refs import redacted
+from git_nerve.redact import url_credentials as redacted
 from git_nerve.shared import records
 
 

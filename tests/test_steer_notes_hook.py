@@ -16,6 +16,7 @@ from fixtures.repos import worker as wk
 from git_nerve.bus import steer
 from git_nerve.bus.connection import Bus
 from git_nerve.steer import notes_hook
+from startup_support import loaded_after
 
 BIN = Path(sys.executable).parent
 
@@ -139,15 +140,8 @@ def test_git_nerve_notes_for_a_person_or_an_agent_without_hooks(repo):
 
 
 def test_the_hook_path_loads_none_of_the_heavy_packages():
-    root = Path(__file__).resolve().parent.parent
-    probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]);"
-        "import git_nerve.cli.entry, git_nerve.steer.notes_hook, git_nerve.steer.delivery, git_nerve.bus.connection;"
-        "heavy = ('click', 'pygit2', 'pydantic', 'yaml', 'asyncio', 'filelock');"
-        "print(' '.join(m for m in heavy if m in sys.modules))"
-    )
-    proc = subprocess.run([sys.executable, "-S", "-c", probe, str(root)], capture_output=True, text=True, check=True)
-    assert proc.stdout.strip() == ""
+    hot = ["git_nerve.cli.entry", "git_nerve.steer.notes_hook", "git_nerve.steer.delivery", "git_nerve.bus.connection"]
+    assert loaded_after(hot, ("click", "pygit2", "pydantic", "yaml", "asyncio", "filelock")) == []
 
 
 # -- the other CLIs' hook formats (issue 40) ----------------------------------------------------------------

@@ -37,6 +37,22 @@ def _person_repo(work: Path, gn) -> None:
     assert res.code == 0 and ".worktreeinclude" in res.out, res
 
 
+def _approved_with_check(work: Path, gw, gn, command: str, *, push: bool) -> None:
+    """The person's nerve.toml with ``command`` as its merge check, committed (and pushed); t1 spawned, a commit of
+    its own, done and approved."""
+    assert gn("init", work).code == 0
+    write(work, "nerve.toml", f"[run]\ntest_command = \"{command}\"\n")
+    git(work, "add", "nerve.toml")
+    git(work, "commit", "-q", "-m", "test command")
+    if push:
+        git(work, "push", "-q", "origin", "main")
+    assert gw("spawn t1", work).code == 0
+    commit_file(wt_of(work, "t1"), "feature.txt", "one\n", "feature")
+    for verb in ("start", "done"):
+        assert gw(verb, wt_of(work, "t1")).code == 0
+    assert gw("approve t1", work).code == 0
+
+
 def _agent_edits_settings(wt: Path, marker: Path) -> None:
     toml = (wt / "nerve.toml").read_text()
     write(wt, "nerve.toml", toml + f"\n[worktree]\nsetup = \"touch {marker}\"\n")
@@ -132,16 +148,7 @@ def test_inits_own_settings_run_without_a_trust_step(repo, gw, gn):
 def test_merge_check_with_an_untrusted_test_command_refuses(remote_repo, gw, gn, tmp_path):
     work = remote_repo.work
     ran = tmp_path / "check-ran"
-    assert gn("init", work).code == 0
-    write(work, "nerve.toml", f"[run]\ntest_command = \"touch {ran}\"\n")
-    git(work, "add", "nerve.toml")
-    git(work, "commit", "-q", "-m", "test command")
-    git(work, "push", "-q", "origin", "main")
-    assert gw("spawn t1", work).code == 0
-    commit_file(wt_of(work, "t1"), "feature.txt", "one\n", "feature")
-    for verb in ("start", "done"):
-        assert gw(verb, wt_of(work, "t1")).code == 0
-    assert gw("approve t1", work).code == 0
+    _approved_with_check(work, gw, gn, f"touch {ran}", push=True)
     main_before = git(work, "rev-parse", "main")
     origin_before = git(remote_repo.origin, "rev-parse", "main")
 
@@ -163,15 +170,7 @@ def test_merge_check_with_an_untrusted_test_command_refuses(remote_repo, gw, gn,
 def test_a_typed_check_needs_no_trust(repo, gw, gn, tmp_path):
     """A command the person types is theirs: it runs as typed, whatever nerve.toml says."""
     work = repo.work
-    assert gn("init", work).code == 0
-    write(work, "nerve.toml", "[run]\ntest_command = \"false\"\n")
-    git(work, "add", "nerve.toml")
-    git(work, "commit", "-q", "-m", "test command")
-    assert gw("spawn t1", work).code == 0
-    commit_file(wt_of(work, "t1"), "feature.txt", "one\n", "feature")
-    for verb in ("start", "done"):
-        assert gw(verb, wt_of(work, "t1")).code == 0
-    assert gw("approve t1", work).code == 0
+    _approved_with_check(work, gw, gn, "false", push=False)
     assert gw("merge t1 --check true", work).code == 0
 
 

@@ -18,6 +18,7 @@ from git_nerve.shared.vet import event_fault
 from git_nerve.workflow import END, Role, Thread, Workflow
 from git_nerve.workflow.adapters.usage import Usage
 from git_nerve.workflow.costs import since_time
+from thread_support import thread_rounds
 
 
 class Step(BaseModel):
@@ -55,14 +56,6 @@ def task(repo, gw):
     return types.SimpleNamespace(work=repo.work, bus_path=repo.work / ".git" / "nerve" / "bus.db")
 
 
-def _rounds(task) -> list[rounds.Round]:
-    bus = Bus(task.bus_path)
-    try:
-        return rounds.load(bus.conn, "t1", list(range(1, rounds.last_round(bus.conn, "t1") + 1)))
-    finally:
-        bus.close()
-
-
 def _status_usage(gw, work: Path) -> dict:
     res = gw(["status", "--json"], work)
     assert res.code == 0, res
@@ -77,7 +70,7 @@ def test_each_round_records_what_its_agent_reported_and_every_view_shows_it(task
     assert res.code == 0, res
     assert _status_usage(gw, task.work) == {"input_tokens": 3000, "cached_input_tokens": 300, "output_tokens": 60,
                                              "cost_usd": 0.75}
-    got = _rounds(task)
+    got = thread_rounds(task.bus_path)
     assert [r.metadata["usage"] for r in got] == [{"input_tokens": 1000, "cached_input_tokens": 100,
                                                    "output_tokens": 20, "cost_usd": 0.25, "models": ["model-a"]}] * 3
     table = gw(["status"], task.work)
@@ -139,7 +132,7 @@ def test_a_one_token_budget_stops_the_run_after_its_first_report(task, gn, gw, m
     assert res.code == 1 and data["outcome"] == "stopped" and data["exit_code"] == 1
     assert "over budget task_tokens = 1: task t1 used 10 tokens (7 input, 3 output)" in data["reason"]
     assert len(calls) == 1  # no second agent started
-    got = _rounds(task)
+    got = thread_rounds(task.bus_path)
     assert [r.role for r in got] == ["worker", "budget"]
     assert "task_tokens = 1" in got[-1].content and got[-1].metadata["kind"] == "budget"
     bus = Bus(task.bus_path)
@@ -209,7 +202,7 @@ def test_a_budget_stops_a_streaming_cli_mid_turn(task, monkeypatch, tmp_path):
     assert result.outcome == "stopped", result
     assert result.reason.startswith("over budget task_tokens = 100: task t1 used 500 tokens"), result.reason
     assert result.duration_s < 40  # not the agent's 60 s: stopped mid-turn
-    got = _rounds(task)
+    got = thread_rounds(task.bus_path)
     assert [r.role for r in got] == ["worker", "budget"]
     assert got[0].metadata["usage"]["input_tokens"] == 400 and got[0].metadata["usage"]["output_tokens"] == 100
 

@@ -319,7 +319,7 @@ def test_it_stops_when_its_package_changes(warm, tmp_path):
     assert res.returncode == 0
     ps = subprocess.run(["ps", "-o", "args=", "-p", str(clone.server_pid())], capture_output=True, text=True).stdout
     assert "git_nerve.warm_server" in ps
-    edited = copy / "git_nerve" / "scripted_model" / "__init__.py"
+    edited = copy / "git_nerve" / "demo" / "scripted_model" / "__init__.py"
     st = edited.stat()
     os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     wait_until(lambda: not locks.is_held(clone.lock), what="the server of the changed package stopped")

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from conftest import git
 from fixtures.repos import build
 from fixtures.repos import worker as wk
 from fixtures.repos.worker import fsck_after  # noqa: F401  (autouse: `git fsck` after every test)
+from waiting import wait_until
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 KEYS = {"task_id", "state", "branch", "worktree", "base", "description", "assigned_at", "state_changed_at",
@@ -144,13 +146,24 @@ def test_status_watch_redraws_until_interrupted(repo):
     # the console script itself (behind `git worker`), so the Ctrl-C lands on our process
     proc = subprocess.Popen(["git-worker", "status", "--watch", "--interval", "0.2"], cwd=repo.work,
                             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.5)  # makes time pass on purpose: several 0.2 s redraws before the Ctrl-C
+    chunks: list[str] = []
+
+    def pump() -> None:
+        for line in proc.stdout:  # each redraw as it comes (the command flushes after each)
+            chunks.append(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:  # the Ctrl-C once two redraws were seen
+        wait_until(lambda: "".join(chunks).count("TASK ") >= 2, 30, what="two redraws", alive=proc)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        proc.wait(timeout=20)
+        err = proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
+    reader.join(10)
+    out = "".join(chunks)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     assert out.count("TASK ") >= 2 and "t1" in out

@@ -21,6 +21,7 @@ from git_nerve.bus.connection import Bus
 from git_nerve.workflow import END, Role, Thread, Workflow, fail
 from git_nerve.workflow.adapters import AdapterTimeout, create_exec
 from git_nerve.workflow.runner import run_task
+from thread_support import thread_rounds
 from waiting import wait_until
 
 BIN = Path(sys.executable).parent
@@ -66,14 +67,6 @@ def task(repo, gw):
     return types.SimpleNamespace(work=repo.work, worktree=Path(w.worktree), bus_path=repo.work / ".git" / "nerve" / "bus.db")
 
 
-def thread_rounds(task) -> list[rounds.Round]:
-    bus = Bus(task.bus_path)
-    try:
-        return rounds.load(bus.conn, "t1", list(range(1, rounds.last_round(bus.conn, "t1") + 1)))
-    finally:
-        bus.close()
-
-
 def task_messages(task, kind: str) -> list[messages.Message]:
     bus = Bus(task.bus_path)
     try:
@@ -105,7 +98,7 @@ def test_the_moderator_loops_until_done_and_each_result_is_a_round(task, gn, mon
     assert res.out.startswith("workflow loop on t1: completed (done)")
     assert "#3 worker" in res.out and "read them with `git nerve thread t1`" in res.out
     assert seen == [(str(task.worktree), "worker", 0), (str(task.worktree), "worker", 1), (str(task.worktree), "worker", 2)]
-    got = thread_rounds(task)
+    got = thread_rounds(task.bus_path)
     assert [(r.round, r.role, r.metadata["note"]) for r in got] == [(1, "worker", "half"), (2, "worker", "most"), (3, "worker", "all")]
     meta = got[0].metadata
     assert meta["done"] is False and meta["workflow"] == "loop" and meta["adapter"] == "adapter"
@@ -120,7 +113,7 @@ def test_the_round_limit_ends_the_loop(task, gn, monkeypatch):
     res = gn(["run", ref, "--task", "t1"], task.work)
     assert res.code == 1
     assert "round_limit (round limit reached (3 agent runs); the moderator wanted worker next)" in res.out
-    assert len(thread_rounds(task)) == 3
+    assert len(thread_rounds(task.bus_path)) == 3
     res = gn(["run", ref, "--task", "t1", "--max-rounds", "2", "--json"], task.work)
     data = json.loads(res.out)
     assert res.code == 1 and data["outcome"] == "round_limit" and [r["round"] for r in data["rounds"]] == [4, 5]
@@ -131,7 +124,7 @@ def test_a_second_run_starts_from_its_own_rounds(task, gn, monkeypatch):
     ref = use(monkeypatch, flow(lambda p, c: reply(True)))
     assert gn(["run", ref, "--task", "t1"], task.work).code == 0
     assert gn(["run", ref, "--task", "t1"], task.work).code == 0  # not ended at once by the old round
-    assert len(thread_rounds(task)) == 2
+    assert len(thread_rounds(task.bus_path)) == 2
 
 
 def test_the_extract_retry_feeds_the_error_back_to_the_agent(task, gn, monkeypatch):
@@ -145,7 +138,7 @@ def test_the_extract_retry_feeds_the_error_back_to_the_agent(task, gn, monkeypat
     res = gn(["run", ref, "--task", "t1"], task.work)
     assert res.code == 0, res
     assert len(prompts) == 2 and "could not be read" in prompts[1]
-    (only,) = thread_rounds(task)
+    (only,) = thread_rounds(task.bus_path)
     assert only.metadata["extract_retries"] == 1 and only.metadata["note"] == "fixed format"
     assert only.content == "I finished, no block though."
 
@@ -154,7 +147,7 @@ def test_an_unreadable_result_is_recorded_and_the_moderator_decides(task, gn, mo
     ref = use(monkeypatch, flow(lambda p, c: "no structured result at all"))
     res = gn(["run", ref, "--task", "t1"], task.work)
     assert res.code == 1 and "failed (worker failed: no fenced" in res.out
-    (only,) = thread_rounds(task)
+    (only,) = thread_rounds(task.bus_path)
     assert "after one retry" in only.metadata["extract_error"] and "done" not in only.metadata
     assert only.content == "no structured result at all"
 
@@ -164,7 +157,7 @@ def test_adapter_errors_become_rounds(task, gn, monkeypatch, tmp_path):
     ref = use(monkeypatch, flow(create_exec(["failing-agent", "4"])))
     res = gn(["run", ref, "--task", "t1"], task.work)
     assert res.code == 1 and "non_zero_exit" in res.out
-    (only,) = thread_rounds(task)
+    (only,) = thread_rounds(task.bus_path)
     assert only.metadata["error"] == "non_zero_exit" and only.metadata["exit_code"] == 4
     assert "exitCode=4" in only.content and "model provider returned an error" in only.content
 
@@ -173,7 +166,7 @@ def test_adapter_errors_become_rounds(task, gn, monkeypatch, tmp_path):
 
     ref = use(monkeypatch, flow(times_out), "nerve_test_flow2")
     assert gn(["run", ref, "--task", "t1"], task.work).code == 1
-    last = thread_rounds(task)[-1].metadata
+    last = thread_rounds(task.bus_path)[-1].metadata
     assert last == {
         "adapter": "times_out", "duration_s": last["duration_s"], "workflow": "loop",
         "error": "timeout", "timeout_s": 300, "head": git(task.work, "rev-parse", "feat/t1"), "commits": [],
@@ -188,7 +181,7 @@ def test_an_agent_that_cannot_be_started_is_no_round_but_the_run_log_and_show_sa
     ref = use(monkeypatch, flow(create_exec(["no-such-agent-cli"])))
     res = gn(["run", ref, "--task", "t1"], task.work)
     assert res.code == 1 and "could not be started" in res.out and "spawn_failed" in res.out, res
-    assert thread_rounds(task) == []
+    assert thread_rounds(task.bus_path) == []
     (failed,) = task_messages(task, "agent_launch_failed")
     assert failed.payload["role"] == "worker" and failed.payload["error"] == "spawn_failed"
     assert "no-such-agent-cli" in failed.payload["message"] and failed.payload["round"] == 1
@@ -211,7 +204,7 @@ def test_a_broken_moderator_or_prompt_ends_the_run_with_a_reason(task, gn, monke
     ref = use(monkeypatch, flow(lambda p, c: reply(True), prompt=bad_prompt), "nerve_test_flow2")
     res = gn(["run", ref, "--task", "t1"], task.work)
     assert res.code == 1 and "the prompt of role worker raised KeyError" in res.out
-    assert thread_rounds(task) == []
+    assert thread_rounds(task.bus_path) == []
 
 
 def test_heartbeats_while_the_agent_runs_and_on_tick(task, monkeypatch):
@@ -239,7 +232,7 @@ def test_on_tick_can_stop_the_running_agent(task, monkeypatch, tmp_path):
     result = run_task(ref, task="t1", cwd=task.work, on_tick=lambda t: next(ticks, None))
     assert time.monotonic() - t0 < 10
     assert result.outcome == "stopped" and result.reason == "stop: a person asked to stop" and result.exit_code == 1
-    (only,) = thread_rounds(task)
+    (only,) = thread_rounds(task.bus_path)
     assert only.metadata["error"] == "aborted" and "stopped: stop: a person asked to stop" in only.content
     assert not [p for p in fakes.pid_list() if alive(p)]
 
@@ -270,7 +263,7 @@ def test_a_stop_asks_a_clean_stop_agent_to_end_itself_and_its_uncommitted_work_i
     assert result.outcome == "stopped" and result.reason.startswith("stop: a person asked to stop; uncommitted work")
     assert "refs/nerve/archive/t1" in result.reason
     assert not request.exists()  # the request lives only while its agent runs
-    (only,) = thread_rounds(task)
+    (only,) = thread_rounds(task.bus_path)
     assert "error" not in only.metadata  # it ended itself: no abort
     snap = git(task.work, "rev-parse", "refs/nerve/archive/t1")
     assert git(task.work, "rev-parse", f"{snap}^1") == head
@@ -285,7 +278,7 @@ def test_between_rounds_stops_before_the_next_agent_starts(task, monkeypatch):
     checks = iter([None, "stop before round 2"])
     result = run_task(ref, task="t1", cwd=task.work, between_rounds=lambda t: next(checks))
     assert result.outcome == "stopped" and result.reason == "stop before round 2"
-    assert len(calls) == 1 and len(thread_rounds(task)) == 1
+    assert len(calls) == 1 and len(thread_rounds(task.bus_path)) == 1
 
 
 def test_task_states_and_bad_input(task, gn, gw, monkeypatch):
@@ -309,7 +302,7 @@ def test_an_invalid_workflow_is_refused_with_its_problems(task, gn, monkeypatch)
     ref = use(monkeypatch, Workflow(name="bad", roles={"worker": Role(None, "p", Step)}, moderator=until_done))
     res = gn(["run", ref, "--task", "t1"], task.work)
     assert res.code == 2 and "workflow" in res.err and "role worker: has no adapter" in res.err
-    assert thread_rounds(task) == [] and state(task) == "ASSIGNED"
+    assert thread_rounds(task.bus_path) == [] and state(task) == "ASSIGNED"
 
 
 def test_one_run_per_task_at_a_time(task, gn, monkeypatch):
@@ -353,7 +346,7 @@ def test_ctrl_c_kills_the_agent_group_and_records_it(task, monkeypatch, tmp_path
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130, (out, err)
     assert "interrupted" in out
-    (only,) = thread_rounds(task)
+    (only,) = thread_rounds(task.bus_path)
     assert only.role == "sleeper" and only.metadata["error"] == "aborted"
     assert f"interrupted ({'Ctrl-C' if sig == signal.SIGINT else 'SIGTERM'})" in only.content
     assert not [p for p in fakes.pid_list() if alive(p)]
@@ -366,7 +359,7 @@ def test_nerve_toml_adapter_defaults_apply_to_a_run(task, gn, monkeypatch, tmp_p
     t0 = time.monotonic()
     res = gn(["run", ref, "--task", "t1"], task.work)
     assert res.code == 1 and time.monotonic() - t0 < 10
-    (only,) = thread_rounds(task)
+    (only,) = thread_rounds(task.bus_path)
     assert only.metadata["error"] == "timeout" and only.metadata["timeout_s"] == 0.5
     (task.work / "nerve.toml").write_text("[adapters.slow-agent]\ntimeout = 'soon'\n", encoding="utf-8")
     res = gn(["run", ref, "--task", "t1"], task.work)
@@ -392,7 +385,7 @@ def test_a_role_can_override_the_extract_settings(task, gn, monkeypatch):
     finally:
         server.close()
     assert res.code == 0, res
-    (only,) = thread_rounds(task)
+    (only,) = thread_rounds(task.bus_path)
     assert only.metadata["note"] == "via llm" and only.metadata["extract_via"] == "llm"
     bad = Role(lambda p, c: "x", "Do it.", Step, extract={"provider": "llm"})
     ref = use(monkeypatch, Workflow(name="x", roles={"worker": bad}, moderator=until_done), "nerve_test_flow2")

@@ -42,19 +42,19 @@ def _row(r: tuple) -> Message:
     return Message(id=r[0], ts=r[1], task_id=r[2], kind=r[3], payload=json.loads(r[4]))
 
 
-def for_task(conn: sqlite3.Connection, task_id: str, *, kinds: tuple[str, ...] | None = None) -> list[Message]:
-    sql = "SELECT id, ts, task_id, kind, payload FROM messages WHERE task_id = ?"
-    params: list[object] = [task_id]
+def _select(conn: sqlite3.Connection, where: str, value: object, kinds: tuple[str, ...] | None) -> list[Message]:
+    """The messages matching ``where`` (one placeholder, ``value``), of ``kinds`` only when given, oldest first."""
+    sql = f"SELECT id, ts, task_id, kind, payload FROM messages WHERE {where}"
+    params: list[object] = [value]
     if kinds:
         sql += f" AND kind IN ({','.join('?' * len(kinds))})"
         params.extend(kinds)
     return [_row(r) for r in conn.execute(sql + " ORDER BY id", params)]
+
+
+def for_task(conn: sqlite3.Connection, task_id: str, *, kinds: tuple[str, ...] | None = None) -> list[Message]:
+    return _select(conn, "task_id = ?", task_id, kinds)
 
 
 def since(conn: sqlite3.Connection, after_id: int = 0, *, kinds: tuple[str, ...] | None = None) -> list[Message]:
-    sql = "SELECT id, ts, task_id, kind, payload FROM messages WHERE id > ?"
-    params: list[object] = [after_id]
-    if kinds:
-        sql += f" AND kind IN ({','.join('?' * len(kinds))})"
-        params.extend(kinds)
-    return [_row(r) for r in conn.execute(sql + " ORDER BY id", params)]
+    return _select(conn, "id > ?", after_id, kinds)

@@ -30,10 +30,6 @@ def get(conn: sqlite3.Connection, task_id: str) -> Prep | None:
     return Prep(*row) if row else None
 
 
-def all_rows(conn: sqlite3.Connection) -> dict[str, Prep]:
-    return {r[0]: Prep(*r) for r in conn.execute(f"SELECT {', '.join(COLUMNS)} FROM task_prep")}
-
-
 def set_values(conn: sqlite3.Connection, task_id: str, **values: object) -> None:
     """Insert the task's row when missing, then set ``values`` (JSON for lists)."""
     for col in values:

@@ -141,6 +141,13 @@ MIGRATIONS: list[str] = [
     CREATE INDEX IF NOT EXISTS messages_usage ON messages(task_id, ts) WHERE kind = 'usage';
     CREATE INDEX IF NOT EXISTS messages_usage_ts ON messages(ts) WHERE kind = 'usage';
     """,
+    # 7: what git-nerve made of a task's branch is said by one record, its ownership record (git/ownership.py:
+    # whether it was adopted, the value last pushed): the tasks spawned before are listed once, and the first
+    # reader of each writes that record from the row (worker/owned.py branch_record), then drops it from here.
+    """
+    CREATE TABLE IF NOT EXISTS owned_legacy (task_id TEXT PRIMARY KEY);
+    INSERT OR IGNORE INTO owned_legacy SELECT task_id FROM workers;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -78,12 +78,7 @@ def for_task_after(conn: sqlite3.Connection, task_id: str, after: int, *, all_si
     to "every task" does not reach tasks spawned after it). ``all_since``
     None leaves the 'all' messages out.
     """
-    sql = f"{_INBOX} WHERE id > ? AND ((scope = 'task' AND task_id = ?)"
-    params: list = [after, task_id]
-    if all_since is not None:
-        sql += " OR (scope = 'all' AND ts >= ?)"
-        params.append(all_since)
-    return [InboxMessage(*r) for r in conn.execute(sql + ") ORDER BY id", params)]
+    return _concerning(conn, "(scope = 'task' AND task_id = ?)", [task_id], all_since, after=after)
 
 
 def for_queue_after(conn: sqlite3.Connection, after: int) -> list[InboxMessage]:
@@ -94,12 +89,18 @@ def for_queue_after(conn: sqlite3.Connection, after: int) -> list[InboxMessage]:
 
 def about_task(conn: sqlite3.Connection, task_id: str, *, all_since: float | None) -> list[InboxMessage]:
     """Every message concerning ``task_id`` (addressed to it, to every task, or naming it), oldest first."""
-    sql = f"{_INBOX} WHERE (scope = 'task' AND task_id = ?) OR (scope = 'queue' AND target = ?)"
-    params: list = [task_id, task_id]
-    if all_since is not None:
-        sql += " OR (scope = 'all' AND ts >= ?)"
-        params.append(all_since)
-    return [InboxMessage(*r) for r in conn.execute(sql + " ORDER BY id", params)]
+    return _concerning(conn, "(scope = 'task' AND task_id = ?) OR (scope = 'queue' AND target = ?)",
+                       [task_id, task_id], all_since)
+
+
+def _concerning(conn: sqlite3.Connection, who: str, params: list, all_since: float | None, *,
+                after: int | None = None) -> list[InboxMessage]:
+    """The inbox messages matching ``who`` or, with ``all_since``, addressed to every task at or after it (and only
+    those after id ``after`` when given), oldest first."""
+    everyone = "" if all_since is None else " OR (scope = 'all' AND ts >= ?)"
+    newer = "" if after is None else " AND id > ?"
+    params = [*params, *[v for v in (all_since, after) if v is not None]]
+    return [InboxMessage(*r) for r in conn.execute(f"{_INBOX} WHERE ({who}{everyone}){newer} ORDER BY id", params)]
 
 
 # -- cursors --------------------------------------------------------------------------

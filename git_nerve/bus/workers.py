@@ -97,5 +97,11 @@ def heartbeat(conn: sqlite3.Connection, task_id: str, ts: float, status: str | N
     return cur.rowcount == 1
 
 
-def delete(conn: sqlite3.Connection, task_id: str) -> None:
-    conn.execute("DELETE FROM workers WHERE task_id = ?", (task_id,))
+def is_legacy_owned(conn: sqlite3.Connection, task_id: str) -> bool:
+    """The task was spawned before its branch's ownership record said everything (listed by migration 7): its
+    first reader completes the record from the row (:func:`git_nerve.worker.owned.branch_record`)."""
+    return conn.execute("SELECT 1 FROM owned_legacy WHERE task_id = ?", (task_id,)).fetchone() is not None
+
+
+def drop_legacy_owned(conn: sqlite3.Connection, task_id: str) -> None:
+    conn.execute("DELETE FROM owned_legacy WHERE task_id = ?", (task_id,))

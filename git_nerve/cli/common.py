@@ -16,6 +16,50 @@ from .plain import color_enabled
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+def options(command: str, **defaults: Any) -> Callable:
+    """The click parameters of ``command``, built from the one table its click-free path reads too
+    (:data:`git_nerve.options.COMMANDS`), in its order; ``defaults``: a default the table leaves to the command."""
+    from ..options import COMMANDS
+
+    def decorate(f: Callable) -> Callable:
+        for opt in reversed(COMMANDS[command]):
+            f = _param(opt, defaults.get(opt.name, opt.default))(f)
+        return f
+
+    return decorate
+
+
+def option(command: str, name: str) -> Callable:
+    """One row of ``command``'s table as a click decorator: the same option for a command that has no click-free
+    path (`--task`, `--json` of fail, approve, ...), spelled once."""
+    from ..options import COMMANDS
+
+    return _param(next(o for o in COMMANDS[command] if o.name == name), None)
+
+
+def _param(opt, default: Any) -> Callable:
+    from ..options import ARGUMENT, FLAG
+
+    if opt.kind == ARGUMENT:
+        return click.argument(opt.name, required=opt.required, nargs=-1 if opt.multiple else 1,
+                              **({"metavar": opt.metavar} if opt.metavar else {}))
+    kw: dict[str, Any] = {"help": opt.help}
+    if opt.kind == FLAG:
+        kw["is_flag"] = True
+    else:  # only what the row sets, as the decorators written by hand said it
+        kind = click.Choice(list(opt.choices)) if opt.choices else _click_type(opt.type)
+        given = {"metavar": opt.metavar, "multiple": opt.multiple, "show_default": opt.show_default,
+                 "default": default, "type": kind}
+        kw.update({k: v for k, v in given.items() if v is not None and v is not False})
+    return click.option(*opt.flags, opt.name, **kw)
+
+
+def _click_type(kind: Any) -> Any:
+    if kind == "int":
+        return int
+    if isinstance(kind, tuple):
+        return click.FloatRange(min=kind[1], max=kind[2])
+    return None
 
 
 def style(text: str, **kw: Any) -> str:

@@ -126,14 +126,12 @@ def _warm_up() -> None:
 def _serve_mcp(args: list[str]) -> bool:
     """`git nerve mcp [--task TASK]` without click (an agent CLI waits for its first answer); False, having done
     nothing, for anything else or anything to report (click's path then says it, the documented way)."""
-    if args[:1] == ["--task"] and len(args) == 2:
-        task: str | None = args[1]
-    elif len(args) == 1 and args[0].startswith("--task="):
-        task = args[0].split("=", 1)[1]
-    elif not args:
-        task = None
-    else:
+    from ..options import plain
+
+    kw = plain("nerve mcp", args)
+    if kw is None:
         return False
+    task = kw["task"]
     from ..mcptools import tools
 
     try:
@@ -148,32 +146,15 @@ def _serve_mcp(args: list[str]) -> bool:
 
 
 def _query_args(args: list[str]) -> tuple[list[str], int, bool, str | None, bool] | None:
-    """(words, limit, --json, --repo, -g) of plain `knowledge query` arguments; None for anything else
-    (help, a completion request, an option click would refuse or spell differently: click's path says it)."""
-    words: list[str] = []
-    limit, as_json, repo, everywhere = 10, False, None, False
-    it = iter(args)
-    for a in it:
-        if a in ("--limit", "-n"):
-            value = next(it, None)
-            if value is None or not (value.isascii() and value.isdigit()):
-                return None
-            limit = int(value)
-        elif a == "--repo":
-            repo = next(it, None)
-            if repo is None:
-                return None
-        elif a == "--json":
-            as_json = True
-        elif a in ("-g", "--global"):
-            everywhere = True
-        elif a.startswith("-"):
-            return None
-        else:
-            words.append(a)
-    if not words or (repo is not None and everywhere) or "_GIT_NERVE_COMPLETE" in os.environ:
+    """(words, limit, --json, --repo, -g) of plain `knowledge query` arguments, as the one table of options reads
+    them (:func:`git_nerve.options.plain`); None for anything else (help, a completion request, an option click
+    would refuse or spell differently: click's path says it)."""
+    from ..options import plain
+
+    kw = plain("nerve knowledge query", args)
+    if kw is None or (kw["repo"] is not None and kw["everywhere"]) or "_GIT_NERVE_COMPLETE" in os.environ:
         return None
-    return words, limit, as_json, repo, everywhere
+    return list(kw["text"]), kw["limit"], kw["as_json"], kw["repo"], kw["everywhere"]
 
 
 def _query(args: list[str]) -> bool:

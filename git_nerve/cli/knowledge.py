@@ -17,6 +17,7 @@ from .common import (
     NerveGroup,
     echo,
     echo_json,
+    options,
     warn,
 )
 
@@ -111,11 +112,7 @@ def sync_command(full: bool, as_json: bool) -> None:
 
 
 @knowledge.command("query", context_settings=CONTEXT_SETTINGS)
-@click.argument("text", nargs=-1, required=True)
-@click.option("--limit", "-n", "limit", type=int, default=10, show_default=True, metavar="N", help="How many results.")
-@click.option("--json", "as_json", is_flag=True, help="Print the results (with each chunk's text) as JSON.")
-@click.option("--repo", "repo", metavar="PATH", help="Search the worktree at PATH instead of this one.")
-@click.option("-g", "--global", "everywhere", is_flag=True, help="Search every repository you have indexed.")
+@options("nerve knowledge query")
 def query_command(text: tuple[str, ...], limit: int, as_json: bool, repo: str | None, everywhere: bool) -> None:
     """Search the index; results are `path:start-end  score` with a snippet.
 

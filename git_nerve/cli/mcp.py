@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import click
 
-from .common import CONTEXT_SETTINGS, NerveGroup, echo, echo_json, warn
+from .common import CONTEXT_SETTINGS, NerveGroup, echo, echo_json, options, warn
 
 CLI_NAMES = ("claude", "codex", "gemini", "qwen", "opencode")
 
 
 @click.group("mcp", cls=NerveGroup, context_settings=CONTEXT_SETTINGS, invoke_without_command=True)
-@click.option("--task", "task", metavar="TASK", help="Serve this task (default: the task of the worktree you are in).")
+@options("nerve mcp")
 @click.pass_context
 def mcp(ctx: click.Context, task: str | None) -> None:
     """Serve the Model Context Protocol on stdin/stdout for this worktree's task.

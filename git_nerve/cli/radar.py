@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import click
 
-from .common import CONTEXT_SETTINGS
+from .common import CONTEXT_SETTINGS, options
 from .status_rows import marks_at
 from .verbs import run_conflicts
 
 
 @click.command("conflicts", context_settings=CONTEXT_SETTINGS)
-@click.option("--refresh", is_flag=True, help="Recompute every pair now (looks at every worktree's uncommitted work).")
-@click.option("--json", "as_json", is_flag=True, help="Print the pairs as JSON.")
+@options("worker conflicts")
 def conflicts(refresh: bool, as_json: bool) -> None:
     """Which live workers would collide: with each other, or with the integration branch.
 

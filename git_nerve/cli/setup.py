@@ -138,11 +138,11 @@ def demo(directory: Path | None, fast: bool, agent: str | None, console: bool) -
     if fast and (agent or console):
         raise UsageError("--fast runs no agents: it cannot be combined with --agent or --console")
     if fast:
-        from ..demo import run
+        from ..demo.fast import run
 
         run(directory)
         return
-    from ..demo_agents import run as run_agents
+    from ..demo.agents import run as run_agents
 
     run_agents(directory, agent=agent, console=console)
 

@@ -45,30 +45,9 @@ def run_spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bo
 
 
 def plain_args(args: list[str]) -> dict | None:
-    """The keyword arguments of :func:`run_spawn` from plain `spawn` arguments (one task id; --no-fetch, --adopt,
-    --wait, --json; -d/--description and --from with a value, each at most once); None for anything else (help,
-    an unknown option, a value that looks like an option): click's path reads those, the documented way."""
-    kw: dict = {"task_id": None, "description": None, "from_ref": None, "no_fetch": False, "adopt": False,
-                "wait": False, "as_json": False}
-    flags = {"--no-fetch": "no_fetch", "--adopt": "adopt", "--wait": "wait", "--json": "as_json"}
-    valued = {"-d": "description", "--description": "description", "--from": "from_ref"}
-    it = iter(args)
-    for a in it:
-        name, eq, inline = a.partition("=") if a.startswith("--") else (a, "", "")
-        if a in flags:
-            if kw[flags[a]]:
-                return None
-            kw[flags[a]] = True
-        elif name in valued:
-            value = inline if eq else next(it, None)
-            if value is None or (not eq and value.startswith("-")) or kw[valued[name]] is not None:
-                return None
-            kw[valued[name]] = value
-        elif a.startswith("-") or kw["task_id"] is not None:
-            return None
-        else:
-            kw["task_id"] = a
-    if kw["task_id"] is None:
-        return None
-    kw["description"] = kw["description"] or ""
-    return kw
+    """The keyword arguments of :func:`run_spawn` from plain `spawn` arguments, as the one table of options reads
+    them (:func:`git_nerve.options.plain`: one task id; each option at most once, a value never looking like an
+    option); None for anything else (help, an unknown option): click's path reads those, the documented way."""
+    from ..options import plain
+
+    return plain("worker spawn", args)

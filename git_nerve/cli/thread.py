@@ -8,18 +8,12 @@ import click
 
 from ..errors import UsageError
 from ..thread.select import DEFAULT_BUDGET
-from .common import CONTEXT_SETTINGS, echo, echo_json
+from .common import CONTEXT_SETTINGS, echo, echo_json, options
 from .thread_print import print_view
 
 
 @click.command("thread", context_settings=CONTEXT_SETTINGS)
-@click.argument("thread_id", required=False, metavar="[THREAD_ID]")
-@click.option("--before", "before", metavar="N", help="Show the rounds before round N (the next page back).")
-@click.option(
-    "--budget", "budget", metavar="CHARS", default=str(DEFAULT_BUDGET), show_default=True,
-    help="Characters of content and metadata to show; the round that reaches it is still shown.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the selection as JSON.")
+@options("nerve thread", budget=str(DEFAULT_BUDGET))
 def thread(thread_id: str | None, before: str | None, budget: str, as_json: bool) -> None:
     """Show a task's thread within a budget.
 

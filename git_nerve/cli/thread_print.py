@@ -20,25 +20,10 @@ def print_view(view, before, as_json: bool) -> None:
 
 
 def thread_args(args: list[str]) -> tuple[str | None, str | None, str | None, bool] | None:
-    """(THREAD_ID, --before, --budget, --json) of plain `git nerve thread` arguments, each at most once; None for
-    anything else (help, a completion request, an unknown option): click's path reads those, the documented way."""
-    thread_id = before = budget = None
-    as_json = False
-    it = iter(args)
-    for a in it:
-        name, eq, inline = a.partition("=") if a.startswith("--") else (a, "", "")
-        if a == "--json" and not as_json:
-            as_json = True
-        elif name in ("--before", "--budget"):
-            value = inline if eq else next(it, None)
-            if value is None or (not eq and value.startswith("-")) or (before if name == "--before" else budget) is not None:
-                return None
-            if name == "--before":
-                before = value
-            else:
-                budget = value
-        elif a and not a.startswith("-") and thread_id is None:
-            thread_id = a
-        else:
-            return None
-    return thread_id, before, budget, as_json
+    """(THREAD_ID, --before, --budget, --json) of plain `git nerve thread` arguments, as the one table of options
+    reads them (:func:`git_nerve.options.plain`: each at most once); None for anything else (help, a completion
+    request, an unknown option): click's path reads those, the documented way."""
+    from ..options import plain
+
+    kw = plain("nerve thread", args)
+    return None if kw is None else (kw["thread_id"], kw["before"], kw["budget"], kw["as_json"])

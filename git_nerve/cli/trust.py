@@ -27,12 +27,12 @@ def trust(show: bool, as_json: bool) -> None:
     from .. import trust as trust_mod
     from ..paths import discover
 
-    from ..nerve_toml import main_checkout
+    from ..nerve_toml import home
 
     paths = discover()
     if paths.toplevel is None:
         raise click.UsageError("git nerve trust needs a checkout (its nerve.toml, .worktreeinclude, .nerve/workflows)")
-    where = main_checkout(paths.toplevel) or paths.toplevel  # the main checkout's, wherever you stand (an agent's
+    where = home(paths.toplevel)  # the main checkout's, wherever you stand (an agent's
     # worktree holds what the agent wrote: it is trusted by merging it, then trusting it here)
     before = trust_mod.report(paths.common_dir, where)
     recorded = [] if show else trust_mod.trust_shown(paths.common_dir, before)  # exactly what is shown below

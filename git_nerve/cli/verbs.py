@@ -210,36 +210,17 @@ def _live_elsewhere(conn) -> set[str]:
 
 
 def plain_args(command: str, args: list[str], *, served: bool = False) -> dict | None:
-    """The keyword arguments of ``run_<command>`` from plain arguments (each flag at most once; ``--task`` with a
-    value that is not an option); None for anything else (help, an unknown option, a stray argument): click's
-    path reads those, the documented way. ``served``: in the warm reader, where `conflicts --json` may not
-    recompute (:class:`Recompute`)."""
-    flags = {"start": {"--json": "as_json"},
-             "done": {"--json": "as_json", "--skip-rebase": "skip_rebase", "--allow-empty": "allow_empty",
-                      "--replace-remote": "replace_remote"},
-             "status": {"--json": "as_json", "--stale": "stale"}, "show": {"--json": "as_json"},
-             "conflicts": {"--json": "as_json"}}.get(command)
-    if flags is None:
+    """The keyword arguments of ``run_<command>`` from plain arguments, as the one table of options reads them
+    (:func:`git_nerve.options.plain`: each option at most once, ``--task`` with a value that is not an option);
+    None for anything else (help, an unknown option, a stray argument): click's path reads those, the documented
+    way. ``served``: in the warm reader, where `conflicts --json` may not recompute (:class:`Recompute`)."""
+    if command not in RUN:
         return None
-    kw: dict = {name: False for name in flags.values()}
-    if command in ("start", "done"):
-        kw["task"] = None
-    if command == "show":
-        kw["task_id"] = None
-    it = iter(args)
-    for a in it:
-        name, eq, inline = a.partition("=") if a.startswith("--") else (a, "", "")
-        if a in flags and not kw[flags[a]]:
-            kw[flags[a]] = True
-        elif name == "--task" and "task" in kw and kw["task"] is None:
-            value = inline if eq else next(it, None)
-            if not value or (not eq and value.startswith("-")):
-                return None
-            kw["task"] = value
-        elif "task_id" in kw and kw["task_id"] is None and a and not a.startswith("-"):
-            kw["task_id"] = a
-        else:
-            return None
+    from ..options import plain
+
+    kw = plain(f"worker {command}", args)
+    if kw is None:
+        return None
     if command == "conflicts":  # exactly `conflicts --json`: the text and --refresh are click's path
         return {"refresh": False, "as_json": True, "recompute": not served} if kw["as_json"] else None
     if command in ("status", "show") and not kw.pop("as_json"):

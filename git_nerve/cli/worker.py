@@ -17,6 +17,8 @@ from .common import (
     NerveGroup,
     echo,
     echo_json,
+    option,
+    options,
     warn,
 )
 from .tasks import (_repo, _row, print_cleanup, radar_after, run_merge)
@@ -29,6 +31,7 @@ Exit codes:
   4 git error       5 database error        6 conflict
   7 --check failed, or a pre-push hook refused the merge's push (merge)
   8 shared mode: another machine holds the task (named)
+  9 kept: the door could not prove git-nerve made it; nothing removed
 """
 
 
@@ -55,22 +58,15 @@ def _outcome_json(repo, outcome, task_id: str) -> dict:
     return _row(repo, task_id)
 
 
-task_option = click.option("--task", "task", metavar="TASK", help="Act on TASK instead of the worktree's own task.")
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+task_option = option("worker start", "task")  # the agent verbs' --task, as the table spells it
+json_option = option("worker start", "as_json")
 
 
 # -- orchestrator ---------------------------------------------------------------------
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("task_id")
-@click.option("--description", "-d", default="", help="What the task is about.")
-@click.option("--from", "from_ref", metavar="REF", help="Branch from REF (default: the integration branch).")
-@click.option("--no-fetch", is_flag=True, help="Do not fetch the base from the remote first (nor ask it whether the branch exists).")
-@click.option("--adopt", is_flag=True,
-              help="Work on the branch <prefix>TASK_ID that already exists (here or on the remote); git-nerve never deletes it.")
-@click.option("--wait", is_flag=True, help="Wait for nerve.toml's [worktree] setup command to end (exit 1 if it fails).")
-@json_option
+@options("worker spawn")
 def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, adopt: bool, wait: bool,
           as_json: bool) -> None:
     """Create TASK_ID's branch and worktree and assign it (-> ASSIGNED).
@@ -90,11 +86,7 @@ def spawn(task_id: str, description: str, from_ref: str | None, no_fetch: bool, 
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--state", "states", multiple=True, metavar="STATE", help="Only tasks in STATE (repeatable).")
-@click.option("--stale", is_flag=True, help="Only stale tasks (no heartbeat or activity for too long).")
-@click.option("--watch", is_flag=True, help="Redraw every 2 seconds until Ctrl-C.")
-@click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.2), help="Seconds between redraws.")
-@json_option
+@options("worker status")
 def status(states: tuple[str, ...], stale: bool, watch: bool, interval: float, as_json: bool) -> None:
     """Dashboard of all workers."""
     from ..worker.states import parse
@@ -121,8 +113,7 @@ def status(states: tuple[str, ...], stale: bool, watch: bool, interval: float, a
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("task_id", required=False, metavar="[TASK_ID]")
-@json_option
+@options("worker show")
 def show(task_id: str | None, as_json: bool) -> None:
     """A task's state, its whole message history (failed agent launches included) and what was told about it
     (`git nerve tell`). TASK_ID defaults to the task of the worktree you are in."""
@@ -262,8 +253,7 @@ def setup_cmd(task_id: str, wait: bool, as_json: bool) -> None:
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
-@task_option
-@json_option
+@options("worker start")
 def start(task: str | None, as_json: bool) -> None:
     """Begin work (ASSIGNED -> WORKING; CONFLICTED -> WORKING after `git rebase --abort`). Run inside the task's worktree."""
     from .verbs import run_start
@@ -272,13 +262,7 @@ def start(task: str | None, as_json: bool) -> None:
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
-@task_option
-@click.option("--skip-rebase", is_flag=True, help="The rebase is done (after resolving a conflict): just push and ask for review.")
-@click.option("--allow-empty", is_flag=True, help="Finish a task that has no commits of its own (it merges as nothing to merge).")
-@click.option("--replace-remote", is_flag=True,
-              help="Overwrite commits someone else pushed onto the task's branch on the remote (archived under "
-                   "refs/nerve/archive/<task> first); without it done refuses to (exit 4).")
-@json_option
+@options("worker done")
 def done(task: str | None, skip_rebase: bool, allow_empty: bool, replace_remote: bool, as_json: bool) -> None:
     """Finish: rebase onto the integration branch, push, ask for review (-> IN_REVIEW)."""
     from .verbs import run_done
@@ -287,10 +271,7 @@ def done(task: str | None, skip_rebase: bool, allow_empty: bool, replace_remote:
 
 
 @worker.command(context_settings=CONTEXT_SETTINGS)
-@task_option
-@click.option("--status", "status_text", metavar="TEXT", help="What the agent is doing.")
-@click.option("--progress", type=click.FloatRange(0, 1), help="Progress between 0 and 1.")
-@json_option
+@options("worker heartbeat")
 def heartbeat(task: str | None, status_text: str | None, progress: float | None, as_json: bool) -> None:
     """Liveness signal (call every 10-30 s, or let the hooks and `git worker run` do it)."""
     # The console script takes a faster path (no click); this one serves --help and in-process use.

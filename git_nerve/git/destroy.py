@@ -4,223 +4,39 @@ or deletes a branch or ref (here, or on a remote with a ``push :ref``). Single f
 sits at the bottom floor so that ``fs``, ``liveness``, ``context`` and ``bus/`` can use it too.
 
 Each function first proves that its target is git-nerve's own, and when the proof fails it removes nothing and
-raises :class:`Refused` (a :class:`GitError`, exit 4) saying what it found:
+raises :class:`Refused` (exit 9, its own code) saying what it found:
 
-* a path: made absolute and resolved (symlinks followed), it lies strictly under the task worktree root or
-  git-nerve's temporary directory ``<common>/nerve/tmp/``; it is never the main checkout, the common git dir or
-  a parent of either, never the current directory or a parent of it, never a live task's worktree but the one
-  being removed; a task worktree is removed only when a record names it (an ownership record, or the task's
-  worker row passed as ``owner``).
-* a path read from a file (a worktree's ``gitdir``): never empty, never truncated (it must name a ``.git``);
-  a relative one is resolved against the file's own directory, never the process's.
-* a branch: only the one a record says git-nerve created for the task (``owned`` False, an adopted branch, is
-  never deleted, locally or on a remote); a ref: only ``refs/nerve/`` refs other than the archive.
+* a path: :func:`.proofs.prove_path` (re-exported here with the rest of :mod:`.proofs`: the roots, never the
+  main checkout, the common dir, the current directory or a live task's worktree; a record names it).
+* a branch: only the one the ownership record (:mod:`.ownership`, the one record of what git-nerve made) says
+  git-nerve created for the task, and not adopted (it existed before the task, or cannot tell); on a remote only
+  at the value that record says git-nerve last pushed there; a ref: only ``refs/nerve/`` refs other than the
+  archive.
 * a worktree: ``git worktree remove`` first; when git refuses, the tree is kept (never removed by hand).
 
-Ownership records (``<common>/nerve/owned/<kind>-<hash>.json``) are written BEFORE git-nerve creates the thing
-(record-then-create): a kill leaves at most a record of something missing, never an unrecorded thing of ours.
-Standard library only (repair and hooks read the records).
+Ownership records (:mod:`.ownership`) are written BEFORE git-nerve creates the thing (record-then-create): a kill
+leaves at most a record of something missing, never an unrecorded thing of ours. Standard library only (repair
+and hooks read the records).
 
-Size: one module on purpose. It is the door: `tests/test_destroy_door.py` allows rmtree, `git worktree remove`
-and branch or ref deletion here and nowhere else, and every proof of ownership (paths, records, gitdir files)
-sits beside the removal it guards, so a reviewer reads every way git-nerve can destroy something in one file.
+`tests/test_destroy_door.py` allows rmtree, `git worktree remove` and branch or ref deletion here and nowhere
+else: a reviewer reads every way git-nerve can destroy something in this file, and every proof it makes in
+:mod:`.proofs` and :mod:`.ownership`, which remove nothing.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
-import time
-from collections import namedtuple
 from pathlib import Path
 
 from ..errors import GitError  # noqa: F401  (what the door raises when git refuses)
 from ..filedoor import Refused, keep_or_remove, remove_own_file  # noqa: F401  (the door's single files: re-exported)
 from ..fs import _LOCKED_TEMPORARY as LOCKED_TEMPORARY
 from . import cli
-
-#: ownership records, under the common dir
-OWNED_DIR = ("nerve", "owned")
-#: temporary checkouts, under the common dir (see worktrees.tmp_root)
-TMP_DIR = ("nerve", "tmp")
-
-
-class Scope(namedtuple("Scope", ["common", "main", "worktree_root", "owners", "live"])):  # typing's costs more
-    """What a proof needs to know about the repository (built once per command by the worker layer).
-
-    ``common`` (Path), ``main`` (Path | None), ``worktree_root`` (Path); ``owners``: realpath of every worker row's
-    worktree -> its task id; ``live``: those of rows in a non-final state (frozenset).
-    """
-
-    __slots__ = ()
-
-    @property
-    def tmp_root(self) -> Path:
-        return self.common.joinpath(*TMP_DIR)
-
-
-def tmp_scope(common: Path) -> Scope:
-    """A scope that proves only temporary checkouts under ``<common>/nerve/tmp/`` (no task worktree qualifies)."""
-    return scope(common, None, Path(common).joinpath(*TMP_DIR))
-
-
-def scope(common: Path, main: Path | None, worktree_root: Path, rows=()) -> Scope:
-    """``rows``: (task_id, worktree, live?) for every worker row."""
-    owners, live = {}, set()
-    for task, worktree, alive in rows:
-        real = os.path.realpath(worktree)
-        owners[real] = task
-        if alive:
-            live.add(real)
-    return Scope(Path(os.path.realpath(common)), Path(os.path.realpath(main)) if main is not None else None,
-                 Path(os.path.realpath(worktree_root)), owners, frozenset(live))
-
-
-# -- ownership records ----------------------------------------------------------------------------------------
-
-
-def _key(kind: str, name: str) -> str:
-    if kind in ("worktree", "tmp"):
-        p = os.path.abspath(name)
-        name = os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p))
-    return name
-
-
-def _record_path(common: Path, kind: str, name: str) -> Path:
-    import hashlib  # here: a reader that imports this module (through the lifecycle) never calls it
-
-    digest = hashlib.sha256(f"{kind}\0{_key(kind, name)}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    return Path(common).joinpath(*OWNED_DIR) / f"{kind}-{digest}.json"
-
-
-def record(common: Path, kind: str, name: str, *, task: str | None = None, target: str | None = None) -> None:
-    """Record that git-nerve is about to create ``name`` (a worktree or tmp path, a branch, a ref; a symbolic
-    link to ``target``)."""
-    from ..fs import make_dirs, replace_file
-
-    path = _record_path(common, kind, name)
-    make_dirs(path.parent)
-    data = {"kind": kind, "name": _key(kind, name), "task": task, "pid": os.getpid(), "at": time.time()}
-    if target is not None:
-        data["target"] = target
-    replace_file(path, json.dumps(data).encode("utf-8"))
-
-
-def recorded(common: Path, kind: str, name: str) -> dict | None:
-    try:
-        data = json.loads(_record_path(common, kind, name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("kind") != kind or data.get("name") != _key(kind, name):
-        return None
-    return data
-
-
-def recorded_names(common: Path, kind: str) -> list[str]:
-    """The names of every record of ``kind`` under ``common`` (a record that cannot be read is left out)."""
-    found = []
-    for path in sorted(Path(common).joinpath(*OWNED_DIR).glob(f"{kind}-*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("kind") == kind and isinstance(data.get("name"), str):
-            found.append(data["name"])
-    return found
-
-
-def forget(common: Path, kind: str, name: str) -> None:
-    """Drop the record of something that is gone."""
-    try:
-        _record_path(common, kind, name).unlink()
-    except OSError:
-        pass
-
-
-# -- proofs ---------------------------------------------------------------------------------------------------
-
-
-def _under(path: str, root: str | Path) -> bool:
-    """``path`` strictly inside ``root`` (both resolved)."""
-    root = os.fspath(root).rstrip(os.sep) or os.sep
-    return path != root and path.startswith(root if root.endswith(os.sep) else root + os.sep)
-
-
-def _at_or_above(path: str, other: str | Path) -> bool:
-    """``path`` is ``other`` or one of its parents."""
-    other = os.fspath(other)
-    return other == path or _under(other, path)
-
-
-def prove_path(path, sc: Scope, *, task: str | None = None, kind: str = "worktree", git_removes: bool = False) -> str:
-    """The resolved ``path`` when it is git-nerve's own to remove, else :class:`Refused` saying why.
-
-    ``task``: the task whose worktree this is (its worker row or a record must name the path).
-    ``git_removes``: ``git worktree remove`` will remove it (git checks it is a worktree): then a task's
-    worktree its worker row names may hold the current directory (`merge` run inside the task's worktree).
-    """
-    raw = os.fspath(path)
-    if not raw or not os.path.isabs(raw):
-        raise Refused(f"kept {raw or '(empty path)'!s}: not an absolute path")
-    if os.path.islink(raw):
-        raise Refused(f"kept {raw}: it is a symbolic link")
-    real = os.path.realpath(raw)
-    try:
-        cwd = os.path.realpath(os.getcwd())
-    except OSError:
-        cwd = None
-    if real == os.sep:
-        raise Refused(f"kept {raw}: it is the root directory")
-    if sc.main is not None and _at_or_above(real, sc.main):
-        raise Refused(f"kept {raw}: it is the main checkout {sc.main} or a parent of it")
-    if _at_or_above(real, sc.common):
-        raise Refused(f"kept {raw}: it is the git dir {sc.common} or a parent of it")
-    if cwd is not None and _at_or_above(real, cwd) and not (git_removes and task and sc.owners.get(real) == task):
-        raise Refused(f"kept {raw}: it is the current directory or a parent of it")
-    if _under(real, sc.tmp_root):
-        if os.path.dirname(real) != os.fspath(sc.tmp_root):
-            raise Refused(f"kept {raw}: not a temporary checkout directly under {sc.tmp_root}")
-        return real
-    if _under(real, sc.common):
-        raise Refused(f"kept {raw}: it is inside the git dir {sc.common}")
-    if not _under(real, sc.worktree_root):
-        raise Refused(f"kept {raw}: it is outside the worktree root {sc.worktree_root} and {sc.tmp_root}")
-    for parent in (sc.worktree_root, sc.common, sc.main):
-        if parent is not None and (os.fspath(parent) == os.sep):
-            raise Refused(f"kept {raw}: the worktree root is the root directory")
-    holder = sc.owners.get(real)
-    if real in sc.live and holder != task:
-        raise Refused(f"kept {raw}: it is the worktree of the live task {holder}")
-    rec = recorded(sc.common, kind, real)
-    if task is None or not (holder == task or (rec is not None and rec.get("task") == task)):
-        raise Refused(f"kept {raw}: no record says git-nerve made it" + (f" for {task}" if task else ""))
-    return real
-
-
-def worktree_of_gitdir(admin: Path) -> str:
-    """The worktree a git admin dir (``<common>/worktrees/<name>``) names in its ``gitdir`` file, verified: the
-    file is non-empty and names a ``.git`` (a relative one is resolved against the admin dir); else :class:`Refused`."""
-    try:
-        text = (Path(admin) / "gitdir").read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise Refused(f"kept {admin}: its gitdir file cannot be read ({exc.__class__.__name__})") from None
-    named = text.strip("\n")
-    if not named.strip():
-        raise Refused(f"kept {admin}: its gitdir file is empty (git had not written it)")
-    if not os.path.isabs(named):
-        named = os.path.normpath(os.path.join(os.fspath(admin), named))
-    if os.path.basename(named) != ".git":
-        raise Refused(f"kept {admin}: its gitdir file names {named!r}, not a .git")
-    return os.path.dirname(named)
-
-
-def _prove_admin(admin: Path, sc: Scope) -> str:
-    real = os.path.realpath(admin)
-    if os.path.islink(admin) or os.path.dirname(real) != os.fspath(sc.common / "worktrees"):
-        raise Refused(f"kept {admin}: not an admin dir directly under {sc.common / 'worktrees'}")
-    return real
+from .ownership import forget, pushed_sha, recorded
+from .proofs import Scope, _admin_naming, _half_written_gitfile, _prove_admin, _under, prove_path, worktree_of_gitdir
+from .proofs import scope, tmp_scope  # noqa: F401  (re-exported: what callers build a proof's scope with)
 
 
 # -- directories ----------------------------------------------------------------------------------------------
@@ -262,26 +78,6 @@ def remove_unfinished_add(admin: Path, sc: Scope, *, worktree: str | None = None
         _rmtree(real_wt)
     _rmtree(real_admin)
     return wt
-
-
-def _half_written_gitfile(dotgit: str, admin: Path, real_admin: str) -> bool:
-    """The worktree's ``.git`` file a killed ``git worktree add`` had created and not yet written whole: a regular
-    file holding the start of what git writes there for this admin dir (``gitdir: <admin>``; empty when it was
-    killed between creating and writing it), in the worktree that admin dir's own ``gitdir`` names (git writes
-    that one first). Anything else at ``.git`` (another git dir's, a directory, a link) is not."""
-    try:
-        if not stat.S_ISREG(os.lstat(dotgit).st_mode):
-            return False
-        with open(dotgit, "rb") as fh:
-            data = fh.read(8192)
-        named = worktree_of_gitdir(admin)
-    except (OSError, Refused):
-        return False
-    if os.path.realpath(os.path.join(named, ".git")) != os.path.realpath(dotgit):
-        return False
-    wholes = [f"gitdir: {p}\n".encode("utf-8", "surrogateescape")
-              for p in (real_admin, os.path.relpath(real_admin, os.path.dirname(os.path.realpath(dotgit))))]
-    return any(whole.startswith(data) and len(data) < len(whole) - 1 for whole in wholes)
 
 
 def remove_tree(path, sc: Scope, *, task: str | None = None) -> None:
@@ -399,21 +195,6 @@ def _write_back_gitfile(path, real: str, admin: Path, sc: Scope) -> None:
         fh.write(f"gitdir: {real_admin}\n")
 
 
-def _admin_naming(sc: Scope, real: str) -> Path | None:
-    """The admin dir under ``<common>/worktrees/`` whose (verified) ``gitdir`` names the worktree ``real``."""
-    try:
-        admins = sorted((sc.common / "worktrees").iterdir())
-    except OSError:
-        return None
-    for admin in admins:
-        try:
-            if os.path.realpath(worktree_of_gitdir(admin)) == real:
-                return admin
-        except Refused:
-            continue
-    return None
-
-
 def discard(cwd, path, sc: Scope, *, task: str | None = None) -> str | None:
     """Take back a worktree git-nerve just made (a rollback, a temporary checkout). Best effort: returns None when
     it is gone, else a line saying what was kept (git refused, or it is not provably ours)."""
@@ -466,47 +247,59 @@ def prune_entry(cwd, path, sc: Scope) -> bool:
 # -- branches and refs ----------------------------------------------------------------------------------------
 
 
-def prove_branch(common: Path, branch: str, *, owned_by_task: str | None, owned: bool = True,
-                 row_branch: str | None = None) -> None:
-    """The task's branch is git-nerve's to delete: it made it (a record, or the task's row naming it), and it
-    was not adopted (``owned``)."""
+def prove_branch(common: Path, branch: str, *, owned_by_task: str | None, made_now: bool = False) -> dict:
+    """The task's branch is git-nerve's to delete: its ownership record (:mod:`.ownership`, nothing else) says
+    git-nerve created it for ``owned_by_task`` and that it did not exist before the task (``adopted`` False:
+    True is the person's, a record that does not say is "cannot tell", both kept). ``made_now``: the rollback of
+    the branch this very command just made (one it made from an adopted branch only the remote had, too), which
+    needs only the record naming the task. Returns the record."""
     if not branch or branch.startswith("-") or "\n" in branch:
         raise Refused(f"kept branch {branch!r}: not a branch name")
-    if not owned:
-        raise Refused(f"kept branch {branch}: it existed before git-nerve (adopted), so git-nerve never deletes it")
     rec = recorded(common, "branch", branch)
-    if owned_by_task is None or not (row_branch == branch or (rec is not None and rec.get("task") == owned_by_task)):
+    if owned_by_task is None or rec is None or rec.get("task") != owned_by_task:
         raise Refused(f"kept branch {branch}: no record says git-nerve created it" +
                       (f" for {owned_by_task}" if owned_by_task else ""))
+    if rec.get("adopted") is not False and not made_now:
+        raise Refused(f"kept branch {branch}: " + (
+            "it existed before git-nerve (adopted), so git-nerve never deletes it" if rec.get("adopted") else
+            "its record does not say whether it existed before the task (cannot tell: kept)"))
+    return rec
 
 
-def delete_branch(cwd, common: Path, branch: str, *, owned_by_task: str | None, owned: bool = True,
-                  row_branch: str | None = None, old: str | None = None) -> None:
-    """Delete local ``refs/heads/<branch>`` (only if it still points at ``old``, when given)."""
-    prove_branch(common, branch, owned_by_task=owned_by_task, owned=owned, row_branch=row_branch)
+def delete_branch(cwd, common: Path, branch: str, *, owned_by_task: str | None, old: str | None = None,
+                  made_now: bool = False) -> None:
+    """Delete local ``refs/heads/<branch>`` (only if it still points at ``old``, when given; ``made_now``, a
+    rollback of what this command made, only with ``old``). Its record goes too, unless it says git-nerve pushed
+    the branch: then it stays until the branch is gone there (:func:`delete_tracking_ref`)."""
+    rec = prove_branch(common, branch, owned_by_task=owned_by_task, made_now=made_now and bool(old))
     cli.run(["update-ref", "-d", f"refs/heads/{branch}", *([old] if old else [])], cwd=cwd)
-    forget(common, "branch", branch)
+    if not pushed_sha(rec)[0]:
+        forget(common, "branch", branch)
 
 
-def delete_tracking_ref(cwd, common: Path, remote: str, branch: str, *, owned_by_task: str | None,
-                        owned: bool = True, row_branch: str | None = None) -> None:
-    """Drop ``refs/remotes/<remote>/<branch>`` of a branch of ours deleted on the remote."""
-    prove_branch(common, branch, owned_by_task=owned_by_task, owned=owned, row_branch=row_branch)
+def delete_tracking_ref(cwd, common: Path, remote: str, branch: str, *, owned_by_task: str | None) -> None:
+    """Drop ``refs/remotes/<remote>/<branch>`` of a branch of ours deleted on the remote (and its record, once
+    the branch is gone here too)."""
+    prove_branch(common, branch, owned_by_task=owned_by_task)
     cli.run(["update-ref", "-d", f"refs/remotes/{remote}/{branch}"], cwd=cwd, check=False)
+    if cli.run(["rev-parse", "-q", "--verify", f"refs/heads/{branch}"], cwd=cwd, check=False).returncode != 0:
+        forget(common, "branch", branch)
 
 
 def delete_remote_branch(cwd, common: Path, remote: str, branch: str, *, owned_by_task: str | None,
-                         owned: bool = True, row_branch: str | None = None, expected: str = "",
-                         config: dict | None = None):
+                         expected: str = "", config: dict | None = None):
     """Delete ``branch`` on ``remote``, only while it still holds ``expected``, the value git-nerve itself pushed
-    there (``git push --force-with-lease=refs/heads/<branch>:<expected> <remote> :refs/heads/<branch>``: a
-    branch someone pushed onto since is never deleted; git runs the pre-push hook for a deletion too); returns
-    a :class:`remote.PushResult` (``rejected``: it no longer holds ``expected``)."""
+    there as its record says (``git push --force-with-lease=refs/heads/<branch>:<expected> <remote>
+    :refs/heads/<branch>``: a branch someone pushed onto since is never deleted; git runs the pre-push hook for
+    a deletion too); returns a :class:`remote.PushResult` (``rejected``: it no longer holds ``expected``)."""
     from .remote import PushResult, _config_args, _lease_value, relative_url_config
 
-    prove_branch(common, branch, owned_by_task=owned_by_task, owned=owned, row_branch=row_branch)
-    if not expected or not _lease_value(expected):
-        raise Refused(f"kept branch {branch} on {remote}: no value git-nerve pushed there to lease the deletion on")
+    pushed, sha = pushed_sha(prove_branch(common, branch, owned_by_task=owned_by_task))
+    if not pushed:
+        raise Refused(f"kept branch {branch} on {remote}: no record says git-nerve pushed it there")
+    if not expected or not _lease_value(expected) or expected != sha:
+        raise Refused(f"kept branch {branch} on {remote}: no value git-nerve pushed there to lease the deletion on"
+                      + (f" ({expected[:12]} is not {sha[:12]}, the one it recorded)" if expected and sha else ""))
     settings = {**relative_url_config(cwd, remote), **(config or {})}
     ref = f"refs/heads/{branch}"
     proc = cli.run([*_config_args(settings), "push", "--quiet", f"--force-with-lease={ref}:{expected}", remote,

@@ -256,6 +256,11 @@ def compare_footprints(mine: dict, theirs: dict) -> Overlap:
     return Overlap("conflict", both, conflicts) if conflicts else Overlap("overlap", both)
 
 
+#: (state, the marker a line starts with) -> the state after it, reading a merged file's conflict sections
+_MARKERS = {("out", "<<<<<<<"): "ours", ("ours", "|||||||"): "base", ("ours", "======="): "theirs",
+            ("base", "======="): "theirs", ("theirs", ">>>>>>>"): "out"}
+
+
 def conflict_ranges(merged: str) -> list[tuple[int, int]]:
     """The ``<<<<<<<`` .. ``=======`` sections of ``merged`` as (first, last) line numbers of side a's file."""
     ranges: list[tuple[int, int]] = []
@@ -263,24 +268,15 @@ def conflict_ranges(merged: str) -> list[tuple[int, int]]:
     state = "out"
     start = 0
     for text in merged.splitlines():
-        if state == "out":
-            if text.startswith("<<<<<<<"):
-                state, start = "ours", line + 1
-            else:
-                line += 1
-        elif state == "ours":
-            if text.startswith("|||||||"):
-                state = "base"
-            elif text.startswith("======="):
-                state = "theirs"
-            else:
-                line += 1
-        elif state == "base":
-            if text.startswith("======="):
-                state = "theirs"
-        elif text.startswith(">>>>>>>"):
+        after = _MARKERS.get((state, text[:7]))
+        if after is None:
+            line += state in ("out", "ours")  # side a's own lines: outside the sections, and its side of one
+            continue
+        if after == "ours":
+            start = line + 1
+        elif after == "out":
             ranges.append((start, max(start, line)))
-            state = "out"
+        state = after
     return ranges
 
 

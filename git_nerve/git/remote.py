@@ -249,13 +249,13 @@ def relative_urls(cwd, remote: str) -> list[str]:
     return found
 
 
-def main_worktree(cwd) -> str | None:
-    """The main checkout's directory (a bare repository's own directory), as `git worktree list` names it first."""
-    proc = cli.run(["worktree", "list", "--porcelain"], cwd=cwd, check=False)
-    for line in proc.stdout.splitlines():
-        if line.startswith("worktree "):
-            return line[len("worktree "):]
-    return None
+def _main_checkout(cwd) -> str:
+    """The main checkout of the repository at ``cwd`` (:func:`git_nerve.dotgit.main_checkout`), a bare
+    repository's own directory, else (a separate git dir's, asked from a linked worktree) the common dir."""
+    from ..dotgit import main_checkout
+
+    common = cli.out(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=cwd)
+    return os.path.realpath(main_checkout(common, cwd) or common)  # as git names it
 
 
 def relative_url_config(cwd, remote: str) -> dict:
@@ -263,8 +263,7 @@ def relative_url_config(cwd, remote: str) -> dict:
     there, wherever it runs (a task's worktree lives in a sibling directory). Nothing is written to config."""
     if not relative_urls(cwd, remote):
         return {}
-    base = main_worktree(cwd)
-    return url_rewrites(cwd, remote, base) if base else {}
+    return url_rewrites(cwd, remote, _main_checkout(cwd))
 
 
 def relative_url_warning(cwd, remote: str) -> str | None:
@@ -272,7 +271,7 @@ def relative_url_warning(cwd, remote: str) -> str | None:
     urls = relative_urls(cwd, remote)
     if not urls:
         return None
-    base = main_worktree(cwd) or os.fspath(cwd)
+    base = _main_checkout(cwd)
     absolute = os.path.normpath(os.path.join(base, urls[0]))
     return (f"{remote}'s URL {urls[0]!r} is relative: git-nerve resolves it against the main checkout, but a plain "
             f"`git push`/`git fetch` inside a task's worktree does not (use `git worker done`, or make it absolute: "

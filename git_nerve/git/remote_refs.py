@@ -11,10 +11,10 @@ Deleting a ref (the probe's, a finished task's claim) goes through :mod:`.destro
 from __future__ import annotations
 
 import os
-import re
 import time
 from dataclasses import dataclass
 
+from ..redact import url_credentials
 from . import cli
 from .remote import _config_args, relative_url_config
 
@@ -195,14 +195,8 @@ def _run(args: list[str], cwd, timeout: float):
         return _Timeout(f"fatal: {exc.message} (timed out)")
 
 
-def redacted(text: str) -> str:
-    """``https://user:token@host`` -> ``https://***@host``: credentials in a remote's URL never reach the bus,
-    a log or a message."""
-    return re.sub(r"(://)[^/@\s]+@", r"\1***@", text)
-
-
 def _result(proc) -> RemoteResult:
-    proc.stdout, proc.stderr = redacted(proc.stdout), redacted(proc.stderr)
+    proc.stdout, proc.stderr = url_credentials(proc.stdout), url_credentials(proc.stderr)
     text = proc.stdout + proc.stderr
     if proc.returncode == 0:
         return RemoteResult(True, output=text)

@@ -256,7 +256,7 @@ def checkout_at(cwd, common_dir: Path, commit: str, *, what: str = "push"):
     (:func:`dead_temporary_checkouts`); one no token records is never removed.
     """
     from .. import liveness
-    from . import destroy
+    from . import destroy, ownership
 
     root = make_dirs(tmp_root(common_dir))
     path = root / f"{what}-{os.getpid()}-{next(_tmp_count)}"
@@ -265,7 +265,7 @@ def checkout_at(cwd, common_dir: Path, commit: str, *, what: str = "push"):
     scope = destroy.tmp_scope(common_dir)
     # both before git creates it: the ownership record (what the door may remove) and the marker of this
     # process's liveness token (when it may: once that token is proven dead)
-    destroy.record(common_dir, "tmp", os.fspath(path))
+    ownership.record(common_dir, "tmp", os.fspath(path))
     marker = liveness.mark(common_dir, {"kind": "tmp", "path": os.path.realpath(path)})
     try:
         add_detached(cwd, path, commit)

@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 
 from ..errors import NerveError
+from ..redact import one
 from .config import EmbeddingsConfig
 
 
@@ -105,4 +106,4 @@ def _error_detail(exc: urllib.error.HTTPError) -> str:
 
 
 def _scrub(message: str, key: str | None) -> str:
-    return message.replace(key, "***") if key else message
+    return one(message, key, mask="***")  # the one redaction (git_nerve/redact.py)

@@ -281,8 +281,8 @@ def _embeddings(common_dir, toplevel: Path) -> tuple[EmbeddingsConfig | None, st
     """nerve.toml's ``[knowledge.embeddings]`` once trusted (else None and the line saying so); without one, None
     without loading the TOML reader or the config module (start-up): a file that does not even spell ``knowledge``
     has no such table (the nerve.toml `init` writes)."""
-    main = nerve_toml.main_checkout(toplevel)
-    if not any(nerve_toml.path_in(top).is_file() for top in (toplevel, main) if top is not None):
+    main = nerve_toml.home(toplevel)
+    if not any(nerve_toml.path_in(top).is_file() for top in (toplevel, main)):
         return None, None
     try:
         if b"knowledge" not in nerve_toml.locate(toplevel).read_bytes():

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..git import refs
 from ..liveness import pid_alive
 from ..paths import RepoPaths, replace_file
+from ..proctable import zombie
 from . import config, trigger
 from .store import cache_path, index_path, open_index
 from .sync import digest, list_files, plan, read_file
@@ -41,13 +42,8 @@ def _running(git_dir: Path) -> int | None:
         return None
     if pid <= 0 or pid == os.getpid():
         return None
-    if not pid_alive(pid):
+    if not pid_alive(pid) or zombie(pid):  # an exited child its parent has not reaped yet still answers kill(0)
         return None
-    try:  # Linux: an exited child its parent has not reaped yet still answers kill(0)
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return None
-    except (OSError, IndexError):
-        pass
     return pid
 
 

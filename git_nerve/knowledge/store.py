@@ -135,7 +135,22 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     conn.execute("COMMIT")
 
 
-class Index:
+class _Open:
+    """A store file held open (``conn``) until :meth:`close` or the end of a ``with`` block."""
+
+    conn: sqlite3.Connection
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self):  # the Index or EmbeddingCache itself
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Index(_Open):
     """The repository's store, seen through one worktree's view (``view``: that worktree's git dir)."""
 
     def __init__(self, path: str | os.PathLike[str], view: str, *, create: bool = True):
@@ -167,15 +182,6 @@ class Index:
                 if statement.strip():
                     conn.execute(statement)
             conn.execute(f"PRAGMA user_version={INDEX_VERSION}")
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> Index:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def write(self):
         """A ``BEGIN IMMEDIATE`` transaction for the ``with`` block."""
@@ -365,7 +371,7 @@ class Index:
             self.conn.execute("DETACH DATABASE cache")
 
 
-class EmbeddingCache:
+class EmbeddingCache(_Open):
     """``<git-common-dir>/nerve/embeddings.db``: vectors keyed by (model, chunk text hash)."""
 
     def __init__(self, path: str | os.PathLike[str]):
@@ -376,15 +382,6 @@ class EmbeddingCache:
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise DatabaseError(f"the embedding cache {self.path} is unreadable ({exc}); delete it and sync again") from exc
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def __enter__(self) -> EmbeddingCache:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def known(self, model: str) -> set[str]:
         """The text hashes that have a vector under ``model``."""

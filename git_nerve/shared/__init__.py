@@ -15,11 +15,14 @@ The commands and the lifecycle call only :func:`open_state` and the :class:`Shar
 * ``learn(bus, task)``: after a refused claim, the store's word on the task into the cache (fencing reads it).
 * ``freshness(bus)``: how fresh the cached view is, for `git worker status`.
 
-``hold(bus, task, verb)``: a review or merge of another machine's task made here (issue 36 on the git remote,
-:mod:`.gitremote_hold`: the claim read from the remote, moved by compare-and-set, a merge's riding its push;
-PostgreSQL, :mod:`.postgres_hold`: the claim row held locked across the merge). PostgreSQL alone also has
-``hold_next(bus, skip)``, the merge queue across machines (``SKIP LOCKED``); where it is missing `merge --all`
-merges this machine's tasks. The lifecycle asks for them with ``hasattr`` (the local backend has neither).
+What a backend can do beyond that it declares on :class:`SharedState` (callers ask these, never ``hasattr``):
+``holds_claims``: ``hold(bus, task, verb)``, a review or merge of another machine's task made here (issue 36 on
+the git remote, :mod:`.gitremote_hold`: the claim read from the remote, moved by compare-and-set, a merge's riding
+its push; PostgreSQL, :mod:`.postgres_hold`: the claim row held locked across the merge); ``rides_push``: a
+claim's move is carried by the command's own git push (the git remote); ``locks_claims``: a merge holds the claim
+row locked across its push (PostgreSQL); ``queues_merges``: ``hold_next(bus, skip)``, the merge queue across
+machines (PostgreSQL's ``SKIP LOCKED``; without it `merge --all` merges this machine's tasks); ``watches``:
+``watch``, `git nerve sync --watch`. The local backend has none of them.
 
 Backends: :mod:`.local` (one machine: the SQLite bus alone, today's behaviour), :mod:`.gitremote` (claims
 and per-machine logs as refs on the git remote) and :mod:`.postgres` (claims, events and leases in tables of a
@@ -33,46 +36,92 @@ from pathlib import Path
 from ..bus.connection import Bus
 from .config import SharedConfig, load
 
-TYPE_CHECKING = False  # every command reads [shared] through this package: typing would cost it more than that
-if TYPE_CHECKING:
-    from typing import Protocol
-else:
-    Protocol = object  # the interface below is for readers and type checkers; nothing checks it at run time
 
+class SharedState:
+    """The interface of every backend, and the capabilities each declares (class attributes; a backend sets those it
+    has). Nothing here touches a store: :class:`RemoteStore` is the base of the two that are shared."""
 
-class SharedState(Protocol):
     config: SharedConfig
+    #: a store several machines share (False: the local bus alone, claims and sync do nothing)
+    active: bool = False
+    #: :meth:`hold`: a review or merge of another machine's task made here
+    holds_claims: bool = False
+    #: a claim's move rides the command's own git push (``prepare_with_push``'s ``update``, the hold's ``ride``)
+    rides_push: bool = False
+    #: a merge holds the task's claim locked across its push (:meth:`hold`), committed when the merge ends
+    locks_claims: bool = False
+    #: :meth:`hold_next`: the merge queue across machines
+    queues_merges: bool = False
+    #: :meth:`watch`: `git nerve sync --watch`
+    watches: bool = False
 
-    @property
-    def active(self) -> bool: ...
-
-    def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None: ...
+    def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None:
+        raise NotImplementedError
 
     def prepare_with_push(self, task_id: str, expected: str | None, new: str, verb: str, remote: str, *,
                           fresh: bool = False) -> object | None:
         """A claim to carry in the command's own push to ``remote`` (atomically with the branch it moves), or
         None: nothing to carry (not this store, or already recorded); then :meth:`claim` runs as usual."""
-        ...
+        raise NotImplementedError
 
-    def landed(self, bus: Bus, pending: object) -> None: ...
+    def landed(self, bus: Bus, pending: object) -> None:
+        raise NotImplementedError
 
-    def lost(self, pending: object) -> None: ...
+    def lost(self, pending: object) -> None:
+        raise NotImplementedError
 
     def learn(self, bus: Bus, task_id: str) -> object | None:
         """After a refused claim: the store's current word on ``task_id`` into the bus's cache (fencing reads it)."""
-        ...
+        raise NotImplementedError
 
     def take(self, bus: Bus, task_id: str) -> str:
         """Take over a task whose holder's lease ran out (this machine's judgement); the state it had."""
-        ...
+        raise NotImplementedError
 
     def takeable(self, bus: Bus) -> list[str]:
         """The tasks a sync takes over by itself (``[shared] takeover``); [] under "manual"."""
-        ...
+        raise NotImplementedError
 
-    def sync(self, bus: Bus, *, rebuild: bool = False) -> dict: ...
+    def sync(self, bus: Bus, *, rebuild: bool = False) -> dict:
+        raise NotImplementedError
 
-    def freshness(self, bus: Bus) -> str: ...
+    def freshness(self, bus: Bus) -> str:
+        raise NotImplementedError
+
+    def hold(self, bus: Bus, task_id: str, verb: str):
+        """``holds_claims``: a context manager yielding the task's claim held (``record``, ``move``, ``ride``)."""
+        raise NotImplementedError
+
+    def hold_next(self, bus: Bus, skip: list[str]):
+        """``queues_merges``: the next APPROVED claim of any machine held as :meth:`hold` does; None when none."""
+        raise NotImplementedError
+
+    def watch(self, bus: Bus, report, *, guard=None) -> None:
+        """``watches``: sync, report, and again whenever the store changes; until interrupted."""
+        raise NotImplementedError
+
+
+class RemoteStore(SharedState):
+    """What the shared stores (the git remote, PostgreSQL) have alike."""
+
+    active = True
+    holds_claims = True
+    watches = True
+
+    def __init__(self, config: SharedConfig):
+        self.config = config
+        self.cwd = config.cwd
+        self.machine = config.machine
+        self._instance: str | None = None
+
+    @property
+    def instance(self) -> str:
+        """This clone's instance id (:mod:`.identity`; made once, the first time it is needed)."""
+        if self._instance is None:
+            from .identity import instance
+
+            self._instance = instance(self.cwd)
+        return self._instance
 
 
 def open_state(common_dir: Path) -> SharedState:

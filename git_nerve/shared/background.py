@@ -48,7 +48,7 @@ def renew(conn, common_dir: Path, cwd: Path | None = None) -> bool:
     if not cache.renewal_due(conn):
         return False
     if cwd is None:
-        from .config import main_checkout
+        from ..dotgit import main_checkout
 
         cwd = main_checkout(Path(common_dir))
         if cwd is None or not cwd.is_dir():

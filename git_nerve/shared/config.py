@@ -22,6 +22,7 @@ when it connects (:mod:`.postgres`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+import os
 import re
 from pathlib import Path
 
@@ -59,18 +60,26 @@ class SharedConfig:
     listen_idle: float = 600.0
 
 
-def main_checkout(common_dir: Path) -> Path | None:
-    """The main checkout of a repository whose common dir is ``common_dir`` (None when it cannot be told)."""
-    if common_dir.name == ".git":
-        return common_dir.parent
-    path = (gitconfig.get_value(common_dir, "core.worktree") or "").strip()
-    return (common_dir / path).resolve() if path else None
+def _home(common_dir: Path) -> Path | None:
+    """The checkout whose nerve.toml holds for the repository at ``common_dir``: its main checkout
+    (:func:`git_nerve.dotgit.main_checkout`), else, where that cannot be told (a linked worktree of a git dir kept
+    apart with ``--separate-git-dir``), the checkout the command stands in, whose own copy
+    :func:`git_nerve.nerve_toml.locate` reads then; None when neither (a bare repository)."""
+    from ..dotgit import locate, main_checkout
+
+    main = main_checkout(common_dir)
+    if main is not None:
+        return main
+    here = locate()
+    if here is not None and os.path.realpath(here[1]) == os.path.realpath(common_dir):
+        return Path(here[2])
+    return None
 
 
 def load(common_dir: Path) -> SharedConfig:
     """The shared-mode settings of the repository at ``common_dir`` (``backend="local"`` when it has none)."""
     common_dir = Path(common_dir)
-    main = main_checkout(common_dir)
+    main = _home(common_dir)
     cwd = main if main is not None and main.is_dir() else common_dir
     table = _table(main) if main is not None else {}
     backend = table.get("backend", "local")
@@ -150,7 +159,7 @@ def _git_config(cwd, key: str) -> str | None:
 def table_of(common_dir: Path) -> dict:
     """nerve.toml's ``[shared]`` table of the repository at ``common_dir`` as written (no git config read, no
     validation: :func:`load` validates), {} without one."""
-    main = main_checkout(Path(common_dir))
+    main = _home(Path(common_dir))
     return _table(main) if main is not None else {}
 
 

@@ -15,7 +15,7 @@ from ..bus import shared as cache
 from ..bus.connection import Bus
 from ..errors import GitError, HeldElsewhere, UsageError
 from ..git import refs, remote_refs
-from . import archive, lease, records, vet
+from . import RemoteStore, archive, lease, records, vet
 from .judge import ANY_MACHINE, AUTO_STATES
 from .judge import already as _already
 from .judge import held as _held
@@ -42,25 +42,12 @@ class Pending:
         return (self.ref, self.sha, self.tip)
 
 
-class GitRemoteState:
+class GitRemoteState(RemoteStore):
+    rides_push = True  # a claim's move rides done's and merge's own pushes (``Pending.update``, ``Held.ride``)
+
     def __init__(self, config: SharedConfig):
-        self.config = config
-        self.cwd = config.cwd
+        super().__init__(config)
         self.remote = config.remote or "origin"
-        self.machine = config.machine
-
-    @property
-    def active(self) -> bool:
-        return True
-
-    @property
-    def instance(self) -> str:
-        """This clone's instance id (:mod:`.identity`; made once, the first time a sync needs it)."""
-        if getattr(self, "_instance", None) is None:
-            from .identity import instance
-
-            self._instance = instance(self.cwd)
-        return self._instance
 
     # -- claims --------------------------------------------------------------------------------------------
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False,

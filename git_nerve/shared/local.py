@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from ..bus.connection import Bus
+from . import SharedState
 from .config import SharedConfig
 
 
-class LocalState:
+class LocalState(SharedState):
+    """No capability beyond the interface (:class:`SharedState`'s are all False)."""
+
     def __init__(self, config: SharedConfig):
         self.config = config
-
-    @property
-    def active(self) -> bool:
-        return False
 
     def claim(self, bus: Bus, task_id: str, expected: str | None, new: str, verb: str, *, take: bool = False) -> None:
         return None

@@ -79,7 +79,7 @@ class PgStore:
 
 def move(common_dir: Path, toplevel: Path, to: str, remote: str | None = None) -> Moved:
     """Move the shared state to ``to`` ("git" or "postgres"; see the module)."""
-    home = nerve_toml.main_checkout(toplevel) or toplevel
+    home = nerve_toml.home(toplevel)
     path = nerve_toml.path_in(home)
     old = shared_config.load(Path(common_dir))
     if old.backend == "local":

@@ -37,7 +37,7 @@ from ..bus import told
 from ..bus.followed import follow
 from ..bus.connection import Bus
 from ..errors import DatabaseError, HeldElsewhere, NerveError, UsageError
-from . import postgres_hold, postgres_move, postgres_schema, records
+from . import RemoteStore, postgres_hold, postgres_move, postgres_schema, records
 from .lease import published as _published
 from .lease import renewing as _renewing
 from .postgres_sql import CLAIM_COLUMNS as _CLAIM_COLUMNS
@@ -85,25 +85,13 @@ def _sound_events(conn, events: list[dict]) -> list[dict]:
     return out
 
 
-class PostgresState:
+class PostgresState(RemoteStore):
+    locks_claims = True  # a merge holds the claim row locked across its push (``SELECT ... FOR UPDATE``)
+    queues_merges = True  # hold_next: ``SKIP LOCKED``
+
     def __init__(self, config: SharedConfig):
-        self.config = config
-        self.cwd = config.cwd
-        self.machine = config.machine
+        super().__init__(config)
         self.schema = config.schema or "nerve"
-
-    @property
-    def active(self) -> bool:
-        return True
-
-    @property
-    def instance(self) -> str:
-        """This clone's instance id (:mod:`.identity`)."""
-        if getattr(self, "_instance", None) is None:
-            from .identity import instance
-
-            self._instance = instance(self.cwd)
-        return self._instance
 
     @property
     def seen_key(self) -> str:
@@ -350,10 +338,11 @@ class PostgresState:
         """Note this machine seen now, by the database's clock (a listener's beat: its leases hold)."""
         _seen(conn, self.machine)
 
-    def watch(self, bus: Bus, report) -> None:
+    def watch(self, bus: Bus, report, *, guard=None) -> None:
         """`git nerve sync --watch`: sync now, then again within a moment of any other machine's commit of a
         transition or of events (LISTEN/NOTIFY: :func:`.listen.serve`), ``report`` called with each sync's report
-        (or ``{"error": ...}``); until interrupted."""
+        (or ``{"error": ...}``); until interrupted (at once: ``guard``, a stop waiting for a sync's end, is the git
+        remote's)."""
         from .listen import serve
 
         serve(self, bus, report)

@@ -53,6 +53,11 @@ class Held:
         self.record, self.moved = rec, True
         return rec
 
+    def ride(self, new: str, verb: str) -> tuple:
+        """Nothing rides the merge's push here (the git remote's :meth:`.gitremote_hold.Held.ride`): the row stays
+        locked across it, and :meth:`move` after the push landed is committed when the hold ends."""
+        return ()
+
     def claim(self, bus: Bus, expected: str | None, new: str, verb: str) -> None:
         """:meth:`PostgresState.claim` of the held task: judged as every claim is, moved inside the hold."""
         current = self.record

@@ -35,8 +35,6 @@ class Held:
     new: str
     verb: str
     current: records.Record
-    #: nothing rides the git push itself (:class:`git_nerve.worker.claims.Riding`)
-    update = None
 
     def __del__(self):
         """A command that neither reported the push landed nor lost (an error raised between): the row is

@@ -87,16 +87,21 @@ def encode_batch(events: list[dict]) -> bytes:
     return b"".join(json.dumps(e, sort_keys=True, ensure_ascii=False).encode() + b"\n" for e in events)
 
 
-def decode_batch(data: bytes | None) -> list[dict]:
+def _objects(data: bytes | None) -> list[dict]:
+    """The lines of ``data`` that are JSON objects, parsed (any other line passed over)."""
     out = []
     for line in (data or b"").splitlines():
         try:
-            e = json.loads(line)
+            d = json.loads(line)
         except ValueError:
             continue
-        if isinstance(e, dict) and {"id", "machine", "ts", "kind"} <= e.keys():
-            out.append(e)
+        if isinstance(d, dict):
+            out.append(d)
     return out
+
+
+def decode_batch(data: bytes | None) -> list[dict]:
+    return [e for e in _objects(data) if {"id", "machine", "ts", "kind"} <= e.keys()]
 
 
 def is_record(event: dict) -> bool:
@@ -139,12 +144,8 @@ def encode_finished(entries: list[tuple[str, Record]]) -> bytes:
 
 def decode_finished(data: bytes | None) -> list[tuple[str, Record]]:
     out = []
-    for line in (data or b"").splitlines():
-        try:
-            d = json.loads(line)
-        except ValueError:
-            continue
-        rec = _record(d.get("record")) if isinstance(d, dict) else None
+    for d in _objects(data):
+        rec = _record(d.get("record"))
         if rec is not None and isinstance(d.get("tip"), str) and len(d["tip"]) >= 40:
             out.append((d["tip"], rec))
     return out

@@ -84,7 +84,7 @@ def join(toplevel: Path, backend: str | None, remote: str | None) -> list[str]:
 
     from . import identity
 
-    home = nerve_toml.main_checkout(toplevel) or toplevel
+    home = nerve_toml.home(toplevel)
     turning_on = backend is not None
     table = shared_config.table_of_checkout(home)
     if backend is None:
@@ -133,7 +133,7 @@ def _remote(home: Path, remote: str | None) -> str:
 def enable(common_dir: Path, toplevel: Path, remote: str | None, *, probed: bool = False) -> SharedSetup:
     """Probe the coordination remote (unless :func:`join` just did), then record ``[shared] backend = "git"``
     (and the remote) in nerve.toml."""
-    home = nerve_toml.main_checkout(toplevel) or toplevel
+    home = nerve_toml.home(toplevel)
     remote = _remote(home, remote)
     machine = shared_config.machine(home)
     if not probed:
@@ -150,7 +150,7 @@ def enable_postgres(common_dir: Path, toplevel: Path) -> SharedSetup:
     "postgres"`` and the schema in nerve.toml (a table already saying postgres keeps its schema)."""
     from .postgres import PostgresState
 
-    home = nerve_toml.main_checkout(toplevel) or toplevel
+    home = nerve_toml.home(toplevel)
     path = nerve_toml.path_in(home)
     table = (nerve_toml.read(home) or {}).get("shared")
     if table is not None and (not isinstance(table, dict) or table.get("backend") != "postgres"):

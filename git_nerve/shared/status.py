@@ -52,18 +52,14 @@ def run_watch(report, cwd=None) -> None:
 
     paths = discover(cwd)
     state = open_state(paths.common_dir)
-    watch = getattr(state, "watch", None)
-    if watch is None:
+    if not state.watches:
         raise UsageError("sync --watch keeps the view of several machines fresh: this repository is not in shared mode "
                          "(`git nerve init --shared` turns it on)")
     guard = Guard()
     previous = {s: signal.signal(s, guard.signal) for s in (signal.SIGINT, signal.SIGTERM)}
     bus = Bus(paths.bus_path)
     try:
-        if state.config.backend == "git":
-            watch(bus, report, guard=guard)
-        else:
-            watch(bus, report)
+        state.watch(bus, report, guard=guard)
     finally:
         bus.close()
         for s, handler in previous.items():

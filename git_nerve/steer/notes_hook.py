@@ -26,6 +26,8 @@ import json
 import os
 import sys
 
+from ..proctable import process
+
 #: the hook formats we speak: CLI name -> reader recorded with the delivery. These are also the adapters whose
 #: runs get notes mid-run (README "Notes delivered while an agent works"); Qwen Code (a Gemini CLI fork that took
 #: Claude Code's hook protocol), Codex (the same protocol) and opencode's plugin (written to speak it) read the
@@ -38,54 +40,18 @@ BEFORE_EVENTS = ("PreToolUse", "BeforeTool")
 #: names of the processes between the CLI and us (the shell its hook runs through)
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "busybox", "env", "timeout", "nice", "git", "git-nerve"})
 
-def _proc(pid: int) -> tuple[str, int] | None:
-    """(command name, parent pid) of ``pid``, or None. Only names whom a delivery is recorded for (never decides
-    what to keep or remove): /proc where there is one (fast), else ``ps`` (macOS, no /proc mounted)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return _ps(pid) if not os.path.isdir("/proc/self") else None
-    except OSError:
-        return None
-    lp, rp = data.find("("), data.rfind(")")
-    if lp < 0 or rp < 0:
-        return None
-    rest = data[rp + 2:].split()
-    try:
-        return data[lp + 1:rp], int(rest[1])
-    except (IndexError, ValueError):
-        return None
-
-
-def _ps(pid: int) -> tuple[str, int] | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(["ps", "-o", "ppid=,comm=", "-p", str(pid)], capture_output=True, text=True,
-                             timeout=5, check=False).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    ppid, _, comm = out.partition(" ")
-    comm = comm.strip()
-    if not ppid.strip().isdigit() or not comm:
-        return None
-    return os.path.basename(comm), int(ppid)
-
-
 def agent_pid(start: int | None = None) -> int | None:
     """The agent CLI's process: our parent, or the first ancestor that is not a shell (or `git`, for `git nerve`)."""
     pid = start if start is not None else os.getppid()
     for _ in range(8):
         if pid <= 1:
             return None
-        info = _proc(pid)
+        info = process(pid)  # only names whom a delivery is recorded for (never decides what to keep or remove)
         if info is None:
             return pid if pid > 1 else None
-        name, parent = info
-        if name not in _SHELLS:
+        if info.name not in _SHELLS:
             return pid
-        pid = parent
+        pid = info.ppid
     return None
 
 

@@ -63,4 +63,4 @@ def shared_queue(repo: Any) -> SharedQueue | None:
     from .. import shared
 
     state = shared.for_bus(repo.bus)
-    return SharedQueue(repo, state) if hasattr(state, "hold_next") else None
+    return SharedQueue(repo, state) if state.queues_merges else None

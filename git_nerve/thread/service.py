@@ -188,15 +188,16 @@ def check_role(role: Any) -> str:
     return role
 
 
-def append(
-    conn: Connection,
-    thread_id: str,
-    *,
-    role: str,
-    content: str,
-    metadata: dict[str, Any] | None = None,
-    ts: float | None = None,
-) -> int:
+def check_content(content: Any, meta: dict) -> None:
+    """A round's content must be text, and not empty unless the round has metadata."""
+    if not isinstance(content, str):
+        raise UsageError("round content must be text")
+    if not content.strip() and not meta:
+        raise UsageError("nothing to post: the content is empty and there is no metadata")
+
+
+def append(conn: Connection, thread_id: str, *, role: str, content: str, metadata: dict[str, Any] | None = None,
+           ts: float | None = None) -> int:
     """Validate and append a round inside the caller's write transaction; returns its round id.
 
     For callers that record a round together with another change (e.g. a
@@ -204,24 +205,14 @@ def append(
     """
     role = check_role(role)
     meta = check_metadata(metadata)
-    if not isinstance(content, str):
-        raise UsageError("round content must be text")
-    if not content.strip() and not meta:
-        raise UsageError("nothing to post: the content is empty and there is no metadata")
+    check_content(content, meta)
     return rounds.append(
         conn, thread_id, role=role, content=content, metadata=meta or None, ts=clock.now() if ts is None else ts
     )
 
 
-def post(
-    bus: Bus,
-    thread_id: str,
-    *,
-    role: str,
-    content: str,
-    metadata: dict[str, Any] | None = None,
-    ts: float | None = None,
-) -> int:
+def post(bus: Bus, thread_id: str, *, role: str, content: str, metadata: dict[str, Any] | None = None,
+         ts: float | None = None) -> int:
     """Append a round to a known thread in its own transaction; returns the new round id."""
     number, _ = post_anywhere(bus, thread_id, role=role, content=content, metadata=metadata, ts=ts,
                                     elsewhere_too=False)
@@ -258,10 +249,7 @@ def post_anywhere(
         held = elsewhere(conn, thread_id) if elsewhere_too else None
         if held is None:
             raise _unknown(conn, thread_id)
-        if not isinstance(content, str):
-            raise UsageError("round content must be text")
-        if not content.strip() and not meta:
-            raise UsageError("nothing to post: the content is empty and there is no metadata")
+        check_content(content, meta)
         payload = {"role": role, "content": content, "metadata": meta or None, "holder": held}
         messages.publish(conn, thread_id, shared_cache.THREAD_POST, payload, clock.now() if ts is None else ts)
         return None, held

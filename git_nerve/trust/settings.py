@@ -208,7 +208,7 @@ AGENT_CLI = {OPENCODE: opencode}
 def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict[str, Setting]:
     """Every such setting as the features at ``toplevel`` would use it now (UsageError: nerve.toml unreadable)."""
     out = from_toml(nerve_toml.read(toplevel))
-    main = nerve_toml.main_checkout(toplevel) or Path(toplevel)
+    main = nerve_toml.home(toplevel)
     out.update(worktreeinclude(read_text(main / WORKTREEINCLUDE)))
     out.update(opencode(toplevel))
     if workflows:

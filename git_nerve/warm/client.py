@@ -43,18 +43,15 @@ missing: str | None = None
 
 
 def plain(argv: list[str]) -> bool:
-    """``status --json [--stale]``, ``show TASK --json`` or ``conflicts --json``, each flag once, nothing else
-    (cli/verbs.plain_args reads the same shapes; the server checks with it again)."""
-    if argv == ["conflicts", "--json"]:
-        return True
-    if argv[:1] == ["status"]:
-        rest = argv[1:]
-        return "--json" in rest and len(set(rest)) == len(rest) and set(rest) <= {"--json", "--stale"}
-    if argv[:1] == ["show"] and len(argv) == 3:
-        rest = argv[1:]
-        tasks = [a for a in rest if not a.startswith("-")]
-        return "--json" in rest and len(tasks) == 1 and tasks[0] != ""
-    return False
+    """``status --json [--stale]``, ``show TASK --json`` or ``conflicts --json``, each flag once, nothing else, as
+    the one table of options reads them (git_nerve/options.py, which cli/verbs.plain_args reads too; the server
+    checks with that again)."""
+    if argv[:1] not in (["status"], ["show"], ["conflicts"]):
+        return False
+    from ..options import plain as read
+
+    kw = read(f"worker {argv[0]}", argv[1:])
+    return kw is not None and kw["as_json"] and kw.get("task_id", "") is not None
 
 
 def socket_path(common: str) -> str | None:

@@ -6,7 +6,6 @@ made before the local bus row moves, so that a machine losing a race changes not
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
 
 from ..bus import workers
 from ..bus.connection import Bus
@@ -63,8 +62,8 @@ class Riding:
 
     @property
     def also(self) -> tuple:
-        update = getattr(self.pending, "update", None)  # PostgreSQL's holds a row locked, rides nothing
-        return (update,) if update is not None else ()
+        riding = self.pending is not None and self.state.rides_push  # PostgreSQL's holds a row locked instead
+        return (self.pending.update,) if riding else ()
 
     def failed(self, bus: Bus | None = None, push=None) -> None:
         """The push failed: HeldElsewhere when it was the claim that lost (after fencing the task off here
@@ -74,7 +73,7 @@ class Riding:
         says the push may have landed, when ``push``, the command's failed push, may have reached the remote)."""
         if self.pending is None:
             return
-        rec = getattr(self.pending, "record", None)
+        rec = self.pending.record if self.state.rides_push else None  # (PostgreSQL's: rolled back, nothing to say)
         try:
             took = self.state.lost(self.pending)
         except HeldElsewhere:
@@ -87,7 +86,7 @@ class Riding:
         from ..git.remote_refs import may_have_landed
 
         _unsure(bus, rec.task, True)  # the next run reads the remote first
-        remote = getattr(self.state, "remote", "the remote")
+        remote = self.state.remote
         command = f"git worker done --task {rec.task}" if rec.verb == "done" else f"git worker {rec.verb} {rec.task}"
         again = f"run `{command}` again: it reads {remote} first and finishes it here"
         if took:
@@ -157,11 +156,3 @@ def refuse_elsewhere(bus: Bus, task_id: str, verb: str | None = None) -> None:
                  "worktree and thread)" if verb in RUN_THERE else "")
         raise HeldElsewhere(f"task {task_id} is held by machine {c.owner} ({c.state} when this machine last synced)"
                             f"{there}; nothing changed here")
-
-
-def holders(bus: Bus, task_ids: Iterable[str]) -> dict[str, str]:
-    """{task: machine holding it} from the shared cache (empty without shared mode)."""
-    from ..bus import shared as cache
-
-    wanted = set(task_ids)
-    return {c.task_id: c.owner for c in cache.claims(bus.conn) if c.task_id in wanted}

@@ -82,17 +82,23 @@ USAGE = "usage: git worker heartbeat [--task TASK] [--status TEXT] [--progress 0
 
 
 def _parse(argv: list[str]) -> dict:
-    opts: dict = {"task": None, "status": None, "progress": None, "json": False}
+    """The options of `git worker heartbeat` as the one table of options names them (git_nerve/options.py, which its
+    click command is built from), each error one line and the usage (exit 2)."""
+    from ..options import COMMANDS, FLAG
+
+    by_flag = {f: o for o in COMMANDS["worker heartbeat"] for f in o.flags}
+    opts: dict = {o.name: o.default for o in COMMANDS["worker heartbeat"]}
     it = iter(argv)
     for arg in it:
         key, sep, inline = arg.partition("=")
-        if key in ("--task", "--status", "--progress"):
+        opt = by_flag.get(key)
+        if opt is not None and opt.kind != FLAG:
             value = inline if sep else next(it, None)
             if value is None:
                 raise UsageError(f"{key} needs a value\n{USAGE}")
-            opts[key[2:]] = value
-        elif arg == "--json":
-            opts["json"] = True
+            opts[opt.name] = value
+        elif opt is not None and not sep:
+            opts[opt.name] = True
         else:
             raise UsageError(f"unexpected argument {arg!r}\n{USAGE}")
     if opts["progress"] is not None:
@@ -117,17 +123,17 @@ def main(argv: list[str]) -> int:
         bus = Bus(paths.bus_path, create=False)
         try:
             _refuse_taken_over(bus, task_id)
-            ts = record(bus, task_id, status=opts["status"], progress=opts["progress"])
+            ts = record(bus, task_id, status=opts["status_text"], progress=opts["progress"])
         finally:
             bus.close()
-        if (opts["status"] or "").strip().lower().startswith("input:"):  # its agent waits for a person (issue 38)
+        if (opts["status_text"] or "").strip().lower().startswith("input:"):  # its agent waits for a person (issue 38)
             from .notify import poke
 
             poke(paths.common_dir)
     except NerveError as exc:  # the bus's driver errors too (BusError: "bus error: ...", exit 5)
         sys.stderr.write(f"error: {exc.message}\n")
         return int(exc.exit_code)
-    if opts["json"]:
+    if opts["as_json"]:
         sys.stdout.write(json.dumps({"task_id": task_id, "last_heartbeat": clock.iso(ts)}) + "\n")
     else:
         sys.stdout.write(f"heartbeat: {task_id} at {clock.iso(ts)}\n")

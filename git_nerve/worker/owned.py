@@ -1,51 +1,85 @@
-"""Whose a task's branch is: what git-nerve may delete of it, and the record a spawn keeps while it makes one.
+"""Whose a task's branch is: what git-nerve may delete of it, as its ownership record says (:mod:`..git.ownership`,
+the one record of what git-nerve made; the door reads nothing else).
 
-* A branch that existed before its task (``git worker spawn --adopt``, recorded as the row's ``adopted``)
-  is the person's: git-nerve never deletes it, locally or on a remote (merge --delete-branch,
-  cancel --cleanup). A task spawned before git-nerve recorded this (``adopted`` NULL) is kept too:
-  cannot tell means keep.
-* On a remote, git-nerve deletes only a branch it pushed there itself (``done``'s push, recorded as the
-  row's ``pushed``), never one it merely found there, and only while it still holds the value git-nerve last
-  pushed (the row's ``pushed_sha``, written by every push of the branch: the one record every write of it on
-  the remote leases: :func:`record_pushed`). A branch someone pushed onto since is kept, and what they pushed
-  archived (the cleanup); ``done`` does not overwrite it unless told to (:func:`others_on_remote`).
+* A branch that existed before its task (``git worker spawn --adopt``, recorded as ``adopted``) is the person's:
+  git-nerve never deletes it, locally or on a remote (merge --delete-branch, cancel --cleanup). A task spawned
+  before git-nerve recorded this (the row's ``adopted`` NULL) is kept too: cannot tell means keep.
+* On a remote, git-nerve deletes only a branch it pushed there itself (``done``'s push, recorded as the record's
+  ``pushed``), never one it merely found there, and only while it still holds the value git-nerve last pushed
+  (the record's ``pushed`` sha, written by every push of the branch: the one value every write of it on the
+  remote leases: :func:`record_pushed`). A branch someone pushed onto since is kept, and what they pushed
+  archived (the cleanup); ``done`` does not overwrite it unless told to (:func:`others_on_remote`). The row's
+  ``adopted``, ``pushed`` and ``pushed_sha`` columns are what status shows; nothing decides by them.
+* A task spawned by an older git-nerve (listed once by the bus's migration 7) gets its record completed from its
+  row by the first reader (:func:`branch_record`), so what it made is cleaned up as before.
 * A task taken over from another machine (:mod:`.takeover`) records whom from and its branch on the remote
   then (:func:`record_takeover`): commits pushed onto that branch after it were pushed by the fenced holder
   (its agent's plain push, before it learned): ``done`` archives them and replaces them, saying so in one line.
-* While ``spawn`` makes a branch it keeps ``<git-common-dir>/nerve/spawn-<task key>`` (the task, the branch,
-  whether it was adopted): a spawn killed before its bus row is finished by running it again without taking
-  the branch it made for a person's, and a spawn of an id differing only in case is told it collides.
 
 :func:`keep_branch` and :func:`keep_on_remote` are the one check every deletion of a task's branch makes.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
-from ..bus.workers import Worker, task_key
-from ..git import destroy
-from ..paths import RepoPaths, create_file, make_dirs
+from ..bus.workers import Worker
+from ..git import ownership
 
 
-def keep_branch(w: Worker) -> str | None:
+def branch_record(repo, w: Worker) -> dict | None:
+    """The ownership record of the task's branch (None: git-nerve made no such branch for it). A task an older
+    git-nerve spawned (the bus lists it once) first gets its record from its row: what it made (``adopted`` 0:
+    the branch here, or the one it pushed) stays git-nerve's, ``adopted`` NULL stays "cannot tell"."""
+    from ..bus import workers
+    from ..errors import BusError
+
+    common = repo.paths.common_dir
+    if not workers.is_legacy_owned(repo.bus.conn, w.task_id):
+        return ownership.branch_owner(common, w.branch)
+    rec = ownership.branch_owner(common, w.branch)
+    if rec is None or rec.get("task") == w.task_id:  # the row was the proof until now: it says what the record will
+        facts: dict = {"adopted": None if w.adopted is None else bool(w.adopted)}
+        if w.pushed:
+            facts["pushed"] = {"remote": repo.settings.remote, "sha": w.pushed_sha}
+        ownership.record(common, "branch", w.branch, task=w.task_id, **facts)
+    try:
+        with repo.bus.write() as conn:
+            workers.drop_legacy_owned(conn, w.task_id)
+    except BusError:
+        pass  # the record is written: a later reader writes the same one again, then drops it
+    return ownership.branch_owner(common, w.branch)
+
+
+def _mine(repo, w: Worker) -> dict | None:
+    rec = branch_record(repo, w)
+    return rec if rec is not None and rec.get("task") == w.task_id else None
+
+
+def keep_branch(repo, w: Worker) -> str | None:
     """Why the task's branch must never be deleted (locally or on a remote), as the command says it; None: it may."""
-    if w.adopted:
+    rec = _mine(repo, w)
+    if rec is None:
+        return f"kept branch {w.branch} (no record says git-nerve created it for {w.task_id})"
+    if rec.get("adopted") is False:
+        return None
+    if rec.get("adopted") or w.adopted:
         return f"kept branch {w.branch} (adopted: it existed before the task)"
-    if w.adopted is None:
-        return (f"kept branch {w.branch} (spawned by an older git-nerve, which did not record whether it existed "
-                "before the task)")
-    return None
+    return (f"kept branch {w.branch} (spawned by an older git-nerve, which did not record whether it existed "
+            "before the task)")
 
 
-def keep_on_remote(w: Worker, remote: str) -> str | None:
+def pushed(repo, w: Worker) -> tuple[bool, str | None]:
+    """(git-nerve pushed the task's branch, the value it last pushed there: None when it cannot tell), from the
+    record."""
+    return ownership.pushed_sha(_mine(repo, w))
+
+
+def keep_on_remote(repo, w: Worker, remote: str) -> str | None:
     """Why the task's branch must not be deleted on ``remote``; None when git-nerve pushed it there itself."""
-    why = keep_branch(w)
+    rec = _mine(repo, w)  # none: nothing says git-nerve pushed it (a branch it made here and deleted, unpushed)
+    why = keep_branch(repo, w) if rec is not None else None
     if why:
         return f"{why} on {remote}"
-    if not w.pushed:
+    if not ownership.pushed_sha(rec)[0]:
         return f"kept branch {w.branch} on {remote} (git-nerve did not push it there)"
     return None
 
@@ -55,13 +89,15 @@ def keep_on_remote(w: Worker, remote: str) -> str | None:
 
 def record_pushed(repo, w: Worker, remote: str, sha: str, overwrote=()) -> None:
     """A push of the task's branch landed on ``remote`` at ``sha`` (``overwrote``: commits someone else pushed
-    there, archived, that it replaced): the row says git-nerve pushed it and what, which the next write leases.
-    The same message whether a rerun pushed it again or not (a killed `done` converges to the same log)."""
+    there, archived, that it replaced): its record says git-nerve pushed it and what, which the next write
+    leases (the row's columns and message say so too, for status). The same message whether a rerun pushed it
+    again or not (a killed `done` converges to the same log)."""
     from .. import clock
     from ..bus import messages, workers
 
-    if w.pushed and w.pushed_sha == sha and not overwrote:
+    if pushed(repo, w) == (True, sha) and w.pushed and w.pushed_sha == sha and not overwrote:
         return
+    ownership.record_pushed(repo.paths.common_dir, w.branch, w.task_id, remote, sha)
     with repo.bus.write() as conn:
         workers.update(conn, w.task_id, pushed=1, pushed_sha=sha)
         messages.publish(conn, w.task_id, "branch_pushed", {"remote": remote, "branch": w.branch, "sha": sha,
@@ -79,7 +115,7 @@ def remote_value(repo, w: Worker, remote: str) -> str | None:
     from .locking import fetch_branches
 
     now = gitremote.branch_tip(repo.cwd, remote, w.branch)
-    if now is not None and now != w.pushed_sha and not objectdb.existing_commits(repo.cwd, [now]):
+    if now is not None and now != pushed(repo, w)[1] and not objectdb.existing_commits(repo.cwd, [now]):
         fetch_branches(repo, remote, [w.branch])
         if not objectdb.existing_commits(repo.cwd, [now]):
             raise GitError(f"{w.branch} on {remote} moved while git-nerve read it; nothing changed: run the command again")
@@ -92,14 +128,14 @@ def others_on_remote(repo, w: Worker, now: str, tip: str, kept: list[str]) -> li
     in ``tip``. Newest first."""
     from ..git import history
 
-    return history.not_held(repo.cwd, tip, now, excluding=_existing(repo, [w.pushed_sha, *kept]))
+    return history.not_held(repo.cwd, tip, now, excluding=_existing(repo, [pushed(repo, w)[1], *kept]))
 
 
 def not_pushed_by_us(repo, w: Worker, now: str, kept: list[str]) -> list[str]:
     """The commits of ``now`` that git-nerve's last push of the branch and ``kept`` do not reach, newest first."""
     from ..git import history
 
-    return history.rev_list(repo.cwd, [now], excluding=_existing(repo, [w.pushed_sha, *kept]))
+    return history.rev_list(repo.cwd, [now], excluding=_existing(repo, [pushed(repo, w)[1], *kept]))
 
 
 def _existing(repo, shas: list[str | None]) -> list[str]:
@@ -118,41 +154,6 @@ def name_commits(repo, shas: list[str], most: int = 5) -> str:
     named = [f"{s[:12]} ({info[s][1]})" if s in info else s[:12] for s in shas[:most]]
     more = len(shas) - most
     return ", ".join(named) + (f" and {more} more" if more > 0 else "")
-
-
-# -- the record of a spawn in progress ------------------------------------------------------------
-
-
-def _spawn_record(paths: RepoPaths, task_id: str) -> Path:
-    return paths.nerve_dir / f"spawn-{task_key(task_id)}"
-
-
-def spawning(paths: RepoPaths, task_id: str) -> dict | None:
-    """The unfinished spawn of ``task_id`` or of an id differing only in case: {task_id, branch, adopted}, or None."""
-    try:
-        data = json.loads(_spawn_record(paths, task_id).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("task_id"), str) or not isinstance(data.get("branch"), str):
-        return None
-    return data
-
-
-def mark_spawning(paths: RepoPaths, task_id: str, branch: str, *, adopted: bool) -> None:
-    """Written before spawn's git work (under the spawn lock of the task's key). Written in place, no temporary
-    file a kill could leave: a torn record reads as none, and it is torn only when the git work had not begun."""
-    path = _spawn_record(paths, task_id)
-    make_dirs(path.parent)
-    fd = create_file(path)
-    try:
-        os.write(fd, json.dumps({"task_id": task_id, "branch": branch, "adopted": adopted}).encode())
-    finally:
-        os.close(fd)
-
-
-def clear_spawning(paths: RepoPaths, task_id: str) -> None:
-    """The spawn finished (or was rolled back): its record goes, through the door (a regular file of its name)."""
-    destroy.remove_own_file(_spawn_record(paths, task_id), within=paths.nerve_dir, kind="spawn-record")
 
 
 #: the message a takeover leaves on the task's row here: whom it was taken from, and its branch on the remote then
@@ -184,6 +185,5 @@ def taken_from(repo, task_id: str) -> tuple[str | None, str | None] | None:
             p.get("branch_tip") if isinstance(p.get("branch_tip"), str) else None)
 
 
-__all__ = ["TAKEN_OVER", "clear_spawning", "keep_branch", "keep_on_remote", "mark_spawning", "name_commits",
-           "not_pushed_by_us", "others_on_remote", "record_pushed", "record_takeover", "remote_value", "spawning",
-           "taken_from"]
+__all__ = ["TAKEN_OVER", "branch_record", "keep_branch", "keep_on_remote", "name_commits", "not_pushed_by_us",
+           "others_on_remote", "pushed", "record_pushed", "record_takeover", "remote_value", "taken_from"]

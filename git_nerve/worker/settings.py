@@ -70,14 +70,18 @@ def heartbeat_interval(config) -> float:
         raise UsageError("git config nerve.heartbeatInterval must be positive")
     return interval
 
-def main_checkout(paths: RepoPaths) -> Path:
-    """The main worktree's directory (the common dir itself for a bare repository)."""
+def _anchor(paths: RepoPaths) -> Path:
+    """What the default worktree root is named after and put beside (a relative nerve.worktreeDir too): the main
+    checkout when the common dir is its ``.git``, else the common dir itself (a bare repository, a git dir kept
+    apart: ``--separate-git-dir``, a submodule's). Not the main checkout (:func:`git_nerve.dotgit.main_checkout`):
+    the root must be the same from every worktree, or a task's worktree would fall outside it when asked from
+    another, and an existing repository's root never moves."""
     common = paths.common_dir
     return common.parent if common.name == ".git" else common
 
 
 def repo_name(paths: RepoPaths) -> str:
-    name = main_checkout(paths).name
+    name = _anchor(paths).name
     return name[:-4] if name.endswith(".git") and len(name) > 4 else name
 
 
@@ -115,9 +119,9 @@ def load(paths: RepoPaths, cfg: gitconfig.GitConfig) -> Settings:
     if root_cfg:
         root = Path(root_cfg).expanduser()
         if not root.is_absolute():
-            root = main_checkout(paths) / root
+            root = _anchor(paths) / root
     else:
-        root = main_checkout(paths).parent / f"{repo_name(paths)}.worktrees"
+        root = _anchor(paths).parent / f"{repo_name(paths)}.worktrees"
     return Settings(
         remote=remote,
         integration_branch=integration,

@@ -181,14 +181,20 @@ def extract(
         return _via_llm(raw, model, config, error, abort)
     if reprompt is None:
         raise ExtractError(error)
+    return _retry(lambda: reprompt(correction_prompt(model, error)), model, "parse", f"{error}; the retry failed")
+
+
+def _retry(ask: Callable[[], str], model: type[BaseModel], provider: str, failed: str) -> Extracted:
+    """The one retry: ``ask()`` for a new answer, parsed as ``model``; ExtractError when the asking fails (``failed``,
+    then why) or the answer is still invalid."""
     try:
-        again = reprompt(correction_prompt(model, error))
+        again = ask()
     except AdapterAborted:
         raise
     except AdapterError as exc:
-        raise ExtractError(f"{error}; the retry failed: {exc.message}", retried=True) from None
+        raise ExtractError(f"{failed}: {exc.message}", retried=True) from None
     try:
-        return Extracted(parse(again, model), "parse", 1)
+        return Extracted(parse(again, model), provider, 1)
     except Invalid as exc:
         raise ExtractError(f"{exc} (after one retry)", retried=True) from None
 
@@ -209,16 +215,8 @@ def _via_llm(raw: str, model: type[BaseModel], config: ExtractConfig, error: str
     except Invalid as exc:
         problem = str(exc)
     retry_user = f"{user}\n\nYour previous answer:\n\n{tail(first, 4000)}\n\nIt was rejected: {problem}. Reply with a corrected JSON object only."
-    try:
-        second = llm.complete(system, retry_user, abort=abort)
-    except AdapterAborted:
-        raise
-    except AdapterError as exc:
-        raise ExtractError(f"{problem}; the extract retry failed: {exc.message}", retried=True) from None
-    try:
-        return Extracted(parse(second, model), "llm", 1)
-    except Invalid as exc:
-        raise ExtractError(f"{exc} (after one retry)", retried=True) from None
+    return _retry(lambda: llm.complete(system, retry_user, abort=abort), model, "llm",
+                  f"{problem}; the extract retry failed")
 
 
 __all__ = ["ExtractError", "Extracted", "Invalid", "correction_prompt", "extract", "parse", "schema_hint"]

@@ -2,7 +2,7 @@
 
 The adapter's process output (stdout and stderr, as they arrive) is appended to the round's log while the
 agent runs; a reader follows it by byte offset. Beside each log, ``<round>-<role>.json`` names the
-adapter. Both are recorded as git-nerve's own (:func:`..git.destroy.record`) before they are created and
+adapter. Both are recorded as git-nerve's own (:func:`..git.ownership.record`) before they are created and
 kept after the round ends (finished rounds stay readable). While a writer has the log open it holds an
 exclusive ``flock`` on it (the kernel drops it when the writer dies): that is what "running" means.
 
@@ -110,13 +110,13 @@ def open_tee(common_dir, task_id: str, round_: int, role: str, adapter: str,
              env: Mapping[str, str] | None, worktree=None) -> Tee | None:
     """Start (or, for a second call in the same round, continue) a round's log; None when it cannot be written.
     ``env``: the agent's environment, ``worktree``: where it runs (the copied values it may print are there)."""
-    from ..git import destroy
+    from ..git import ownership
 
     path = log_path(common_dir, task_id, round_, role)
     meta = path.with_suffix(".json")
     try:
-        destroy.record(Path(common_dir), "runlog", os.fspath(path), task=task_id)
-        destroy.record(Path(common_dir), "runlog", os.fspath(meta), task=task_id)
+        ownership.record(Path(common_dir), "runlog", os.fspath(path), task=task_id)
+        ownership.record(Path(common_dir), "runlog", os.fspath(meta), task=task_id)
         make_dirs(path.parent)
         replace_file(meta, json.dumps({"task": task_id, "round": int(round_), "role": role, "adapter": adapter}))
         fd = create_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)

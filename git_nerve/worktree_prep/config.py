@@ -83,8 +83,3 @@ def _port_range(where: str, value) -> tuple[int, int]:
             or not 1 <= value[0] < value[1] <= 65536):
         raise UsageError(f"{where}: port_range must be [first, end) with 1 <= first < end <= 65536")
     return value[0], value[1]
-
-
-def main_checkout(toplevel: str | os.PathLike[str]) -> Path:
-    """The main checkout (where ignored files are copied from), wherever the command runs."""
-    return nerve_toml.main_checkout(toplevel) or Path(toplevel)

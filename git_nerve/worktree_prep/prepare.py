@@ -9,12 +9,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import nerve_toml
 from ..bus import prep as busprep
 from ..errors import NerveError
 from ..fs import create_file, make_dirs
 from ..git import worktrees
 from . import clone, include, ports, secrets, setup
-from .config import PrepConfig, load, main_checkout
+from .config import PrepConfig, load
 
 GUARD_MARKER = "copied-files"  # the name hooks/git-nerve-hook tests for
 
@@ -39,7 +40,7 @@ def prepare(paths, bus, task_id: str, worktree: Path, *, wait: bool = False, run
     except NerveError as exc:  # (spawn refused a bad table before it made anything; retry carries on)
         res.warnings.append(f"worktree not prepared: {exc.message}")
         return res
-    main = main_checkout(paths.toplevel)
+    main = nerve_toml.home(paths.toplevel)
     worktree = Path(worktree)
     if not worktree.is_dir():
         return res

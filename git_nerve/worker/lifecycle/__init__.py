@@ -18,27 +18,25 @@ its modules, lowest first:
   ``door_scope`` and the small shared helpers (the fetch and task locks are :mod:`..locking`'s).
 * :mod:`.worktree`: a live task's worktree followed, recreated, verified.
 * :mod:`.guards`: the refusals several verbs share.
-* :mod:`.spawn`: ``spawn``.
+* :mod:`.spawning`: ``spawn``.
 * :mod:`.begin`: ``start``.
 * :mod:`.work`: ``fail``, ``heartbeat``, ``done`` (and its rebase).
 * :mod:`.review`: ``approve``, ``request_changes``.
 * :mod:`.advance`: moving the local integration branch (fast-forward, sync).
 * :mod:`.check`: ``parse_check``, a check run in a temporary checkout, ``check_combination``.
 * :mod:`.cleanup`: the one cleanup of a task (merge and ``cancel --cleanup``).
-* :mod:`.merge`: ``merge``, ``unfinished_cleanups``.
-* :mod:`.cancel`: ``cancel``, ``retry`` (``show``, a reader, is :mod:`.repo`'s).
+* :mod:`.merging`: ``merge``, ``unfinished_cleanups``.
+* :mod:`.cancelling`: ``cancel``, ``retry`` (``show``, a reader, is :mod:`.repo`'s).
 
 Only :mod:`.repo` is imported with the package: a reader (``status``, ``conflicts``, the radar) opens the
 repository and nothing else, and importing every verb cost it more than starting Python. The other names are
-imported on first use (module ``__getattr__``); ``lifecycle.spawn``, ``.merge`` and ``.cancel`` stay the
-functions even once their modules (of the same names) are imported.
+imported on first use (module ``__getattr__``). No module is named like a verb (``lifecycle.merge`` is the
+function, its module :mod:`.merging`), so ``import git_nerve.worker.lifecycle.X as m`` is always the module X.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 
 from .repo import Repo, door_scope, integration_ref, open_repo, refuse_bare, repair_leftovers, show, trust_flags
 
@@ -51,19 +49,17 @@ __all__ = [
 #: that defines it, imported on first use
 _LAZY = {
     "fetch_branches": "..locking", "task_lock": "..locking", "get": "..transitions",
-    "CancelResult": ".cancel", "cancel": ".cancel", "retry": ".cancel",
+    "CancelResult": ".cancelling", "cancel": ".cancelling", "retry": ".cancelling",
     "check_combination": ".check", "parse_check": ".check", "check_command": ".check", "DEFAULT_CHECK": ".check",
-    "MERGE_ATTEMPTS": ".merge", "MergeResult": ".merge", "merge": ".merge", "unfinished_cleanups": ".merge",
-    "merge_conflict_steps": ".merge",
+    "MERGE_ATTEMPTS": ".merging", "MergeResult": ".merging", "merge": ".merging", "unfinished_cleanups": ".merging",
+    "merge_conflict_steps": ".merging",
     "FF_MARKER": ".advance",
     "approve": ".review", "request_changes": ".review",
-    "SpawnResult": ".spawn", "spawn": ".spawn", "setup_again": ".spawn",
+    "SpawnResult": ".spawning", "spawn": ".spawning", "setup_again": ".spawning",
     "REBASE_STEPS": ".work", "DoneResult": ".work", "done": ".work", "fail": ".work", "heartbeat": ".work",
     "start": ".begin",
     "follow_moved_worktree": ".worktree",
 }
-#: the verbs named like the module that defines them
-_VERB_MODULES = frozenset(name for name, where in _LAZY.items() if where == f".{name}")
 
 
 def __getattr__(name: str):
@@ -78,15 +74,3 @@ def __getattr__(name: str):
 def __dir__() -> list[str]:
     return sorted({*globals(), *_LAZY})
 
-
-class _Package(types.ModuleType):
-    """Importing a submodule sets the package's attribute of its name: for ``spawn``, ``merge`` and ``cancel``
-    the package keeps the verb there instead (as when every verb was imported with the package)."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _VERB_MODULES and isinstance(value, types.ModuleType):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

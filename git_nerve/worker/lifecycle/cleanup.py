@@ -19,7 +19,7 @@ from .repo import Repo, _publish, door_scope
 
 
 class _Cleaned(Protocol):
-    """What a cleanup reports into: a :class:`.merge.MergeResult` or a :class:`.cancel.CancelResult`."""
+    """What a cleanup reports into: a :class:`.merging.MergeResult` or a :class:`.cancelling.CancelResult`."""
 
     archive_ref: str | None
     removed_worktree: bool
@@ -80,7 +80,7 @@ def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = N
     from .. import owned
 
     deleted = False
-    why = owned.keep_branch(w)
+    why = owned.keep_branch(repo, w)
     if why:  # adopted: the person's, here and on every remote
         if kept is not None:
             kept.append(why)
@@ -92,13 +92,13 @@ def _delete_branch(repo: Repo, w: workers.Worker, warnings: list[str] | None = N
             warnings.append(f"{w.branch} was not deleted: it is checked out at {elsewhere.path}")
         return deleted
     sha = refs.resolve(repo.cwd, ref)
-    # the door proves it again: a branch owned.py keeps (adopted, or from an older bus) is never deleted
-    owner = {"owned_by_task": w.task_id, "row_branch": w.branch, "owned": owned.keep_branch(w) is None}
+    # the door proves it again from the record: a branch owned.py keeps (adopted, or cannot tell) is never deleted
+    owner = {"owned_by_task": w.task_id}
     if sha is not None:
         destroy.delete_branch(repo.cwd, repo.paths.common_dir, w.branch, old=sha, **owner)
         deleted = True
     remote = repo.settings.remote
-    if remote and (w.pushed or refs.exists(repo.cwd, f"refs/remotes/{remote}/{w.branch}")):
+    if remote and (owned.pushed(repo, w)[0] or refs.exists(repo.cwd, f"refs/remotes/{remote}/{w.branch}")):
         return _delete_on_remote(repo, remote, w, owner, warnings, kept) or deleted
     return deleted
 
@@ -110,13 +110,13 @@ def _delete_on_remote(repo: Repo, remote: str, w: workers.Worker, owner: dict, w
     pushed archived, one line naming it. True when it is gone there."""
     from .. import owned
 
-    why = owned.keep_on_remote(w, remote)
+    why = owned.keep_on_remote(repo, w, remote)
     if why:  # found there, not pushed there by git-nerve
         if kept is not None:
             kept.append(why)
         return False
     now = owned.remote_value(repo, w, remote)
-    if now is not None and now != w.pushed_sha:
+    if now is not None and now != owned.pushed(repo, w)[1]:
         if kept is not None:
             kept.append(_keep_moved(repo, remote, w, now))
         return False
@@ -143,7 +143,8 @@ def _keep_moved(repo: Repo, remote: str, w: workers.Worker, now: str) -> str:
                    if refs.exists(repo.cwd, r)]
     theirs = owned.not_pushed_by_us(repo, w, now, integration)
     ref = archive.keep_commits(repo, w, [now], f"{w.branch} on {remote} moved since git-nerve pushed it")
-    why = (f"it moved since git-nerve pushed {w.pushed_sha[:12]}" if w.pushed_sha else
+    sha = owned.pushed(repo, w)[1]
+    why = (f"it moved since git-nerve pushed {sha[:12]}" if sha else
            "git-nerve did not record the value it pushed there, so cannot tell whether someone pushed onto it")
     return (f"kept branch {w.branch} on {remote}: {why} (now at {now[:12]}"
             + (f"; {len(theirs)} commit(s) git-nerve did not push, archived under {ref}: "
@@ -154,13 +155,11 @@ def _delete_from_checkout(repo: Repo, remote: str, w: workers.Worker, expected: 
     """Delete the task's branch on the remote from a real checkout (as :func:`_push_from_checkout`), leased on
     ``expected`` (the value git-nerve pushed there, read from the remote now)."""
     from .. import owned
-    from ..settings import main_checkout
 
-    config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
+    config = gitremote.from_checkout_config(repo.paths.main_checkout or repo.paths.common_dir, remote)
     at = expected if refs.resolve(repo.cwd, f"{expected}^{{commit}}") else "HEAD"
     with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, at, what="push") as path:
         return destroy.delete_remote_branch(path, repo.paths.common_dir, remote, w.branch, owned_by_task=w.task_id,
-                                            owned=owned.keep_on_remote(w, remote) is None, row_branch=w.branch,
                                             expected=expected, config=config)
 
 

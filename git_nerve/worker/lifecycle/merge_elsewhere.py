@@ -3,7 +3,7 @@
 The task's branch is on the remote (its `done` pushed it); what it is called, the tip that was reviewed and its
 description come from the holder's published events (the cache; a sync first when they have not arrived). The
 claim row is held locked (:meth:`PostgresState.hold`: ``SELECT ... FOR UPDATE`` with a lock timeout) while this
-machine fetches the branch, builds the ``--no-ff`` merge in memory as :mod:`.merge` does, checks it, pushes the
+machine fetches the branch, builds the ``--no-ff`` merge in memory as :mod:`.merging` does, checks it, pushes the
 integration branch from a temporary checkout with a lease on the tip it merged onto, and reads the remote back
 (git is the ground truth: the merge commit must be on the remote's integration branch); only then does the claim
 move APPROVED -> COMPLETED, committed when the hold ends. A lost push changes no claim (merged again on the new
@@ -50,7 +50,7 @@ def merges_elsewhere(repo: Repo) -> bool:
     """Does this repository's shared store merge other machines' tasks here (shared mode)?"""
     from ... import shared
 
-    return hasattr(shared.for_bus(repo.bus), "hold")
+    return shared.for_bus(repo.bus).holds_claims
 
 
 def merge_elsewhere(repo: Repo, task_id: str, *, check: str | None = None) -> MergeResult:
@@ -197,8 +197,7 @@ def _push(repo: Repo, held, commit: str, ours: str, integration: str) -> bool:
     """The merge's push (on the git remote the claim's move rides it: one atomic push, both leased on the values
     read); False when it lost a race to the integration branch (merge again), one line for anything else."""
     remote, task_id = repo.settings.remote, held.task_id
-    ride = getattr(held, "ride", None)  # the git remote (PostgreSQL holds the row locked instead)
-    also = ride("COMPLETED", "merge") if ride is not None else ()
+    also = held.ride("COMPLETED", "merge")  # the git remote's (PostgreSQL holds the row locked instead: ())
     push = _push_from_checkout(repo, remote, commit, integration, ours, also=also)
     if push.rejected:
         if also and held.lost():  # the claim moved meanwhile: merged or sent back by another machine

@@ -1,4 +1,4 @@
-"""What a merge publishes, shared by :mod:`.merge` (a task of this machine) and :mod:`.merge_elsewhere` (one
+"""What a merge publishes, shared by :mod:`.merging` (a task of this machine) and :mod:`.merge_elsewhere` (one
 another machine holds): the result, the push of the integration branch from a temporary checkout (every pre-push
 gate runs), what a gate's refusal says, and the claim held across it (PostgreSQL)."""
 
@@ -51,9 +51,7 @@ def _push_from_checkout(repo: Repo, remote: str, commit: str, integration: str, 
                         also: tuple = ()) -> gitremote.PushResult:
     """Push the merge from a real checkout of it (a temporary detached worktree, removed afterwards), so that
     every pre-push gate (pre-commit, lefthook, husky, the user's own) runs as for a person's push."""
-    from ..settings import main_checkout
-
-    config = gitremote.from_checkout_config(main_checkout(repo.paths), remote)
+    config = gitremote.from_checkout_config(repo.paths.main_checkout or repo.paths.common_dir, remote)
     with worktrees.checkout_at(repo.cwd, repo.paths.common_dir, commit, what="push") as path:
         faults.point("merge.in-checkout")  # the temporary checkout exists, nothing pushed
         return gitremote.push(path, remote, commit, integration, expect=expect, config=config,
@@ -74,7 +72,7 @@ def merge_attempts(repo: Repo) -> int:
     """How many lost races a merge takes before it gives up (more when other machines merge too)."""
     from ... import shared
 
-    return SHARED_ATTEMPTS if hasattr(shared.for_bus(repo.bus), "hold") else MERGE_ATTEMPTS
+    return SHARED_ATTEMPTS if shared.for_bus(repo.bus).holds_claims else MERGE_ATTEMPTS
 
 
 def after_lost_race(attempt: int, attempts: int) -> None:
@@ -93,6 +91,6 @@ def claim_held(repo: Repo, task_id: str):
     from ... import shared
 
     state = shared.for_bus(repo.bus)
-    if state.config.backend != "postgres":  # the git remote: the claim rides the merge's own push instead
+    if not state.locks_claims:  # the git remote: the claim rides the merge's own push instead
         return nullcontext()
     return state.hold(repo.bus, task_id, "merge")

@@ -123,12 +123,10 @@ def repair_leftovers(repo: Repo) -> list[str]:
 def door_scope(repo: Repo) -> destroy.Scope:
     """What the door for destruction (:mod:`..git.destroy`) proves against: the roots, every task's worktree."""
     from ...git import destroy
-    from ..settings import main_checkout
 
     final = (State.COMPLETED.value, State.FAILED.value)
     rows = [(w.task_id, w.worktree, w.state not in final) for w in workers.all_workers(repo.bus.conn)]
-    main = None if repo.paths.is_bare else main_checkout(repo.paths)
-    return destroy.scope(repo.paths.common_dir, main, repo.settings.worktree_root, rows)
+    return destroy.scope(repo.paths.common_dir, repo.paths.main_checkout, repo.settings.worktree_root, rows)
 
 
 def _require_tip(cwd: Path, rev: str, what: str) -> str:

@@ -30,7 +30,7 @@ def reviews_elsewhere(repo: Repo, task_id: str) -> bool:
     from ... import shared
     from ...bus import workers
 
-    return workers.get(repo.bus.conn, task_id) is None and hasattr(shared.for_bus(repo.bus), "hold")
+    return workers.get(repo.bus.conn, task_id) is None and shared.for_bus(repo.bus).holds_claims
 
 
 def review_elsewhere(repo: Repo, task_id: str, verb: str, *, by: str | None, comment: str | None) -> Outcome:

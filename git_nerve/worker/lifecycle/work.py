@@ -156,7 +156,7 @@ def _remote_lease(repo: Repo, w: workers.Worker, tip: str, onto: str,
     if not remote:
         return None, [], []
     now = owned.remote_value(repo, w, remote)
-    if now is None or now == w.pushed_sha:
+    if now is None or now == owned.pushed(repo, w)[1]:
         return now or "", [], []
     theirs = owned.others_on_remote(repo, w, now, tip, [onto])
     if not theirs:

@@ -12,7 +12,7 @@ from ...bus import messages, workers
 from ...context import WorkerContext
 from ...context import write as write_ctx
 from ...errors import GitError, UsageError
-from ...git import destroy, refs, worktrees
+from ...git import destroy, ownership, refs, worktrees
 from ...locks import hold
 from .. import repair
 from ..locking import add_lock
@@ -41,10 +41,11 @@ def _ensure_worktree(repo: Repo, w: workers.Worker) -> None:
                     archived = refs.resolve(repo.cwd, refs.archive_name(w.task_id))
                     if archived is None:
                         raise GitError(f"branch {w.branch} of task {w.task_id} is gone and no archive ref exists")
-                    destroy.record(repo.paths.common_dir, "branch", w.branch, task=w.task_id)
+                    ownership.record(repo.paths.common_dir, "branch", w.branch, task=w.task_id,
+                                     adopted=w.adopted != 0)  # NULL (an older bus): cannot tell, kept
                     refs.update(repo.cwd, f"refs/heads/{w.branch}", _archived_tip(repo, w.task_id), None, "nerve: restore from archive")
                 path.parent.mkdir(parents=True, exist_ok=True)
-                destroy.record(repo.paths.common_dir, "worktree", os.fspath(path), task=w.task_id)
+                ownership.record(repo.paths.common_dir, "worktree", os.fspath(path), task=w.task_id)
                 worktrees.add(repo.cwd, path, branch=w.branch, start=None)
     _verify_worktree(repo, w)
 

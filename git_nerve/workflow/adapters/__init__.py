@@ -7,6 +7,7 @@ for OpenAI-compatible chat endpoints. Each CLI has a default instance
 extra_args=)``, ...); different timeouts are different instances.
 """
 
+from . import base
 from .aider import aider_adapter, create_aider
 from .base import (
     AdapterAborted,
@@ -54,41 +55,9 @@ def by_name(name: str):
     module = importlib.import_module(f"{__name__}.{name}")
     return getattr(module, f"{name}_adapter")
 
-__all__ = [
-    "PROMPT_FILE",
-    "AdapterAborted",
-    "AdapterAgentFailed",
-    "AdapterError",
-    "AdapterNonZeroExit",
-    "AdapterSpawnFailed",
-    "AdapterTimeout",
-    "AgentContext",
-    "AgentFn",
-    "CommandAdapter",
-    "HttpAdapter",
-    "StartFrame",
-    "adapter_name",
-    "adapter_problems",
-    "aider_adapter",
-    "builtin_names",
-    "by_name",
-    "claude_adapter",
-    "codex_adapter",
-    "copilot_adapter",
-    "create_aider",
-    "create_claude",
-    "create_codex",
-    "create_copilot",
-    "create_cursor",
-    "create_exec",
-    "create_gemini",
-    "create_hermes",
-    "create_http",
-    "create_opencode",
-    "create_qwen",
-    "cursor_adapter",
-    "gemini_adapter",
-    "hermes_adapter",
-    "opencode_adapter",
-    "qwen_adapter",
-]
+#: what the package offers: base's names (but its default timeout and tail helper) and every adapter's
+__all__ = sorted({*base.__all__} - {"DEFAULT_TIMEOUT", "tail"} | {
+    "PROMPT_FILE", "CommandAdapter", "HttpAdapter", "builtin_names", "by_name", "create_exec", "create_http",
+    *(name for cli in ("aider", "claude", "codex", "copilot", "cursor", "gemini", "hermes", "opencode", "qwen")
+      for name in (f"{cli}_adapter", f"create_{cli}")),
+})

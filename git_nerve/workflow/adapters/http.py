@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ...bus.rounds import Round
+from ...redact import one
 from .base import (
     DEFAULT_TIMEOUT,
     AdapterAborted,
@@ -34,15 +35,13 @@ from .base import (
 
 #: Characters of the run's rounds sent along with the task.
 HISTORY_BUDGET = 8000
-REDACTED = "[redacted]"
+#: the shortest key masked in a message (a shorter one would hide ordinary words)
+KEY_SHORTEST = 4
 
 
 def redact(text: str, secret: str | None) -> str:
-    if secret and len(secret) >= 4:
-        from ...redact import Redactor  # the one redaction (git_nerve/redact.py)
-
-        return Redactor([secret]).text(text)
-    return text
+    """``text`` with the API key masked (:func:`git_nerve.redact.one`, the one redaction)."""
+    return one(text, secret, shortest=KEY_SHORTEST)
 
 
 def transcript(rounds: Sequence[Round], budget: int = HISTORY_BUDGET) -> str:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ... import proctable
 from .base import AdapterAborted, AdapterAgentFailed, AdapterNonZeroExit, AdapterSpawnFailed, AdapterTimeout
 
 log = logging.getLogger("git_nerve.workflow")
@@ -40,33 +41,14 @@ Diagnose = Callable[["int | None", str, str], "str | None"]
 
 
 def group_alive(pgid: int) -> bool:
-    """True while a live (not zombie) process is in process group ``pgid``."""
+    """True while a live (not zombie) process is in process group ``pgid`` (no /proc needed: :mod:`proctable`)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return _live_member(pgid)
-
-
-def _live_member(pgid: int) -> bool:
-    """Scan /proc: zombies waiting for a slow init to reap them still count for killpg(0)."""
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                fields = fh.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+    return proctable.group_running(pgid)
 
 
 def kill_group(proc: subprocess.Popen, grace: float = DEFAULT_GRACE, *, first: int = signal.SIGTERM) -> None:
@@ -102,31 +84,18 @@ def sweep(run_id: str | None) -> int:
     An agent CLI can start helpers in a session of their own (Codex runs its
     sandboxed commands under ``bwrap --new-session``): they leave the agent's
     process group, so a group kill misses them. Everything the agent started
-    inherits the run's marker, so this finds them whoever their parent is now.
+    inherits the run's marker, so this finds them whoever their parent is now: in /proc where it is mounted,
+    else through ps (macOS); where neither answers, nothing is killed (the group kill still ran).
     """
     if not run_id:
         return 0
-    needle = f"{RUN_MARKER}={run_id}".encode()
     killed = 0
-    me = os.getpid()
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return 0
-    for entry in entries:
-        if not entry.isdigit() or int(entry) == me:
-            continue
+    for pid in proctable.carrying(f"{RUN_MARKER}={run_id}") or ():
         try:
-            with open(f"/proc/{entry}/environ", "rb") as fh:
-                environ = fh.read()
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
         except OSError:
-            continue
-        if needle in environ.split(b"\0"):
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-                killed += 1
-            except OSError:
-                pass
+            pass
     return killed
 
 

@@ -13,7 +13,7 @@ from ...bus import messages, workers
 from ...context import WorkerContext
 from ...context import write as write_ctx
 from ...errors import GitError, InvalidTransition, UsageError
-from ...git import destroy, location, refs, worktrees
+from ...git import destroy, location, ownership, refs, worktrees
 from ...git import config as gitconfig
 from ...git import remote as gitremote
 from ...locks import hold
@@ -51,7 +51,7 @@ def spawn(
     half-way removes what it created; one that was killed is completed by
     running it again (the branch and worktree it made are adopted). A branch
     that existed before (here or on the remote) is refused unless ``adopt``:
-    then it is recorded as adopted and git-nerve never deletes it (:mod:`.owned`).
+    then it is recorded as adopted and git-nerve never deletes it (:mod:`..owned`, :mod:`...git.ownership`).
     Spawns of ids that differ only in case run one at a time (one lock per casefolded
     id), so the later one always gets the collision message.
     """
@@ -88,14 +88,12 @@ def setup_again(repo: Repo, task_id: str, *, wait: bool = False):
 
 
 def _spawn(repo: Repo, task_id: str, *, description: str, from_ref: str | None, fetch: bool, adopt: bool) -> SpawnResult:
-    from .. import owned
-
     gitconfig.refuse_unsupported_object_format(repo.config)
     repair_leftovers(repo)
     existing = workers.get_by_key(repo.bus.conn, task_id)
-    unfinished = owned.spawning(repo.paths, task_id)
+    unfinished = ownership.spawning(repo.paths.common_dir, task_id)
     if existing is not None:
-        owned.clear_spawning(repo.paths, task_id)  # a spawn killed after its bus row: nothing left to finish
+        ownership.clear_spawning(repo.paths.common_dir, task_id)  # a spawn killed after its bus row: nothing left to finish
     elif unfinished is not None and unfinished["task_id"] != task_id:
         raise UsageError(f"task id {task_id!r} collides with task {unfinished['task_id']!r} (ids are case-insensitive), "
                          f"whose spawn did not finish: run `git worker spawn {unfinished['task_id']}` to finish it")
@@ -120,8 +118,6 @@ def caps_held(repo: Repo):
 
 def _spawn_new(repo: Repo, task_id: str, *, description: str, from_ref: str | None, fetch: bool, adopt: bool,
                unfinished) -> SpawnResult:
-    from .. import owned
-
     refuse_over_caps(repo.paths, repo.bus)  # [worktree] max_live / max_total_bytes, counted under the caps lock
     settings = repo.settings
     cwd = repo.cwd
@@ -135,18 +131,18 @@ def _spawn_new(repo: Repo, task_id: str, *, description: str, from_ref: str | No
     made = _Made()
     try:
         if unfinished != {"task_id": task_id, "branch": branch, "adopted": adopted}:
-            owned.mark_spawning(repo.paths, task_id, branch, adopted=adopted)
-        _spawn_worktree(repo, task_id, branch, path, base_sha, made)
+            ownership.mark_spawning(repo.paths.common_dir, task_id, branch, adopted=adopted)
+        _spawn_worktree(repo, task_id, branch, path, base_sha, made, adopted=adopted)
         row, other = _record_spawn(repo, task_id, branch, path, base_ref, base_sha, description, adopted, made)
         if other is not None:
             return SpawnResult(other, created=False)
     except BaseException:
         _rollback_spawn(repo, task_id, path if made.worktree else None, branch if made.branch else None, base_sha)
         if adopted or not refs.exists(cwd, f"refs/heads/{branch}"):
-            owned.clear_spawning(repo.paths, task_id)  # else: a branch an earlier, killed spawn made stays ours
+            ownership.clear_spawning(repo.paths.common_dir, task_id)  # else: a branch an earlier, killed spawn made stays ours
         raise
     faults.point("spawn.after-bus")
-    owned.clear_spawning(repo.paths, task_id)
+    ownership.clear_spawning(repo.paths.common_dir, task_id)
     result = SpawnResult(row, created=True)
     if settings.remote:
         relative = gitremote.relative_url_warning(cwd, settings.remote)
@@ -225,7 +221,8 @@ class _Made:
     worktree: bool = False
 
 
-def _spawn_worktree(repo: Repo, task_id: str, branch: str, path: Path, base_sha: str, made: _Made) -> None:
+def _spawn_worktree(repo: Repo, task_id: str, branch: str, path: Path, base_sha: str, made: _Made, *,
+                    adopted: bool = False) -> None:
     """The task's worktree on its branch (both created when missing), under the lock of its path only (adds of
     other paths run side by side)."""
     cwd = repo.cwd
@@ -242,9 +239,9 @@ def _spawn_worktree(repo: Repo, task_id: str, branch: str, path: Path, base_sha:
             # post-checkout hook) has already created the branch and the worktree
             made.branch = not had_branch
             # recorded before git creates them (a kill leaves at most a record of something missing)
-            destroy.record(repo.paths.common_dir, "worktree", os.fspath(path), task=task_id)
-            if made.branch:
-                destroy.record(repo.paths.common_dir, "branch", branch, task=task_id)
+            ownership.record(repo.paths.common_dir, "worktree", os.fspath(path), task=task_id)
+            # the task's branch, made here or adopted (then never deleted but by this spawn's own rollback)
+            ownership.record(repo.paths.common_dir, "branch", branch, task=task_id, adopted=adopted)
             made.worktree = True
             worktrees.add(cwd, path, branch=branch, start=base_sha if made.branch else None)
             faults.point("spawn.after-worktree")
@@ -292,7 +289,8 @@ def _rollback_spawn(repo: Repo, task_id: str, path: Path | None, branch: str | N
         if path is not None:
             destroy.discard(repo.cwd, path, sc, task=task_id)
         if branch is not None:
-            destroy.delete_branch(repo.cwd, repo.paths.common_dir, branch, owned_by_task=task_id, old=base_sha)
+            destroy.delete_branch(repo.cwd, repo.paths.common_dir, branch, owned_by_task=task_id, old=base_sha,
+                                  made_now=True)
     except Exception:  # noqa: BLE001 - a rollback must not hide the cause
         pass
 

@@ -125,7 +125,7 @@ def _undo_retry(repo: Repo, w: workers.Worker, *, made_dir: bool, made_branch: b
         if made_branch:
             tip = refs.resolve(repo.cwd, f"refs/heads/{w.branch}")
             if tip is not None and tip == _archived_tip(repo, w.task_id):
-                destroy.delete_branch(repo.cwd, repo.paths.common_dir, w.branch, owned_by_task=w.task_id,
-                                      row_branch=w.branch, old=tip)
+                destroy.delete_branch(repo.cwd, repo.paths.common_dir, w.branch, owned_by_task=w.task_id, old=tip,
+                                      made_now=True)
     except Exception:  # noqa: BLE001 - a rollback must not hide the cause
         pass

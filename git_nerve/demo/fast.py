@@ -6,7 +6,7 @@ workers edit the same line of the same file, so the second `done` meets a
 real rebase conflict, resolved with git's own `git rebase --continue`.
 
 The full demo (real agents, workflows, radar, notes, stop, knowledge, merge
-queue) is :mod:`git_nerve.demo_agents`.
+queue) is :mod:`git_nerve.demo.agents`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from .errors import NerveError
+from ..errors import NerveError
 
 
 class DemoFailed(NerveError):

@@ -3,7 +3,7 @@
 Nothing is needed but python3 and git: the agents are git-nerve's own agent
 (:mod:`git_nerve.agent`, a real separate process per role, driven by the
 ``nerve_agent`` adapter) talking to the deterministic scripted model
-(:mod:`git_nerve.scripted_model`, mode ``demo``) that this command starts on
+(:mod:`git_nerve.demo.scripted_model`, mode ``demo``) that this command starts on
 127.0.0.1 and stops at the end. With ``--agent NAME`` the agents are that real
 CLI instead (the user's own install and login), and no model is started.
 
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import click
 
-from .demo import DemoFailed, _commands, _env, _run, _say, _shown, seed_repository
-from .stopping import Stopped
+from ..stopping import Stopped
+from .fast import DemoFailed, _commands, _env, _run, _say, _shown, seed_repository
 
 RATE, LABEL, README = "tax-rate", "tax-label", "readme"
 TEST_COMMAND = "python3 -m unittest -v"
@@ -113,9 +113,9 @@ def _git(cwd: Path, *args: str) -> str:
 
 def _note_state(work: Path, task: str) -> str:
     """'queued', 'delivered' or 'acted on' for the newest note of ``task`` (read from the bus, as `git worker show` does)."""
-    from .bus import steer
-    from .bus.connection import Bus
-    from .paths import discover
+    from ..bus import steer
+    from ..bus.connection import Bus
+    from ..paths import discover
 
     bus = Bus(discover(work).bus_path)
     try:
@@ -175,7 +175,7 @@ def run(directory: Path | None = None, *, agent: str | None = None, console: boo
 
 def _check_agent(agent: str | None) -> None:
     if agent:
-        from .workflow.adapters import by_name
+        from ..workflow.adapters import by_name
 
         problems = by_name(agent).check()  # an unknown name is a usage error (exit 2)
         if problems:
