@@ -21,7 +21,7 @@ import pytest
 from fixtures.repos.build import commit_file, git
 from git_nerve.bus import steer
 from git_nerve.bus.connection import Bus
-from git_nerve.scripted_model.server import ScriptedModel
+from git_nerve.demo.scripted_model.server import ScriptedModel
 from tests.agent_drivers import DRIVERS, env_for
 from tests.real_agents import AgentRepo, _check, chat_params, stop_process
 from tests.waiting import wait_until
