@@ -129,3 +129,23 @@ def test_a_tools_list_page_after_the_first_is_the_sdks(repo):
     assert [a["id"] for a in answers] == [1, 2] and proc.returncode == 0, err
     assert answers[1]["result"]["tools"][0]["description"] != "an older description"  # the SDK answered it
     assert json.loads(record_of(repo.work).read_text()) == record  # and no page after the first is recorded
+
+
+def test_a_request_sent_just_before_the_end_of_input_is_answered(repo):
+    """The MCP stdio shutdown is the client closing the server's stdin; the SDK cancels what still runs at that
+    moment. A client that writes its last call and closes stdin at once gets that call's answer, and the tool
+    (``done`` here, which rebases and asks for review) is not cut off half-way: the task is in review."""
+    wt = _worktree(repo.work)
+    assert cli(["start"], wt).code == 0
+    (wt / "feature.txt").write_text("x\n")
+    subprocess.run(["git", "add", "feature.txt"], cwd=wt, check=True)
+    subprocess.run(["git", "commit", "-qm", "feature"], cwd=wt, check=True)
+    proc = subprocess.Popen([str(BIN / "git-nerve"), "mcp"], cwd=wt, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    lines = [INIT, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "done", "arguments": {}}}]
+    out, err = proc.communicate(b"".join((json.dumps(m) + "\n").encode() for m in lines), timeout=120)
+    answers = {a["id"]: a for a in map(json.loads, out.splitlines())}
+    assert sorted(answers) == [1, 2] and proc.returncode == 0, err
+    assert not answers[2]["result"].get("isError"), answers[2]
+    assert json.loads(cli(["status", "--json"], repo.work).out)[0]["state"] == "IN_REVIEW"

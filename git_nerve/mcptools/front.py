@@ -14,7 +14,11 @@ CLI and the SDK on stdin/stdout (file descriptors 0 and 1 become pipes the SDK r
   the tool list the SDK itself answered last time (issue 37: an agent CLI's first tool call waited for the
   SDK's import, 1.6 s); the record's key is this git-nerve's version, the mcptools modules' files and the
   SDK's (size and modification time), so a changed package is never answered from an old record;
-* any other line the SDK writes is passed on to the CLI as it is.
+* any other line the SDK writes is passed on to the CLI as it is;
+* the end of the CLI's input reaches the SDK only once the SDK answered every request passed to it (or the
+  CLI cancelled it): the SDK cancels the requests still running at the end of its input, so a client that
+  writes its last request and closes stdin, as the MCP stdio transport's shutdown allows, lost the answer and,
+  for a tool such as ``done``, the news of what the tool did.
 
 A first start (no record yet) waits for the SDK like before, and records its answer. Standard library only.
 """
@@ -64,6 +68,8 @@ class Front:
         self.answered: dict[str, tuple[str, str, dict | None]] = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.running: set[str] = set()  # ids (JSON) of the requests passed to the SDK and not answered yet
+        self.settled = threading.Condition()
         self.out = os.fdopen(os.dup(1), "wb", buffering=0)  # the CLI's stdout
         self.cli_in = os.fdopen(os.dup(0), "rb", buffering=0)  # the CLI's stdin
         sdk_in_r, self.sdk_in = os.pipe()
@@ -95,15 +101,46 @@ class Front:
         """CLI -> SDK, answering a known ``initialize`` on the way."""
         try:
             for line in _lines(self.cli_in):
-                self._maybe_answer(line)
+                msg = _parse(line)
+                self._track(msg)
+                self._maybe_answer(msg)
                 _write_all(self.sdk_in, line)
+            self._wait_for_answers()
         except OSError:
             pass
         finally:
             os.close(self.sdk_in)  # the SDK sees the CLI's end of input
 
-    def _maybe_answer(self, line: bytes) -> None:
-        msg = _parse(line)
+    def _track(self, msg: dict | None) -> None:
+        """Count a request on its way to the SDK; a cancelled one is no longer waited for."""
+        if not msg or not isinstance(msg.get("method"), str):
+            return
+        with self.settled:
+            if "id" in msg:
+                self.running.add(json.dumps(msg["id"]))
+            elif msg["method"] == "notifications/cancelled" and isinstance(msg.get("params"), dict):
+                self.running.discard(json.dumps(msg["params"].get("requestId")))
+                self.settled.notify_all()
+
+    def _answered(self, msg: dict) -> None:
+        with self.settled:
+            self.running.discard(json.dumps(msg["id"]))
+            self.settled.notify_all()
+
+    def _wait_for_answers(self, limit: float = 300.0) -> None:
+        """At the CLI's end of input: until the SDK answered what it was asked (a tool hung past ``limit``
+        seconds, or the SDK gone, ends the wait: the SDK then cancels what still runs, as it would have)."""
+        import time
+
+        deadline = time.monotonic() + limit
+        with self.settled:
+            while self.running and not self.stopping.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.settled.wait(min(left, 0.5))
+
+    def _maybe_answer(self, msg: dict | None) -> None:
         if not msg or msg.get("method") not in ("initialize", "tools/list") or "id" not in msg:
             return
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
@@ -133,6 +170,7 @@ class Front:
         msg = _parse(line)
         if not msg or "id" not in msg or "method" in msg:
             return False
+        self._answered(msg)
         got = self.answered.pop(json.dumps(msg["id"]), None)
         if got is None:
             return False
