@@ -109,6 +109,20 @@ def test_a_committed_symlink_in_place_of_node_modules_counts_what_it_holds(repo,
     assert not starts()
 
 
+def test_a_committed_link_into_node_modules_counts_all_it_shows(repo, gn, starts):
+    """`.opencode/plugins` committed as a link to `node_modules` (which holds a committed file, so it is walked):
+    every file opencode loads through the link counts, untracked ones included."""
+    work = repo.work
+    git(work, "rm", "-q", "-r", ".opencode/plugins")
+    commit_file(work, ".opencode/node_modules/a.js", PLUGIN, "a.js")
+    os.symlink("node_modules", work / ".opencode" / "plugins")
+    git(work, "add", "-f", ".opencode/plugins")
+    git(work, "commit", "-q", "-m", "plugins are node_modules")
+    assert gn("trust", work).code == 0 and starts()
+    write(work, ".opencode/node_modules/b.js", PLUGIN)
+    assert not starts() and ".opencode/plugins/b.js" in starts.refused
+
+
 def test_untracked_files_outside_opencodes_own_entries_count(repo, starts):
     """Untracked files elsewhere in `.opencode/` count (as before): opencode loads them whether git tracks them or
     not, and opencode never writes there itself."""

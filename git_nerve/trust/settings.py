@@ -184,7 +184,9 @@ def opencode(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
             continue
         seen.add(real)
         here = Path(dirpath).relative_to(root).as_posix()
-        dirnames[:] = sorted(d for d in dirnames if counts(f"{here}/{d}", folder=True))
+        # opencode's own entries last: a directory reached by a name that counts whole is walked by that name
+        dirnames[:] = sorted((d for d in dirnames if counts(f"{here}/{d}", folder=True)),
+                             key=lambda d: (here == OPENCODE_DIR and d in OPENCODE_OWN, d))
         for name in sorted(filenames):
             rel = f"{here}/{name}"
             if counts(rel):
