@@ -123,6 +123,16 @@ def test_a_committed_link_into_node_modules_counts_all_it_shows(repo, gn, starts
     assert not starts() and ".opencode/plugins/b.js" in starts.refused
 
 
+def test_a_committed_link_in_place_of_opencode_counts_what_it_holds(repo):
+    work = repo.work
+    commit_file(work, "vendor/cfg/plugins/x.js", PLUGIN, "config")
+    commit_file(work, "vendor/cfg/node_modules/evil/index.js", "export {}\n", "a package, committed elsewhere")
+    os.symlink("vendor/cfg", work / ".opencode")
+    assert list(opencode(work)[trust.OPENCODE].value) == [".opencode/plugins/x.js"]  # the link untracked
+    git(work, "add", ".opencode")
+    assert list(opencode(work)[trust.OPENCODE].value) == [".opencode/node_modules/evil/index.js", ".opencode/plugins/x.js"]
+
+
 def test_untracked_files_outside_opencodes_own_entries_count(repo, starts):
     """Untracked files elsewhere in `.opencode/` count (as before): opencode loads them whether git tracks them or
     not, and opencode never writes there itself."""

@@ -210,7 +210,7 @@ def _put(files: dict[str, str], rel: str, sha: str) -> None:
 def _opencode_counts(root: Path):
     """Whether a path under ``.opencode/`` (relative to ``root``, '/'-separated) counts (:func:`opencode`):
     outside opencode's own entries always; inside them when it, or a directory above it (a committed symlink,
-    a submodule), is tracked; a directory is entered when it holds tracked files. One ``git ls-files``."""
+    `.opencode` itself included, or a submodule), is tracked; a directory is entered when it holds tracked files. One ``git ls-files``."""
     from ..git.tracked import tracked_under
 
     tracked = tracked_under(root, OPENCODE_DIR)
@@ -225,7 +225,7 @@ def _opencode_counts(root: Path):
             return True
         if folder and rel in holding:
             return True
-        return any("/".join(parts[:i]) in marked for i in range(2, len(parts) + 1))
+        return any("/".join(parts[:i]) in marked for i in range(1, len(parts) + 1))
 
     return counts
 
