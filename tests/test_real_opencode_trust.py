@@ -7,7 +7,8 @@ A plugin on main that writes a marker file when opencode imports it, in the task
 OPENCODE_DISABLE_PROJECT_CONFIG=1, which this test showed): one line naming the plugin and `git nerve trust`,
 the run ends with an error, the marker is never written; after `git nerve trust` in the main checkout (it shows
 the plugin) the run loads it, works (the coder's commit) and git-nerve's own notes plugin, named by the run's
-OPENCODE_CONFIG, still hands a note over mid-run. The run ends after the coder (a one-token budget).
+OPENCODE_CONFIG, still hands a note over mid-run. The run ends after the coder (a one-token budget); what opencode
+wrote into `.opencode/` meanwhile (its plugin package's install) leaves the settings trusted for the next run.
 And the agent's own write under `.opencode/` is refused by opencode's edit rules.
 """
 
@@ -19,6 +20,7 @@ import json
 import pytest
 
 from fixtures.repos.build import commit_file, git
+from git_nerve import trust
 from git_nerve.bus import steer
 from git_nerve.bus.connection import Bus
 from git_nerve.demo.scripted_model.server import ScriptedModel
@@ -90,6 +92,11 @@ def test_a_committed_opencode_plugin_loads_only_once_trusted(tmp_path):
     with Bus(repo.work / ".git" / "nerve" / "bus.db") as bus:
         deliveries = steer.deliveries_for(bus.conn, "t1")
     assert carried and [(d.via, d.reader) for d in deliveries] == [("hook", "opencode (plugin)")], (carried, deliveries)
+    # what opencode wrote into the worktree's .opencode/ while it ran (its plugin package's install, a .gitignore
+    # naming it), none of it tracked, does not un-trust the next run
+    own = repo.worktree / ".opencode"
+    assert (own / ".gitignore").exists() and (own / "node_modules").is_dir(), sorted(p.name for p in own.iterdir())
+    assert trust.untrusted_in(repo.work / ".git", repo.worktree, trust.OPENCODE) is None
 
 
 def test_the_agent_cannot_write_opencodes_project_settings_itself(tmp_path):

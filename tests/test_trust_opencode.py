@@ -27,6 +27,7 @@ def wt_of(work: Path, task_id: str) -> Path:
 
 
 def test_the_inventory_entry_is_every_file_opencode_loads_by_path_and_bytes(tmp_path):
+    git(tmp_path, "init", "-q")
     assert opencode(tmp_path) == {}
     write(tmp_path, "opencode.json", '{"mcp": {}}\n')
     write(tmp_path, ".opencode/plugins/x.js", PLUGIN)

@@ -22,12 +22,13 @@ def tracked_among(checkout: Path, paths: list[str]) -> set[str]:
 
 
 def tracked_under(cwd, directory: str, *, env=None) -> list[str] | None:
-    """The files the index of ``cwd``'s checkout tracks under ``directory`` (relative to its top, or absolute
-    inside it); None when git cannot tell."""
-    proc = cli.run(["ls-files", "-z", "--", f":(literal){directory}"], cwd=cwd, env=env, check=False)
+    """The files the index of ``cwd``'s checkout tracks under ``directory`` (relative to ``cwd``, or absolute
+    inside the checkout), as paths relative to ``cwd`` (names that are not UTF-8 with surrogate escapes, as
+    ``os.walk`` gives them); None when git cannot tell."""
+    proc = cli.run(["ls-files", "-z", "--", f":(literal){directory}"], cwd=cwd, env=env, check=False, text=False)
     if proc.returncode != 0:
         return None
-    return [p for p in proc.stdout.split("\0") if p]
+    return [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
 
 
 def ignored_entries(checkout: Path) -> list[str] | None:

@@ -40,7 +40,7 @@ OPENCODE = "opencode project settings"
 #: where opencode 1.18 finds them: its project config files and `.opencode/`, from the directory it runs in up to
 #: its git worktree's top (the same place: the adapter runs it there); what it writes into a `.opencode/` it loads
 #: itself (its plugin package's install, a .gitignore naming them) is no setting (the first trusted run would
-#: untrust the next)
+#: untrust the next) unless git tracks it there: then a commit put it there (:func:`.settings.opencode`)
 OPENCODE_FILES = ("opencode.json", "opencode.jsonc")
 OPENCODE_DIR = ".opencode"
 OPENCODE_OWN = frozenset({"node_modules", ".gitignore", "package-lock.json", "bun.lock"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import nerve_toml
 from ..errors import NerveError
 from ..git import history, objectdb
-from . import OPENCODE, OPENCODE_DIR, OPENCODE_FILES, OPENCODE_OWN, WORKFLOW_DIR, WORKTREEINCLUDE
+from . import OPENCODE, OPENCODE_DIR, OPENCODE_FILES, WORKFLOW_DIR, WORKTREEINCLUDE
 
 
 def line(key: str, does: str) -> str:
@@ -69,11 +69,10 @@ def _relevant(name: str) -> bool:
 
 
 def _opencode(name: str) -> bool:
-    """A file of opencode's project settings (:func:`.settings.opencode`; what opencode writes there itself is not)."""
-    if name in OPENCODE_FILES:
-        return True
+    """A file of opencode's project settings (:func:`.settings.opencode`): every committed one, those named like
+    what opencode writes there itself (node_modules/, lock files) included: a commit put them there."""
     first, _, rest = name.partition("/")
-    return first == OPENCODE_DIR and bool(rest) and rest.split("/", 1)[0] not in OPENCODE_OWN
+    return name in OPENCODE_FILES or (first == OPENCODE_DIR and bool(rest))
 
 
 def of_branch(cwd, integration_refs: list[str], tip_ref: str) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,35 +143,56 @@ def read_text(path: Path) -> str | None:
         return None
 
 
-#: the dependency opencode adds to a `.opencode/package.json` itself (not counted)
+#: the dependency opencode adds to a `.opencode/package.json` itself (not counted while its value is a registry
+#: version: opencode 1.18.33 writes its own version, "1.18.33"; older ones "latest" or "*")
 OPENCODE_PLUGIN_PACKAGE = "@opencode-ai/plugin"
+_XR = r"(?:[xX*]|0|[1-9][0-9]*)"
+_IDS = r"[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*"
+_PARTIAL = rf"v?{_XR}(?:\.{_XR}(?:\.{_XR}(?:-{_IDS})?(?:\+{_IDS})?)?)?"
+_SIMPLE = rf"(?:[<>]=?|=|~>?|\^)? *{_PARTIAL}"
+_RANGE = rf"(?:{_PARTIAL} +- +{_PARTIAL}|{_SIMPLE}(?: +{_SIMPLE})*)"
+#: a plain npm version or range (node-semver's grammar: no "/", ":" or path, so never a file, link, git, GitHub,
+#: URL or ``npm:`` alias), or the dist-tag ``latest``: what the registry serves for that very package
+NPM_RANGE = rf" *(?:latest|{_RANGE}(?: *\|\| *{_RANGE})*) *"
+
+
+def registry_version(value: object) -> bool:
+    """True when ``value`` (a package.json dependency's) installs that package from the registry."""
+    return isinstance(value, str) and re.fullmatch(NPM_RANGE, value) is not None
 
 
 def opencode(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
     """opencode's project settings at ``toplevel``: ``opencode.json(c)`` and every file under ``.opencode/``
-    (symlinks followed, as opencode does), their paths and bytes (sha256) sorted; none: no Setting."""
+    (symlinks followed, as opencode does), their paths and bytes (sha256) sorted; none: no Setting.
+
+    What opencode writes there itself when it runs (:data:`OPENCODE_OWN`: its plugin package's install, lock
+    files, a .gitignore) counts only where git tracks it in this checkout (committed or staged: a commit put it
+    there, and opencode loads it), or where git cannot tell; read from the index, never from a .gitignore (a
+    commit can write one). Any other file counts, tracked or not: opencode loads it either way."""
     root = Path(toplevel)
     files: dict[str, str] = {}
     for name in OPENCODE_FILES:
         if (root / name).is_file():
             files[name] = _sha_of(root / name)
     folder = root / OPENCODE_DIR
+    counts = _opencode_counts(root) if folder.is_dir() else None
     seen: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True) if folder.is_dir() else ():
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True) if counts else ():
         real = os.path.realpath(dirpath)
-        top = Path(dirpath) == folder
         if real in seen:  # a symlink loop
             dirnames[:] = []
             continue
         seen.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not (top and d in OPENCODE_OWN))
+        here = Path(dirpath).relative_to(root).as_posix()
+        # opencode's own entries last: a directory reached by a name that counts whole is walked by that name
+        dirnames[:] = sorted((d for d in dirnames if counts(f"{here}/{d}", folder=True)),
+                             key=lambda d: (here == OPENCODE_DIR and d in OPENCODE_OWN, d))
         for name in sorted(filenames):
-            if top and name in OPENCODE_OWN:
-                continue
-            path = Path(dirpath) / name
-            sha = _sha_of(path, package=top and name == "package.json")
-            if sha:
-                files[path.relative_to(root).as_posix()] = sha
+            rel = f"{here}/{name}"
+            if counts(rel):
+                sha = _sha_of(Path(dirpath) / name, package=rel == f"{OPENCODE_DIR}/package.json")
+                if sha:
+                    _put(files, rel, sha)
     if not files:
         return {}
     files = dict(sorted(files.items()))
@@ -178,9 +200,39 @@ def opencode(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
                               tuple(f"{rel}: sha256 {sha[:16]}… (read it first)" for rel, sha in files.items()))}
 
 
+def _put(files: dict[str, str], rel: str, sha: str) -> None:
+    """``files[rel] = sha``, a name that is not UTF-8 shown with ``\\x`` escapes (it is printed and hashed as
+    text); two names shown alike both count."""
+    rel = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    files[rel] = f"{files[rel]} {sha}" if rel in files else sha
+
+
+def _opencode_counts(root: Path):
+    """Whether a path under ``.opencode/`` (relative to ``root``, '/'-separated) counts (:func:`opencode`):
+    outside opencode's own entries always; inside them when it, or a directory above it (a committed symlink,
+    `.opencode` itself included, or a submodule), is tracked; a directory is entered when it holds tracked files. One ``git ls-files``."""
+    from ..git.tracked import tracked_under
+
+    tracked = tracked_under(root, OPENCODE_DIR)
+    if tracked is None:  # git cannot tell: every file counts
+        return lambda rel, folder=False: True
+    marked = set(tracked)
+    holding = {p.rsplit("/", k)[0] for p in tracked for k in range(1, p.count("/") + 1)}
+
+    def counts(rel: str, folder: bool = False) -> bool:
+        parts = rel.split("/")
+        if len(parts) < 2 or parts[1] not in OPENCODE_OWN:
+            return True
+        if folder and rel in holding:
+            return True
+        return any("/".join(parts[:i]) in marked for i in range(1, len(parts) + 1))
+
+    return counts
+
+
 def _sha_of(path: Path, *, package: bool = False) -> str:
     """The file's sha256 ("unreadable" when it cannot be read); for ``.opencode/package.json`` that of what is
-    left without opencode's own dependency ("" when nothing is)."""
+    left without opencode's own dependency while that names a registry version ("" when nothing is left)."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -192,7 +244,7 @@ def _sha_of(path: Path, *, package: bool = False) -> str:
             obj = None
         if isinstance(obj, dict):
             deps = obj.get("dependencies")
-            if isinstance(deps, dict):
+            if isinstance(deps, dict) and registry_version(deps.get(OPENCODE_PLUGIN_PACKAGE)):
                 deps = {k: v for k, v in deps.items() if k != OPENCODE_PLUGIN_PACKAGE}
                 obj = {**obj, "dependencies": deps} if deps else {k: v for k, v in obj.items() if k != "dependencies"}
             if not obj:
