@@ -76,18 +76,21 @@ def line(name: str, ms: list[float], of: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=64, help="at least 1")
     parser.add_argument("--interval", type=float, default=5.0)
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--commit-every", type=float, default=1.0)
     parser.add_argument("--diff-files", type=int, default=20, help="files each of the first 8 tasks changes")
     args = parser.parse_args()
+    if args.workers < 1 or args.diff_files < 1:
+        parser.error("--workers and --diff-files need at least 1")
     from console_support import Browser, Console
 
     with tempfile.TemporaryDirectory(prefix="nerve-bench-page-") as tmp:
         work, tasks, t0 = spawned_workers(Path(tmp), args.workers)
         worktrees = worktrees_of(work)
-        for t in tasks[:8]:  # something to review: files of 40 lines each
+        reviewed = tasks[:8]  # fewer when fewer workers run
+        for t in reviewed:  # something to review: files of 40 lines each
             wt = worktrees[t]
             for k in range(args.diff_files):
                 (wt / f"src/{t}-{k}.py").write_text("".join(f"line {n} of {t}\n" for n in range(40)))
@@ -107,7 +110,7 @@ def main() -> None:
             feeder.start()
             n = 0
             while feeder.is_alive():
-                t = tasks[n % 8]
+                t = reviewed[n % len(reviewed)]
                 path = f"src/{t}-{n % args.diff_files}.py"
                 diff_ms.append(browser("eval", js=f"({DIFF})({json.dumps([t, path])})", timeout=30_000))
                 n += 1

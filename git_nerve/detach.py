@@ -58,11 +58,13 @@ def lower_own_priority(niceness: int = BACKGROUND_NICENESS) -> None:
 
 
 def start(module: str, args: list[str], *, cwd: str | os.PathLike[str], log: str | os.PathLike[str],
-          env: dict[str, str], niceness: int | None = BACKGROUND_NICENESS) -> subprocess.Popen:
+          env: dict[str, str], niceness: int | None = BACKGROUND_NICENESS,
+          pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
     """Start ``python -m <module> <args>`` in ``cwd`` detached, its output appended to ``log``; ``env`` is the
     child's environment (the caller's, with git's location variables taken out), PYTHONPATH put in front.
     ``niceness``: the priority it runs at (:func:`lower_priority`); None: the caller's (the warm reader, which
-    answers commands someone waits for). Raises OSError when it cannot start."""
+    answers commands someone waits for). ``pass_fds``: the only descriptors it inherits (a lock handed to it:
+    :func:`git_nerve.locks.take`). Raises OSError when it cannot start."""
     child = dict(env)
     root = str(Path(__file__).resolve().parents[1])
     child["PYTHONPATH"] = root + (os.pathsep + child["PYTHONPATH"] if child.get("PYTHONPATH") else "")
@@ -72,6 +74,6 @@ def start(module: str, args: list[str], *, cwd: str | os.PathLike[str], log: str
         nice = lower_priority(niceness) if niceness is not None else []
         argv = [*nice, sys.executable, "-m", module, *args]
         return subprocess.Popen(argv, cwd=os.fspath(cwd), env=child, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=out, start_new_session=True, close_fds=True)
+                                stderr=out, start_new_session=True, close_fds=True, pass_fds=pass_fds)
     finally:
         os.close(out)

@@ -3,7 +3,9 @@
 Started by the commands themselves (:func:`ensure`: every `git worker` command opening the repository, `git
 nerve sync`, `tell`, `console`) when nerve.toml puts the shared state in PostgreSQL, ``[shared] listen`` is not
 false and none runs for this clone (one lock test; nothing is started while one runs). It runs detached
-(:mod:`git_nerve.detach`, output to ``<common>/nerve/listen.log``), one per clone (``nerve/locks/listen.lock``),
+(:mod:`git_nerve.detach`, output to ``<common>/nerve/listen.log``), one per clone (``nerve/locks/listen.lock``,
+taken by the command that starts it and handed to it: the listener runs, by its lock, from the moment that
+command goes on, so the next command starts none and a stop of the pid the lock names stops it),
 and keeps this clone's cache fresh through LISTEN/NOTIFY (:func:`git_nerve.shared.listen.serve`): a sync within
 a moment of another machine's transition or published events, so `git worker status` and `show`, a note told
 from another machine (the notes hook's pending marker, set by the sync's ingest) and the console's page (its
@@ -28,7 +30,7 @@ def ensure(common_dir, *, say=None) -> bool:
 
     if not listen.wanted(common_dir) or listen.running(common_dir):
         return False
-    from . import detach
+    from . import detach, locks
     from .git.cli import clean_env
     from .dotgit import main_checkout
 
@@ -36,7 +38,15 @@ def ensure(common_dir, *, say=None) -> bool:
     main = main_checkout(common)
     cwd = main if main is not None and main.is_dir() else common
     try:
-        detach.start(MODULE, ["--cwd", os.fspath(cwd)], cwd=cwd, log=common / "nerve" / listen.LOG, env=clean_env())
+        lock = locks.take(listen.lock_path(common))  # held for it from now: running() says so when we return
+        if lock is None:
+            return False  # another command started it meanwhile
+        try:
+            child = detach.start(MODULE, ["--cwd", os.fspath(cwd), "--lock-fd", str(lock)], cwd=cwd,
+                                 log=common / "nerve" / listen.LOG, env=clean_env(), pass_fds=(lock,))
+            locks.name_holder(lock, child.pid)
+        finally:
+            os.close(lock)  # the listener has its own copy of the lock (or, not started, nobody holds it)
     except OSError as exc:
         (say or _stderr)(f"the listener was not started: {exc}")
         return False
@@ -53,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog=MODULE)
     parser.add_argument("--cwd", required=True)
+    parser.add_argument("--lock-fd", type=int, help="the lock the command that started it took for it")
     args = parser.parse_args(argv)
     from . import locks
     from .bus.connection import Bus
@@ -62,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         paths = discover(args.cwd)
-        held = locks.try_hold(listen.lock_path(paths.common_dir))
+        held = locks.try_hold(listen.lock_path(paths.common_dir), handed=args.lock_fd)
         if held is None:
             return 0  # this clone's listener runs already
         try:

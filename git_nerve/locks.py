@@ -88,11 +88,62 @@ def is_held(path: str | os.PathLike[str]) -> bool:
     return False
 
 
-def try_hold(path: str | os.PathLike[str]):
-    """Non-blocking: a context manager that holds the lock, or None if another process has it."""
+def try_hold(path: str | os.PathLike[str], *, handed: int | None = None):
+    """Non-blocking: a context manager that holds the lock, or None if another process has it. ``handed``: a
+    descriptor the starter of this process took with :func:`take` and passed on: when it holds the lock on
+    ``path``, this process holds it from then on (the manager closes it), and nothing else is tried."""
+    if handed is not None and _holds(handed, path):
+        name_holder(handed, os.getpid())
+        return contextlib.closing(_Fd(handed))
     try:
         cm = hold(path, timeout=0)
         cm.__enter__()
     except LockTimeout:
         return None
     return cm
+
+
+def take(path: str | os.PathLike[str]) -> int | None:
+    """Non-blocking: an open descriptor holding the exclusive lock on ``path`` (created if missing), or None when
+    another process holds it. The flock belongs to the open file, which a child started with the descriptor
+    (``pass_fds``) shares: how a starter hands a lock to the process it starts (:func:`try_hold` ``handed``), so
+    the lock is held from the moment the start returns. The caller closes its own copy once the child has it."""
+    p = Path(path)
+    make_dirs(p.parent)
+    fd = create_file(p, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None
+        raise
+    return fd
+
+
+def name_holder(fd: int, pid: int) -> None:
+    """Write ``pid`` into the lock file open at ``fd`` (what :func:`holder` reads)."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{pid}\n".encode(), 0)
+
+
+def _holds(fd: int, path) -> bool:
+    """``fd`` is the lock file at ``path`` and its open file holds the exclusive lock (taking it again through
+    the same open file succeeds at once; another holder's lock refuses it)."""
+    try:
+        st, there = os.fstat(fd), os.stat(path)
+        if (st.st_dev, st.st_ino) != (there.st_dev, there.st_ino):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    os.set_inheritable(fd, False)
+    return True
+
+
+class _Fd:
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def close(self) -> None:
+        os.close(self.fd)  # releases the flock (no other process has the open file any more)

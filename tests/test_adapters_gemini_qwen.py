@@ -219,7 +219,8 @@ GEMINI_HOME_RECORDER = RECORDER.replace(
     'with open(os.environ["NERVE_RECORD_TO"], "w") as fh:',
     'own = os.path.join(os.environ["GEMINI_CLI_HOME"], ".gemini")\n'
     'out["home"] = {{n: open(os.path.join(own, n)).read() for n in sorted(os.listdir(own))}}\n'
-    'out["modes"] = {{n: os.stat(os.path.join(own, n)).st_mode & 0o777 for n in os.listdir(own)}}\n'
+    'out["modes"] = {{n: os.lstat(os.path.join(own, n)).st_mode & 0o777 for n in os.listdir(own)}}\n'
+    'out["links"] = {{n: os.readlink(os.path.join(own, n)) for n in os.listdir(own) if os.path.islink(os.path.join(own, n))}}\n'
     'with open(os.environ["NERVE_RECORD_TO"], "w") as fh:')
 
 
@@ -227,8 +228,9 @@ GEMINI_HOME_RECORDER = RECORDER.replace(
 def test_geminis_notes_hooks_come_in_a_private_home_with_the_users_settings_and_login(recorder, repo, tmp_path,
                                                                                        monkeypatch, their_var):
     """Each run its own GEMINI_CLI_HOME (never the worktree, gone with the run): the user's settings.json (JSON with
-    comments, as Gemini CLI reads it) with the notes hooks appended beside their own, their login files copied, and
-    nothing else of their ~/.gemini (chat history, extensions, policies, memory); their files untouched."""
+    comments, as Gemini CLI reads it) with the notes hooks appended beside their own, links to their login files
+    (never a copy), and nothing else of their ~/.gemini (chat history, extensions, policies, memory); their files
+    untouched."""
     exe, read = recorder
     exe.write_text(GEMINI_HOME_RECORDER.format(python=sys.executable))
     base = tmp_path / "their-gemini-home" if their_var else Path(os.environ["HOME"])
@@ -253,8 +255,9 @@ def test_geminis_notes_hooks_come_in_a_private_home_with_the_users_settings_and_
     home = got["env"]["GEMINI_CLI_HOME"]
     assert home != str(base) and not home.startswith(str(repo.work)) and not os.path.exists(home)
     assert sorted(got["home"]) == sorted([*logins, "settings.json"])  # no history, memory, trust, extensions
-    assert all(got["home"][n] == text for n, text in logins.items())
-    assert all(mode & 0o077 == 0 for mode in got["modes"].values())
+    assert all(got["home"][n] == text for n, text in logins.items())  # read through the links
+    assert got["links"] == {n: str(theirs / n) for n in logins}
+    assert got["modes"]["settings.json"] & 0o077 == 0  # the one file written there, theirs with our hooks
     data = json.loads(got["home"]["settings.json"])
     assert data["security"] == {"auth": {"selectedType": "oauth-personal"}} and "nerve" in data["mcpServers"]
     assert data["site"] == "http://example.com/a"
@@ -287,3 +290,58 @@ def test_without_settings_of_their_own_a_gemini_run_gets_only_the_hooks(recorder
     create_gemini(binary=str(exe))(PROMPT, ctx_for(repo.work))
     got = read()["home"]
     assert list(got) == ["settings.json"] and set(json.loads(got["settings.json"])) == {"hooks"}
+
+
+HANGING_GEMINI = r'''#!{python}
+import json, os, sys, time
+own = os.path.join(os.environ["GEMINI_CLI_HOME"], ".gemini")
+with open(os.environ["NERVE_RECORD_TO"] + ".tmp", "w") as fh:
+    json.dump({{"pid": os.getpid(), "login": open(os.path.join(own, "oauth_creds.json")).read()}}, fh)
+os.rename(os.environ["NERVE_RECORD_TO"] + ".tmp", os.environ["NERVE_RECORD_TO"])
+time.sleep(120)
+'''
+
+KILLED_RUNNER = r'''
+import sys, threading
+from git_nerve.workflow.adapters import create_gemini
+from git_nerve.workflow.adapters.base import AgentContext, StartFrame
+work = sys.argv[2]
+start = StartFrame(task_id="t1", workflow="develop", content="do it", workdir=work)
+create_gemini(binary=sys.argv[1])("prompt", AgentContext(start, (), work, threading.Event(), "t1", "coder"))
+'''
+
+
+def test_a_gemini_run_killed_with_sigkill_leaves_no_copy_of_the_users_login(recorder, repo, tmp_path, monkeypatch):
+    """The runner is SIGKILLed while Gemini CLI runs (no `finally` removes its private directory): the run read
+    the user's login, and nothing under the temporary directory holds its content (links, never copies)."""
+    import signal
+
+    from tests.waiting import wait_until
+
+    exe, _ = recorder
+    exe.write_text(HANGING_GEMINI.format(python=sys.executable))
+    secret = "1//refresh-token-" + os.urandom(8).hex()
+    theirs = Path(os.environ["HOME"]) / ".gemini"
+    theirs.mkdir()
+    (theirs / "oauth_creds.json").write_text(json.dumps({"refresh_token": secret}))
+    (theirs / "oauth_creds.json").chmod(0o600)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    runner = subprocess.Popen([sys.executable, "-c", KILLED_RUNNER, str(exe), str(repo.work)],
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    record = Path(os.environ["NERVE_RECORD_TO"])
+    try:
+        wait_until(record.exists, 30, what="Gemini CLI started", alive=runner)
+        got = json.loads(record.read_text())
+        assert secret in got["login"]  # the run had the user's login
+    finally:
+        runner.kill()
+        runner.wait()
+        if record.exists():
+            os.kill(json.loads(record.read_text())["pid"], signal.SIGKILL)
+    left = [Path(d, f) for d, _, files in os.walk(temp) for f in files]
+    assert any(p.name == "settings.json" for p in left)  # the killed run's private directory is still there
+    holding = [p for p in left if not p.is_symlink() and secret in p.read_text(errors="replace")]
+    assert holding == []
+    assert json.loads((theirs / "oauth_creds.json").read_text()) == {"refresh_token": secret}

@@ -6,6 +6,7 @@ finishes)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -310,3 +311,22 @@ def test_line_comments_stay_on_their_lines_and_a_conflicted_task_says_what_confl
     finally:
         b.close()
         assert console.stop() == 0
+
+
+@pytest.mark.real
+def test_the_page_benchmark_runs_with_fewer_than_eight_workers(tmp_path):
+    """bench/console_page.py reviews the first 8 tasks' files: with fewer workers it reviews those there are (it
+    crashed on `--workers 4` with an IndexError), its figures printed as with 64."""
+    from realtools import CACHE
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, str(root / "bench" / "console_page.py"), "--workers", "3", "--duration",
+                           "3", "--interval", "1", "--diff-files", "2"], cwd=root, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "GIT_NERVE_TOOL_CACHE": str(CACHE)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "3 workers heartbeating every 1s for 3s, the page open in Chromium" in out
+    for name in ("heartbeat -> page", "commit -> page", "diff in the page", "  of which /diff"):
+        assert any(ln.startswith(name) and " p50 " in ln for ln in out.splitlines()), out
+    diffs = next(ln for ln in out.splitlines() if ln.startswith("diff in the page"))
+    assert not diffs.endswith("(0/0)"), out  # the three tasks' diffs were drawn

@@ -359,3 +359,34 @@ def test_a_note_reaches_the_boxed_agent_once_and_its_delivery_is_recorded_outsid
     bus.close()
     assert len(delivered) == 1 and delivered[0].via == "hook"
     assert any(t.startswith("note delivered to claude-code (hook)") and "use tabs" in t for t in lines), lines
+
+
+@pytest.mark.parametrize("their_var", [False, True])
+def test_gemini_in_the_box_reads_and_refreshes_the_users_login_through_its_private_home(bwrap, two_tasks, tmp_path,
+                                                                                     monkeypatch, their_var):
+    """The gemini adapter's private home links to the user's login files (no copy): in the box Gemini CLI reads
+    them and writes a refreshed token in place, as it does unboxed, whether they live in ~/.gemini or in the
+    user's own GEMINI_CLI_HOME."""
+    from git_nerve.workflow.adapters import create_gemini
+
+    work, wt1, _ = two_tasks
+    base = tmp_path / "their-gemini-home" if their_var else Path(os.environ["HOME"])
+    theirs = base / ".gemini"
+    theirs.mkdir(parents=True, exist_ok=True)
+    (theirs / "oauth_creds.json").write_text('{"access_token": "old"}')
+    if their_var:
+        monkeypatch.setenv("GEMINI_CLI_HOME", str(base))
+    exe = tmp_path / "fake-gemini"
+    exe.write_text(f"#!{PY}\nimport os, sys\nsys.stdin.read()\n"
+                   "p = os.path.join(os.environ['GEMINI_CLI_HOME'], '.gemini', 'oauth_creds.json')\n"
+                   "print('READ', open(p).read())\n"
+                   "with open(p, 'w') as fh:\n    fh.write('{\"access_token\": \"refreshed\"}')\n"  # writeFile: in place
+                   "print('WRITTEN')\n")
+    exe.chmod(0o755)
+    branch = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=wt1, capture_output=True,
+                            text=True).stdout.strip()
+    start = StartFrame(task_id="t1", workflow="w", content="c", workdir=str(wt1), branch=branch, sandbox="bwrap")
+    out = create_gemini(binary=str(exe))("prompt", AgentContext(start, [], str(wt1), task_id="t1", role="coder"))
+    assert 'READ {"access_token": "old"}' in out and "WRITTEN" in out, out
+    assert (theirs / "oauth_creds.json").read_text() == '{"access_token": "refreshed"}'
+    assert not (theirs / "oauth_creds.json").is_symlink()

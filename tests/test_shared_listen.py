@@ -109,6 +109,28 @@ def test_the_listener_stops_after_listen_idle_without_a_live_task(tmp_path, db):
     _listening(one)
 
 
+def test_a_command_returns_with_its_listener_running_so_a_stop_leaves_no_process(tmp_path, db, monkeypatch):
+    """The command that starts the clone's listener hands it its lock: when the command returns the listener is
+    running (its lock held, naming it), so the next command starts none of its own and a stop of the clone's
+    listener (SIGTERM to the pid the lock names) leaves no listener process behind. (A listener that took its lock
+    only once it had started missed a stop made meanwhile and ran on for ``listen_idle``, its database gone.)"""
+    import uuid
+
+    from git_nerve import locks, proctable
+    from tests.pg_support import listener_lock
+
+    mark = f"NERVE_TEST_LISTENER={uuid.uuid4().hex}"
+    monkeypatch.setenv(*mark.split("=", 1))  # carried by every process the commands below start
+    (one,) = team(tmp_path, db, ["one"])
+    ss.ok(["worker", "status"], one)  # starts one's listener
+    assert listening(one)  # at once, with no wait
+    pid = locks.holder(listener_lock(one))
+    assert stop_listeners(tmp_path) == [pid]
+    _wait(lambda: not _alive(pid), 10, step=0.05)
+    assert proctable.carrying(mark) is not None
+    _wait(lambda: not proctable.carrying(mark), 10, step=0.05)  # nothing started here runs on
+
+
 def test_the_listener_of_a_removed_clone_stops(tmp_path, db):
     """A person removes a clone whose listener runs (a live task in it): the listener stops instead of keeping
     the removed bus open for good, even when a process of that clone still running made its directories again."""

@@ -152,7 +152,7 @@ def seatbelt_profile(box: Box) -> str:
         return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     writable = [box.workdir, os.path.join(box.common_dir, "objects"), box.spool, box.tmp,
-                *[d for d in box.state_dirs if d]]
+                *[d for d in (*box.state_dirs, *box.extra_writable) if d]]
     if box.git_dir and os.path.realpath(box.git_dir) != os.path.realpath(box.common_dir):
         writable.append(box.git_dir)
     if box.branch:
@@ -218,9 +218,10 @@ def _why_not() -> str:
 
 def make_box(*, workdir: str, git_dir: str, common_dir: str, branch: str, task_id: str, tmp_parent: str,
              env: Mapping[str, str], network: bool = True, hide: Sequence[str] = (),
-             state_dirs: Sequence[str] = ()) -> Box:
+             state_dirs: Sequence[str] = (), writable: Sequence[str] = ()) -> Box:
     """The :class:`Box` of one agent process, its directories made: the task's box spool (a private one in
-    ``tmp_parent`` without a task) and an empty ``tmp_parent/tmp`` for its TMPDIR's tmpfs."""
+    ``tmp_parent`` without a task) and an empty ``tmp_parent/tmp`` for its TMPDIR's tmpfs. ``writable``: paths
+    the adapter hands its CLI besides (the Gemini login files its private home links to)."""
     from ..bus import spool
     from ..fs import make_dirs
 
@@ -241,7 +242,7 @@ def make_box(*, workdir: str, git_dir: str, common_dir: str, branch: str, task_i
         states.append(path)
     return Box(workdir=os.path.realpath(workdir), git_dir=git_dir, common_dir=os.path.realpath(common_dir),
                branch=branch, spool=os.fspath(where), tmp=tmp, home=home, network=network, hide=tuple(hide),
-               state_dirs=tuple(states), runtime_dir=env.get("XDG_RUNTIME_DIR", ""))
+               state_dirs=tuple(states), runtime_dir=env.get("XDG_RUNTIME_DIR", ""), extra_writable=tuple(writable))
 
 
 def take_in(common_dir: str) -> None:

@@ -70,6 +70,8 @@ class Invocation:
     common_dir: str
     ctx: AgentContext
     prompt_file: str | None = None
+    #: what the agent may write besides its worktree and its CLI's state directories when it runs in a box
+    writable: list[str] = dataclasses.field(default_factory=list)
 
     def private_text(self, name: str) -> str:
         """The text of file ``name`` the CLI wrote into this run's private directory ("" when it wrote none)."""
@@ -241,7 +243,7 @@ def _box(adapter: CommandAdapter, inv: Invocation) -> bool:
     box = sandbox.make_box(
         workdir=inv.workdir, git_dir=inv.git_dir, common_dir=inv.common_dir, branch=start.branch,
         task_id=inv.ctx.task_id, tmp_parent=inv.tmpdir, env=inv.env, network=getattr(start, "network", True),
-        hide=getattr(start, "hide", ()), state_dirs=adapter.state_dirs,
+        hide=getattr(start, "hide", ()), state_dirs=adapter.state_dirs, writable=inv.writable,
     )
     inv.argv, inv.env = sandbox.wrap(kind, box, inv.argv, inv.env)
     return True

@@ -34,9 +34,10 @@ reads hooks only from settings files (the worktree's, which the agent could chan
 user's; a system file it loads only when it and every directory above it belong to root), so each run
 gets a private Gemini home (``GEMINI_CLI_HOME`` in the run's private directory, removed afterwards):
 the user's ``settings.json`` with git-nerve's hooks appended (their ``mcpServers``, auth type and
-model carried), and the login files Gemini CLI reads there (``gemini_home.HOME_FILES``), copied from
-``$GEMINI_CLI_HOME`` when the user set one, else from HOME. Their extensions, policies, memory
-(``GEMINI.md``), commands and chat history stay out of the run, and nothing is written to theirs.
+model carried), and links to the login files Gemini CLI reads there (``gemini_home.HOME_FILES``: never copies) in
+``$GEMINI_CLI_HOME`` when the user set one, else in HOME. Their extensions, policies, memory
+(``GEMINI.md``), commands and chat history stay out of the run; only Gemini CLI's own writes of its login
+files (a refreshed token) reach theirs, as when they run it themselves.
 
 Credentials are the user's: ``GEMINI_API_KEY`` (``GOOGLE_GEMINI_BASE_URL`` for a
 proxy, with ``security.auth.selectedType = "gemini-api-key"`` in

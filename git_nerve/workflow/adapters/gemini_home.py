@@ -5,8 +5,16 @@ agent could change or commit), the user's ``~/.gemini/settings.json``, or a syst
 (``GEMINI_CLI_SYSTEM_SETTINGS_PATH``) it loads only when the file and every directory above it belong to root
 and are writable by no one else, which a normal user cannot make. ``GEMINI_CLI_HOME`` moves the whole user
 home instead (``$GEMINI_CLI_HOME/.gemini``: settings, login, history), so each run gets one of its own in its
-private directory (mode 0700, removed with it): the user's settings with git-nerve's hooks appended and copies
-of the login files Gemini CLI reads there. The source is ``$GEMINI_CLI_HOME`` when the user set one, else HOME.
+private directory (mode 0700, removed with it): the user's settings with git-nerve's hooks appended and a
+symbolic link to each of the login files Gemini CLI reads there. The source is ``$GEMINI_CLI_HOME`` when the user
+set one, else HOME.
+
+Links, never copies: a copy of a login file in the run's private directory stayed there in clear when the
+runner was killed (SIGKILL: no ``finally``). Gemini CLI (0.61.0) reads them through the link, writes them in place
+(``writeFile``: a refreshed token reaches the user's file, as when they run it themselves), and its removals
+(``rm``/``unlink``: a logout, the last MCP token) take the link, never the user's file. In a box
+(:mod:`git_nerve.workflow.sandbox`) the files linked to are writable (``Invocation.writable``; ``~/.gemini`` is a
+state directory of the adapter anyway).
 """
 
 from __future__ import annotations
@@ -50,18 +58,20 @@ def _jsonc(text: str) -> object:
 
 def private_home(inv: Invocation, command: str) -> str:
     """This run's Gemini home (``GEMINI_CLI_HOME``), in its private directory: the user's settings with the notes
-    hooks running ``command`` appended, and copies of their :data:`HOME_FILES`. A settings file that does not
-    parse is copied as it is, without hooks (Gemini CLI then says what is wrong with it)."""
+    hooks running ``command`` appended, and a link to each of their :data:`HOME_FILES` (no copy: see the module).
+    A settings file that does not parse is copied as it is, without hooks (Gemini CLI then says what is wrong
+    with it)."""
     from .claude import hooks, with_hooks
 
-    source = os.path.join(user_home(inv.env), ".gemini")
+    source = os.path.abspath(os.path.join(user_home(inv.env), ".gemini"))
     home = os.path.join(inv.tmpdir, "gemini-home")
     own = os.path.join(home, ".gemini")
     os.makedirs(own, mode=0o700)
     for name in HOME_FILES:
-        if os.path.isfile(os.path.join(source, name)):
-            shutil.copyfile(os.path.join(source, name), os.path.join(own, name))
-            os.chmod(os.path.join(own, name), 0o600)
+        theirs = os.path.join(source, name)
+        if os.path.isfile(theirs):
+            os.symlink(theirs, os.path.join(own, name))
+            inv.writable.append(os.path.realpath(theirs))
     theirs, settings = os.path.join(source, "settings.json"), os.path.join(own, "settings.json")
     try:
         with open(theirs, encoding="utf-8") as fh:
