@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import tomllib
 from pathlib import Path
@@ -345,3 +346,67 @@ def test_a_gemini_run_killed_with_sigkill_leaves_no_copy_of_the_users_login(reco
     holding = [p for p in left if not p.is_symlink() and secret in p.read_text(errors="replace")]
     assert holding == []
     assert json.loads((theirs / "oauth_creds.json").read_text()) == {"refresh_token": secret}
+
+
+def test_a_killed_runs_private_directory_goes_at_the_next_run_once_its_agent_is_gone(recorder, repo, tmp_path,
+                                                                                     monkeypatch):
+    """The private directory of a run whose runner was SIGKILLed holds the copy of the user's settings made for
+    it (their MCP server's token here). The next run keeps it while the killed run's agent still runs (it still
+    reads it), and removes it once that agent is gone; a directory that is not a run's (no mark) is kept."""
+    import signal
+
+    from tests.waiting import wait_until
+
+    exe, _ = recorder
+    hanging = tmp_path / "bin" / "hanging"
+    hanging.write_text(HANGING_GEMINI.format(python=sys.executable))
+    hanging.chmod(0o755)
+    secret = "mcp-token-" + os.urandom(8).hex()
+    theirs = Path(os.environ["HOME"]) / ".gemini"
+    theirs.mkdir()
+    (theirs / "oauth_creds.json").write_text("{}")
+    (theirs / "settings.json").write_text(json.dumps(
+        {"mcpServers": {"tools": {"httpUrl": "http://127.0.0.1:9/mcp", "headers": {"Authorization": secret}}}}))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # this process's runs too (gettempdir() is cached)
+    somebody = temp / "nerve-gemini-somebodys"
+    somebody.mkdir(mode=0o700)
+    (somebody / "settings.json").write_text(secret)
+
+    def holding() -> list[Path]:
+        return [Path(d, f) for d, _, files in os.walk(temp) for f in files
+                if Path(d) != somebody and secret in Path(d, f).read_text(errors="replace")]
+
+    record = Path(os.environ["NERVE_RECORD_TO"])
+    runner = subprocess.Popen([sys.executable, "-c", KILLED_RUNNER, str(hanging), str(repo.work)],
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        wait_until(record.exists, 30, what="the agent started", alive=runner)
+        agent = json.loads(record.read_text())["pid"]
+    finally:
+        runner.kill()
+        runner.wait()
+    try:
+        assert len(holding()) == 1  # the killed run's copy of the settings, with the token
+        record.unlink()
+        create_gemini(binary=str(exe))(PROMPT, ctx_for(repo.work))
+        assert len(holding()) == 1  # its agent still runs: kept
+    finally:
+        os.kill(agent, signal.SIGKILL)
+    wait_until(lambda: not _alive(agent), 30, what="the agent gone")
+    create_gemini(binary=str(exe))(PROMPT, ctx_for(repo.work))
+    assert holding() == []
+    assert (somebody / "settings.json").read_text() == secret  # not a run's: kept
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (its parent, the killed runner, is gone: init reaps it soon) carries nothing any more
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return True

@@ -21,6 +21,9 @@ and hooks read the records).
 `tests/test_destroy_door.py` allows rmtree, `git worktree remove` and branch or ref deletion here and nowhere
 else: a reviewer reads every way git-nerve can destroy something in this file, and every proof it makes in
 :mod:`.proofs` and :mod:`.ownership`, which remove nothing.
+
+Size: one module on purpose, over the usual 400 lines: it is the door, and a reviewer reads every way git-nerve
+destroys something here, in one file (the proofs, which remove nothing, live in :mod:`.proofs`).
 """
 
 from __future__ import annotations
@@ -96,6 +99,57 @@ def remove_own_tempdir(path, *, prefix: str) -> None:
             or not os.path.basename(real).startswith(prefix) or len(os.path.basename(real)) <= len(prefix)):
         raise Refused(f"kept {raw}: not a private temporary directory {prefix}* of ours")
     _rmtree(real)
+
+
+#: the mark a run's private temporary directory holds while its runner lives: a lock file its runner keeps
+#: locked, holding the run's id (:func:`remove_dead_private_dirs`)
+PRIVATE_MARK = ".nerve-run"
+
+
+def remove_dead_private_dirs(prefix: str, *, still_running) -> list[str]:
+    """The private temporary directories of agent runs whose runner was killed before it removed them (SIGKILL:
+    no ``finally``), which may hold copies of a person's settings or keys: in the temporary directory, named
+    ``<prefix>*``, a directory of this user closed to others, holding a :data:`PRIVATE_MARK` of this user with
+    a run id; removed only when proven dead: the mark's lock can be taken (its runner is gone) and
+    ``still_running(run_id)`` is False (no process carries the run's id: an agent left running keeps its
+    directory; None, cannot tell, keeps it too). The removed paths."""
+    import fcntl
+    import tempfile
+
+    base = os.path.realpath(tempfile.gettempdir())
+    removed: list[str] = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    me = os.getuid()
+    for name in names:
+        if not name.startswith(prefix) or len(name) <= len(prefix):
+            continue
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+            fd = os.open(os.path.join(path, PRIVATE_MARK), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue  # gone, or no mark: cannot tell
+        try:
+            mark = os.fstat(fd)
+            if (not stat.S_ISDIR(st.st_mode) or st.st_uid != me or stat.S_IMODE(st.st_mode) & 0o077
+                    or not stat.S_ISREG(mark.st_mode) or mark.st_uid != me):
+                continue
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: its runner lives
+            run = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+            if not re.fullmatch(r"[0-9a-f]{32}", run) or still_running(run) is not False:
+                continue
+            if not os.path.samestat(st, os.lstat(path)):
+                continue  # replaced meanwhile
+            _rmtree(path)
+            removed.append(path)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+    return removed
 
 
 def remove_recorded_link(records: Path, link: str) -> None:

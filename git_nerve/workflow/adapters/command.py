@@ -39,8 +39,10 @@ from .process import (  # noqa: F401 - re-exported: adapters, wrap.py and benche
     Diagnose,
     group_alive,
     kill_group,
+    mark_private,
     run_process,
     sweep,
+    sweep_dead_private_dirs,
 )
 
 
@@ -179,8 +181,11 @@ class CommandAdapter:
             RUN_MARKER: uuid.uuid4().hex, **own,
         })
         env = credentials.only_own(env, self.received_env(), keep=own)
+        sweep_dead_private_dirs()  # a killed runner's copies of settings and keys go at the next run
         tmpdir = tempfile.mkdtemp(prefix=f"nerve-{self.name}-")
+        mark = None
         try:
+            mark = mark_private(tmpdir, env.get(RUN_MARKER, ""))
             git_dir, common_dir = git_dirs(ctx.workdir)
             inv = Invocation(self.argv(), env, ctx.workdir, tmpdir, git_dir, common_dir, ctx)
             if self.prompt_via == "file":
@@ -217,6 +222,8 @@ class CommandAdapter:
             from ...git import destroy
 
             destroy.remove_own_tempdir(tmpdir, prefix=f"nerve-{self.name}-")
+            if mark is not None:
+                os.close(mark)
 
 
 def _live_reading(adapter: CommandAdapter, ctx: AgentContext) -> Diagnose | None:

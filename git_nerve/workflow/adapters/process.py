@@ -99,6 +99,42 @@ def sweep(run_id: str | None) -> int:
     return killed
 
 
+def mark_private(tmpdir: str, run_id: str) -> int | None:
+    """Mark a run's private directory as its runner's while it lives (``git.destroy.PRIVATE_MARK``: a lock this
+    process holds, the run's id written under it): the descriptor to close after the directory is removed; None
+    when it could not be marked (the directory is then never swept: kept)."""
+    from ... import locks
+    from ...git.destroy import PRIVATE_MARK
+
+    path = os.path.join(tmpdir, PRIVATE_MARK)
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            fd = locks.take(path)  # a sweep may hold it a moment while it reads an empty mark
+        except OSError:
+            return None
+        if fd is not None:
+            break
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+    os.pwrite(fd, run_id.encode("ascii") + b"\n", 0)
+    return fd
+
+
+def still_running(run_id: str) -> bool | None:
+    """Whether a process still carries ``NERVE_RUN_ID=<run_id>`` (None: cannot tell)."""
+    pids = proctable.carrying(f"{RUN_MARKER}={run_id}")
+    return None if pids is None else bool(pids)
+
+
+def sweep_dead_private_dirs() -> list[str]:
+    """Remove the private directories of earlier runs whose runner was killed (``git.destroy``'s proof)."""
+    from ...git import destroy
+
+    return destroy.remove_dead_private_dirs("nerve-", still_running=still_running)
+
+
 class Capture:
     """Drain one pipe on a thread, keeping at most ``limit`` bytes (the tail)."""
 
