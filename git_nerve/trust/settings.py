@@ -7,7 +7,7 @@ trust record keeps. An absent or empty setting is no :class:`Setting` (nothing r
 nerve.toml is the one the features read (:func:`..nerve_toml.read`: the main checkout's, wherever you stand);
 ``.worktreeinclude`` the main checkout's (the copy's source); ``.nerve/workflows/*.py`` the checkout's own
 (`git nerve run` imports them from where it runs); an agent CLI's own project settings (:func:`opencode`) the
-checkout's own too: the adapter asks about the worktree the CLI runs in, `git nerve trust` shows the main
+checkout's own too (:func:`claude`, :func:`gemini`, :func:`qwen` likewise): the adapter asks about the worktree the CLI runs in, `git nerve trust` shows the main
 checkout's. Standard library only.
 """
 
@@ -21,8 +21,8 @@ from pathlib import Path
 
 from .. import nerve_toml
 
-from . import (ADAPTER, CLONE, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, INCLUDE, NOTIFY_COMMAND, NOTIFY_URL,  # noqa: F401
-               OPENCODE, OPENCODE_DIR, OPENCODE_FILES, OPENCODE_OWN, SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
+from . import (ADAPTER, AGENT_PROJECT, CLAUDE, CLONE, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, GEMINI,  # noqa: F401
+               INCLUDE, NOTIFY_COMMAND, NOTIFY_URL, OPENCODE, QWEN, SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
 
 #: what each setting does on the person's machine, in words (the flag of a change says "it will <this>")
 DOES = {
@@ -39,6 +39,12 @@ DOES = {
     NOTIFY_URL: "receive a POST of each notification (a task's id, state, description line and summary)",
     OPENCODE: "be loaded by opencode in each run of the opencode adapter (git nerve run): its plugins and tools run "
               "as code on your machine, its MCP servers, commands and agents are the agent's",
+    CLAUDE: "be loaded by Claude Code in each run of the claude adapter (git nerve run): its hooks, MCP servers and "
+            "apiKeyHelper run as commands on your machine, its permission rules and env widen what the agent may do",
+    GEMINI: "be loaded by Gemini CLI in each run of the gemini adapter (git nerve run): its hooks, MCP servers and tool "
+            "commands run on your machine, its policies widen what the agent may run",
+    QWEN: "be loaded by Qwen Code in each run of the qwen adapter (git nerve run): its hooks, MCP servers and tool "
+          "commands run on your machine, its commands, agents and workflows are the agent's",
 }
 WORKFLOW_DOES = "run as Python on your machine (git nerve run imports it)"
 
@@ -149,12 +155,35 @@ OPENCODE_PLUGIN_PACKAGE = "@opencode-ai/plugin"
 def opencode(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
     """opencode's project settings at ``toplevel``: ``opencode.json(c)`` and every file under ``.opencode/``
     (symlinks followed, as opencode does), their paths and bytes (sha256) sorted; none: no Setting."""
+    return agent_project(OPENCODE, toplevel)
+
+
+def claude(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """Claude Code's project settings at ``toplevel``: ``.mcp.json`` and every file under ``.claude/``."""
+    return agent_project(CLAUDE, toplevel)
+
+
+def gemini(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """Gemini CLI's project settings at ``toplevel``: every file under ``.gemini/``."""
+    return agent_project(GEMINI, toplevel)
+
+
+def qwen(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """Qwen Code's project settings at ``toplevel``: every file under ``.qwen/``."""
+    return agent_project(QWEN, toplevel)
+
+
+def agent_project(key: str, toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """An agent CLI's project settings (``key``, :data:`.AGENT_PROJECT`) at ``toplevel``: its files there and every
+    file under its folder (symlinks followed, as the CLIs do; what the CLI writes there itself left out), their
+    paths and bytes (sha256) sorted; none: no Setting."""
+    names, dirname, own = AGENT_PROJECT[key]
     root = Path(toplevel)
     files: dict[str, str] = {}
-    for name in OPENCODE_FILES:
+    for name in names:
         if (root / name).is_file():
             files[name] = _sha_of(root / name)
-    folder = root / OPENCODE_DIR
+    folder = root / dirname
     seen: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=True) if folder.is_dir() else ():
         real = os.path.realpath(dirpath)
@@ -163,19 +192,19 @@ def opencode(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
             dirnames[:] = []
             continue
         seen.add(real)
-        dirnames[:] = sorted(d for d in dirnames if not (top and d in OPENCODE_OWN))
+        dirnames[:] = sorted(d for d in dirnames if not (top and d in own))
         for name in sorted(filenames):
-            if top and name in OPENCODE_OWN:
+            if top and name in own:
                 continue
             path = Path(dirpath) / name
-            sha = _sha_of(path, package=top and name == "package.json")
+            sha = _sha_of(path, package=key == OPENCODE and top and name == "package.json")
             if sha:
                 files[path.relative_to(root).as_posix()] = sha
     if not files:
         return {}
     files = dict(sorted(files.items()))
-    return {OPENCODE: Setting(OPENCODE, DOES[OPENCODE], files,
-                              tuple(f"{rel}: sha256 {sha[:16]}… (read it first)" for rel, sha in files.items()))}
+    return {key: Setting(key, DOES[key], files,
+                         tuple(f"{rel}: sha256 {sha[:16]}… (read it first)" for rel, sha in files.items()))}
 
 
 def _sha_of(path: Path, *, package: bool = False) -> str:
@@ -202,7 +231,7 @@ def _sha_of(path: Path, *, package: bool = False) -> str:
 
 
 #: the project settings of each agent CLI an adapter gates (:func:`..untrusted_in`), by key
-AGENT_CLI = {OPENCODE: opencode}
+AGENT_CLI = {OPENCODE: opencode, CLAUDE: claude, GEMINI: gemini, QWEN: qwen}
 
 
 def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict[str, Setting]:
@@ -210,7 +239,8 @@ def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict
     out = from_toml(nerve_toml.read(toplevel))
     main = nerve_toml.home(toplevel)
     out.update(worktreeinclude(read_text(main / WORKTREEINCLUDE)))
-    out.update(opencode(toplevel))
+    for read in AGENT_CLI.values():
+        out.update(read(toplevel))
     if workflows:
         folder = Path(toplevel) / WORKFLOW_DIR
         for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:

@@ -133,6 +133,9 @@ class CommandAdapter:
     #: ``(adapter) -> (stdout so far) -> [Usage]``: a CLI that streams its usage, read while it runs (into
     #: ``ctx.live_usage``) so a budget stops it mid-turn; None: only its final report counts
     live: Callable[[CommandAdapter], Callable[[str], list]] | None = None
+    #: the trust key of the CLI's own project settings in the worktree it runs in (``trust.CLAUDE``, ...): the CLI
+    #: is not started while they are there and not trusted (:func:`refuse_untrusted`); None: it loads none
+    project_settings: str | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_via not in ("stdin", "file"):
@@ -181,6 +184,7 @@ class CommandAdapter:
         try:
             git_dir, common_dir = git_dirs(ctx.workdir)
             inv = Invocation(self.argv(), env, ctx.workdir, tmpdir, git_dir, common_dir, ctx)
+            refuse_untrusted(self, inv)
             if self.prompt_via == "file":
                 inv.prompt_file = os.path.join(tmpdir, f"nerve-prompt-{ctx.role or 'agent'}.md")
                 with open(inv.prompt_file, "w", encoding="utf-8") as fh:
@@ -215,6 +219,20 @@ class CommandAdapter:
             from ...git import destroy
 
             destroy.remove_own_tempdir(tmpdir, prefix=f"nerve-{self.name}-")
+
+
+def refuse_untrusted(adapter: CommandAdapter, inv: Invocation) -> None:
+    """Start no CLI that would load project settings this user has not trusted in the worktree it runs in (issue 35:
+    an agent or a merged branch may have written their hooks, MCP servers, plugins): AdapterSpawnFailed, one line
+    naming them and `git nerve trust`, before anything ran."""
+    if adapter.project_settings is None:
+        return
+    from ... import trust
+    from .base import AdapterSpawnFailed
+
+    line = trust.refusal(inv.common_dir, inv.workdir, adapter.project_settings, adapter.name)
+    if line is not None:
+        raise AdapterSpawnFailed(adapter.name, line)
 
 
 def _live_reading(adapter: CommandAdapter, ctx: AgentContext) -> Diagnose | None:
