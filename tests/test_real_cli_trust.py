@@ -1,0 +1,76 @@
+"""The REAL Claude Code and Gemini CLI (pinned, tests/agent_drivers.py) run a hook committed to the repository's
+`.claude/settings.json` / `.gemini/settings.json` only once the person trusted that exact content (issue 35: an
+agent's or a teammate's commit could have put it there, and a hook runs as a shell command with the person's
+rights, outside the CLI's permission rules; Claude Code's private `--settings` does not keep project settings out,
+Gemini CLI's `--skip-trust` lets them in).
+
+A settings file on main whose session-start and before-tool hooks write a marker file, in the task's worktree: the first run (untrusted) starts no Claude Code: one line naming the file and `git nerve trust`, the run
+ends with an error, no request reaches the model, the marker is never written. After `git nerve trust` in the main
+checkout (it shows the file) the run works (the coder's commit) and the marker exists: the CLI really loads the
+file, so the gate is not theatre. The run ends after the coder (a one-token budget).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from fixtures.repos.build import commit_file, git
+from git_nerve import trust
+from git_nerve.demo.scripted_model.server import ScriptedModel
+from tests.agent_drivers import DRIVERS, env_for
+from tests.real_agents import AgentRepo, _check, chat_params
+
+pytestmark = pytest.mark.real
+
+#: (adapter, its trust key, the settings file, its before-tool hook event, the user's own environment for it).
+#: Gemini CLI 0.61 reads its settings files before it parses ``--skip-trust``: it loads the worktree's
+#: settings.json where the user's setup trusts the folder (``GEMINI_CLI_TRUST_WORKSPACE=true``, as its docs advise
+#: for headless runs; ``security.folderTrust.enabled = false``; a trusted parent folder), and its policies, skills,
+#: agents and commands under ``--skip-trust`` alone
+CLIS = [("claude", trust.CLAUDE, ".claude/settings.json", "PreToolUse", {}),
+        ("gemini", trust.GEMINI, ".gemini/settings.json", "BeforeTool", {"GEMINI_CLI_TRUST_WORKSPACE": "true"})]
+
+
+def settings_with_hooks(marker, before_tool: str) -> str:
+    run = [{"type": "command", "command": f"touch {marker}"}]
+    return json.dumps({"hooks": {"SessionStart": [{"hooks": run}], before_tool: [{"matcher": "*", "hooks": run}]}},
+                      indent=1) + "\n"
+
+
+@pytest.mark.parametrize("name,key,rel,before_tool,user_env", CLIS, ids=[c[0] for c in CLIS])
+def test_a_committed_project_hook_runs_only_once_trusted(tmp_path, name, key, rel, before_tool, user_env):
+    driver = DRIVERS[name]
+    binary = driver.install()
+    marker = tmp_path / "project-hook-ran"
+    repo = AgentRepo.create(tmp_path, name, toml_extra="\n[budget]\ntask_tokens = 1\n")
+    commit_file(repo.work, rel, settings_with_hooks(marker, before_tool), "a project hook")
+    git(repo.work, "push", "-q", "origin", "main")
+    git(repo.worktree, "merge", "-q", "--ff-only", "main")  # t1's worktree holds it, committed
+    repo = dataclasses.replace(repo, base=git(repo.worktree, "rev-parse", "HEAD"))
+
+    # untrusted: the CLI is not started
+    with ScriptedModel(params=chat_params(repo)) as model:
+        res = repo.run_develop({**env_for(driver, binary, model), **user_env})
+        assert model.entries() == []  # no request: the CLI never ran
+    assert res.code == 1 and res.result["outcome"] == "error", res
+    assert f"{name}: not started: {key} in " in res.result["reason"] and rel in res.result["reason"], res
+    assert "git nerve trust" in res.result["reason"], res
+    assert not marker.exists()
+    assert repo.new_commits() == [] and repo.status() == ""
+
+    # the person reads it in the main checkout and trusts it
+    with ScriptedModel(params=chat_params(repo)) as model:
+        env = {**env_for(driver, binary, model), **user_env}
+        shown = _check(["git", "nerve", "trust"], repo.work, env)
+        assert key in shown and rel in shown, shown
+        # trusted: the CLI runs and loads the project's hook (it really does: the gate guards a real door)
+        res = repo.run_develop(env)
+    assert "not started" not in res.out + res.err, res
+    assert marker.exists(), res
+    assert [r["role"] for r in res.result["rounds"]][-1:] == ["coder"], res  # then the one-token budget
+    assert len(repo.new_commits()) == 1, res
+    # the CLI wrote nothing of its own into the settings it loads: the next role's run is not refused
+    assert trust.untrusted_in(repo.work / ".git", repo.worktree, key) is None, repo.status()
