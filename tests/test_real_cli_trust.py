@@ -1,4 +1,4 @@
-"""The REAL Claude Code and Gemini CLI (pinned, tests/agent_drivers.py) run a hook committed to the repository's
+"""The REAL Claude Code, Gemini CLI and Qwen Code (pinned, tests/agent_drivers.py) run a hook committed to the repository's
 `.claude/settings.json` / `.gemini/settings.json` only once the person trusted that exact content (issue 35: an
 agent's or a teammate's commit could have put it there, and a hook runs as a shell command with the person's
 rights, outside the CLI's permission rules; Claude Code's private `--settings` does not keep project settings out,
@@ -31,7 +31,8 @@ pytestmark = pytest.mark.real
 #: for headless runs; ``security.folderTrust.enabled = false``; a trusted parent folder), and its policies, skills,
 #: agents and commands under ``--skip-trust`` alone
 CLIS = [("claude", trust.CLAUDE, ".claude/settings.json", "PreToolUse", {}),
-        ("gemini", trust.GEMINI, ".gemini/settings.json", "BeforeTool", {"GEMINI_CLI_TRUST_WORKSPACE": "true"})]
+        ("gemini", trust.GEMINI, ".gemini/settings.json", "BeforeTool", {"GEMINI_CLI_TRUST_WORKSPACE": "true"}),
+        ("qwen", trust.QWEN, ".qwen/settings.json", "PreToolUse", {})]
 
 
 def settings_with_hooks(marker, before_tool: str) -> str:

@@ -48,7 +48,7 @@ def test_the_inventory_entries_are_every_file_each_cli_loads_by_path_and_bytes(t
     write(tmp_path, ".claude/settings.json", "{}\n")
     write(tmp_path, ".claude/agents/a.md", "---\nname: a\nhooks: {}\n---\n")
     write(tmp_path, ".gemini/policies/p.toml", "[[rule]]\n")
-    write(tmp_path, ".qwen/settings.json", "{}\n")
+    write(tmp_path, ".qwen/settings.json", '{"hooks": {}}\n')
     s = claude(tmp_path)[trust.CLAUDE]
     assert list(s.value) == [".claude/agents/a.md", ".claude/settings.json", ".mcp.json"]
     assert [line.split(":")[0] for line in s.shown] == list(s.value)
@@ -59,6 +59,7 @@ def test_the_inventory_entries_are_every_file_each_cli_loads_by_path_and_bytes(t
     write(tmp_path, ".claude/worktrees/w/x.py", "x\n")
     write(tmp_path, ".claude/agent-memory/a/MEMORY.md", "x\n")
     write(tmp_path, ".qwen/tmp/args.json", "{}\n")
+    write(tmp_path, ".qwen/settings.json", '{\n "hooks": {},\n "$version": 4\n}\n')  # Qwen Code's migration
     assert (claude(tmp_path)[trust.CLAUDE].digest, qwen(tmp_path)[trust.QWEN].digest) == before
     write(tmp_path, ".claude/settings.local.json", '{"permissions": {"allow": ["Bash"]}}\n')  # a new file does
     assert claude(tmp_path)[trust.CLAUDE].digest != before[0]
@@ -107,7 +108,7 @@ def test_the_adapter_starts_no_cli_until_its_committed_project_settings_are_trus
     assert ran.read_text() == "ran\n"
     ran.unlink()
 
-    (wt / rel).write_text((wt / rel).read_text() + " ")  # one byte more, in the worktree
+    (wt / rel).write_text((wt / rel).read_text().replace("hook-ran", "hook-raN"))  # one byte, in the worktree
     with pytest.raises(AdapterSpawnFailed):
         create()("prompt", ctx)
     assert not ran.exists()

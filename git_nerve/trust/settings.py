@@ -197,9 +197,10 @@ def agent_project(key: str, toplevel: str | os.PathLike[str]) -> dict[str, Setti
             if top and name in own:
                 continue
             path = Path(dirpath) / name
-            sha = _sha_of(path, package=key == OPENCODE and top and name == "package.json")
+            rel = path.relative_to(root).as_posix()
+            sha = _sha_of(path, canon=CANON.get((key, rel)) if top else None)
             if sha:
-                files[path.relative_to(root).as_posix()] = sha
+                files[rel] = sha
     if not files:
         return {}
     files = dict(sorted(files.items()))
@@ -207,27 +208,45 @@ def agent_project(key: str, toplevel: str | os.PathLike[str]) -> dict[str, Setti
                          tuple(f"{rel}: sha256 {sha[:16]}… (read it first)" for rel, sha in files.items()))}
 
 
-def _sha_of(path: Path, *, package: bool = False) -> str:
-    """The file's sha256 ("unreadable" when it cannot be read); for ``.opencode/package.json`` that of what is
-    left without opencode's own dependency ("" when nothing is)."""
+def _sha_of(path: Path, *, canon=None) -> str:
+    """The file's sha256 ("unreadable" when it cannot be read); with ``canon`` (a JSON file the CLI rewrites itself:
+    :data:`CANON`), that of what is left of its object once ``canon`` took out what the CLI writes ("" when nothing
+    is)."""
     try:
         data = path.read_bytes()
     except OSError:
         return "unreadable"
-    if package:
+    if canon is not None:
         try:
             obj = json.loads(data)
         except ValueError:
             obj = None
         if isinstance(obj, dict):
-            deps = obj.get("dependencies")
-            if isinstance(deps, dict):
-                deps = {k: v for k, v in deps.items() if k != OPENCODE_PLUGIN_PACKAGE}
-                obj = {**obj, "dependencies": deps} if deps else {k: v for k, v in obj.items() if k != "dependencies"}
+            obj = canon(obj)
             if not obj:
                 return ""
             data = json.dumps(obj, sort_keys=True).encode()
     return hashlib.sha256(data).hexdigest()
+
+
+def _without_opencode_plugin(obj: dict) -> dict:
+    """``.opencode/package.json`` without the dependency opencode adds itself."""
+    deps = obj.get("dependencies")
+    if isinstance(deps, dict):
+        deps = {k: v for k, v in deps.items() if k != OPENCODE_PLUGIN_PACKAGE}
+        obj = {**obj, "dependencies": deps} if deps else {k: v for k, v in obj.items() if k != "dependencies"}
+    return obj
+
+
+def _without_qwen_version(obj: dict) -> dict:
+    """``.qwen/settings.json`` without the ``$version`` Qwen Code 0.24 writes into it on its first load (the settings
+    format it migrated them to; the first trusted run would untrust the next)."""
+    return {k: v for k, v in obj.items() if k != "$version"}
+
+
+#: the files an agent CLI rewrites itself, by (key, path): what of them counts
+CANON = {(OPENCODE, f"{AGENT_PROJECT[OPENCODE][1]}/package.json"): _without_opencode_plugin,
+         (QWEN, f"{AGENT_PROJECT[QWEN][1]}/settings.json"): _without_qwen_version}
 
 
 #: the project settings of each agent CLI an adapter gates (:func:`..untrusted_in`), by key
