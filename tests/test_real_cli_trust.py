@@ -1,13 +1,15 @@
-"""The REAL Claude Code, Gemini CLI and Qwen Code (pinned, tests/agent_drivers.py) run a hook committed to the repository's
-`.claude/settings.json` / `.gemini/settings.json` only once the person trusted that exact content (issue 35: an
-agent's or a teammate's commit could have put it there, and a hook runs as a shell command with the person's
-rights, outside the CLI's permission rules; Claude Code's private `--settings` does not keep project settings out,
-Gemini CLI's `--skip-trust` lets them in).
+"""The REAL Claude Code, Gemini CLI and Qwen Code (pinned, tests/agent_drivers.py) run a hook committed to the
+repository's `.claude/settings.json` / `.gemini/settings.json` / `.qwen/settings.json` only once the person
+trusted that exact content (issue 35: an agent's or a teammate's commit could have put it there, and a hook runs
+as a shell command with the person's rights, outside the CLI's permission rules; Claude Code's private
+`--settings` does not keep project settings out).
 
-A settings file on main whose session-start and before-tool hooks write a marker file, in the task's worktree: the first run (untrusted) starts no Claude Code: one line naming the file and `git nerve trust`, the run
-ends with an error, no request reaches the model, the marker is never written. After `git nerve trust` in the main
-checkout (it shows the file) the run works (the coder's commit) and the marker exists: the CLI really loads the
-file, so the gate is not theatre. The run ends after the coder (a one-token budget).
+A settings file on main whose session-start and before-tool hooks write a marker file, in the task's worktree:
+the first run (untrusted) starts no CLI: one line naming the file and `git nerve trust`, the run ends with an
+error, no request reaches the model, the marker is never written. After `git nerve trust` in the main checkout (it
+shows the file) the run works (the coder's commit) and the marker exists: the CLI really loads the file, so the
+gate is not theatre; and what the CLI wrote into it meanwhile (Qwen Code's "$version") does not untrust the next
+role's run. The run ends after the coder (a one-token budget).
 """
 
 from __future__ import annotations
@@ -75,3 +77,26 @@ def test_a_committed_project_hook_runs_only_once_trusted(tmp_path, name, key, re
     assert len(repo.new_commits()) == 1, res
     # the CLI wrote nothing of its own into the settings it loads: the next role's run is not refused
     assert trust.untrusted_in(repo.work / ".git", repo.worktree, key) is None, repo.status()
+
+
+#: (adapter, where its escape scenario writes: another CLI's project settings, which its own rules did not name before
+#: issue 35's edge; Claude Code refuses writes under `.claude/` itself, whatever the rules say)
+ESCAPES = [("claude", ".opencode/plugins"), ("gemini", ".claude/hooks"), ("qwen", ".claude/hooks")]
+
+
+@pytest.mark.parametrize("name,target", ESCAPES, ids=[e[0] for e in ESCAPES])
+def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, target):
+    """Each CLI's rules refuse a write under another CLI's project settings in the worktree (the scripted model's
+    escape scenario, its write aimed there), which the next role's CLI would load: nothing is written, the refusal
+    goes back to the model."""
+    driver = DRIVERS[name]
+    binary = driver.install()
+    repo = AgentRepo.create(tmp_path, name, toml_extra="\n[budget]\ntask_tokens = 1\n")
+    folder = repo.worktree / target
+    with ScriptedModel(mode="escape", params={**chat_params(repo), "home": str(folder)}) as model:
+        res = repo.run_develop(env_for(driver, binary, model))
+        results = model.results("coder")
+    assert [r["role"] for r in res.result["rounds"]][:1] == ["coder"], res
+    assert not (folder / "escaped-write.txt").exists() and not (repo.worktree / target.split("/")[0]).exists(), res
+    assert driver.refused(results), results
+    assert repo.status() == ""
