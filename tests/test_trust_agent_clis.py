@@ -1,4 +1,4 @@
-"""Claude Code's, Gemini CLI's and Qwen Code's own project settings are trusted settings (issue 35), as opencode's
+"""Claude Code's, Gemini CLI's, Qwen Code's and Codex's own project settings are trusted settings (issue 35), as opencode's
 are (tests/test_trust_opencode.py): their inventory entries, the adapter starting no CLI in a worktree whose
 committed settings are untrusted (one line naming them and `git nerve trust`), then starting it once `git nerve
 trust` recorded them and refusing again after a one-byte change, `show` flagging a change to them, and every
@@ -20,6 +20,7 @@ from git_nerve import trust
 from git_nerve.paths import discover
 from git_nerve.trust.settings import claude, gemini, qwen
 from git_nerve.workflow.adapters import claude as claude_adapter
+from git_nerve.workflow.adapters import codex as codex_adapter
 from git_nerve.workflow.adapters import gemini as gemini_adapter
 from git_nerve.workflow.adapters import qwen as qwen_adapter
 from git_nerve.workflow.adapters.base import AdapterSpawnFailed, AgentContext, StartFrame
@@ -29,6 +30,7 @@ CLIS = [
     ("claude", claude_adapter.create_claude, trust.CLAUDE, ".claude/settings.json"),
     ("gemini", gemini_adapter.create_gemini, trust.GEMINI, ".gemini/settings.json"),
     ("qwen", qwen_adapter.create_qwen, trust.QWEN, ".qwen/settings.json"),
+    ("codex", codex_adapter.create_codex, trust.CODEX, ".codex/config.toml"),
 ]
 
 
@@ -66,7 +68,7 @@ def test_the_inventory_entries_are_every_file_each_cli_loads_by_path_and_bytes(t
     # the inventory `git nerve trust` reads holds all four CLIs' entries
     from git_nerve.trust.settings import AGENT_CLI
 
-    assert set(AGENT_CLI) == {trust.OPENCODE, trust.CLAUDE, trust.GEMINI, trust.QWEN}
+    assert set(AGENT_CLI) == {trust.OPENCODE, trust.CLAUDE, trust.GEMINI, trust.QWEN, trust.CODEX}
 
 
 def _fake_cli(tmp_path: Path, monkeypatch, name: str) -> Path:
@@ -129,7 +131,8 @@ def test_an_adapter_loads_only_its_own_clis_settings(repo, tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("rel,key", [(".claude/settings.json", trust.CLAUDE), (".mcp.json", trust.CLAUDE),
-                                     (".gemini/settings.json", trust.GEMINI), (".qwen/commands/x.toml", trust.QWEN)])
+                                     (".gemini/settings.json", trust.GEMINI), (".qwen/commands/x.toml", trust.QWEN),
+                                     (".codex/config.toml", trust.CODEX)])
 def test_show_flags_a_task_that_changes_a_clis_project_settings(repo, gw, rel, key):
     work = repo.work
     assert gw("spawn t1", work).code == 0
@@ -143,7 +146,7 @@ def test_show_flags_a_task_that_changes_a_clis_project_settings(repo, gw, rel, k
 
 
 SETTINGS_FILES = [".claude/settings.json", ".claude/hooks/x.sh", ".mcp.json", ".gemini/settings.json",
-                  ".qwen/settings.json", ".opencode/plugins/x.js", "opencode.json", "opencode.jsonc"]
+                  ".qwen/settings.json", ".codex/config.toml", ".opencode/plugins/x.js", "opencode.json", "opencode.jsonc"]
 
 
 def test_every_adapter_refuses_the_agents_edits_of_every_clis_project_settings(tmp_path):
@@ -160,5 +163,6 @@ def test_every_adapter_refuses_the_agents_edits_of_every_clis_project_settings(t
             assert pattern.search(json.dumps({arg: rel})), rel
     for rel in ("src/claude.py", "docs/.mcp.json.md", "opencode.json.bak", "x.gemini/y", "qwen/settings.json"):
         assert not pattern.search(json.dumps({"file_path": f"{wt}/{rel}"})), rel
-    for rel in (".claude/**", ".mcp.json", ".gemini/**", ".qwen/**", ".opencode/**", "opencode.json", "opencode.jsonc"):
+    for rel in (".claude/**", ".mcp.json", ".gemini/**", ".qwen/**", ".opencode/**", ".codex/**", "opencode.json",
+                "opencode.jsonc"):
         assert f"edit(/{rel})" in qwen_adapter.DENIED and f"write_file(/{rel})" in qwen_adapter.DENIED, rel

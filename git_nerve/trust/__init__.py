@@ -58,6 +58,11 @@ GEMINI = "gemini project settings"
 #: commands, agents, skills, workflows; .env). It loads no project extensions either; its own `worktrees/`,
 #: `tmp/`, `reviews/` are what it writes there
 QWEN = "qwen project settings"
+#: Codex CLI 0.169's project settings: `.codex/` (config.toml: MCP servers, which Codex starts outside its sandbox,
+#: hooks, model providers; rules/ (exec policies), agents, skills). Codex loads them once its own trust of the
+#: project is given, which it records for the repository's main checkout: a person who trusted their repository
+#: in Codex has every task worktree's `.codex/` loaded
+CODEX = "codex project settings"
 #: each agent CLI's project settings as a trust key: (its files at the worktree's top, its folder there (every
 #: file under it, symlinks followed), what the CLI itself writes at the folder's top)
 AGENT_PROJECT = {
@@ -65,6 +70,7 @@ AGENT_PROJECT = {
     CLAUDE: ((".mcp.json",), ".claude", frozenset({"worktrees", "agent-memory", "agent-memory-local"})),
     GEMINI: ((), ".gemini", frozenset()),
     QWEN: ((), ".qwen", frozenset({"worktrees", "tmp", "reviews"})),
+    CODEX: ((), ".codex", frozenset()),
 }
 #: what an agent may not edit in its worktree, whatever its CLI: every agent CLI's project settings (another CLI's
 #: next role would load them): the folders and the files at the top
@@ -220,6 +226,7 @@ AGENT_LOADS = {
     CLAUDE: "its hooks run as commands on your machine, outside its permission rules",
     GEMINI: "its hooks, MCP servers and tool commands run on your machine",
     QWEN: "its hooks, MCP servers and tool commands run on your machine",
+    CODEX: "its MCP servers run as commands outside its sandbox",
 }
 
 
@@ -235,7 +242,7 @@ def require_workflow(common_dir, name: str, data: bytes) -> None:
                         f"nothing ran: {HOW}")
 
 
-__all__ = ["ADAPTER", "AGENT_PROJECT", "AGENT_SETTINGS_DIRS", "AGENT_SETTINGS_FILES", "CLAUDE", "CLONE", "GEMINI", "QWEN", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
+__all__ = ["ADAPTER", "AGENT_PROJECT", "AGENT_SETTINGS_DIRS", "AGENT_SETTINGS_FILES", "CLAUDE", "CLONE", "CODEX", "GEMINI", "QWEN", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
            "NOTIFY_URL", "OPENCODE", "SETUP", "TEST",
            "WORKFLOW_DIR", "WORKTREEINCLUDE",
            "Untrusted", "Verdict", "check_configured", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",

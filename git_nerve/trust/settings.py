@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import nerve_toml
 
-from . import (ADAPTER, AGENT_PROJECT, CLAUDE, CLONE, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, GEMINI,  # noqa: F401
+from . import (ADAPTER, AGENT_PROJECT, CLAUDE, CLONE, CODEX, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, GEMINI,  # noqa: F401
                INCLUDE, NOTIFY_COMMAND, NOTIFY_URL, OPENCODE, QWEN, SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
 
 #: what each setting does on the person's machine, in words (the flag of a change says "it will <this>")
@@ -45,6 +45,8 @@ DOES = {
             "commands run on your machine, its policies widen what the agent may run",
     QWEN: "be loaded by Qwen Code in each run of the qwen adapter (git nerve run): its hooks, MCP servers and tool "
           "commands run on your machine, its commands, agents and workflows are the agent's",
+    CODEX: "be loaded by Codex in each run of the codex adapter (git nerve run) once you trusted the repository in "
+           "Codex: its MCP servers run as commands outside Codex's sandbox, its hooks and exec rules apply",
 }
 WORKFLOW_DOES = "run as Python on your machine (git nerve run imports it)"
 
@@ -173,6 +175,11 @@ def qwen(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
     return agent_project(QWEN, toplevel)
 
 
+def codex(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """Codex CLI's project settings at ``toplevel``: every file under ``.codex/``."""
+    return agent_project(CODEX, toplevel)
+
+
 def agent_project(key: str, toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
     """An agent CLI's project settings (``key``, :data:`.AGENT_PROJECT`) at ``toplevel``: its files there and every
     file under its folder (symlinks followed, as the CLIs do; what the CLI writes there itself left out), their
@@ -250,7 +257,7 @@ CANON = {(OPENCODE, f"{AGENT_PROJECT[OPENCODE][1]}/package.json"): _without_open
 
 
 #: the project settings of each agent CLI an adapter gates (:func:`..untrusted_in`), by key
-AGENT_CLI = {OPENCODE: opencode, CLAUDE: claude, GEMINI: gemini, QWEN: qwen}
+AGENT_CLI = {OPENCODE: opencode, CLAUDE: claude, GEMINI: gemini, QWEN: qwen, CODEX: codex}
 
 
 def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict[str, Setting]:
