@@ -1,4 +1,4 @@
-"""The REAL Claude Code, Gemini CLI and Qwen Code (pinned, tests/agent_drivers.py) run a hook committed to the
+"""The REAL Claude Code, Gemini CLI, Qwen Code and Codex (pinned, tests/agent_drivers.py) run a hook committed to the
 repository's `.claude/settings.json` / `.gemini/settings.json` / `.qwen/settings.json` only once the person
 trusted that exact content (issue 35: an agent's or a teammate's commit could have put it there, and a hook runs
 as a shell command with the person's rights, outside the CLI's permission rules; Claude Code's private
@@ -15,6 +15,7 @@ role's run. The run ends after the coder (a one-token budget).
 from __future__ import annotations
 
 import dataclasses
+import os
 import json
 
 import pytest
@@ -100,3 +101,41 @@ def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, ta
     assert not (folder / "escaped-write.txt").exists() and not (repo.worktree / target.split("/")[0]).exists(), res
     assert driver.refused(results), results
     assert repo.status() == ""
+
+
+def test_a_committed_codex_mcp_server_starts_only_once_trusted(tmp_path):
+    """Codex 0.169 loads a task worktree's `.codex/config.toml` once the person trusted their repository in Codex
+    (it records that trust for the main checkout, and honours it in every linked worktree): its MCP servers start as
+    commands outside Codex's sandbox. Untrusted by git-nerve: Codex is not started, the server's marker is never
+    written; trusted: the run works and the server was started."""
+    driver = DRIVERS["codex"]
+    binary = driver.install()
+    marker = tmp_path / "project-mcp-started"
+    repo = AgentRepo.create(tmp_path, "codex", toml_extra="\n[budget]\ntask_tokens = 1\n")
+    server = f'[mcp_servers.probe]\ncommand = "sh"\nargs = ["-c", "touch {marker}; exit 1"]\n'
+    commit_file(repo.work, ".codex/config.toml", server, "a project MCP server")
+    git(repo.work, "push", "-q", "origin", "main")
+    git(repo.worktree, "merge", "-q", "--ff-only", "main")
+    repo = dataclasses.replace(repo, base=git(repo.worktree, "rev-parse", "HEAD"))
+
+    def env_of(model):
+        env = env_for(driver, binary, model)
+        with open(f"{env['CODEX_HOME']}/config.toml", "a", encoding="utf-8") as fh:  # trusted in Codex itself
+            fh.write(f'\n[projects.{json.dumps(os.path.realpath(repo.work))}]\ntrust_level = "trusted"\n')
+        return env
+
+    with ScriptedModel(params=chat_params(repo)) as model:
+        res = repo.run_develop(env_of(model))
+        assert model.entries() == []
+    assert res.code == 1 and f"codex: not started: {trust.CODEX} in " in res.result["reason"], res
+    assert ".codex/config.toml" in res.result["reason"] and not marker.exists(), res
+
+    with ScriptedModel(params=chat_params(repo)) as model:
+        env = env_of(model)
+        shown = _check(["git", "nerve", "trust"], repo.work, env)
+        assert trust.CODEX in shown and ".codex/config.toml" in shown, shown
+        res = repo.run_develop(env)
+    assert "not started" not in res.out + res.err, res
+    assert marker.exists(), res
+    assert len(repo.new_commits()) == 1, res
+    assert trust.untrusted_in(repo.work / ".git", repo.worktree, trust.CODEX) is None, repo.status()
