@@ -207,19 +207,6 @@ def untrusted_in(common_dir, worktree, key: str) -> Setting | None:
     return s
 
 
-def refusal(common_dir, worktree, key: str, cli: str) -> str | None:
-    """The one line an adapter ends its role with instead of starting ``cli`` in ``worktree`` (None: start it):
-    the CLI's project settings there (``key``) are present and not trusted, and the CLI would load them (none of
-    these CLIs can be told to leave them out of one run)."""
-    untrusted = untrusted_in(common_dir, worktree, key)
-    if untrusted is None:
-        return None
-    files = list(untrusted.value)
-    named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-    return (f"not started: {key} in {worktree} ({named}) are not trusted on this machine (new, or changed since you "
-            f"trusted them), and {cli} would load them ({AGENT_LOADS[key]}): {HOW}")
-
-
 #: why each CLI's project settings matter, in words (the refusal says it)
 AGENT_LOADS = {
     OPENCODE: "its plugins run as code on your machine",
@@ -228,6 +215,19 @@ AGENT_LOADS = {
     QWEN: "its hooks, MCP servers and tool commands run on your machine",
     CODEX: "its MCP servers run as commands outside its sandbox",
 }
+
+
+def refusal(common_dir, worktree, key: str, cli: str) -> str | None:
+    """The one line an adapter ends its role with instead of starting ``cli`` in ``worktree`` (None: start it):
+    the CLI's project settings there (``key``) are present and not trusted, and the CLI would load them (the
+    adapter has no way to keep them out of one run: the CLI is not started at all)."""
+    untrusted = untrusted_in(common_dir, worktree, key)
+    if untrusted is None:
+        return None
+    files = list(untrusted.value)
+    named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (f"not started: {key} in {worktree} ({named}) are not trusted on this machine (new, or changed since you "
+            f"trusted them), and {cli} would load them ({AGENT_LOADS[key]}): {HOW}")
 
 
 def require_workflow(common_dir, name: str, data: bytes) -> None:
