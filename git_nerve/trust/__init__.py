@@ -242,7 +242,8 @@ def require_workflow(common_dir, name: str, data: bytes) -> None:
                         f"nothing ran: {HOW}")
 
 
-__all__ = ["ADAPTER", "AGENT_PROJECT", "AGENT_SETTINGS_DIRS", "AGENT_SETTINGS_FILES", "CLAUDE", "CLONE", "CODEX", "GEMINI", "QWEN", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
+__all__ = ["ADAPTER", "AGENT_LOADS", "AGENT_PROJECT", "AGENT_SETTINGS_DIRS", "AGENT_SETTINGS_FILES", "CLAUDE", "CLONE",
+           "CODEX", "GEMINI", "QWEN", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
            "NOTIFY_URL", "OPENCODE", "SETUP", "TEST",
            "WORKFLOW_DIR", "WORKTREEINCLUDE",
            "Untrusted", "Verdict", "check_configured", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",

@@ -6,9 +6,9 @@ trust record keeps. An absent or empty setting is no :class:`Setting` (nothing r
 
 nerve.toml is the one the features read (:func:`..nerve_toml.read`: the main checkout's, wherever you stand);
 ``.worktreeinclude`` the main checkout's (the copy's source); ``.nerve/workflows/*.py`` the checkout's own
-(`git nerve run` imports them from where it runs); an agent CLI's own project settings (:func:`opencode`) the
-checkout's own too (:func:`claude`, :func:`gemini`, :func:`qwen` likewise): the adapter asks about the worktree the CLI runs in, `git nerve trust` shows the main
-checkout's. Standard library only.
+(`git nerve run` imports them from where it runs); an agent CLI's own project settings (:func:`agent_project`:
+:func:`opencode`, :func:`claude`, :func:`gemini`, :func:`qwen`, :func:`codex`) the checkout's own too: the adapter
+asks about the worktree the CLI runs in, `git nerve trust` shows the main checkout's. Standard library only.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ def agent_project(key: str, toplevel: str | os.PathLike[str]) -> dict[str, Setti
                 continue
             path = Path(dirpath) / name
             rel = path.relative_to(root).as_posix()
-            sha = _sha_of(path, canon=CANON.get((key, rel)) if top else None)
+            sha = _sha_of(path, canon=CANON.get((key, rel)))
             if sha:
                 files[rel] = sha
     if not files:

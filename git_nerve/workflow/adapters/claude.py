@@ -20,7 +20,7 @@ private directory (``--settings``) allows exactly what a role needs:
   (``WebFetch``, ``WebSearch``, curl, wget), package managers, ``git push`` /
   ``config`` / ``remote``, git's options that write files (``--output``), and edits
   of every agent CLI's project settings in the worktree (``.claude/``, ``.mcp.json``,
-  ``.gemini/``, ``.qwen/``, ``.opencode/``, ``opencode.json(c)``).
+  ``.gemini/``, ``.qwen/``, ``.codex/``, ``.opencode/``, ``opencode.json(c)``).
 
 Claude Code also loads the worktree's own project settings (``.claude/``: hooks that run
 as commands outside the permission rules, permission rules, env, skills and agents with
@@ -73,7 +73,8 @@ def settings(workdir: str, test_command: str = "", notes_hook: str | None = None
         allow.append(f"Bash({test}:*)")
     allow += mcp_rules()
     # every agent CLI's project settings in the worktree: the next role's CLI (or a teammate's) would load them
-    deny = [*DENY, *(f"Edit({root}/{d}/**)" for d in AGENT_SETTINGS_DIRS), *(f"Edit({root}/{f})" for f in AGENT_SETTINGS_FILES)]
+    deny = [*DENY, *(f"Edit({root}/{d}/**)" for d in AGENT_SETTINGS_DIRS),
+            *(f"Edit({root}/{f})" for f in AGENT_SETTINGS_FILES)]
     data: dict = {
         "permissions": {"allow": allow, "deny": deny, "defaultMode": "dontAsk"},
         "includeCoAuthoredBy": False,
@@ -312,7 +313,8 @@ SANDBOX = ("Claude Code permission rules (dontAsk): file tools only inside the w
 create_claude = adapter_factory(
     "claude", "claude",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
-    clean_stop=True, report=lambda a, out, inv: usage.claude(out), live=lambda a: usage.ClaudeStream(), project_settings=CLAUDE,
+    clean_stop=True, report=lambda a, out, inv: usage.claude(out), live=lambda a: usage.ClaudeStream(),
+    project_settings=CLAUDE,
     env_names=("ANTHROPIC_*", "CLAUDE_*", "DISABLE_*", "MCP_*"), state_dirs=(".claude", ".claude.json", ".config/claude"),
 )
 
