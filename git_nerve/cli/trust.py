@@ -16,8 +16,9 @@ def trust(show: bool, as_json: bool) -> None:
     Shows exactly what each one holds: nerve.toml [worktree] setup,
     include and clone_dirs, .worktreeinclude, [run] test_command and
     adapter, [adapters.*] extra_args, the [extract] and
-    [knowledge.embeddings] endpoints, .nerve/workflows/*.py, opencode's
-    project settings (opencode.json, .opencode/). Then records
+    [knowledge.embeddings] endpoints, .nerve/workflows/*.py, the agent
+    CLIs' project settings (opencode.json and .opencode/, .claude/ and
+    .mcp.json, .gemini/, .qwen/, .codex/). Then records
     the hash of that content for this user on this machine (outside the
     repository). What is read is the main checkout's, from wherever you
     run it. A setting whose content later differs (a merge, a pull, an

@@ -31,6 +31,16 @@ def tracked_under(cwd, directory: str, *, env=None) -> list[str] | None:
     return [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
 
 
+def ignored_under(cwd, paths: list[str]) -> list[str] | None:
+    """The untracked files git ignores in ``cwd``'s checkout at or under ``paths`` (relative to ``cwd``), relative
+    to ``cwd`` (names that are not UTF-8 with surrogate escapes); None when git cannot tell."""
+    proc = cli.run(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--",
+                    *[f":(literal){p}" for p in paths]], cwd=cwd, check=False, text=False)
+    if proc.returncode != 0:
+        return None
+    return [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
+
+
 def ignored_entries(checkout: Path) -> list[str] | None:
     """Ignored, untracked paths of ``checkout`` (a wholly ignored directory is one entry ending in '/');
     None when git cannot tell."""

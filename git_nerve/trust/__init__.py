@@ -44,6 +44,38 @@ OPENCODE = "opencode project settings"
 OPENCODE_FILES = ("opencode.json", "opencode.jsonc")
 OPENCODE_DIR = ".opencode"
 OPENCODE_OWN = frozenset({"node_modules", ".gitignore", "package-lock.json", "bun.lock"})
+#: Claude Code's project settings in the worktree it runs in: `.claude/` (settings.json and settings.local.json:
+#: hooks that run as commands, permission rules, env, apiKeyHelper, statusLine, which of .mcp.json's servers
+#: start; skills, agents and commands whose frontmatter carries hooks, MCP servers, allowed-tools or a permission
+#: mode; the scripts those hooks name) and `.mcp.json` (MCP servers: commands). What Claude Code writes there
+#: itself (its `--worktree` checkouts, a subagent's memory) is no setting
+CLAUDE = "claude project settings"
+#: Gemini CLI 0.61's project settings (`--skip-trust` makes the worktree a trusted folder): `.gemini/` (settings.json:
+#: hooks, mcpServers, tools.discoveryCommand / callCommand; policies/ that widen what the agent may run; commands,
+#: skills, agents; .env). It loads no project extensions (only the user's: its ExtensionManager)
+GEMINI = "gemini project settings"
+#: Qwen Code 0.24's project settings: `.qwen/` (settings.json: hooks, mcpServers, tool discovery / call commands;
+#: commands, agents, skills, workflows; .env). It loads no project extensions either; its own `worktrees/`,
+#: `tmp/`, `reviews/` are what it writes there
+QWEN = "qwen project settings"
+#: Codex CLI 0.169's project settings: `.codex/` (config.toml: MCP servers, which Codex starts outside its sandbox,
+#: hooks, model providers; rules/ (exec policies), agents, skills). Codex loads them once its own trust of the
+#: project is given, which it records for the repository's main checkout: a person who trusted their repository
+#: in Codex has every task worktree's `.codex/` loaded
+CODEX = "codex project settings"
+#: each agent CLI's project settings as a trust key: (its files at the worktree's top, its folder there (every
+#: file under it, symlinks followed), what the CLI itself writes at the folder's top)
+AGENT_PROJECT = {
+    OPENCODE: (OPENCODE_FILES, OPENCODE_DIR, OPENCODE_OWN),
+    CLAUDE: ((".mcp.json",), ".claude", frozenset({"worktrees", "agent-memory", "agent-memory-local"})),
+    GEMINI: ((), ".gemini", frozenset()),
+    QWEN: ((), ".qwen", frozenset({"worktrees", "tmp", "reviews"})),
+    CODEX: ((), ".codex", frozenset()),
+}
+#: what an agent may not edit in its worktree, whatever its CLI: every agent CLI's project settings (another CLI's
+#: next role would load them): the folders and the files at the top
+AGENT_SETTINGS_DIRS = tuple(folder for _, folder, _ in AGENT_PROJECT.values())
+AGENT_SETTINGS_FILES = tuple(name for files, _, _ in AGENT_PROJECT.values() for name in files)
 #: what a bare ``--check`` (no command) of merge stands for: ``[run] test_command``, once trusted. It starts with
 #: a NUL byte: no command line can spell it.
 DEFAULT_CHECK = "\0[run] test_command"
@@ -162,17 +194,43 @@ def check_configured(common_dir, toplevel) -> bool:
 
 
 def untrusted_in(common_dir, worktree, key: str) -> Setting | None:
-    """An agent CLI's own project settings (``key``: :data:`OPENCODE`) as that CLI finds them in ``worktree``, the
-    worktree it runs in: the :class:`Setting` when present and not trusted by this user (the adapter turns them off
-    and says :func:`skipped`), None when absent or trusted. ``git nerve trust`` shows and records the main
-    checkout's: the same committed files trust the worktrees spawned from it."""
+    """An agent CLI's own project settings (``key``: one of :data:`AGENT_PROJECT`) as that CLI finds them in
+    ``worktree``, the worktree it runs in: the :class:`Setting` when present and not trusted by this user, None
+    when absent or trusted. ``git nerve trust`` shows and records the main checkout's: the same committed files
+    trust the worktrees spawned from it (the person's own files there, untracked and ignored, count in neither:
+    :func:`.settings.agent_project`)."""
     from . import record
-    from .settings import AGENT_CLI
+    from ..dotgit import main_checkout
+    from .settings import agent_project
 
-    s = AGENT_CLI[key](worktree).get(key)
+    main = main_checkout(common_dir) if common_dir else None
+    s = agent_project(key, worktree, main=main if main is not None else False).get(key)  # no main: none are theirs
     if s is None or (common_dir and s.digest in record.load(common_dir).get(key, [])):
         return None
     return s
+
+
+#: why each CLI's project settings matter, in words (the refusal says it)
+AGENT_LOADS = {
+    OPENCODE: "its plugins run as code on your machine",
+    CLAUDE: "its hooks run as commands on your machine, outside its permission rules",
+    GEMINI: "its hooks, MCP servers and tool commands run on your machine",
+    QWEN: "its hooks, MCP servers and tool commands run on your machine",
+    CODEX: "its MCP servers run as commands outside its sandbox",
+}
+
+
+def refusal(common_dir, worktree, key: str, cli: str) -> str | None:
+    """The one line an adapter ends its role with instead of starting ``cli`` in ``worktree`` (None: start it):
+    the CLI's project settings there (``key``) are present and not trusted, and the CLI would load them (the
+    adapter has no way to keep them out of one run: the CLI is not started at all)."""
+    untrusted = untrusted_in(common_dir, worktree, key)
+    if untrusted is None:
+        return None
+    files = list(untrusted.value)
+    named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    return (f"not started: {key} in {worktree} ({named}) are not trusted on this machine (new, or changed since you "
+            f"trusted them), and {cli} would load them ({AGENT_LOADS[key]}): {HOW}")
 
 
 def require_workflow(common_dir, name: str, data: bytes) -> None:
@@ -187,8 +245,9 @@ def require_workflow(common_dir, name: str, data: bytes) -> None:
                         f"nothing ran: {HOW}")
 
 
-__all__ = ["ADAPTER", "CLONE", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
+__all__ = ["ADAPTER", "AGENT_LOADS", "AGENT_PROJECT", "AGENT_SETTINGS_DIRS", "AGENT_SETTINGS_FILES", "CLAUDE", "CLONE",
+           "CODEX", "GEMINI", "QWEN", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
            "NOTIFY_URL", "OPENCODE", "SETUP", "TEST",
            "WORKFLOW_DIR", "WORKTREEINCLUDE",
            "Untrusted", "Verdict", "check_configured", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",
-           "trust_written", "untrusted_in", "verdict"]
+           "refusal", "trust_written", "untrusted_in", "verdict"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import nerve_toml
 from ..errors import NerveError
 from ..git import history, objectdb
-from . import OPENCODE, OPENCODE_DIR, OPENCODE_FILES, WORKFLOW_DIR, WORKTREEINCLUDE
+from . import AGENT_PROJECT, WORKFLOW_DIR, WORKTREEINCLUDE
 
 
 def line(key: str, does: str) -> str:
@@ -52,10 +52,11 @@ def between(cwd, base: str | None, head: str, names: list[str] | None = None) ->
         new = worktreeinclude(objectdb.cat_blob(cwd, f"{head}:{WORKTREEINCLUDE}").decode("utf-8", "replace") or None)
         for s in new.values():
             out.append(line(s.key, s.does))
-    if any(_opencode(n) and objectdb.cat_blob(cwd, f"{head}:{n}") for n in names or []):
-        from .settings import DOES
+    for key in AGENT_PROJECT:
+        if any(_agent_cli(n) == key and objectdb.cat_blob(cwd, f"{head}:{n}") for n in names or []):
+            from .settings import DOES
 
-        out.append(line(OPENCODE, DOES[OPENCODE]))
+            out.append(line(key, DOES[key]))
     for name in sorted(names or []):
         if name.startswith(WORKFLOW_DIR + "/") and name.endswith(".py") and name.count("/") == 2:
             data = objectdb.cat_blob(cwd, f"{head}:{name}")
@@ -65,14 +66,17 @@ def between(cwd, base: str | None, head: str, names: list[str] | None = None) ->
 
 
 def _relevant(name: str) -> bool:
-    return name in (nerve_toml.FILE, WORKTREEINCLUDE) or name.startswith(WORKFLOW_DIR + "/") or _opencode(name)
+    return name in (nerve_toml.FILE, WORKTREEINCLUDE) or name.startswith(WORKFLOW_DIR + "/") or bool(_agent_cli(name))
 
 
-def _opencode(name: str) -> bool:
-    """A file of opencode's project settings (:func:`.settings.opencode`): every committed one, those named like
-    what opencode writes there itself (node_modules/, lock files) included: a commit put them there."""
+def _agent_cli(name: str) -> str | None:
+    """The agent CLI whose project settings hold the committed file ``name`` (its key: :func:`.settings.agent_project`;
+    named like what the CLI writes there itself included: a commit put it there), else None."""
     first, _, rest = name.partition("/")
-    return name in OPENCODE_FILES or (first == OPENCODE_DIR and bool(rest))
+    for key, (files, folder, _own) in AGENT_PROJECT.items():
+        if name in files or (first == folder and rest):
+            return key
+    return None
 
 
 def of_branch(cwd, integration_refs: list[str], tip_ref: str) -> list[str]:

@@ -6,9 +6,9 @@ trust record keeps. An absent or empty setting is no :class:`Setting` (nothing r
 
 nerve.toml is the one the features read (:func:`..nerve_toml.read`: the main checkout's, wherever you stand);
 ``.worktreeinclude`` the main checkout's (the copy's source); ``.nerve/workflows/*.py`` the checkout's own
-(`git nerve run` imports them from where it runs); an agent CLI's own project settings (:func:`opencode`) the
-checkout's own too: the adapter asks about the worktree the CLI runs in, `git nerve trust` shows the main
-checkout's. Standard library only.
+(`git nerve run` imports them from where it runs); an agent CLI's own project settings (:func:`agent_project`:
+:func:`opencode`, :func:`claude`, :func:`gemini`, :func:`qwen`, :func:`codex`) the checkout's own too: the adapter
+asks about the worktree the CLI runs in, `git nerve trust` shows the main checkout's. Standard library only.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from .. import nerve_toml
 
-from . import (ADAPTER, CLONE, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, INCLUDE, NOTIFY_COMMAND, NOTIFY_URL,  # noqa: F401
-               OPENCODE, OPENCODE_DIR, OPENCODE_FILES, OPENCODE_OWN, SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
+from . import (ADAPTER, AGENT_PROJECT, CLAUDE, CLONE, CODEX, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, GEMINI,  # noqa: F401
+               INCLUDE, NOTIFY_COMMAND, NOTIFY_URL, OPENCODE, QWEN, SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
 
 #: what each setting does on the person's machine, in words (the flag of a change says "it will <this>")
 DOES = {
@@ -40,6 +40,14 @@ DOES = {
     NOTIFY_URL: "receive a POST of each notification (a task's id, state, description line and summary)",
     OPENCODE: "be loaded by opencode in each run of the opencode adapter (git nerve run): its plugins and tools run "
               "as code on your machine, its MCP servers, commands and agents are the agent's",
+    CLAUDE: "be loaded by Claude Code in each run of the claude adapter (git nerve run): its hooks, MCP servers and "
+            "apiKeyHelper run as commands on your machine, its permission rules and env widen what the agent may do",
+    GEMINI: "be loaded by Gemini CLI in each run of the gemini adapter (git nerve run): its hooks, MCP servers and tool "
+            "commands run on your machine, its policies widen what the agent may run",
+    QWEN: "be loaded by Qwen Code in each run of the qwen adapter (git nerve run): its hooks, MCP servers and tool "
+          "commands run on your machine, its commands, agents and workflows are the agent's",
+    CODEX: "be loaded by Codex in each run of the codex adapter (git nerve run) once you trusted the repository in "
+           "Codex: its MCP servers run as commands outside Codex's sandbox, its hooks and exec rules apply",
 }
 WORKFLOW_DOES = "run as Python on your machine (git nerve run imports it)"
 
@@ -162,20 +170,58 @@ def registry_version(value: object) -> bool:
 
 
 def opencode(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
-    """opencode's project settings at ``toplevel``: ``opencode.json(c)`` and every file under ``.opencode/``
-    (symlinks followed, as opencode does), their paths and bytes (sha256) sorted; none: no Setting.
+    """opencode's project settings at ``toplevel``: ``opencode.json(c)`` and every file under ``.opencode/``."""
+    return agent_project(OPENCODE, toplevel)
 
-    What opencode writes there itself when it runs (:data:`OPENCODE_OWN`: its plugin package's install, lock
-    files, a .gitignore) counts only where git tracks it in this checkout (committed or staged: a commit put it
-    there, and opencode loads it), or where git cannot tell; read from the index, never from a .gitignore (a
-    commit can write one). Any other file counts, tracked or not: opencode loads it either way."""
+
+def claude(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """Claude Code's project settings at ``toplevel``: ``.mcp.json`` and every file under ``.claude/``."""
+    return agent_project(CLAUDE, toplevel)
+
+
+def gemini(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """Gemini CLI's project settings at ``toplevel``: every file under ``.gemini/``."""
+    return agent_project(GEMINI, toplevel)
+
+
+def qwen(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """Qwen Code's project settings at ``toplevel``: every file under ``.qwen/``."""
+    return agent_project(QWEN, toplevel)
+
+
+def codex(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """Codex CLI's project settings at ``toplevel``: every file under ``.codex/``."""
+    return agent_project(CODEX, toplevel)
+
+
+def agent_project(key: str, toplevel: str | os.PathLike[str], *,
+                  main: str | os.PathLike[str] | None | bool = None) -> dict[str, Setting]:
+    """An agent CLI's project settings (``key``, :data:`.AGENT_PROJECT`) at ``toplevel``: its files there and every
+    file under its folder (symlinks followed, as the CLIs do), their paths and bytes (sha256) sorted; none: no
+    Setting. Left out:
+
+    * what the CLI writes into its folder itself when it runs (the folder's own entries, :data:`.AGENT_PROJECT`),
+      only while git does not track it in this checkout (committed or staged, or under a committed link: a commit
+      put it there, and the CLI loads it), read from the index, never from a .gitignore (a commit can write one);
+      where git cannot tell, it counts;
+    * the person's own files: those the main checkout (``main``; None: ``toplevel`` is it; False: none known, none
+      left out) leaves untracked and git ignores there (a ``.claude/settings.local.json``), with the very bytes
+      they have there (a copy ``.worktreeinclude`` made); a task cannot write into the main checkout, and a
+      worktree gets no such file but by that copy, so a task's worktree holds exactly the committed files the
+      person trusted."""
+    names, dirname, own = AGENT_PROJECT[key]
     root = Path(toplevel)
+    folder = root / dirname
+    present = [n for n in names if (root / n).is_file()]
+    if not present and not folder.is_dir():
+        return {}
+    personal = {} if main is False else _personal(Path(main) if main is not None else root, names, dirname)
+    counts = _counts(root, dirname, own) if folder.is_dir() else None
     files: dict[str, str] = {}
-    for name in OPENCODE_FILES:
-        if (root / name).is_file():
-            files[name] = _sha_of(root / name)
-    folder = root / OPENCODE_DIR
-    counts = _opencode_counts(root) if folder.is_dir() else None
+    for name in present:
+        sha = _sha_of(root / name)
+        if personal.get(name) != sha:
+            files[name] = sha
     seen: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(folder, followlinks=True) if counts else ():
         real = os.path.realpath(dirpath)
@@ -184,20 +230,28 @@ def opencode(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
             continue
         seen.add(real)
         here = Path(dirpath).relative_to(root).as_posix()
-        # opencode's own entries last: a directory reached by a name that counts whole is walked by that name
+        # the CLI's own entries last: a directory reached by a name that counts whole is walked by that name
         dirnames[:] = sorted((d for d in dirnames if counts(f"{here}/{d}", folder=True)),
-                             key=lambda d: (here == OPENCODE_DIR and d in OPENCODE_OWN, d))
+                             key=lambda d: (here == dirname and d in own, d))
         for name in sorted(filenames):
             rel = f"{here}/{name}"
             if counts(rel):
-                sha = _sha_of(Path(dirpath) / name, package=rel == f"{OPENCODE_DIR}/package.json")
-                if sha:
+                sha = _sha_of(Path(dirpath) / name, canon=CANON.get((key, rel)))
+                if sha and personal.get(rel) != sha:
                     _put(files, rel, sha)
     if not files:
         return {}
     files = dict(sorted(files.items()))
-    return {OPENCODE: Setting(OPENCODE, DOES[OPENCODE], files,
-                              tuple(f"{rel}: sha256 {sha[:16]}… (read it first)" for rel, sha in files.items()))}
+    return {key: Setting(key, DOES[key], files,
+                         tuple(f"{rel}: sha256 {sha[:16]}… (read it first)" for rel, sha in files.items()))}
+
+
+def _personal(main: Path, names, dirname: str) -> dict[str, str]:
+    """The person's own files among an agent CLI's project settings: path -> sha256 of those the main checkout
+    ``main`` leaves untracked and git ignores ({} when none, or git cannot tell: then nothing is left out)."""
+    from ..git.tracked import ignored_under
+
+    return {rel: _sha_of(main / rel) for rel in ignored_under(main, [*names, dirname]) or ()}
 
 
 def _put(files: dict[str, str], rel: str, sha: str) -> None:
@@ -207,13 +261,14 @@ def _put(files: dict[str, str], rel: str, sha: str) -> None:
     files[rel] = f"{files[rel]} {sha}" if rel in files else sha
 
 
-def _opencode_counts(root: Path):
-    """Whether a path under ``.opencode/`` (relative to ``root``, '/'-separated) counts (:func:`opencode`):
-    outside opencode's own entries always; inside them when it, or a directory above it (a committed symlink,
-    `.opencode` itself included, or a submodule), is tracked; a directory is entered when it holds tracked files. One ``git ls-files``."""
+def _counts(root: Path, dirname: str, own):
+    """Whether a path under ``dirname`` (relative to ``root``, '/'-separated) counts (:func:`agent_project`):
+    outside the CLI's own entries ``own`` always; inside them when it, or a directory above it (a committed
+    symlink, the folder itself included, or a submodule), is tracked; a directory is entered when it holds
+    tracked files. One ``git ls-files``."""
     from ..git.tracked import tracked_under
 
-    tracked = tracked_under(root, OPENCODE_DIR)
+    tracked = tracked_under(root, dirname) if own else []
     if tracked is None:  # git cannot tell: every file counts
         return lambda rel, folder=False: True
     marked = set(tracked)
@@ -221,7 +276,7 @@ def _opencode_counts(root: Path):
 
     def counts(rel: str, folder: bool = False) -> bool:
         parts = rel.split("/")
-        if len(parts) < 2 or parts[1] not in OPENCODE_OWN:
+        if len(parts) < 2 or parts[1] not in own:
             return True
         if folder and rel in holding:
             return True
@@ -230,31 +285,50 @@ def _opencode_counts(root: Path):
     return counts
 
 
-def _sha_of(path: Path, *, package: bool = False) -> str:
-    """The file's sha256 ("unreadable" when it cannot be read); for ``.opencode/package.json`` that of what is
-    left without opencode's own dependency while that names a registry version ("" when nothing is left)."""
+def _sha_of(path: Path, *, canon=None) -> str:
+    """The file's sha256 ("unreadable" when it cannot be read); with ``canon`` (a JSON file the CLI rewrites itself:
+    :data:`CANON`), that of what is left of its object once ``canon`` took out what the CLI writes ("" when nothing
+    is)."""
     try:
         data = path.read_bytes()
     except OSError:
         return "unreadable"
-    if package:
+    if canon is not None:
         try:
             obj = json.loads(data)
         except ValueError:
             obj = None
         if isinstance(obj, dict):
-            deps = obj.get("dependencies")
-            if isinstance(deps, dict) and registry_version(deps.get(OPENCODE_PLUGIN_PACKAGE)):
-                deps = {k: v for k, v in deps.items() if k != OPENCODE_PLUGIN_PACKAGE}
-                obj = {**obj, "dependencies": deps} if deps else {k: v for k, v in obj.items() if k != "dependencies"}
+            obj = canon(obj)
             if not obj:
                 return ""
             data = json.dumps(obj, sort_keys=True).encode()
     return hashlib.sha256(data).hexdigest()
 
 
+def _without_opencode_plugin(obj: dict) -> dict:
+    """``.opencode/package.json`` without the dependency opencode adds itself, while that names a registry
+    version (any other value counts: a path, URL, git or ``npm:`` alias installs other code)."""
+    deps = obj.get("dependencies")
+    if isinstance(deps, dict) and registry_version(deps.get(OPENCODE_PLUGIN_PACKAGE)):
+        deps = {k: v for k, v in deps.items() if k != OPENCODE_PLUGIN_PACKAGE}
+        obj = {**obj, "dependencies": deps} if deps else {k: v for k, v in obj.items() if k != "dependencies"}
+    return obj
+
+
+def _without_qwen_version(obj: dict) -> dict:
+    """``.qwen/settings.json`` without the ``$version`` Qwen Code 0.24 writes into it on its first load (the settings
+    format it migrated them to; the first trusted run would untrust the next)."""
+    return {k: v for k, v in obj.items() if k != "$version"}
+
+
+#: the files an agent CLI rewrites itself, by (key, path): what of them counts
+CANON = {(OPENCODE, f"{AGENT_PROJECT[OPENCODE][1]}/package.json"): _without_opencode_plugin,
+         (QWEN, f"{AGENT_PROJECT[QWEN][1]}/settings.json"): _without_qwen_version}
+
+
 #: the project settings of each agent CLI an adapter gates (:func:`..untrusted_in`), by key
-AGENT_CLI = {OPENCODE: opencode}
+AGENT_CLI = {OPENCODE: opencode, CLAUDE: claude, GEMINI: gemini, QWEN: qwen, CODEX: codex}
 
 
 def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict[str, Setting]:
@@ -262,7 +336,8 @@ def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict
     out = from_toml(nerve_toml.read(toplevel))
     main = nerve_toml.home(toplevel)
     out.update(worktreeinclude(read_text(main / WORKTREEINCLUDE)))
-    out.update(opencode(toplevel))
+    for read in AGENT_CLI.values():
+        out.update(read(toplevel))
     if workflows:
         folder = Path(toplevel) / WORKFLOW_DIR
         for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:

@@ -18,7 +18,16 @@ private directory (``--settings``) allows exactly what a role needs:
   all but ``done``: the runner owns the task's lifecycle;
 * deny rules (which win over any allow rule, also the user's own) for the network
   (``WebFetch``, ``WebSearch``, curl, wget), package managers, ``git push`` /
-  ``config`` / ``remote``, and git's options that write files (``--output``).
+  ``config`` / ``remote``, git's options that write files (``--output``), and edits
+  of every agent CLI's project settings in the worktree (``.claude/``, ``.mcp.json``,
+  ``.gemini/``, ``.qwen/``, ``.codex/``, ``.opencode/``, ``opencode.json(c)``).
+
+Claude Code also loads the worktree's own project settings (``.claude/``: hooks that run
+as commands outside the permission rules, permission rules, env, skills and agents with
+hooks of their own; ``.mcp.json``: MCP servers), whatever ``--settings`` says: it is
+started only once this user trusted their exact content (`git nerve trust`, issue 35:
+:data:`git_nerve.trust.CLAUDE`; command.refuse_untrusted), else the role ends with one
+line naming them.
 
 Claude Code's bubblewrap sandbox is not used: it needs ``bwrap`` and ``socat``
 and user namespaces, which most CI containers lack. ``extra_args`` override any
@@ -32,6 +41,7 @@ import os
 import re
 import shutil
 
+from ...trust import AGENT_SETTINGS_DIRS, AGENT_SETTINGS_FILES, CLAUDE
 from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
@@ -62,8 +72,11 @@ def settings(workdir: str, test_command: str = "", notes_hook: str | None = None
         allow.append(f"Bash({test})")
         allow.append(f"Bash({test}:*)")
     allow += mcp_rules()
+    # every agent CLI's project settings in the worktree: the next role's CLI (or a teammate's) would load them
+    deny = [*DENY, *(f"Edit({root}/{d}/**)" for d in AGENT_SETTINGS_DIRS),
+            *(f"Edit({root}/{f})" for f in AGENT_SETTINGS_FILES)]
     data: dict = {
-        "permissions": {"allow": allow, "deny": list(DENY), "defaultMode": "dontAsk"},
+        "permissions": {"allow": allow, "deny": deny, "defaultMode": "dontAsk"},
         "includeCoAuthoredBy": False,
     }
     if notes_hook:
@@ -301,6 +314,7 @@ create_claude = adapter_factory(
     "claude", "claude",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=_diagnose, checks=_checks, sandbox=SANDBOX,
     clean_stop=True, report=lambda a, out, inv: usage.claude(out), live=lambda a: usage.ClaudeStream(),
+    project_settings=CLAUDE,
     env_names=("ANTHROPIC_*", "CLAUDE_*", "DISABLE_*", "MCP_*"), state_dirs=(".claude", ".claude.json", ".config/claude"),
 )
 

@@ -21,6 +21,12 @@ session-flags layer: never a file in the worktree, nothing written to ``$CODEX_H
 asks of every hook that is not managed given for exactly these two, by their hash (``hooks.state``), never
 ``--dangerously-bypass-hook-trust``, which would run every untrusted hook (a project's own included).
 
+Codex also loads the worktree's own ``.codex/`` (config.toml: MCP servers it starts outside its sandbox, hooks;
+exec rules, agents, skills) once its own trust of the project is given, which it records for the repository's main
+checkout: a person who trusted their repository in Codex has it loaded in every task's worktree. The adapter starts
+Codex only once this user trusted that content (`git nerve trust`, issue 35: :data:`git_nerve.trust.CODEX`;
+command.refuse_untrusted).
+
 Codex reads its model provider and credentials from the user's own
 configuration (``$CODEX_HOME/config.toml``, ``codex login``); a provider must
 use ``wire_api = "responses"``. Codex exits 0 after an API error such as a 401:
@@ -34,6 +40,7 @@ import json
 import os
 import re
 
+from ...trust import CODEX
 from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
@@ -201,7 +208,7 @@ create_codex = adapter_factory(
     "codex", "codex",
     build=_argv, prompt_via="stdin", prepare=prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
     report=lambda a, out, inv: usage.codex(out, a.model),
-    env_names=("OPENAI_*", "CODEX_*"), state_dirs=(".codex", "$CODEX_HOME"),
+    env_names=("OPENAI_*", "CODEX_*"), state_dirs=(".codex", "$CODEX_HOME"), project_settings=CODEX,
 )
 
 

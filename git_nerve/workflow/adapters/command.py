@@ -16,7 +16,6 @@ import dataclasses
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -39,10 +38,9 @@ from .process import (  # noqa: F401 - re-exported: adapters, wrap.py and benche
     Diagnose,
     group_alive,
     kill_group,
-    mark_private,
+    private_dir,
     run_process,
     sweep,
-    sweep_dead_private_dirs,
 )
 
 
@@ -137,6 +135,9 @@ class CommandAdapter:
     #: ``(adapter) -> (stdout so far) -> [Usage]``: a CLI that streams its usage, read while it runs (into
     #: ``ctx.live_usage``) so a budget stops it mid-turn; None: only its final report counts
     live: Callable[[CommandAdapter], Callable[[str], list]] | None = None
+    #: the trust key of the CLI's own project settings in the worktree it runs in (``trust.CLAUDE``, ...): the CLI
+    #: is not started while they are there and not trusted (:func:`refuse_untrusted`); None: it loads none
+    project_settings: str | None = None
 
     def __post_init__(self) -> None:
         if self.prompt_via not in ("stdin", "file"):
@@ -181,13 +182,10 @@ class CommandAdapter:
             RUN_MARKER: uuid.uuid4().hex, **own,
         })
         env = credentials.only_own(env, self.received_env(), keep=own)
-        sweep_dead_private_dirs()  # a killed runner's copies of settings and keys go at the next run
-        tmpdir = tempfile.mkdtemp(prefix=f"nerve-{self.name}-")
-        mark = None
-        try:
-            mark = mark_private(tmpdir, env.get(RUN_MARKER, ""))
+        with private_dir(f"nerve-{self.name}-", env.get(RUN_MARKER, "")) as tmpdir:
             git_dir, common_dir = git_dirs(ctx.workdir)
             inv = Invocation(self.argv(), env, ctx.workdir, tmpdir, git_dir, common_dir, ctx)
+            refuse_untrusted(self, inv)
             if self.prompt_via == "file":
                 inv.prompt_file = os.path.join(tmpdir, f"nerve-prompt-{ctx.role or 'agent'}.md")
                 with open(inv.prompt_file, "w", encoding="utf-8") as fh:
@@ -218,12 +216,20 @@ class CommandAdapter:
             if isinstance(getattr(ctx, "usage", None), list):
                 ctx.usage.extend(usage)
             return answer
-        finally:
-            from ...git import destroy
 
-            destroy.remove_own_tempdir(tmpdir, prefix=f"nerve-{self.name}-")
-            if mark is not None:
-                os.close(mark)
+
+def refuse_untrusted(adapter: CommandAdapter, inv: Invocation) -> None:
+    """Start no CLI that would load project settings this user has not trusted in the worktree it runs in (issue 35:
+    an agent or a merged branch may have written their hooks, MCP servers, plugins): AdapterSpawnFailed, one line
+    naming them and `git nerve trust`, before anything ran."""
+    if adapter.project_settings is None:
+        return
+    from ... import trust
+    from .base import AdapterSpawnFailed
+
+    line = trust.refusal(inv.common_dir, inv.workdir, adapter.project_settings, adapter.name)
+    if line is not None:
+        raise AdapterSpawnFailed(adapter.name, line)
 
 
 def _live_reading(adapter: CommandAdapter, ctx: AgentContext) -> Diagnose | None:

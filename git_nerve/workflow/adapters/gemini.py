@@ -39,6 +39,11 @@ model carried), and links to the login files Gemini CLI reads there (``gemini_ho
 (``GEMINI.md``), commands and chat history stay out of the run; only Gemini CLI's own writes of its login
 files (a refreshed token) reach theirs, as when they run it themselves.
 
+``--skip-trust`` makes the worktree a trusted folder for Gemini CLI: it loads the worktree's ``.gemini/`` (hooks,
+MCP servers, tool commands, policies, commands, skills, agents, .env). The CLI is started only once this user
+trusted their exact content (`git nerve trust`, issue 35: :data:`git_nerve.trust.GEMINI`; command.refuse_untrusted),
+and the policy refuses the agent's writes to every agent CLI's project settings (``SETTINGS_PATHS``).
+
 Credentials are the user's: ``GEMINI_API_KEY`` (``GOOGLE_GEMINI_BASE_URL`` for a
 proxy, with ``security.auth.selectedType = "gemini-api-key"`` in
 ~/.gemini/settings.json), Vertex AI variables, or a Google login in ~/.gemini/.
@@ -54,6 +59,7 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from ...git import ident, location
+from ...trust import AGENT_SETTINGS_DIRS, AGENT_SETTINGS_FILES, GEMINI
 from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 from .gemini_home import HOME_VAR, private_home
@@ -75,10 +81,12 @@ GIT_DENIED_OPTIONS = r".*(\s--output|\s--no-index|\s--ext-diff|\s--exec|--upload
 FILE_TOOLS = ("read_file", "read_many_files", "list_directory", "glob", "grep_search", "replace", "write_file")
 #: Tools refused outright (they reach the network).
 DENIED_TOOLS = ("google_web_search", "web_fetch")
-#: Files the agent may not write although they are in the worktree: the CLI's own project settings, which
-#: the next run loads (`--skip-trust`): MCP servers, hooks or tool rules there would outlive this policy.
-SETTINGS_PATHS = r'"(file_path|absolute_path|dir_path)":\s*"(|[^"]*/)\.(gemini|qwen)(/|")'  # no nested quantifier:
-#: Gemini CLI drops a rule whose regex has one (its isSafeRegExp)
+#: Files the agent may not write although they are in the worktree: every agent CLI's project settings, which
+#: the next run loads (`--skip-trust`; Claude Code, opencode likewise): MCP servers, hooks or tool rules there
+#: would outlive this policy. (No nested quantifier: Gemini CLI drops a rule whose regex has one, its isSafeRegExp.)
+SETTINGS_PATHS = (r'"(file_path|absolute_path|dir_path)":\s*"(|[^"]*/)('
+                  + "|".join(re.escape(d) for d in AGENT_SETTINGS_DIRS) + r')(/|")|'
+                  r'"(file_path|absolute_path)":\s*"(|[^"]*/)(' + "|".join(re.escape(f) for f in AGENT_SETTINGS_FILES) + r')"')
 
 
 SANDBOX = (
@@ -135,7 +143,7 @@ def policy_text(test_command: str, git_allowed: Sequence[str] = GIT_ALLOWED) -> 
         'toolName = ["write_file", "replace"]',
         f"argsPattern = {_toml(SETTINGS_PATHS)}",
         'decision = "deny"',
-        'denyMessage = "git-nerve: the CLI settings in .gemini/ and .qwen/ are not the agent to change"',
+        'denyMessage = "git-nerve: the agent CLI settings in .gemini/, .qwen/, .claude/, .mcp.json, .opencode/ are not the agent to change"',
         "priority = 950",
         "",
         "[[rule]]",
@@ -362,7 +370,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_gemini = adapter_factory(
     "gemini", "gemini",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    report=lambda a, out, inv: usage.gemini(out),
+    report=lambda a, out, inv: usage.gemini(out), project_settings=GEMINI,
     env_names=("GEMINI_*", "GOOGLE_*"), state_dirs=(".gemini", f"${HOME_VAR}"), clean_stop=True,
 )
 

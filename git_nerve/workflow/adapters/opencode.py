@@ -23,8 +23,9 @@ opencode also loads its own project settings from the worktree (``opencode.json(
 tools that run as code, MCP servers, commands), which an agent or a teammate's commit may have written: opencode
 starts only once this user trusted their exact content (`git nerve trust`, issue 35:
 :data:`git_nerve.trust.OPENCODE`); until then the role's agent is not started (one line naming them and
-`git nerve trust`), since 1.18.33 loads a project's plugins even with ``OPENCODE_DISABLE_PROJECT_CONFIG``. Its edit
-rules refuse the agent's own edits of those files.
+`git nerve trust`: command.refuse_untrusted, as for Claude Code, Gemini CLI and Qwen Code), since 1.18.33 loads a
+project's plugins even with ``OPENCODE_DISABLE_PROJECT_CONFIG``. Its edit rules refuse the agent's edits of those
+files and of the other CLIs' project settings (``.claude/``, ``.mcp.json``, ``.gemini/``, ``.qwen/``).
 
 The model and provider are the user's own opencode setup (``~/.config/opencode``,
 ``--model`` from nerve.toml ``[adapters.opencode] model`` as ``provider/model``).
@@ -36,6 +37,7 @@ import json
 import os
 import re
 
+from ...trust import AGENT_SETTINGS_DIRS, AGENT_SETTINGS_FILES, OPENCODE
 from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
@@ -56,9 +58,10 @@ ENV = {
 GIT_DENIED = ("git -c*", "git -C*", "git --exec-path*", "git --git-dir*", "git --work-tree*", "git config*")
 
 
-#: the agent's edits refused: opencode's own project settings (opencode matches an edit's path relative to the
-#: worktree, ``*`` spanning ``/``); the real gate is the trust of their content (:func:`_project_settings`)
-EDIT_DENIED = (".opencode", ".opencode/*", "opencode.json", "opencode.jsonc")
+#: the agent's edits refused: every agent CLI's project settings (opencode matches an edit's path relative to the
+#: worktree, ``*`` spanning ``/``); the real gate is the trust of their content (``project_settings``: the adapter
+#: starts no opencode while its own are untrusted, command.refuse_untrusted)
+EDIT_DENIED = (*(p for d in AGENT_SETTINGS_DIRS for p in (d, f"{d}/*")), *AGENT_SETTINGS_FILES)
 
 
 def permission(test_command: str = "") -> dict:
@@ -138,7 +141,6 @@ def plugin(tmpdir: str, argv: list[str], gate: tuple[str, str] | None) -> str:
 def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     from .claude import notes_parts
 
-    _project_settings(inv)
     if "--title" not in {x.split("=", 1)[0] for x in (adapter.extra_args or ())}:
         # a title of ours: opencode would otherwise ask the model for one, a request its JSON output never
         # reports (its usage would be missing from the round's: issue 39)
@@ -156,22 +158,6 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
     inv.env["PWD"] = inv.workdir
     inv.env["OPENCODE_CONFIG"] = path
     inv.env["OPENCODE_PERMISSION"] = json.dumps(permission(inv.ctx.test_command))
-
-
-def _project_settings(inv: Invocation) -> None:
-    """opencode's project settings in the worktree load only once trusted (issue 35). opencode 1.18.33 cannot be
-    told to leave them out: ``OPENCODE_DISABLE_PROJECT_CONFIG`` stops its older config loader, but its newer one
-    still imports ``.opencode/plugins/*.js`` (tests/test_real_opencode_trust.py): so opencode is not started."""
-    from ... import trust
-    from .base import AdapterSpawnFailed
-
-    untrusted = trust.untrusted_in(inv.common_dir, inv.workdir, trust.OPENCODE)
-    if untrusted is not None:
-        files = list(untrusted.value)
-        named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
-        raise AdapterSpawnFailed("opencode", f"not started: {trust.OPENCODE} in {inv.workdir} ({named}) "
-                                 "are not trusted on this machine (new, or changed since you trusted them), and "
-                                 f"opencode would load them (its plugins run as code on your machine): {trust.HOW}")
 
 
 _ERROR = re.compile(r"^(?:\x1b\[[0-9;]*m)*Error: (?:\x1b\[[0-9;]*m)*(?P<msg>.+)$", re.M)
@@ -209,7 +195,7 @@ create_opencode = adapter_factory(
     report=lambda a, out, inv: usage.opencode(out, a.model),
     sandbox="opencode permission rules (OPENCODE_PERMISSION): edits inside the project, shell only git, "
             "`git nerve`, the test command; no web, no external directories (no OS sandbox)",
-    env_names=("OPENCODE_*", "OPENAI_*"), state_dirs=(".local/share/opencode", ".config/opencode", ".cache/opencode", ".local/state/opencode"),
+    project_settings=OPENCODE, env_names=("OPENCODE_*", "OPENAI_*"), state_dirs=(".local/share/opencode", ".config/opencode", ".cache/opencode", ".local/state/opencode"),
 )
 
 

@@ -11,13 +11,14 @@ a diagnosis while it runs, and its whole process group stopped on abort, timeout
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ... import proctable
@@ -128,11 +129,25 @@ def still_running(run_id: str) -> bool | None:
     return None if pids is None else bool(pids)
 
 
-def sweep_dead_private_dirs() -> list[str]:
-    """Remove the private directories of earlier runs whose runner was killed (``git.destroy``'s proof)."""
+@contextlib.contextmanager
+def private_dir(prefix: str, run_id: str) -> Iterator[str]:
+    """A run's private directory (``tempfile.mkdtemp(prefix=prefix)``, 0700), marked as its runner's
+    (:func:`mark_private`) and removed after it. First, the private directories of earlier runs whose runner was
+    killed (no ``finally`` ran: copies of settings and keys inside) go, once proven dead (``git.destroy``)."""
+    import tempfile
+
     from ...git import destroy
 
-    return destroy.remove_dead_private_dirs("nerve-", still_running=still_running)
+    destroy.remove_dead_private_dirs("nerve-", still_running=still_running)
+    tmpdir = tempfile.mkdtemp(prefix=prefix)
+    mark = None
+    try:
+        mark = mark_private(tmpdir, run_id)
+        yield tmpdir
+    finally:
+        destroy.remove_own_tempdir(tmpdir, prefix=prefix)
+        if mark is not None:
+            os.close(mark)
 
 
 class Capture:

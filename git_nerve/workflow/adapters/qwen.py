@@ -29,6 +29,11 @@ project's, whatever the folder's trust; a system settings file the user already
 names is copied into it first): never in the worktree, where the agent could
 commit or change it.
 
+Qwen Code also loads the worktree's own project settings (``.qwen/``: hooks, MCP servers, tool discovery and call
+commands, commands, agents): it is started only once this user trusted their exact content (`git nerve trust`,
+issue 35: :data:`git_nerve.trust.QWEN`; command.refuse_untrusted), and the agent may edit none of the agent CLIs'
+project settings (``DENIED``).
+
 Credentials are the user's: an OpenAI-compatible provider (``OPENAI_API_KEY``,
 ``OPENAI_BASE_URL``, ``OPENAI_MODEL``, with ``security.auth.selectedType =
 "openai"`` in ~/.qwen/settings.json or ``--auth-type openai`` in extra_args), or
@@ -42,6 +47,7 @@ import os
 import re
 from collections.abc import Sequence
 
+from ...trust import AGENT_SETTINGS_DIRS, AGENT_SETTINGS_FILES, QWEN
 from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options
 from .gemini import GIT_ALLOWED, _version, git_config_env, git_identity_env, version_and_flags
@@ -58,8 +64,9 @@ _model = model_flag("--model")
 #: outside the worktree.
 DENIED = (
     "web_fetch", "web_search",
-    # the CLI's own project settings, loaded by the next run (hooks, MCP servers, tool rules of its own)
-    "edit(/.qwen/**)", "write_file(/.qwen/**)", "edit(/.gemini/**)", "write_file(/.gemini/**)",
+    # every agent CLI's project settings, loaded by the next run (hooks, MCP servers, tool rules of its own)
+    *(f"{tool}(/{d}/**)" for d in AGENT_SETTINGS_DIRS for tool in ("edit", "write_file")),
+    *(f"{tool}(/{f})" for f in AGENT_SETTINGS_FILES for tool in ("edit", "write_file")),
     "run_shell_command(*$(*)", "run_shell_command(*`*)", "run_shell_command(*${*)", "run_shell_command(*>*)",
     "run_shell_command(*<*)", "run_shell_command(*\n*)", "run_shell_command(* ( *)",
     "run_shell_command(* --output*)", "run_shell_command(* --no-index*)", "run_shell_command(* --ext-diff*)",
@@ -183,7 +190,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_qwen = adapter_factory(
     "qwen", "qwen",
     build=_argv, prompt_via="stdin", prepare=_prepare, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    report=lambda a, out, inv: usage.qwen(out),
+    report=lambda a, out, inv: usage.qwen(out), project_settings=QWEN,
     env_names=("QWEN_*", "OPENAI_*", "DASHSCOPE_*"), state_dirs=(".qwen",),
 )
 

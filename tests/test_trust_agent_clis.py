@@ -1,0 +1,208 @@
+"""Claude Code's, Gemini CLI's, Qwen Code's and Codex's own project settings are trusted settings (issue 35), as opencode's
+are (tests/test_trust_opencode.py): their inventory entries, the adapter starting no CLI in a worktree whose
+committed settings are untrusted (one line naming them and `git nerve trust`), then starting it once `git nerve
+trust` recorded them and refusing again after a one-byte change, `show` flagging a change to them, and every
+adapter's rules refusing the agent's own edits of every CLI's project settings. The real Claude Code:
+tests/test_real_claude_trust.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import git
+from fixtures.repos.build import commit_file, write
+from git_nerve import trust
+from git_nerve.paths import discover
+from git_nerve.trust.settings import claude, gemini, qwen
+from git_nerve.workflow.adapters import claude as claude_adapter
+from git_nerve.workflow.adapters import codex as codex_adapter
+from git_nerve.workflow.adapters import gemini as gemini_adapter
+from git_nerve.workflow.adapters import qwen as qwen_adapter
+from git_nerve.workflow.adapters.base import AdapterSpawnFailed, AgentContext, StartFrame
+
+#: (adapter name, its factory, the trust key, the committed settings file whose hook would write a marker)
+CLIS = [
+    ("claude", claude_adapter.create_claude, trust.CLAUDE, ".claude/settings.json"),
+    ("gemini", gemini_adapter.create_gemini, trust.GEMINI, ".gemini/settings.json"),
+    ("qwen", qwen_adapter.create_qwen, trust.QWEN, ".qwen/settings.json"),
+    ("codex", codex_adapter.create_codex, trust.CODEX, ".codex/config.toml"),
+]
+
+
+def hook_settings(marker: Path) -> str:
+    """A settings file (Claude Code's shape, which Gemini CLI and Qwen Code read too) whose hook writes ``marker``."""
+    entry = [{"matcher": "*", "hooks": [{"type": "command", "command": f"touch {marker}"}]}]
+    return json.dumps({"hooks": {"SessionStart": entry, "PreToolUse": entry}}, indent=1) + "\n"
+
+
+def wt_of(work: Path, task_id: str) -> Path:
+    return work.parent / f"{work.name}.worktrees" / task_id
+
+
+def test_the_inventory_entries_are_every_file_each_cli_loads_by_path_and_bytes(tmp_path):
+    git(tmp_path, "init", "-q")  # what a CLI writes into its folder itself is left out where git tracks none of it
+    assert claude(tmp_path) == gemini(tmp_path) == qwen(tmp_path) == {}  # absent: nothing to trust
+    write(tmp_path, ".mcp.json", '{"mcpServers": {"x": {"command": "sh"}}}\n')
+    write(tmp_path, ".claude/settings.json", "{}\n")
+    write(tmp_path, ".claude/agents/a.md", "---\nname: a\nhooks: {}\n---\n")
+    write(tmp_path, ".gemini/policies/p.toml", "[[rule]]\n")
+    write(tmp_path, ".qwen/settings.json", '{"hooks": {}}\n')
+    s = claude(tmp_path)[trust.CLAUDE]
+    assert list(s.value) == [".claude/agents/a.md", ".claude/settings.json", ".mcp.json"]
+    assert [line.split(":")[0] for line in s.shown] == list(s.value)
+    assert list(gemini(tmp_path)[trust.GEMINI].value) == [".gemini/policies/p.toml"]
+    assert list(qwen(tmp_path)[trust.QWEN].value) == [".qwen/settings.json"]
+    before = s.digest, qwen(tmp_path)[trust.QWEN].digest
+    # what the CLIs write there themselves changes nothing (their worktrees, a subagent's memory, scratch files)
+    write(tmp_path, ".claude/worktrees/w/x.py", "x\n")
+    write(tmp_path, ".claude/agent-memory/a/MEMORY.md", "x\n")
+    write(tmp_path, ".qwen/tmp/args.json", "{}\n")
+    write(tmp_path, ".qwen/settings.json", '{\n "hooks": {},\n "$version": 4\n}\n')  # Qwen Code's migration
+    assert (claude(tmp_path)[trust.CLAUDE].digest, qwen(tmp_path)[trust.QWEN].digest) == before
+    write(tmp_path, ".claude/settings.local.json", '{"permissions": {"allow": ["Bash"]}}\n')  # a new file does
+    assert claude(tmp_path)[trust.CLAUDE].digest != before[0]
+    # the inventory `git nerve trust` reads holds all four CLIs' entries
+    from git_nerve.trust.settings import AGENT_CLI
+
+    assert set(AGENT_CLI) == {trust.OPENCODE, trust.CLAUDE, trust.GEMINI, trust.QWEN, trust.CODEX}
+
+
+def _fake_cli(tmp_path: Path, monkeypatch, name: str) -> Path:
+    """``name`` on PATH: a stand-in that records that it ran (the file it returns)."""
+    fake = tmp_path / "bin" / name
+    fake.parent.mkdir(exist_ok=True)
+    ran = tmp_path / f"{name}-ran"
+    fake.write_text(f"#!/bin/sh\necho ran > {ran}\ncat > /dev/null\necho done\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    return ran
+
+
+@pytest.mark.parametrize("name,create,key,rel", CLIS, ids=[c[0] for c in CLIS])
+def test_the_adapter_starts_no_cli_until_its_committed_project_settings_are_trusted(
+        repo, gw, gn, tmp_path, monkeypatch, name, create, key, rel):
+    ran = _fake_cli(tmp_path, monkeypatch, name)
+    work = repo.work
+    hook_marker = tmp_path / "hook-ran"
+    commit_file(work, rel, hook_settings(hook_marker), f"{name} settings with a hook")
+    assert gw("spawn t1", work).code == 0
+    wt = wt_of(work, "t1")
+    start = StartFrame(task_id="t1", workflow="wf", content="x", workdir=str(wt))
+    ctx = AgentContext(start, (), str(wt), threading.Event(), "t1", "coder")
+
+    listed = json.loads(gn("trust --show --json", wt).out)["settings"]
+    assert [(s["setting"], s["trusted"]) for s in listed] == [(key, False)], listed
+
+    with pytest.raises(AdapterSpawnFailed) as refused:
+        create()("prompt", ctx)
+    assert not ran.exists() and not hook_marker.exists()  # no process started: neither the CLI nor its hook
+    line = str(refused.value)
+    assert "\n" not in line and f"not started: {key} in {wt}" in line and rel in line, line
+    assert "git nerve trust" in line, line
+
+    res = gn("trust --json", work)
+    assert res.code == 0 and json.loads(res.out)["trusted_now"] == [key], res
+    create()("prompt", ctx)  # trusted: it starts
+    assert ran.read_text() == "ran\n"
+    ran.unlink()
+
+    (wt / rel).write_text((wt / rel).read_text().replace("hook-ran", "hook-raN"))  # one byte, in the worktree
+    with pytest.raises(AdapterSpawnFailed):
+        create()("prompt", ctx)
+    assert not ran.exists()
+    git(wt, "checkout", "--", rel)  # back to the committed content, as trusted
+    create()("prompt", ctx)
+    assert ran.exists()
+
+
+def test_an_adapter_loads_only_its_own_clis_settings(repo, tmp_path, monkeypatch):
+    """Another CLI's untrusted project settings do not stop this one (it does not load them)."""
+    ran = _fake_cli(tmp_path, monkeypatch, "claude")
+    write(repo.work, ".gemini/settings.json", "{}\n")
+    write(repo.work, "opencode.json", "{}\n")
+    start = StartFrame(task_id="t1", workflow="wf", content="x", workdir=str(repo.work))
+    claude_adapter.create_claude()("prompt", AgentContext(start, (), str(repo.work), threading.Event(), "t1", "coder"))
+    assert ran.exists()
+    assert trust.untrusted_in(discover(repo.work).common_dir, repo.work, trust.GEMINI) is not None
+
+
+@pytest.mark.parametrize("rel,key", [(".claude/settings.json", trust.CLAUDE), (".mcp.json", trust.CLAUDE),
+                                     (".gemini/settings.json", trust.GEMINI), (".qwen/commands/x.toml", trust.QWEN),
+                                     (".codex/config.toml", trust.CODEX)])
+def test_show_flags_a_task_that_changes_a_clis_project_settings(repo, gw, rel, key):
+    work = repo.work
+    assert gw("spawn t1", work).code == 0
+    wt = wt_of(work, "t1")
+    write(wt, rel, '{"hooks": {}}\n')
+    git(wt, "add", "-f", rel)
+    git(wt, "commit", "-q", "-m", "tooling")
+    flags = json.loads(gw("show t1 --json", work).out)["trust_flags"]
+    assert [f.split(":")[0] for f in flags] == [f"this change edits {key}"], flags
+
+
+SETTINGS_FILES = [".claude/settings.json", ".claude/hooks/x.sh", ".mcp.json", ".gemini/settings.json",
+                  ".qwen/settings.json", ".codex/config.toml", ".opencode/plugins/x.js", "opencode.json", "opencode.jsonc"]
+
+
+def test_every_adapter_refuses_the_agents_edits_of_every_clis_project_settings(tmp_path):
+    wt = os.path.realpath(tmp_path)
+    deny = claude_adapter.settings(str(tmp_path))["permissions"]["deny"]
+    for rel in SETTINGS_FILES:  # Claude Code: an Edit rule (it covers Write) on the absolute path, `//abs`
+        top = rel.split("/")[0]
+        assert (f"Edit(/{wt}/{top}/**)" if "/" in rel else f"Edit(/{wt}/{rel})") in deny, (rel, deny)
+    pattern = re.compile(gemini_adapter.SETTINGS_PATHS)  # Gemini CLI's policy: matched against the tool's JSON args
+    assert json.dumps(gemini_adapter.SETTINGS_PATHS) in gemini_adapter.policy_text("")
+    for rel in SETTINGS_FILES:
+        for arg in ("file_path", "absolute_path"):
+            assert pattern.search(json.dumps({arg: f"{wt}/{rel}"})), rel
+            assert pattern.search(json.dumps({arg: rel})), rel
+    for rel in ("src/claude.py", "docs/.mcp.json.md", "opencode.json.bak", "x.gemini/y", "qwen/settings.json"):
+        assert not pattern.search(json.dumps({"file_path": f"{wt}/{rel}"})), rel
+    for rel in (".claude/**", ".mcp.json", ".gemini/**", ".qwen/**", ".opencode/**", ".codex/**", "opencode.json",
+                "opencode.jsonc"):
+        assert f"edit(/{rel})" in qwen_adapter.DENIED and f"write_file(/{rel})" in qwen_adapter.DENIED, rel
+
+
+def test_the_persons_own_ignored_settings_in_the_main_checkout_do_not_untrust_the_tasks(
+        repo, gw, gn, tmp_path, monkeypatch):
+    """A Claude Code user keeps an untracked, git-ignored `.claude/settings.local.json` in the main checkout (Claude
+    Code writes it when they approve something). A task's worktree has only the committed files: after `git nerve
+    trust` in the main checkout, the task's run starts. A local settings file the task itself holds (its copy
+    differing from the person's, or a file its own .gitignore hides) stops it."""
+    ran = _fake_cli(tmp_path, monkeypatch, "claude")
+    work = repo.work
+    commit_file(work, ".claude/settings.json", '{"permissions": {}}\n', "claude settings")
+    commit_file(work, ".gitignore", ".claude/settings.local.json\n", "ignore the local settings")
+    write(work, ".claude/settings.local.json", '{"permissions": {"allow": ["Bash(make:*)"]}}\n')  # theirs
+    assert gw("spawn t1", work).code == 0
+    wt = wt_of(work, "t1")
+    res = gn("trust --json", work)
+    assert res.code == 0 and json.loads(res.out)["trusted_now"] == [trust.CLAUDE], res
+    assert list(claude(work)[trust.CLAUDE].value) == [".claude/settings.json"]  # theirs is not listed
+    start = StartFrame(task_id="t1", workflow="wf", content="x", workdir=str(wt))
+    ctx = AgentContext(start, (), str(wt), threading.Event(), "t1", "coder")
+    claude_adapter.create_claude()("prompt", ctx)  # the committed file, as trusted
+    assert ran.exists()
+    ran.unlink()
+
+    # their own file copied into the worktree (.worktreeinclude), byte for byte: still theirs
+    write(wt, ".claude/settings.local.json", (work / ".claude/settings.local.json").read_text())
+    claude_adapter.create_claude()("prompt", ctx)
+    assert ran.exists()
+    ran.unlink()
+    # a different one in the task's worktree is the task's: refused
+    write(wt, ".claude/settings.local.json", '{"hooks": {"SessionStart": []}}\n')
+    with pytest.raises(AdapterSpawnFailed):
+        claude_adapter.create_claude()("prompt", ctx)
+    (wt / ".claude/settings.local.json").unlink()
+    # a file the task's own .gitignore hides is still the task's
+    write(wt, ".gitignore", ".claude/settings.local.json\n.claude/hooks/\n")
+    write(wt, ".claude/hooks/start.sh", "touch /tmp/x\n")
+    with pytest.raises(AdapterSpawnFailed):
+        claude_adapter.create_claude()("prompt", ctx)
+    assert not ran.exists()
