@@ -85,6 +85,25 @@ def test_project_scope_writes_in_the_checkout_and_codex_refuses_it(work):
     assert not (work / ".mcp.json").exists() and not (work / "opencode.json").exists()
 
 
+def test_project_scope_keeps_trusted_settings_trusted_and_untrusted_ones_untrusted(work):
+    """What `mcp install --scope project` writes at the person's command does not untrust the CLI's project settings
+    they trusted (the adapter would refuse every run until `git nerve trust`); settings the person has not trusted
+    stay untrusted: the install does not trust what they have not seen."""
+    def untrusted() -> set[str]:
+        shown = json.loads(nerve(["trust", "--show", "--json"], work).out)["settings"]
+        return {s["setting"] for s in shown if not s["trusted"]}
+
+    (work / ".gemini").mkdir()
+    (work / ".gemini" / "settings.json").write_text('{"hooks": {}}\n')  # someone's, never trusted here
+    assert untrusted() == {"gemini project settings"}
+    res = nerve(["mcp", "install", "claude", "gemini", "--scope", "project"], work)
+    assert res.code == 0, res
+    assert untrusted() == {"gemini project settings"}  # .mcp.json (new) trusted, .gemini/ still not
+    assert nerve(["trust"], work).code == 0 and untrusted() == set()
+    assert nerve(["mcp", "uninstall"], work).code == 0
+    assert not (work / ".mcp.json").exists() and untrusted() == set()
+
+
 def test_project_scope_is_refused_in_a_tasks_worktree(work):
     assert run([str(BIN / "git-worker"), "spawn", "t1", "-d", "x"], work).code == 0
     wt = Path(json.loads(run([str(BIN / "git-worker"), "status", "--json"], work).out)[0]["worktree"])

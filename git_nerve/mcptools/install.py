@@ -35,6 +35,7 @@ from typing import Any
 from ..errors import UsageError
 from ..fs import replace_file
 from ..paths import discover
+from ..trust import trust_again, trusted_agent_settings
 from .names import SERVER_NAME, executable
 
 CLIS = ("claude", "codex", "gemini", "qwen", "opencode")
@@ -343,6 +344,7 @@ def install(clis: list[str], *, scope: str = "user") -> list[Result]:
         raise UsageError("git-nerve is not set up in this repository; run `git nerve init` first")
     entries = _load_record(record_path)
     results = []
+    kept_trusted = trusted_agent_settings(paths.common_dir, top) if scope == "project" else set()
     for cli in names:
         try:
             t = target(cli, scope, top, exe)
@@ -362,6 +364,7 @@ def install(clis: list[str], *, scope: str = "user") -> list[Result]:
                             "entry": t.entry, **extra})
             _save_record(record_path, entries)
         results.append(Result(cli, scope, str(t.path), action))
+    trust_again(paths.common_dir, top, kept_trusted)
     return results
 
 
@@ -372,6 +375,9 @@ def uninstall(clis: list[str]) -> list[Result]:
     entries = _load_record(record_path)
     names = _names(clis, list(CLIS))
     kept, results = [], []
+    top = paths.toplevel or paths.common_dir
+    kept_trusted = (trusted_agent_settings(paths.common_dir, top) if any(r["scope"] == "project" for r in entries)
+                    else set())  # what it writes at the person's command keeps them trusted
     for rec in entries:
         if rec["cli"] not in names:
             kept.append(rec)
@@ -380,6 +386,7 @@ def uninstall(clis: list[str]) -> list[Result]:
         if action == "refused":
             kept.append(rec)
         results.append(Result(rec["cli"], rec["scope"], rec["file"], action, reason))
+    trust_again(paths.common_dir, top, kept_trusted)
     if entries:
         if kept:
             _save_record(record_path, kept)

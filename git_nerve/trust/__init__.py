@@ -157,6 +157,22 @@ def trust_written(common_dir, toplevel) -> None:
         trust(common_dir, toplevel, keys)
 
 
+def trusted_agent_settings(common_dir, toplevel) -> set[str]:
+    """The agent CLIs' project settings at ``toplevel`` this user trusts as they are (or that are absent): what
+    git-nerve then writes there at the person's own command (`git nerve mcp install --scope project`) keeps them
+    trusted (:func:`trust_again`), as `git nerve init` trusts what it writes; those untrusted before stay so."""
+    try:
+        v = verdict(common_dir, toplevel)
+    except UsageError:
+        return set()
+    return {key for key in AGENT_PROJECT if v.is_trusted(key)}
+
+
+def trust_again(common_dir, toplevel, keys: set[str]) -> None:
+    if keys:
+        trust(common_dir, toplevel, keys)
+
+
 def report(common_dir, toplevel) -> dict:
     """What `git nerve trust --show` prints: every setting, what it does, exactly what it holds, trusted or not."""
     from . import record
@@ -250,4 +266,4 @@ __all__ = ["ADAPTER", "AGENT_LOADS", "AGENT_PROJECT", "AGENT_SETTINGS_DIRS", "AG
            "NOTIFY_URL", "OPENCODE", "SETUP", "TEST",
            "WORKFLOW_DIR", "WORKTREEINCLUDE",
            "Untrusted", "Verdict", "check_configured", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",
-           "refusal", "trust_written", "untrusted_in", "verdict"]
+           "refusal", "trust_again", "trust_written", "trusted_agent_settings", "untrusted_in", "verdict"]
