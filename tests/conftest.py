@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,12 @@ sys.path.insert(0, str(ROOT))
 from fixtures.repos import build  # noqa: E402
 
 BIN = Path(sys.executable).parent
+
+# A suite started in the background of a non-interactive shell (`.ci/run &`) inherits SIGINT ignored, and so would
+# every command a test interrupts (the Ctrl-C tests): a handler set here is reset to the default in each child at
+# exec, as in a suite started from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def warm_bytecode() -> None:
