@@ -102,3 +102,43 @@ def test_the_teller_reads_delivered_and_refused_from_the_holders_receipts(bus):
     with bus.write() as conn:
         messages.publish(conn, "u", cache.TELL_NOTE, {"kind": "note", "text": "d", "holder": "one"}, 4.0)
     assert told.sent(bus.conn, "two", "u")[0].status.startswith("not delivered: u became COMPLETED on one")
+
+
+def test_a_receipt_of_a_machine_that_never_held_the_task_suppresses_nothing(bus, tmp_path):
+    """Issue 36: a record from another machine is checked before it changes anything. A peer that never held t
+    writes receipts for a note and a post to t into its own log (or for them under a task it did hold): the holder
+    still delivers both, and the teller is not told they were delivered on the forger."""
+    _claim(bus, "u", "evil")  # evil held another task
+    _claim(bus, "t", "one", "WORKING")
+    _event(bus, "three:m5", "three", "t", cache.TELL_NOTE, {"kind": "note", "text": "told", "holder": "one"})
+    _event(bus, "three:m6", "three", "t", cache.THREAD_POST, {"role": "reviewer", "content": "posted", "holder": "one"})
+    with bus.write() as conn:
+        mine = messages.publish(conn, "t", cache.TELL_NOTE, {"kind": "note", "text": "mine", "holder": "one"}, 1.0)
+    for n, (task, event) in enumerate([("t", "three:m5"), ("u", "three:m6"), ("t", f"two:m{mine}")]):
+        _event(bus, f"evil:m{n}", "evil", task, cache.RECEIPT, {"event": event, "teller": event.split(":")[0],
+                                                                 "what": "note", "inbox_id": 99})
+    (sent,) = told.sent(bus.conn, "two", "t")
+    assert sent.delivered is None and sent.machine == "one" and "evil" not in sent.status, sent
+    _row(bus, "t", "WORKING")
+    _claim(bus, "t", "two", "WORKING")  # two took t over: it delivers what nobody who held t delivered
+    assert told.deliver_held(bus, "two") == ["t", "t"]  # both notes
+    assert sorted(_inbox(bus, "t")) == [("note", "mine"), ("note", "told")]
+    assert bus.conn.execute("SELECT event_id FROM shared_posts").fetchall() == [("three:m6",)]  # the post too
+    (sent,) = told.sent(bus.conn, "two", "t")
+    assert sent.delivered is True and "delivered on two" in sent.status, sent
+
+
+def test_a_cache_of_an_older_version_keeps_the_receipts_it_counted(tmp_path):
+    """Upgrading: the receipts a cache ingested before it knew holders keep counting (no note delivered again)."""
+    (tmp_path / "nerve").mkdir()
+    b = Bus(tmp_path / "nerve" / "bus.db")
+    try:
+        with b.write() as conn:
+            cache.ensure(conn)
+            conn.execute("DROP TABLE shared_holders")  # as an older version left it
+            cache.add_events(conn, [{"id": "one:m1", "machine": "one", "ts": 1.0, "task": "t", "kind": cache.RECEIPT,
+                                     "payload": {"event": "three:m5", "what": "note", "inbox_id": 1}}])
+            cache.ensure(conn)
+        assert b.conn.execute("SELECT task_id, machine FROM shared_holders").fetchall() == [("t", "one")]
+    finally:
+        b.close()

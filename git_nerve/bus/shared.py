@@ -40,6 +40,11 @@ CREATE TABLE IF NOT EXISTS shared_notes (
     task_id  TEXT NOT NULL,
     inbox_id INTEGER            -- the inbox message it became (NULL: not deliverable)
 );
+CREATE TABLE IF NOT EXISTS shared_holders (
+    task_id  TEXT NOT NULL,     -- a task, and a machine a claim accepted here named its holder: only such a
+    machine  TEXT NOT NULL,     -- machine's receipt of a note or post to that task counts (issue 36)
+    PRIMARY KEY (task_id, machine)
+);
 """
 
 #: the kind of the message a post to a task held by another machine leaves in this machine's log (its holder
@@ -56,6 +61,12 @@ TELL_NOTE = "tell_note"
 RECEIPT = "told_delivered"
 
 
+#: the receipts that count (:data:`RECEIPT`, alias ``r``): of a machine that held their task, as the claims accepted
+#: here said (a receipt of another machine, forged or garbled, suppresses no delivery and tells the teller nothing)
+HELD_RECEIPT = ("SELECT 1 FROM shared_events r JOIN shared_holders h ON h.task_id = r.task_id AND h.machine = r.machine "
+                "WHERE r.kind = ?")
+
+
 def addressed(conn: sqlite3.Connection, machine: str, kind: str, done: str) -> list[tuple]:
     """(event id, sender, ts, task, payload text) of the ``kind`` records (:data:`TELL_NOTE`, :data:`THREAD_POST`)
     to the tasks ``machine`` (this one) holds (its row here, its claim ours) that no machine delivered yet (not in
@@ -67,9 +78,8 @@ def addressed(conn: sqlite3.Connection, machine: str, kind: str, done: str) -> l
         " UNION ALL SELECT ? || ':m' || m.id, ?, m.ts, m.task_id, m.payload FROM messages m"
         " JOIN shared_claims o ON o.task_id = m.task_id AND o.owner = ? WHERE m.kind = ?) x "
         "JOIN workers w ON w.task_id = x.task_id JOIN shared_claims c ON c.task_id = x.task_id AND c.owner = ? "
-        f"WHERE x.event_id NOT IN (SELECT event_id FROM {done}) AND x.event_id NOT IN "
-        "(SELECT json_extract(payload, '$.event') FROM shared_events WHERE kind = ? AND "
-        "json_extract(payload, '$.event') IS NOT NULL) ORDER BY x.ts, x.event_id",  # (a NULL would match nothing)
+        f"WHERE x.event_id NOT IN (SELECT event_id FROM {done}) AND NOT EXISTS ({HELD_RECEIPT} "
+        "AND r.task_id = x.task_id AND json_extract(r.payload, '$.event') = x.event_id) ORDER BY x.ts, x.event_id",
         (kind, machine, machine, machine, machine, kind, machine, RECEIPT)).fetchall()
 
 
@@ -89,9 +99,14 @@ class Claim(namedtuple("Claim", "task_id owner machine state verb seq tip ts")):
 
 def ensure(conn: sqlite3.Connection) -> None:
     """The tables, inside the caller's transaction (executescript would commit it)."""
+    holders = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'shared_holders'").fetchone() is not None
     for statement in _TABLES.split(";"):
         if statement.strip():
             conn.execute(statement)
+    if not holders:  # a cache of an older version: the holders it knows, and the receipts it counted, stay so
+        conn.execute("INSERT OR IGNORE INTO shared_holders SELECT task_id, owner FROM shared_claims")
+        conn.execute("INSERT OR IGNORE INTO shared_holders SELECT task_id, machine FROM shared_events "
+                     "WHERE kind = ? AND task_id IS NOT NULL", (RECEIPT,))
 
 
 def clear(conn: sqlite3.Connection) -> None:
@@ -103,8 +118,11 @@ def clear(conn: sqlite3.Connection) -> None:
 
 
 def put_claim(conn: sqlite3.Connection, c: Claim) -> None:
+    """The claim as last seen; its holder is remembered as one of the task's (``shared_holders``: a rebuild keeps
+    them, as it keeps the record of what was delivered here)."""
     conn.execute("INSERT OR REPLACE INTO shared_claims VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                  (c.task_id, c.owner, c.machine, c.state, c.verb, c.seq, c.tip, c.ts))
+    conn.execute("INSERT OR IGNORE INTO shared_holders VALUES (?, ?)", (c.task_id, c.owner))
 
 
 def claims(conn: sqlite3.Connection) -> list[Claim]:

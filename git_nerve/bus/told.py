@@ -110,10 +110,11 @@ def sent(conn: sqlite3.Connection, machine: str, task_id: str | None = None) -> 
     if not rows:
         return []
     receipts = {}
-    for holder, payload in conn.execute("SELECT machine, payload FROM shared_events WHERE kind = ? ORDER BY ts",
-                                        (cache.RECEIPT,)):
+    for holder, task, payload in conn.execute(
+            "SELECT r.machine, r.task_id, r.payload FROM shared_events r WHERE r.kind = ? AND EXISTS (SELECT 1 FROM "
+            "shared_holders h WHERE h.task_id = r.task_id AND h.machine = r.machine) ORDER BY r.ts", (cache.RECEIPT,)):
         p = _payload(payload)
-        receipts.setdefault(str(p.get("event")), (holder, p))
+        receipts.setdefault((task, str(p.get("event"))), (holder, p))  # only a holder's of that very task counts
     here = {r[0] for r in conn.execute("SELECT event_id FROM shared_notes UNION SELECT event_id FROM shared_posts")}
     out = []
     for mid, ts, task, kind, payload in rows:
@@ -128,8 +129,8 @@ def _standing(conn, machine: str, task: str, event: str, receipts: dict, here: s
     """(status line, the machine, delivered) of one record :func:`sent` lists."""
     if event in here:
         return f"delivered on {machine} (this machine, which took {task} over)", machine, True
-    if event in receipts:
-        holder, p = receipts[event]
+    if (task, event) in receipts:
+        holder, p = receipts[(task, event)]
         if p.get("refused"):
             return f"not delivered on {holder}: {p['refused']}", holder, False
         where = f"inbox #{p['inbox_id']}" if p.get("inbox_id") is not None else f"round {p.get('round')}"
