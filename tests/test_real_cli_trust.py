@@ -139,3 +139,41 @@ def test_a_committed_codex_mcp_server_starts_only_once_trusted(tmp_path):
     assert marker.exists(), res
     assert len(repo.new_commits()) == 1, res
     assert trust.untrusted_in(repo.work / ".git", repo.worktree, trust.CODEX) is None, repo.status()
+
+
+def test_a_committed_copilot_hook_runs_only_once_trusted(tmp_path):
+    """Copilot CLI 1.0.102 loads a task worktree's `.github/hooks/*.json` (hooks that run `bash` commands) once the
+    person trusted their repository's main checkout in Copilot (``trustedFolders`` in ~/.copilot/config.json; a
+    folder above it, or COPILOT_ALLOW_ALL=true, does as well). Untrusted by git-nerve: Copilot is not started, no
+    request, the hook's marker is never written; trusted: the run works and the hook ran."""
+    driver = DRIVERS["copilot"]
+    binary = driver.install()
+    marker = tmp_path / "project-hook-ran"
+    repo = AgentRepo.create(tmp_path, "copilot", toml_extra="\n[budget]\ntask_tokens = 1\n")
+    run = [{"type": "command", "bash": f"touch {marker}", "timeoutSec": 10}]
+    hooks = json.dumps({"version": 1, "hooks": {"sessionStart": run, "preToolUse": run}}, indent=1) + "\n"
+    commit_file(repo.work, ".github/hooks/probe.json", hooks, "a project hook")
+    git(repo.work, "push", "-q", "origin", "main")
+    git(repo.worktree, "merge", "-q", "--ff-only", "main")
+    repo = dataclasses.replace(repo, base=git(repo.worktree, "rev-parse", "HEAD"))
+    config = os.path.join(os.environ["HOME"], ".copilot", "config.json")
+    os.makedirs(os.path.dirname(config), exist_ok=True)
+    with open(config, "w", encoding="utf-8") as fh:  # the person trusted their repository in Copilot itself
+        json.dump({"trustedFolders": [os.path.realpath(repo.work)]}, fh)
+
+    with ScriptedModel(params=chat_params(repo)) as model:
+        res = repo.run_develop(env_for(driver, binary, model))
+        assert model.entries() == []
+    assert res.code == 1 and f"copilot: not started: {trust.COPILOT} in " in res.result["reason"], res
+    assert ".github/hooks/probe.json" in res.result["reason"] and not marker.exists(), res
+    assert repo.new_commits() == [] and repo.status() == ""
+
+    with ScriptedModel(params=chat_params(repo)) as model:
+        env = env_for(driver, binary, model)
+        shown = _check(["git", "nerve", "trust"], repo.work, env)
+        assert trust.COPILOT in shown and ".github/hooks/probe.json" in shown, shown
+        res = repo.run_develop(env)
+    assert "not started" not in res.out + res.err, res
+    assert marker.exists(), res
+    assert len(repo.new_commits()) == 1, res
+    assert trust.untrusted_in(repo.work / ".git", repo.worktree, trust.COPILOT) is None, repo.status()

@@ -14,7 +14,8 @@ response was available"), so the run allows exactly
   allows ``python3`` with any arguments (never a shell, git or a network tool as a whole);
 
 and refuses ``git push``/``config``/``remote`` and the URL tools outright (``--deny-tool``). The provider's
-key is stripped from what the agent's shell sees (``--secret-env-vars``). GitHub's built-in MCP servers are
+key is stripped from what the agent's shell sees (``--secret-env-vars``), and the person's ``COPILOT_ALLOW_ALL``
+(a blanket approval) from what Copilot CLI sees. GitHub's built-in MCP servers are
 not started (they need a GitHub login and the network).
 
 The person's notes reach the agent mid-run through Copilot CLI's hooks, loaded from a plugin written for
@@ -23,6 +24,13 @@ this run into its private directory (``--plugin-dir``, never the worktree): ``po
 is pending) and the notes are appended to the tool's result. Copilot CLI's hooks cannot end the agent
 (``continue: false`` is ignored), so a stop is answered by ``preToolUse``, which refuses every tool call
 from the next one on (nothing more is written), and the runner ends the process at its next tick.
+
+Copilot CLI loads the worktree's own project settings (``.github/hooks/*.json``: hooks that run as ``bash``
+commands; ``.github/copilot/settings.json``: inline hooks; ``.mcp.json`` / ``.github/mcp.json``: MCP servers) once
+its folder trust is given: a person who trusted their repository's main checkout, or a folder above it, in Copilot
+(``trustedFolders``), or who set COPILOT_ALLOW_ALL=true, has a task worktree's loaded. So the adapter starts no
+Copilot while they are there and not trusted by this user (`git nerve trust`, issue 35:
+:data:`git_nerve.trust.COPILOT`; command.refuse_untrusted); it never passes ``--trust-folder``.
 
 The model is the user's: a GitHub Copilot login, or BYOK (``COPILOT_PROVIDER_BASE_URL``, ``COPILOT_MODEL``,
 ``COPILOT_PROVIDER_API_KEY``, ``COPILOT_PROVIDER_TYPE``), which needs no GitHub login.
@@ -34,6 +42,7 @@ import json
 import os
 import re
 
+from ...trust import COPILOT
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
 #: The Copilot CLI version the real-CLI suite runs (tests/test_real_hook_notes.py).
@@ -125,6 +134,9 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
         rules.append(f"--plugin-dir={plugin(inv.tmpdir, command)}")
     inv.argv[1:1] = rules
     inv.env.setdefault("NO_COLOR", "1")
+    # the person's COPILOT_ALLOW_ALL approves every tool call and trusts the worktree's own hooks and MCP servers
+    # (Copilot CLI 1.0.102): the rules above are the run's, never a blanket approval
+    inv.env.pop("COPILOT_ALLOW_ALL", None)
 
 
 # -- failures the exit status hides ---------------------------------------------------------
@@ -174,7 +186,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_copilot = adapter_factory(
     "copilot", "copilot",
     build=_argv, prompt_via="stdin", prepare=_prepare, report=_report, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    env_names=("COPILOT_*", "GH_*", "GITHUB_TOKEN"), state_dirs=(".copilot",),
+    env_names=("COPILOT_*", "GH_*", "GITHUB_TOKEN"), state_dirs=(".copilot",), project_settings=COPILOT,
 )
 
 
