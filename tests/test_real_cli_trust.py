@@ -1,5 +1,6 @@
-"""The REAL Claude Code, Gemini CLI, Qwen Code and Codex (pinned, tests/agent_drivers.py) run a hook committed to the
-repository's `.claude/settings.json` / `.gemini/settings.json` / `.qwen/settings.json` only once the person
+"""The REAL Claude Code, Gemini CLI, Qwen Code, Codex and GitHub Copilot CLI (pinned, tests/agent_drivers.py) run a
+hook committed to the repository's `.claude/settings.json` / `.gemini/settings.json` / `.qwen/settings.json` /
+`.github/hooks/*.json` only once the person
 trusted that exact content (issue 35: an agent's or a teammate's commit could have put it there, and a hook runs
 as a shell command with the person's rights, outside the CLI's permission rules; Claude Code's private
 `--settings` does not keep project settings out).
