@@ -82,12 +82,14 @@ def test_a_committed_project_hook_runs_only_once_trusted(tmp_path, name, key, re
 
 
 #: (adapter, where its escape scenario writes: another CLI's project settings, which its own rules did not name before
-#: issue 35's edge; Claude Code refuses writes under `.claude/` itself, whatever the rules say)
-ESCAPES = [("claude", ".opencode/plugins"), ("gemini", ".claude/hooks"), ("qwen", ".claude/hooks")]
+#: issue 35's edge; Claude Code refuses writes under `.claude/` itself, whatever the rules say; whether the folder is
+#: there already: Copilot CLI's file tool makes no parent directory, so it is, empty, as a checkout can leave it)
+ESCAPES = [("claude", ".opencode/plugins", False), ("gemini", ".claude/hooks", False), ("qwen", ".claude/hooks", False),
+           ("copilot", ".claude/hooks", True)]
 
 
-@pytest.mark.parametrize("name,target", ESCAPES, ids=[e[0] for e in ESCAPES])
-def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, target):
+@pytest.mark.parametrize("name,target,made", ESCAPES, ids=[e[0] for e in ESCAPES])
+def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, target, made):
     """Each CLI's rules refuse a write under another CLI's project settings in the worktree (the scripted model's
     escape scenario, its write aimed there), which the next role's CLI would load: nothing is written, the refusal
     goes back to the model."""
@@ -95,12 +97,16 @@ def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, ta
     binary = driver.install()
     repo = AgentRepo.create(tmp_path, name, toml_extra="\n[budget]\ntask_tokens = 1\n")
     folder = repo.worktree / target
+    if made:
+        folder.mkdir(parents=True)  # untracked and empty: git status stays clean
     with ScriptedModel(mode="escape", params={**chat_params(repo), "home": str(folder)}) as model:
         res = repo.run_develop(env_for(driver, binary, model))
         results = model.results("coder")
     assert [r["role"] for r in res.result["rounds"]][:1] == ["coder"], res
-    assert not (folder / "escaped-write.txt").exists() and not (repo.worktree / target.split("/")[0]).exists(), res
+    assert not (folder / "escaped-write.txt").exists(), res
+    assert made or not (repo.worktree / target.split("/")[0]).exists(), res
     assert driver.refused(results), results
+    assert not made or any("`write(" in r for r in results), results  # the write itself reached the CLI, refused
     assert repo.status() == ""
 
 

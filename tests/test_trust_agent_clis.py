@@ -193,6 +193,10 @@ def test_every_adapter_refuses_the_agents_edits_of_every_clis_project_settings(t
     for rel in SETTINGS_FILES:  # Claude Code: an Edit rule (it covers Write) on the absolute path, `//abs`
         folder = next((d for d in trust.AGENT_SETTINGS_DIRS if rel.startswith(d + "/")), None)
         assert (f"Edit(/{wt}/{folder}/**)" if folder else f"Edit(/{wt}/{rel})") in deny, (rel, deny)
+    refused = copilot_adapter.settings_denied(str(tmp_path))  # Copilot CLI: write rules on the absolute path
+    for rel in SETTINGS_FILES:
+        folder = next((d for d in trust.AGENT_SETTINGS_DIRS if rel.startswith(d + "/")), None)
+        assert (f"write({wt}/{folder}/**)" if folder else f"write({wt}/{rel})") in refused, (rel, refused)
     pattern = re.compile(gemini_adapter.SETTINGS_PATHS)  # Gemini CLI's policy: matched against the tool's JSON args
     assert json.dumps(gemini_adapter.SETTINGS_PATHS) in gemini_adapter.policy_text("")
     for rel in SETTINGS_FILES:

@@ -13,7 +13,8 @@ response was available"), so the run allows exactly
   test_command``): Copilot CLI's rules cannot name a whole command line, so ``python3 -m unittest -v``
   allows ``python3`` with any arguments (never a shell, git or a network tool as a whole);
 
-and refuses ``git push``/``config``/``remote`` and the URL tools outright (``--deny-tool``). The provider's
+and refuses ``git push``/``config``/``remote``, the URL tools and file writes to every agent CLI's project settings
+in the worktree (``write(<worktree>/.claude/**)``...: the next role's CLI would load them) outright (``--deny-tool``). The provider's
 key is stripped from what the agent's shell sees (``--secret-env-vars``), and the person's ``COPILOT_ALLOW_ALL``
 (a blanket approval) from what Copilot CLI sees. GitHub's built-in MCP servers are
 not started (they need a GitHub login and the network).
@@ -42,7 +43,7 @@ import json
 import os
 import re
 
-from ...trust import COPILOT
+from ...trust import AGENT_SETTINGS_DIRS, AGENT_SETTINGS_FILES, COPILOT
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
 #: The Copilot CLI version the real-CLI suite runs (tests/test_real_hook_notes.py).
@@ -60,7 +61,7 @@ SECRETS = ("COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT
 
 SANDBOX = ("Copilot CLI permission rules (prompt mode: what no --allow-tool rule allows is refused): file writes "
            "in the worktree, shell only git add/commit/status/diff/log/show, `git nerve` and the test command's program; "
-           "git push/config/remote and URLs denied (no OS sandbox)")
+           "git push/config/remote, URLs and writes to the agent CLIs' project settings denied (no OS sandbox)")
 
 
 #: programs never allowed as a whole (a test command starting with one of them stays refused)
@@ -77,6 +78,13 @@ def allow_rules(test_command: str) -> list[str]:
     if words and os.path.basename(words[0]) not in NEVER_WHOLE and "/" not in words[0]:
         rules.append(f"shell({words[0]})")
     return rules
+
+
+def settings_denied(workdir: str) -> list[str]:
+    """``write`` rules refusing the agent's file writes to every agent CLI's project settings in its worktree
+    (another CLI's next role, or Copilot's own, would load them): the folders' files and the files, by absolute path."""
+    root = os.path.realpath(workdir)
+    return [*(f"write({root}/{d}/**)" for d in AGENT_SETTINGS_DIRS), *(f"write({root}/{f})" for f in AGENT_SETTINGS_FILES)]
 
 
 def _argv(a: CommandAdapter) -> list[str]:
@@ -126,7 +134,7 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
         for rule in allow_rules(inv.ctx.test_command):
             rules.append(f"--allow-tool={rule}")
     if "--deny-tool" not in overridden:
-        for rule in DENIED:
+        for rule in (*DENIED, *settings_denied(inv.workdir)):
             rules.append(f"--deny-tool={rule}")
     rules.append(f"--usage-output-file={os.path.join(inv.tmpdir, USAGE_FILE)}")
     command = notes_command(inv, "copilot")
