@@ -55,6 +55,19 @@ def test_copilot_gets_rules_not_blanket_approval_and_its_hooks_in_a_private_plug
     assert hooks["preToolUse"][0]["bash"] == command
 
 
+def test_the_persons_copilot_allow_all_never_reaches_copilot(recorder, repo, monkeypatch):  # noqa: F811
+    """COPILOT_ALLOW_ALL=true in the person's environment would approve every tool call and load the worktree's own
+    hooks and MCP servers (Copilot CLI 1.0.102): the adapter's rules are the run's; other COPILOT_* pass."""
+    exe, read = recorder
+    exe.write_text(f"#!{sys.executable}\nimport json, os, sys\nsys.stdin.read()\n"
+                   "json.dump({k: v for k, v in os.environ.items() if k.startswith('COPILOT_')},"
+                   " open(os.environ['NERVE_RECORD_TO'], 'w'))\nprint('done')\n")
+    monkeypatch.setenv("COPILOT_ALLOW_ALL", "true")
+    monkeypatch.setenv("COPILOT_MODEL", "m")
+    create_copilot(binary=str(exe))(PROMPT, ctx_for(repo.work))
+    assert read() == {"COPILOT_MODEL": "m"}
+
+
 def test_a_test_command_that_is_a_shell_or_a_path_is_never_allowed_as_a_whole_program():
     from git_nerve.workflow.adapters.copilot import allow_rules
 

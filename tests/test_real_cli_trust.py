@@ -1,5 +1,6 @@
-"""The REAL Claude Code, Gemini CLI, Qwen Code and Codex (pinned, tests/agent_drivers.py) run a hook committed to the
-repository's `.claude/settings.json` / `.gemini/settings.json` / `.qwen/settings.json` only once the person
+"""The REAL Claude Code, Gemini CLI, Qwen Code, Codex and GitHub Copilot CLI (pinned, tests/agent_drivers.py) run a
+hook committed to the repository's `.claude/settings.json` / `.gemini/settings.json` / `.qwen/settings.json` /
+`.github/hooks/*.json` only once the person
 trusted that exact content (issue 35: an agent's or a teammate's commit could have put it there, and a hook runs
 as a shell command with the person's rights, outside the CLI's permission rules; Claude Code's private
 `--settings` does not keep project settings out).
@@ -81,12 +82,14 @@ def test_a_committed_project_hook_runs_only_once_trusted(tmp_path, name, key, re
 
 
 #: (adapter, where its escape scenario writes: another CLI's project settings, which its own rules did not name before
-#: issue 35's edge; Claude Code refuses writes under `.claude/` itself, whatever the rules say)
-ESCAPES = [("claude", ".opencode/plugins"), ("gemini", ".claude/hooks"), ("qwen", ".claude/hooks")]
+#: issue 35's edge; Claude Code refuses writes under `.claude/` itself, whatever the rules say; whether the folder is
+#: there already: Copilot CLI's file tool makes no parent directory, so it is, empty, as a checkout can leave it)
+ESCAPES = [("claude", ".opencode/plugins", False), ("gemini", ".claude/hooks", False), ("qwen", ".claude/hooks", False),
+           ("copilot", ".claude/hooks", True)]
 
 
-@pytest.mark.parametrize("name,target", ESCAPES, ids=[e[0] for e in ESCAPES])
-def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, target):
+@pytest.mark.parametrize("name,target,made", ESCAPES, ids=[e[0] for e in ESCAPES])
+def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, target, made):
     """Each CLI's rules refuse a write under another CLI's project settings in the worktree (the scripted model's
     escape scenario, its write aimed there), which the next role's CLI would load: nothing is written, the refusal
     goes back to the model."""
@@ -94,12 +97,16 @@ def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, ta
     binary = driver.install()
     repo = AgentRepo.create(tmp_path, name, toml_extra="\n[budget]\ntask_tokens = 1\n")
     folder = repo.worktree / target
+    if made:
+        folder.mkdir(parents=True)  # untracked and empty: git status stays clean
     with ScriptedModel(mode="escape", params={**chat_params(repo), "home": str(folder)}) as model:
         res = repo.run_develop(env_for(driver, binary, model))
         results = model.results("coder")
     assert [r["role"] for r in res.result["rounds"]][:1] == ["coder"], res
-    assert not (folder / "escaped-write.txt").exists() and not (repo.worktree / target.split("/")[0]).exists(), res
+    assert not (folder / "escaped-write.txt").exists(), res
+    assert made or not (repo.worktree / target.split("/")[0]).exists(), res
     assert driver.refused(results), results
+    assert not made or any("`write(" in r for r in results), results  # the write itself reached the CLI, refused
     assert repo.status() == ""
 
 
@@ -139,3 +146,41 @@ def test_a_committed_codex_mcp_server_starts_only_once_trusted(tmp_path):
     assert marker.exists(), res
     assert len(repo.new_commits()) == 1, res
     assert trust.untrusted_in(repo.work / ".git", repo.worktree, trust.CODEX) is None, repo.status()
+
+
+def test_a_committed_copilot_hook_runs_only_once_trusted(tmp_path):
+    """Copilot CLI 1.0.102 loads a task worktree's `.github/hooks/*.json` (hooks that run `bash` commands) once the
+    person trusted their repository's main checkout in Copilot (``trustedFolders`` in ~/.copilot/config.json; a
+    folder above it, or COPILOT_ALLOW_ALL=true, does as well). Untrusted by git-nerve: Copilot is not started, no
+    request, the hook's marker is never written; trusted: the run works and the hook ran."""
+    driver = DRIVERS["copilot"]
+    binary = driver.install()
+    marker = tmp_path / "project-hook-ran"
+    repo = AgentRepo.create(tmp_path, "copilot", toml_extra="\n[budget]\ntask_tokens = 1\n")
+    run = [{"type": "command", "bash": f"touch {marker}", "timeoutSec": 10}]
+    hooks = json.dumps({"version": 1, "hooks": {"sessionStart": run, "preToolUse": run}}, indent=1) + "\n"
+    commit_file(repo.work, ".github/hooks/probe.json", hooks, "a project hook")
+    git(repo.work, "push", "-q", "origin", "main")
+    git(repo.worktree, "merge", "-q", "--ff-only", "main")
+    repo = dataclasses.replace(repo, base=git(repo.worktree, "rev-parse", "HEAD"))
+    config = os.path.join(os.environ["HOME"], ".copilot", "config.json")
+    os.makedirs(os.path.dirname(config), exist_ok=True)
+    with open(config, "w", encoding="utf-8") as fh:  # the person trusted their repository in Copilot itself
+        json.dump({"trustedFolders": [os.path.realpath(repo.work)]}, fh)
+
+    with ScriptedModel(params=chat_params(repo)) as model:
+        res = repo.run_develop(env_for(driver, binary, model))
+        assert model.entries() == []
+    assert res.code == 1 and f"copilot: not started: {trust.COPILOT} in " in res.result["reason"], res
+    assert ".github/hooks/probe.json" in res.result["reason"] and not marker.exists(), res
+    assert repo.new_commits() == [] and repo.status() == ""
+
+    with ScriptedModel(params=chat_params(repo)) as model:
+        env = env_for(driver, binary, model)
+        shown = _check(["git", "nerve", "trust"], repo.work, env)
+        assert trust.COPILOT in shown and ".github/hooks/probe.json" in shown, shown
+        res = repo.run_develop(env)
+    assert "not started" not in res.out + res.err, res
+    assert marker.exists(), res
+    assert len(repo.new_commits()) == 1, res
+    assert trust.untrusted_in(repo.work / ".git", repo.worktree, trust.COPILOT) is None, repo.status()

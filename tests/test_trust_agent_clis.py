@@ -21,6 +21,7 @@ from git_nerve.paths import discover
 from git_nerve.trust.settings import claude, gemini, qwen
 from git_nerve.workflow.adapters import claude as claude_adapter
 from git_nerve.workflow.adapters import codex as codex_adapter
+from git_nerve.workflow.adapters import copilot as copilot_adapter
 from git_nerve.workflow.adapters import gemini as gemini_adapter
 from git_nerve.workflow.adapters import qwen as qwen_adapter
 from git_nerve.workflow.adapters.base import AdapterSpawnFailed, AgentContext, StartFrame
@@ -31,6 +32,7 @@ CLIS = [
     ("gemini", gemini_adapter.create_gemini, trust.GEMINI, ".gemini/settings.json"),
     ("qwen", qwen_adapter.create_qwen, trust.QWEN, ".qwen/settings.json"),
     ("codex", codex_adapter.create_codex, trust.CODEX, ".codex/config.toml"),
+    ("copilot", copilot_adapter.create_copilot, trust.COPILOT, ".github/hooks/x.json"),
 ]
 
 
@@ -69,7 +71,27 @@ def test_the_inventory_entries_are_every_file_each_cli_loads_by_path_and_bytes(t
     # the inventory `git nerve trust` reads holds all four CLIs' entries
     from git_nerve.trust.settings import AGENT_CLI
 
-    assert set(AGENT_CLI) == {trust.OPENCODE, trust.CLAUDE, trust.GEMINI, trust.QWEN, trust.CODEX}
+    assert set(AGENT_CLI) == {trust.OPENCODE, trust.CLAUDE, trust.GEMINI, trust.QWEN, trust.CODEX, trust.COPILOT}
+
+
+def test_copilots_entry_is_its_nested_hooks_folder_its_repository_settings_and_the_workspace_mcp_files(tmp_path):
+    """Copilot CLI's project settings live under `.github/` beside files that are no setting (workflows, its
+    instructions): only `.github/hooks/`, `.github/copilot/settings(.local).json` and the MCP files count."""
+    from git_nerve.trust.settings import copilot
+
+    git(tmp_path, "init", "-q")
+    write(tmp_path, ".github/workflows/ci.yml", "on: push\n")
+    write(tmp_path, ".github/copilot-instructions.md", "Be brief.\n")
+    assert copilot(tmp_path) == {}
+    write(tmp_path, ".github/hooks/x.json", '{"version": 1, "hooks": {}}\n')
+    write(tmp_path, ".github/hooks/sub/y.json", "{}\n")
+    write(tmp_path, ".github/copilot/settings.json", '{"hooks": {}}\n')
+    write(tmp_path, ".github/mcp.json", '{"mcpServers": {}}\n')
+    write(tmp_path, ".mcp.json", '{"mcpServers": {}}\n')
+    s = copilot(tmp_path)[trust.COPILOT]
+    assert list(s.value) == [".github/copilot/settings.json", ".github/hooks/sub/y.json", ".github/hooks/x.json",
+                             ".github/mcp.json", ".mcp.json"], s.value
+    assert list(claude(tmp_path)[trust.CLAUDE].value) == [".mcp.json"]  # Claude Code's too
 
 
 def _fake_cli(tmp_path: Path, monkeypatch, name: str) -> Path:
@@ -131,9 +153,11 @@ def test_an_adapter_loads_only_its_own_clis_settings(repo, tmp_path, monkeypatch
     assert trust.untrusted_in(discover(repo.work).common_dir, repo.work, trust.GEMINI) is not None
 
 
-@pytest.mark.parametrize("rel,key", [(".claude/settings.json", trust.CLAUDE), (".mcp.json", trust.CLAUDE),
+@pytest.mark.parametrize("rel,key", [(".claude/settings.json", trust.CLAUDE),
                                      (".gemini/settings.json", trust.GEMINI), (".qwen/commands/x.toml", trust.QWEN),
-                                     (".codex/config.toml", trust.CODEX)])
+                                     (".codex/config.toml", trust.CODEX),
+                                     (".github/hooks/x.json", trust.COPILOT),
+                                     (".github/copilot/settings.json", trust.COPILOT)])
 def test_show_flags_a_task_that_changes_a_clis_project_settings(repo, gw, rel, key):
     work = repo.work
     assert gw("spawn t1", work).code == 0
@@ -145,26 +169,45 @@ def test_show_flags_a_task_that_changes_a_clis_project_settings(repo, gw, rel, k
     assert [f.split(":")[0] for f in flags] == [f"this change edits {key}"], flags
 
 
+def test_show_flags_a_change_to_the_mcp_file_two_clis_load_for_each(repo, gw):
+    """`.mcp.json` is loaded by Claude Code and by Copilot CLI: a change to it is flagged for both."""
+    assert gw("spawn t1", repo.work).code == 0
+    wt = wt_of(repo.work, "t1")
+    write(wt, ".mcp.json", '{"mcpServers": {}}\n')
+    git(wt, "add", ".mcp.json")
+    git(wt, "commit", "-q", "-m", "tooling")
+    flags = json.loads(gw("show t1 --json", repo.work).out)["trust_flags"]
+    assert sorted(f.split(":")[0] for f in flags) == sorted(
+        f"this change edits {key}" for key in (trust.CLAUDE, trust.COPILOT)), flags
+
+
 SETTINGS_FILES = [".claude/settings.json", ".claude/hooks/x.sh", ".mcp.json", ".gemini/settings.json",
-                  ".qwen/settings.json", ".codex/config.toml", ".opencode/plugins/x.js", "opencode.json", "opencode.jsonc"]
+                  ".qwen/settings.json", ".codex/config.toml", ".opencode/plugins/x.js", "opencode.json", "opencode.jsonc",
+                  ".github/hooks/x.json", ".github/copilot/settings.json", ".github/copilot/settings.local.json",
+                  ".github/mcp.json"]
 
 
 def test_every_adapter_refuses_the_agents_edits_of_every_clis_project_settings(tmp_path):
     wt = os.path.realpath(tmp_path)
     deny = claude_adapter.settings(str(tmp_path))["permissions"]["deny"]
     for rel in SETTINGS_FILES:  # Claude Code: an Edit rule (it covers Write) on the absolute path, `//abs`
-        top = rel.split("/")[0]
-        assert (f"Edit(/{wt}/{top}/**)" if "/" in rel else f"Edit(/{wt}/{rel})") in deny, (rel, deny)
+        folder = next((d for d in trust.AGENT_SETTINGS_DIRS if rel.startswith(d + "/")), None)
+        assert (f"Edit(/{wt}/{folder}/**)" if folder else f"Edit(/{wt}/{rel})") in deny, (rel, deny)
+    refused = copilot_adapter.settings_denied(str(tmp_path))  # Copilot CLI: write rules on the absolute path
+    for rel in SETTINGS_FILES:
+        folder = next((d for d in trust.AGENT_SETTINGS_DIRS if rel.startswith(d + "/")), None)
+        assert (f"write({wt}/{folder}/**)" if folder else f"write({wt}/{rel})") in refused, (rel, refused)
     pattern = re.compile(gemini_adapter.SETTINGS_PATHS)  # Gemini CLI's policy: matched against the tool's JSON args
     assert json.dumps(gemini_adapter.SETTINGS_PATHS) in gemini_adapter.policy_text("")
     for rel in SETTINGS_FILES:
         for arg in ("file_path", "absolute_path"):
             assert pattern.search(json.dumps({arg: f"{wt}/{rel}"})), rel
             assert pattern.search(json.dumps({arg: rel})), rel
-    for rel in ("src/claude.py", "docs/.mcp.json.md", "opencode.json.bak", "x.gemini/y", "qwen/settings.json"):
+    for rel in ("src/claude.py", "docs/.mcp.json.md", "opencode.json.bak", "x.gemini/y", "qwen/settings.json",
+                ".github/workflows/ci.yml", ".github/hooksy/x.json", ".github/copilot-instructions.md"):
         assert not pattern.search(json.dumps({"file_path": f"{wt}/{rel}"})), rel
     for rel in (".claude/**", ".mcp.json", ".gemini/**", ".qwen/**", ".opencode/**", ".codex/**", "opencode.json",
-                "opencode.jsonc"):
+                "opencode.jsonc", ".github/hooks/**", ".github/copilot/settings.json", ".github/mcp.json"):
         assert f"edit(/{rel})" in qwen_adapter.DENIED and f"write_file(/{rel})" in qwen_adapter.DENIED, rel
 
 

@@ -63,19 +63,27 @@ QWEN = "qwen project settings"
 #: project is given, which it records for the repository's main checkout: a person who trusted their repository
 #: in Codex has every task worktree's `.codex/` loaded
 CODEX = "codex project settings"
-#: each agent CLI's project settings as a trust key: (its files at the worktree's top, its folder there (every
-#: file under it, symlinks followed), what the CLI itself writes at the folder's top)
+#: GitHub Copilot CLI 1.0.102's project settings: `.github/hooks/*.json` (hooks: `bash` commands), the repository
+#: settings `.github/copilot/settings.json` / `settings.local.json` (inline hooks, permissions) and the workspace MCP
+#: servers (`.mcp.json`, `.github/mcp.json`). In prompt mode it loads them once its own trust of the folder is given:
+#: a trusted folder in its config (`trustedFolders`: the repository's main checkout or any folder above the worktree
+#: counts) or COPILOT_ALLOW_ALL=true; a person who trusted their repository in Copilot has every task worktree's loaded
+COPILOT = "copilot project settings"
+#: each agent CLI's project settings as a trust key: (its files under the worktree's top, its folder there (every
+#: file under it, symlinks followed; a path, `.github/hooks`), what the CLI itself writes at the folder's top)
 AGENT_PROJECT = {
     OPENCODE: (OPENCODE_FILES, OPENCODE_DIR, OPENCODE_OWN),
     CLAUDE: ((".mcp.json",), ".claude", frozenset({"worktrees", "agent-memory", "agent-memory-local"})),
     GEMINI: ((), ".gemini", frozenset()),
     QWEN: ((), ".qwen", frozenset({"worktrees", "tmp", "reviews"})),
     CODEX: ((), ".codex", frozenset()),
+    COPILOT: ((".github/copilot/settings.json", ".github/copilot/settings.local.json", ".mcp.json", ".github/mcp.json"),
+              ".github/hooks", frozenset()),
 }
 #: what an agent may not edit in its worktree, whatever its CLI: every agent CLI's project settings (another CLI's
 #: next role would load them): the folders and the files at the top
 AGENT_SETTINGS_DIRS = tuple(folder for _, folder, _ in AGENT_PROJECT.values())
-AGENT_SETTINGS_FILES = tuple(name for files, _, _ in AGENT_PROJECT.values() for name in files)
+AGENT_SETTINGS_FILES = tuple(dict.fromkeys(name for files, _, _ in AGENT_PROJECT.values() for name in files))
 #: what a bare ``--check`` (no command) of merge stands for: ``[run] test_command``, once trusted. It starts with
 #: a NUL byte: no command line can spell it.
 DEFAULT_CHECK = "\0[run] test_command"
@@ -233,6 +241,7 @@ AGENT_LOADS = {
     GEMINI: "its hooks, MCP servers and tool commands run on your machine",
     QWEN: "its hooks, MCP servers and tool commands run on your machine",
     CODEX: "its MCP servers run as commands outside its sandbox",
+    COPILOT: "its hooks and MCP servers run as commands on your machine, outside its permission rules",
 }
 
 
@@ -262,7 +271,7 @@ def require_workflow(common_dir, name: str, data: bytes) -> None:
 
 
 __all__ = ["ADAPTER", "AGENT_LOADS", "AGENT_PROJECT", "AGENT_SETTINGS_DIRS", "AGENT_SETTINGS_FILES", "CLAUDE", "CLONE",
-           "CODEX", "GEMINI", "QWEN", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
+           "CODEX", "COPILOT", "GEMINI", "QWEN", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
            "NOTIFY_URL", "OPENCODE", "SETUP", "TEST",
            "WORKFLOW_DIR", "WORKTREEINCLUDE",
            "Untrusted", "Verdict", "check_configured", "default_check", "report", "require_workflow", "skipped", "trust", "trust_shown",

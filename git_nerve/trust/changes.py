@@ -53,7 +53,7 @@ def between(cwd, base: str | None, head: str, names: list[str] | None = None) ->
         for s in new.values():
             out.append(line(s.key, s.does))
     for key in AGENT_PROJECT:
-        if any(_agent_cli(n) == key and objectdb.cat_blob(cwd, f"{head}:{n}") for n in names or []):
+        if any(key in _agent_clis(n) and objectdb.cat_blob(cwd, f"{head}:{n}") for n in names or []):
             from .settings import DOES
 
             out.append(line(key, DOES[key]))
@@ -66,17 +66,15 @@ def between(cwd, base: str | None, head: str, names: list[str] | None = None) ->
 
 
 def _relevant(name: str) -> bool:
-    return name in (nerve_toml.FILE, WORKTREEINCLUDE) or name.startswith(WORKFLOW_DIR + "/") or bool(_agent_cli(name))
+    return name in (nerve_toml.FILE, WORKTREEINCLUDE) or name.startswith(WORKFLOW_DIR + "/") or bool(_agent_clis(name))
 
 
-def _agent_cli(name: str) -> str | None:
-    """The agent CLI whose project settings hold the committed file ``name`` (its key: :func:`.settings.agent_project`;
-    named like what the CLI writes there itself included: a commit put it there), else None."""
-    first, _, rest = name.partition("/")
-    for key, (files, folder, _own) in AGENT_PROJECT.items():
-        if name in files or (first == folder and rest):
-            return key
-    return None
+def _agent_clis(name: str) -> list[str]:
+    """The agent CLIs whose project settings hold the committed file ``name`` (their keys: :func:`.settings.agent_project`;
+    named like what the CLI writes there itself included: a commit put it there; `.mcp.json` is Claude Code's and
+    Copilot CLI's; a folder may be a path, `.github/hooks`)."""
+    return [key for key, (files, folder, _own) in AGENT_PROJECT.items()
+            if name in files or name.startswith(folder + "/")]
 
 
 def of_branch(cwd, integration_refs: list[str], tip_ref: str) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import nerve_toml
 
-from . import (ADAPTER, AGENT_PROJECT, CLAUDE, CLONE, CODEX, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, GEMINI,  # noqa: F401
+from . import (ADAPTER, AGENT_PROJECT, CLAUDE, CLONE, CODEX, COPILOT, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, GEMINI,  # noqa: F401
                INCLUDE, NOTIFY_COMMAND, NOTIFY_URL, OPENCODE, QWEN, SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
 
 #: what each setting does on the person's machine, in words (the flag of a change says "it will <this>")
@@ -48,6 +48,8 @@ DOES = {
           "commands run on your machine, its commands, agents and workflows are the agent's",
     CODEX: "be loaded by Codex in each run of the codex adapter (git nerve run) once you trusted the repository in "
            "Codex: its MCP servers run as commands outside Codex's sandbox, its hooks and exec rules apply",
+    COPILOT: "be loaded by GitHub Copilot CLI in each run of the copilot adapter (git nerve run) once you trusted the "
+             "folder in Copilot: its hooks and MCP servers run as commands on your machine",
 }
 WORKFLOW_DOES = "run as Python on your machine (git nerve run imports it)"
 
@@ -194,6 +196,12 @@ def codex(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
     return agent_project(CODEX, toplevel)
 
 
+def copilot(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
+    """GitHub Copilot CLI's project settings at ``toplevel``: every file under ``.github/hooks/``, its repository
+    settings files under ``.github/copilot/`` and the workspace MCP files (``.mcp.json``, ``.github/mcp.json``)."""
+    return agent_project(COPILOT, toplevel)
+
+
 def agent_project(key: str, toplevel: str | os.PathLike[str], *,
                   main: str | os.PathLike[str] | None | bool = None) -> dict[str, Setting]:
     """An agent CLI's project settings (``key``, :data:`.AGENT_PROJECT`) at ``toplevel``: its files there and every
@@ -274,9 +282,11 @@ def _counts(root: Path, dirname: str, own):
     marked = set(tracked)
     holding = {p.rsplit("/", k)[0] for p in tracked for k in range(1, p.count("/") + 1)}
 
+    depth = dirname.count("/") + 1  # the folder may be a path (`.github/hooks`): its entries are the next part
+
     def counts(rel: str, folder: bool = False) -> bool:
         parts = rel.split("/")
-        if len(parts) < 2 or parts[1] not in own:
+        if len(parts) <= depth or parts[depth] not in own:
             return True
         if folder and rel in holding:
             return True
@@ -328,7 +338,7 @@ CANON = {(OPENCODE, f"{AGENT_PROJECT[OPENCODE][1]}/package.json"): _without_open
 
 
 #: the project settings of each agent CLI an adapter gates (:func:`..untrusted_in`), by key
-AGENT_CLI = {OPENCODE: opencode, CLAUDE: claude, GEMINI: gemini, QWEN: qwen, CODEX: codex}
+AGENT_CLI = {OPENCODE: opencode, CLAUDE: claude, GEMINI: gemini, QWEN: qwen, CODEX: codex, COPILOT: copilot}
 
 
 def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict[str, Setting]:

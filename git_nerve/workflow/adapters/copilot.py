@@ -13,8 +13,10 @@ response was available"), so the run allows exactly
   test_command``): Copilot CLI's rules cannot name a whole command line, so ``python3 -m unittest -v``
   allows ``python3`` with any arguments (never a shell, git or a network tool as a whole);
 
-and refuses ``git push``/``config``/``remote`` and the URL tools outright (``--deny-tool``). The provider's
-key is stripped from what the agent's shell sees (``--secret-env-vars``). GitHub's built-in MCP servers are
+and refuses ``git push``/``config``/``remote``, the URL tools and file writes to every agent CLI's project settings
+in the worktree (``write(<worktree>/.claude/**)``...: the next role's CLI would load them) outright (``--deny-tool``). The provider's
+key is stripped from what the agent's shell sees (``--secret-env-vars``), and the person's ``COPILOT_ALLOW_ALL``
+(a blanket approval) from what Copilot CLI sees. GitHub's built-in MCP servers are
 not started (they need a GitHub login and the network).
 
 The person's notes reach the agent mid-run through Copilot CLI's hooks, loaded from a plugin written for
@@ -23,6 +25,13 @@ this run into its private directory (``--plugin-dir``, never the worktree): ``po
 is pending) and the notes are appended to the tool's result. Copilot CLI's hooks cannot end the agent
 (``continue: false`` is ignored), so a stop is answered by ``preToolUse``, which refuses every tool call
 from the next one on (nothing more is written), and the runner ends the process at its next tick.
+
+Copilot CLI loads the worktree's own project settings (``.github/hooks/*.json``: hooks that run as ``bash``
+commands; ``.github/copilot/settings.json``: inline hooks; ``.mcp.json`` / ``.github/mcp.json``: MCP servers) once
+its folder trust is given: a person who trusted their repository's main checkout, or a folder above it, in Copilot
+(``trustedFolders``), or who set COPILOT_ALLOW_ALL=true, has a task worktree's loaded. So the adapter starts no
+Copilot while they are there and not trusted by this user (`git nerve trust`, issue 35:
+:data:`git_nerve.trust.COPILOT`; command.refuse_untrusted); it never passes ``--trust-folder``.
 
 The model is the user's: a GitHub Copilot login, or BYOK (``COPILOT_PROVIDER_BASE_URL``, ``COPILOT_MODEL``,
 ``COPILOT_PROVIDER_API_KEY``, ``COPILOT_PROVIDER_TYPE``), which needs no GitHub login.
@@ -34,6 +43,7 @@ import json
 import os
 import re
 
+from ...trust import AGENT_SETTINGS_DIRS, AGENT_SETTINGS_FILES, COPILOT
 from .command import CommandAdapter, Invocation, adapter_factory, extras, model_flag, options, probe
 
 #: The Copilot CLI version the real-CLI suite runs (tests/test_real_hook_notes.py).
@@ -51,7 +61,7 @@ SECRETS = ("COPILOT_PROVIDER_API_KEY", "COPILOT_PROVIDER_BEARER_TOKEN", "COPILOT
 
 SANDBOX = ("Copilot CLI permission rules (prompt mode: what no --allow-tool rule allows is refused): file writes "
            "in the worktree, shell only git add/commit/status/diff/log/show, `git nerve` and the test command's program; "
-           "git push/config/remote and URLs denied (no OS sandbox)")
+           "git push/config/remote, URLs and writes to the agent CLIs' project settings denied (no OS sandbox)")
 
 
 #: programs never allowed as a whole (a test command starting with one of them stays refused)
@@ -68,6 +78,13 @@ def allow_rules(test_command: str) -> list[str]:
     if words and os.path.basename(words[0]) not in NEVER_WHOLE and "/" not in words[0]:
         rules.append(f"shell({words[0]})")
     return rules
+
+
+def settings_denied(workdir: str) -> list[str]:
+    """``write`` rules refusing the agent's file writes to every agent CLI's project settings in its worktree
+    (another CLI's next role, or Copilot's own, would load them): the folders' files and the files, by absolute path."""
+    root = os.path.realpath(workdir)
+    return [*(f"write({root}/{d}/**)" for d in AGENT_SETTINGS_DIRS), *(f"write({root}/{f})" for f in AGENT_SETTINGS_FILES)]
 
 
 def _argv(a: CommandAdapter) -> list[str]:
@@ -117,7 +134,7 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
         for rule in allow_rules(inv.ctx.test_command):
             rules.append(f"--allow-tool={rule}")
     if "--deny-tool" not in overridden:
-        for rule in DENIED:
+        for rule in (*DENIED, *settings_denied(inv.workdir)):
             rules.append(f"--deny-tool={rule}")
     rules.append(f"--usage-output-file={os.path.join(inv.tmpdir, USAGE_FILE)}")
     command = notes_command(inv, "copilot")
@@ -125,6 +142,9 @@ def _prepare(adapter: CommandAdapter, inv: Invocation) -> None:
         rules.append(f"--plugin-dir={plugin(inv.tmpdir, command)}")
     inv.argv[1:1] = rules
     inv.env.setdefault("NO_COLOR", "1")
+    # the person's COPILOT_ALLOW_ALL approves every tool call and trusts the worktree's own hooks and MCP servers
+    # (Copilot CLI 1.0.102): the rules above are the run's, never a blanket approval
+    inv.env.pop("COPILOT_ALLOW_ALL", None)
 
 
 # -- failures the exit status hides ---------------------------------------------------------
@@ -174,7 +194,7 @@ def checks(adapter: CommandAdapter) -> list[str]:
 create_copilot = adapter_factory(
     "copilot", "copilot",
     build=_argv, prompt_via="stdin", prepare=_prepare, report=_report, diagnose=diagnose, checks=checks, sandbox=SANDBOX,
-    env_names=("COPILOT_*", "GH_*", "GITHUB_TOKEN"), state_dirs=(".copilot",),
+    env_names=("COPILOT_*", "GH_*", "GITHUB_TOKEN"), state_dirs=(".copilot",), project_settings=COPILOT,
 )
 
 
