@@ -88,6 +88,10 @@ SETTINGS_PATHS = (r'"(file_path|absolute_path|dir_path)":\s*"(|[^"]*/)('
                   + "|".join(re.escape(d) for d in AGENT_SETTINGS_DIRS) + r')(/|")|'
                   r'"(file_path|absolute_path)":\s*"(|[^"]*/)(' + "|".join(re.escape(f) for f in AGENT_SETTINGS_FILES) + r')"')
 
+#: what the agent is told when it tries
+SETTINGS_DENIED = ("git-nerve: the agent CLIs' project settings (" + ", ".join(
+    [f"{d}/" for d in AGENT_SETTINGS_DIRS] + list(AGENT_SETTINGS_FILES)) + ") are not the agent's to change")
+
 
 SANDBOX = (
     "Gemini CLI policy engine (private --policy file, approval mode default, headless): file tools inside the "
@@ -143,7 +147,7 @@ def policy_text(test_command: str, git_allowed: Sequence[str] = GIT_ALLOWED) -> 
         'toolName = ["write_file", "replace"]',
         f"argsPattern = {_toml(SETTINGS_PATHS)}",
         'decision = "deny"',
-        'denyMessage = "git-nerve: the agent CLI settings in .gemini/, .qwen/, .claude/, .mcp.json, .opencode/ are not the agent to change"',
+        f"denyMessage = {_toml(SETTINGS_DENIED)}",
         "priority = 950",
         "",
         "[[rule]]",
