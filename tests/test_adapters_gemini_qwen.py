@@ -402,11 +402,12 @@ def test_a_killed_runs_private_directory_goes_at_the_next_run_once_its_agent_is_
 
 
 def _alive(pid: int) -> bool:
+    """Running: a zombie (its parent, the killed runner, is gone; whether init reaps it soon depends on the
+    machine) carries nothing any more."""
+    from git_nerve import proctable
+
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    try:  # a zombie (its parent, the killed runner, is gone: init reaps it soon) carries nothing any more
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
-    except ChildProcessError:
-        return True
+    return not proctable.zombie(pid)
