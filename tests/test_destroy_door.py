@@ -556,3 +556,47 @@ def test_a_link_planted_at_the_snapshots_index_name_is_never_written_through(rep
     planted.unlink()
     assert worktrees.snapshot(repo.work, head, "snap")  # without the link: a snapshot, its index removed
     assert not list(planted.parent.glob("snapshot-*"))
+
+
+def test_a_killed_runs_private_directory_goes_only_when_proven_dead_and_ours(tmp_path, monkeypatch):
+    """remove_dead_private_dirs handed hostile targets: a link named like a private directory (to a marked one
+    elsewhere), a directory others may enter, a mark that is a link, a run still carrying its id, a mark whose
+    runner holds its lock, a mark with no run id: all kept, whatever they point at. Only a marked, closed,
+    dead one goes."""
+    import fcntl
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    elsewhere = tmp_path / "elsewhere"
+
+    def private(path, run="a" * 32, mode=0o700):
+        path.mkdir(mode=mode)
+        path.chmod(mode)
+        (path / destroy.PRIVATE_MARK).write_text(run + "\n")
+        (path / "settings.json").write_text("{}")
+        return path
+
+    private(elsewhere)
+    (temp / "nerve-link").symlink_to(elsewhere)
+    private(temp / "nerve-open", mode=0o755)
+    linked = private(temp / "nerve-markislink")
+    (linked / destroy.PRIVATE_MARK).unlink()
+    (linked / destroy.PRIVATE_MARK).symlink_to(elsewhere / destroy.PRIVATE_MARK)
+    private(temp / "nerve-running", run="b" * 32)
+    held = private(temp / "nerve-held", run="c" * 32)
+    private(temp / "nerve-norun", run="")
+    dead = private(temp / "nerve-dead", run="d" * 32)
+    fd = os.open(held / destroy.PRIVATE_MARK, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # its runner lives
+    try:
+        removed = destroy.remove_dead_private_dirs("nerve-", still_running=lambda run: run == "b" * 32)
+    finally:
+        os.close(fd)
+    assert removed == [os.path.realpath(dead)]
+    assert not dead.exists() and (elsewhere / "settings.json").exists()
+    assert sorted(p.name for p in temp.iterdir()) == ["nerve-held", "nerve-link", "nerve-markislink", "nerve-norun",
+                                                      "nerve-open", "nerve-running"]
+    # cannot tell whether the run still goes (no /proc, no ps): kept
+    assert destroy.remove_dead_private_dirs("nerve-", still_running=lambda run: None) == []
