@@ -437,3 +437,31 @@ def test_retry_killed_as_git_worktree_add_created_its_gitdir_file_converges(tmp_
     problems = cs.check(s, ref, rerun, seen, set())
     assert not problems, "\n".join(problems)
     assert ctx_of(s.wt)["task_id"] == "t1"
+
+
+def test_init_killed_while_writing_nerve_toml_leaves_the_tree_as_one_run_does(repo):
+    """`git nerve init` killed between writing nerve.toml's temporary and renaming it: the rerun writes nerve.toml
+    and removes that temporary (ours by name, its writer gone), so `git status` shows what one uninterrupted run
+    leaves: nerve.toml to commit and nothing else. A temporary of that name whose writer still lives, and a
+    person's file of a like name for another file, are kept."""
+    import fcntl
+
+    repo = repo.work
+    killed = rs.run(["git-nerve", "init"], repo, env={**os.environ, "NERVE_FAULT": "work-tree-file.written"})
+    assert killed.code == -signal.SIGKILL, killed
+    left = sorted(p.name for p in repo.glob(".nerve.toml.nerve-*.tmp"))
+    assert len(left) == 1 and not (repo / "nerve.toml").exists(), left
+    mine = repo / ".notes.txt.nerve-1.tmp"
+    mine.write_text("a person's\n")
+    live = repo / f".nerve.toml.nerve-{os.getpid()}.tmp"
+    live.write_text("being written\n")
+    with open(live) as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        again = run(["git-nerve", "init"], repo)
+        assert again.code == 0, again
+    assert (repo / "nerve.toml").is_file()
+    assert not (repo / left[0]).exists()
+    assert live.exists() and mine.read_text() == "a person's\n"
+    live.unlink()
+    mine.unlink()
+    assert rs.git(repo, "status", "--porcelain") == "?? nerve.toml"

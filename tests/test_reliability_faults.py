@@ -77,6 +77,7 @@ def test_every_injection_point_in_the_source_is_exercised():
 ELSEWHERE = {
     "move.after-load": "tests/test_shared_move.py",
     "move.after-freeze": "tests/test_shared_move.py",
+    "work-tree-file.written": "tests/test_crash_cases.py",
 }
 
 

@@ -180,10 +180,11 @@ def remove_empty_dirs(paths) -> None:
             pass  # not empty (something else lives there now), or gone
 
 
-def remove_dead_temporaries(directory: Path) -> list[Path]:
+def remove_dead_temporaries(directory: Path, *, of: str | None = None) -> list[Path]:
     """Remove the temporaries (:func:`..fs.locked_tmp_name`) of a locked :func:`..fs.replace_file` killed mid-write: ours by
     name, and only when the process that wrote them is proven gone: its flock on the file can be taken (no
-    ``/proc``). An empty one (its writer may be between creating and locking it) also needs its pid gone."""
+    ``/proc``). An empty one (its writer may be between creating and locking it) also needs its pid gone.
+    ``of``: only the temporaries of the file of that name (a person's work tree: nothing else of theirs is looked at)."""
     import fcntl
 
     from ..liveness import pid_alive
@@ -195,7 +196,7 @@ def remove_dead_temporaries(directory: Path) -> list[Path]:
         return removed
     for name in names:
         m = re.match(LOCKED_TEMPORARY, name)
-        if m is None:
+        if m is None or (of is not None and m["name"] != of):
             continue
         path = directory / name
         try:
@@ -214,6 +215,19 @@ def remove_dead_temporaries(directory: Path) -> list[Path]:
         finally:
             os.close(fd)
     return removed
+
+
+def replace_work_tree_file(path: Path, data: bytes | str, *, keep_mode: bool = False) -> None:
+    """Write a file of a person's work tree (nerve.toml, an agent CLI's MCP configuration) whole or not at all,
+    through a locked temporary; the temporary of an earlier write of it killed mid-way goes first (ours by name,
+    its writer proven gone), so a rerun leaves the tree as one uninterrupted run does."""
+    from .. import faults
+    from ..fs import locked_tmp_name, replace_file
+
+    path = Path(path)
+    remove_dead_temporaries(path.parent, of=path.name)
+    replace_file(path, data, tmp_name=locked_tmp_name(path), create_mode=0o666, keep_mode=keep_mode, lock=True,
+                 before_replace=lambda: faults.point("work-tree-file.written"))
 
 
 # -- worktrees ------------------------------------------------------------------------------------------------

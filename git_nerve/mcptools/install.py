@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..fs import replace_file
+from ..git.destroy import replace_work_tree_file
 from ..paths import discover
 from ..trust import trust_again, trusted_agent_settings
 from .names import SERVER_NAME, executable
@@ -143,8 +143,8 @@ def _remove_created(path: Path, rec: dict) -> tuple[str, str]:
 
 
 def _write(path: Path, text: str) -> None:
-    """Atomic replace, keeping the file's mode."""
-    replace_file(path, text, tmp_name=f".{path.name}.nerve-tmp", create_mode=0o666, keep_mode=True)
+    """Atomic replace, keeping the file's mode (a killed earlier write's temporary goes first)."""
+    replace_work_tree_file(path, text, keep_mode=True)
 
 
 # -- JSON files --------------------------------------------------------------------------

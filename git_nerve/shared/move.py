@@ -134,7 +134,7 @@ _STORE_KEYS = ("backend", "remote", "schema")
 
 def _rewrite(path: Path, wanted: dict) -> bool:
     """nerve.toml's [shared] table names ``wanted``'s store, its other lines kept; True when written."""
-    from ..fs import replace_file
+    from ..git.destroy import replace_work_tree_file
 
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
@@ -157,5 +157,5 @@ def _rewrite(path: Path, wanted: dict) -> bool:
     table = tomllib.loads(new).get("shared", {})
     if any(table.get(k) != v for k, v in wanted.items()):
         raise UsageError(f"{path}: could not rewrite its [shared] table; set {wanted} there by hand")
-    replace_file(path, new, create_mode=0o666, keep_mode=True)  # nerve.toml, a file of the work tree
+    replace_work_tree_file(path, new, keep_mode=True)  # nerve.toml, a file of the work tree
     return True

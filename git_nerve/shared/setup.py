@@ -177,7 +177,7 @@ def _new_schema(home: Path) -> str:
 
 def _record(path: Path, wanted: dict, comment: str) -> bool:
     """Append the [shared] table to nerve.toml (kept when it already says the same); True when written."""
-    from ..fs import replace_file
+    from ..git.destroy import replace_work_tree_file
 
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     data = nerve_toml.read(path.parent) or {}
@@ -188,5 +188,5 @@ def _record(path: Path, wanted: dict, comment: str) -> bool:
         raise UsageError(f"{path} already has a [shared] table ({table}); edit it by hand to change it")
     lines = "".join(f'{key} = "{value}"\n' for key, value in wanted.items())
     block = f"\n[shared]\n# {comment}\n{lines}"
-    replace_file(path, (text.rstrip("\n") + "\n" if text else "") + block, create_mode=0o666, keep_mode=True)
+    replace_work_tree_file(path, (text.rstrip("\n") + "\n" if text else "") + block, keep_mode=True)
     return True

@@ -207,9 +207,9 @@ def write_default(toplevel: str | os.PathLike[str]) -> Path:
     path = path_in(toplevel)
     if path.exists() or path.is_symlink():
         return path
-    from ..fs import replace_file
+    from ..git.destroy import replace_work_tree_file
 
-    replace_file(path, tomli_w.dumps(default_config()), tmp_name=f".{FILE}.{os.getpid()}.tmp", create_mode=0o666)
+    replace_work_tree_file(path, tomli_w.dumps(default_config()))
     return path
 
 
