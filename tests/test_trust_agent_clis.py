@@ -33,6 +33,9 @@ CLIS = [
     ("qwen", qwen_adapter.create_qwen, trust.QWEN, ".qwen/settings.json"),
     ("codex", codex_adapter.create_codex, trust.CODEX, ".codex/config.toml"),
     ("copilot", copilot_adapter.create_copilot, trust.COPILOT, ".github/hooks/x.json"),
+    # a custom agent (its MCP servers and hooks) and a skill (its allowed-tools): Copilot CLI's too
+    ("copilot", copilot_adapter.create_copilot, trust.COPILOT, ".github/agents/x.agent.md"),
+    ("copilot", copilot_adapter.create_copilot, trust.COPILOT, ".github/skills/s/SKILL.md"),
 ]
 
 
@@ -92,6 +95,29 @@ def test_copilots_entry_is_its_nested_hooks_folder_its_repository_settings_and_t
     assert list(s.value) == [".github/copilot/settings.json", ".github/hooks/sub/y.json", ".github/hooks/x.json",
                              ".github/mcp.json", ".mcp.json"], s.value
     assert list(claude(tmp_path)[trust.CLAUDE].value) == [".mcp.json"]  # Claude Code's too
+    # its custom agents (MCP servers, hooks) and project skills (allowed-tools) in each folder it finds them
+    write(tmp_path, ".github/agents/helper.agent.md", "---\nname: helper\nmcp-servers: {}\n---\n")
+    write(tmp_path, ".github/skills/s/SKILL.md", "---\nname: s\nallowed-tools: shell\n---\n")
+    write(tmp_path, ".agents/skills/t/SKILL.md", "---\nname: t\n---\n")
+    write(tmp_path, ".claude/skills/u/SKILL.md", "---\nname: u\n---\n")
+    write(tmp_path, ".claude/settings.json", "{}\n")  # Claude Code's alone
+    assert list(copilot(tmp_path)[trust.COPILOT].value) == [
+        ".agents/skills/t/SKILL.md", ".claude/skills/u/SKILL.md", ".github/agents/helper.agent.md",
+        ".github/copilot/settings.json", ".github/hooks/sub/y.json", ".github/hooks/x.json", ".github/mcp.json",
+        ".github/skills/s/SKILL.md", ".mcp.json"]
+    assert list(claude(tmp_path)[trust.CLAUDE].value) == [".claude/settings.json", ".claude/skills/u/SKILL.md",
+                                                          ".mcp.json"]
+
+
+def test_codex_entry_holds_the_repository_skills_it_loads(tmp_path):
+    """Codex reads the repository's skills from `.agents/skills/` besides `.codex/`: both count, one key."""
+    from git_nerve.trust.settings import agent_project
+
+    git(tmp_path, "init", "-q")
+    write(tmp_path, ".agents/skills/t/SKILL.md", "---\nname: t\n---\n")
+    write(tmp_path, ".codex/config.toml", "\n")
+    assert list(agent_project(trust.CODEX, tmp_path)[trust.CODEX].value) == [".agents/skills/t/SKILL.md",
+                                                                             ".codex/config.toml"]
 
 
 def _fake_cli(tmp_path: Path, monkeypatch, name: str) -> Path:
@@ -105,7 +131,7 @@ def _fake_cli(tmp_path: Path, monkeypatch, name: str) -> Path:
     return ran
 
 
-@pytest.mark.parametrize("name,create,key,rel", CLIS, ids=[c[0] for c in CLIS])
+@pytest.mark.parametrize("name,create,key,rel", CLIS, ids=[f"{c[0]}:{c[3]}" for c in CLIS])
 def test_the_adapter_starts_no_cli_until_its_committed_project_settings_are_trusted(
         repo, gw, gn, tmp_path, monkeypatch, name, create, key, rel):
     ran = _fake_cli(tmp_path, monkeypatch, name)
@@ -157,7 +183,9 @@ def test_an_adapter_loads_only_its_own_clis_settings(repo, tmp_path, monkeypatch
                                      (".gemini/settings.json", trust.GEMINI), (".qwen/commands/x.toml", trust.QWEN),
                                      (".codex/config.toml", trust.CODEX),
                                      (".github/hooks/x.json", trust.COPILOT),
-                                     (".github/copilot/settings.json", trust.COPILOT)])
+                                     (".github/copilot/settings.json", trust.COPILOT),
+                                     (".github/agents/x.agent.md", trust.COPILOT),
+                                     (".github/skills/s/SKILL.md", trust.COPILOT)])
 def test_show_flags_a_task_that_changes_a_clis_project_settings(repo, gw, rel, key):
     work = repo.work
     assert gw("spawn t1", work).code == 0
@@ -184,7 +212,8 @@ def test_show_flags_a_change_to_the_mcp_file_two_clis_load_for_each(repo, gw):
 SETTINGS_FILES = [".claude/settings.json", ".claude/hooks/x.sh", ".mcp.json", ".gemini/settings.json",
                   ".qwen/settings.json", ".codex/config.toml", ".opencode/plugins/x.js", "opencode.json", "opencode.jsonc",
                   ".github/hooks/x.json", ".github/copilot/settings.json", ".github/copilot/settings.local.json",
-                  ".github/mcp.json"]
+                  ".github/mcp.json", ".github/agents/x.agent.md", ".github/skills/s/SKILL.md",
+                  ".agents/skills/s/SKILL.md", ".claude/skills/s/SKILL.md"]
 
 
 def test_every_adapter_refuses_the_agents_edits_of_every_clis_project_settings(tmp_path):
@@ -207,7 +236,8 @@ def test_every_adapter_refuses_the_agents_edits_of_every_clis_project_settings(t
                 ".github/workflows/ci.yml", ".github/hooksy/x.json", ".github/copilot-instructions.md"):
         assert not pattern.search(json.dumps({"file_path": f"{wt}/{rel}"})), rel
     for rel in (".claude/**", ".mcp.json", ".gemini/**", ".qwen/**", ".opencode/**", ".codex/**", "opencode.json",
-                "opencode.jsonc", ".github/hooks/**", ".github/copilot/settings.json", ".github/mcp.json"):
+                "opencode.jsonc", ".github/hooks/**", ".github/copilot/settings.json", ".github/mcp.json",
+                ".github/agents/**", ".github/skills/**", ".agents/skills/**"):
         assert f"edit(/{rel})" in qwen_adapter.DENIED and f"write_file(/{rel})" in qwen_adapter.DENIED, rel
 
 

@@ -18,7 +18,8 @@ def trust(show: bool, as_json: bool) -> None:
     adapter, [adapters.*] extra_args, the [extract] and
     [knowledge.embeddings] endpoints, .nerve/workflows/*.py, the agent
     CLIs' project settings (opencode.json and .opencode/, .claude/ and
-    .mcp.json, .gemini/, .qwen/, .codex/, .github/hooks/,
+    .mcp.json, .gemini/, .qwen/, .codex/ and .agents/skills/,
+    .github/hooks/, .github/agents/, .github/skills/,
     .github/copilot/settings.json and .github/mcp.json). Then records
     the hash of that content for this user on this machine (outside the
     repository). What is read is the main checkout's, from wherever you

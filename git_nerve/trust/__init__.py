@@ -59,30 +59,34 @@ GEMINI = "gemini project settings"
 #: `tmp/`, `reviews/` are what it writes there
 QWEN = "qwen project settings"
 #: Codex CLI 0.169's project settings: `.codex/` (config.toml: MCP servers, which Codex starts outside its sandbox,
-#: hooks, model providers; rules/ (exec policies), agents, skills). Codex loads them once its own trust of the
-#: project is given, which it records for the repository's main checkout: a person who trusted their repository
-#: in Codex has every task worktree's `.codex/` loaded
+#: hooks, model providers; rules/ (exec policies), agents, skills) and the repository skills of `.agents/skills/`.
+#: Codex loads them once its own trust of the project is given, which it records for the repository's main
+#: checkout: a person who trusted their repository in Codex has every task worktree's `.codex/` loaded
 CODEX = "codex project settings"
 #: GitHub Copilot CLI 1.0.102's project settings: `.github/hooks/*.json` (hooks: `bash` commands), the repository
-#: settings `.github/copilot/settings.json` / `settings.local.json` (inline hooks, permissions) and the workspace MCP
-#: servers (`.mcp.json`, `.github/mcp.json`). In prompt mode it loads them once its own trust of the folder is given:
+#: settings `.github/copilot/settings.json` / `settings.local.json` (inline hooks, permissions), the workspace MCP
+#: servers (`.mcp.json`, `.github/mcp.json`), its custom agents (`.github/agents/`: each may carry MCP servers,
+#: hooks and skills, and the model may hand work to one) and its project skills (`.github/skills/`,
+#: `.agents/skills/`, `.claude/skills/`: a skill's `allowed-tools` runs tools without a permission rule). In prompt mode it loads them once its own trust of the folder is given:
 #: a trusted folder in its config (`trustedFolders`: the repository's main checkout or any folder above the worktree
 #: counts) or COPILOT_ALLOW_ALL=true; a person who trusted their repository in Copilot has every task worktree's loaded
 COPILOT = "copilot project settings"
-#: each agent CLI's project settings as a trust key: (its files under the worktree's top, its folder there (every
-#: file under it, symlinks followed; a path, `.github/hooks`), what the CLI itself writes at the folder's top)
+#: each agent CLI's project settings as a trust key: (its files under the worktree's top, its folders there (every
+#: file under each, symlinks followed; a folder may be a path, `.github/hooks`; two CLIs may load the same one),
+#: what the CLI itself writes at a folder's top)
 AGENT_PROJECT = {
-    OPENCODE: (OPENCODE_FILES, OPENCODE_DIR, OPENCODE_OWN),
-    CLAUDE: ((".mcp.json",), ".claude", frozenset({"worktrees", "agent-memory", "agent-memory-local"})),
-    GEMINI: ((), ".gemini", frozenset()),
-    QWEN: ((), ".qwen", frozenset({"worktrees", "tmp", "reviews"})),
-    CODEX: ((), ".codex", frozenset()),
+    OPENCODE: (OPENCODE_FILES, (OPENCODE_DIR,), OPENCODE_OWN),
+    CLAUDE: ((".mcp.json",), (".claude",), frozenset({"worktrees", "agent-memory", "agent-memory-local"})),
+    GEMINI: ((), (".gemini",), frozenset()),
+    QWEN: ((), (".qwen",), frozenset({"worktrees", "tmp", "reviews"})),
+    CODEX: ((), (".codex", ".agents/skills"), frozenset()),
     COPILOT: ((".github/copilot/settings.json", ".github/copilot/settings.local.json", ".mcp.json", ".github/mcp.json"),
-              ".github/hooks", frozenset()),
+              (".github/hooks", ".github/agents", ".github/skills", ".agents/skills", ".claude/skills"), frozenset()),
 }
 #: what an agent may not edit in its worktree, whatever its CLI: every agent CLI's project settings (another CLI's
-#: next role would load them): the folders and the files at the top
-AGENT_SETTINGS_DIRS = tuple(folder for _, folder, _ in AGENT_PROJECT.values())
+#: next role would load them): the folders (none inside another) and the files at the top
+AGENT_SETTINGS_DIRS = tuple(d for d in dict.fromkeys(f for _, folders, _ in AGENT_PROJECT.values() for f in folders)
+                            if not any(d.startswith(o + "/") for _, fs, _ in AGENT_PROJECT.values() for o in fs))
 AGENT_SETTINGS_FILES = tuple(dict.fromkeys(name for files, _, _ in AGENT_PROJECT.values() for name in files))
 #: what a bare ``--check`` (no command) of merge stands for: ``[run] test_command``, once trusted. It starts with
 #: a NUL byte: no command line can spell it.
@@ -241,7 +245,8 @@ AGENT_LOADS = {
     GEMINI: "its hooks, MCP servers and tool commands run on your machine",
     QWEN: "its hooks, MCP servers and tool commands run on your machine",
     CODEX: "its MCP servers run as commands outside its sandbox",
-    COPILOT: "its hooks and MCP servers run as commands on your machine, outside its permission rules",
+    COPILOT: "its hooks and MCP servers run as commands on your machine, outside its permission rules, and its "
+             "skills' allowed-tools widen them",
 }
 
 

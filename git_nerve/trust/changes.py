@@ -73,8 +73,8 @@ def _agent_clis(name: str) -> list[str]:
     """The agent CLIs whose project settings hold the committed file ``name`` (their keys: :func:`.settings.agent_project`;
     named like what the CLI writes there itself included: a commit put it there; `.mcp.json` is Claude Code's and
     Copilot CLI's; a folder may be a path, `.github/hooks`)."""
-    return [key for key, (files, folder, _own) in AGENT_PROJECT.items()
-            if name in files or name.startswith(folder + "/")]
+    return [key for key, (files, folders, _own) in AGENT_PROJECT.items()
+            if name in files or any(name.startswith(folder + "/") for folder in folders)]
 
 
 def of_branch(cwd, integration_refs: list[str], tip_ref: str) -> list[str]:

@@ -47,9 +47,10 @@ DOES = {
     QWEN: "be loaded by Qwen Code in each run of the qwen adapter (git nerve run): its hooks, MCP servers and tool "
           "commands run on your machine, its commands, agents and workflows are the agent's",
     CODEX: "be loaded by Codex in each run of the codex adapter (git nerve run) once you trusted the repository in "
-           "Codex: its MCP servers run as commands outside Codex's sandbox, its hooks and exec rules apply",
+           "Codex: its MCP servers run as commands outside Codex's sandbox, its hooks, exec rules and skills apply",
     COPILOT: "be loaded by GitHub Copilot CLI in each run of the copilot adapter (git nerve run) once you trusted the "
-             "folder in Copilot: its hooks and MCP servers run as commands on your machine",
+             "folder in Copilot: its hooks and MCP servers (its custom agents' too) run as commands on your machine, "
+             "its skills' allowed-tools widen what the agent may run",
 }
 WORKFLOW_DOES = "run as Python on your machine (git nerve run imports it)"
 
@@ -197,18 +198,20 @@ def codex(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
 
 
 def copilot(toplevel: str | os.PathLike[str]) -> dict[str, Setting]:
-    """GitHub Copilot CLI's project settings at ``toplevel``: every file under ``.github/hooks/``, its repository
-    settings files under ``.github/copilot/`` and the workspace MCP files (``.mcp.json``, ``.github/mcp.json``)."""
+    """GitHub Copilot CLI's project settings at ``toplevel``: every file under ``.github/hooks/``, its custom agents
+    and project skills (``.github/agents/``, ``.github/skills/``, ``.agents/skills/``, ``.claude/skills/``), its
+    repository settings files under ``.github/copilot/`` and the workspace MCP files (``.mcp.json``,
+    ``.github/mcp.json``)."""
     return agent_project(COPILOT, toplevel)
 
 
 def agent_project(key: str, toplevel: str | os.PathLike[str], *,
                   main: str | os.PathLike[str] | None | bool = None) -> dict[str, Setting]:
     """An agent CLI's project settings (``key``, :data:`.AGENT_PROJECT`) at ``toplevel``: its files there and every
-    file under its folder (symlinks followed, as the CLIs do), their paths and bytes (sha256) sorted; none: no
+    file under its folders (symlinks followed, as the CLIs do), their paths and bytes (sha256) sorted; none: no
     Setting. Left out:
 
-    * what the CLI writes into its folder itself when it runs (the folder's own entries, :data:`.AGENT_PROJECT`),
+    * what the CLI writes into a folder itself when it runs (the folder's own entries, :data:`.AGENT_PROJECT`),
       only while git does not track it in this checkout (committed or staged, or under a committed link: a commit
       put it there, and the CLI loads it), read from the index, never from a .gitignore (a commit can write one);
       where git cannot tell, it counts;
@@ -217,21 +220,31 @@ def agent_project(key: str, toplevel: str | os.PathLike[str], *,
       they have there (a copy ``.worktreeinclude`` made); a task cannot write into the main checkout, and a
       worktree gets no such file but by that copy, so a task's worktree holds exactly the committed files the
       person trusted."""
-    names, dirname, own = AGENT_PROJECT[key]
+    names, dirnames_, own = AGENT_PROJECT[key]
     root = Path(toplevel)
-    folder = root / dirname
     present = [n for n in names if (root / n).is_file()]
-    if not present and not folder.is_dir():
+    folders = [d for d in dirnames_ if (root / d).is_dir()]
+    if not present and not folders:
         return {}
-    personal = {} if main is False else _personal(Path(main) if main is not None else root, names, dirname)
-    counts = _counts(root, dirname, own) if folder.is_dir() else None
+    personal = {} if main is False else _personal(Path(main) if main is not None else root, names, dirnames_)
     files: dict[str, str] = {}
     for name in present:
         sha = _sha_of(root / name)
         if personal.get(name) != sha:
             files[name] = sha
+    for dirname in folders:
+        _walk(key, root, dirname, _counts(root, dirname, own), own, personal, files)
+    if not files:
+        return {}
+    files = dict(sorted(files.items()))
+    return {key: Setting(key, DOES[key], files,
+                         tuple(f"{rel}: sha256 {sha[:16]}… (read it first)" for rel, sha in files.items()))}
+
+
+def _walk(key: str, root: Path, dirname: str, counts, own, personal: dict[str, str], files: dict[str, str]) -> None:
+    """Put every file under ``root/dirname`` that counts (:func:`_counts`) into ``files`` (:func:`agent_project`)."""
     seen: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=True) if counts else ():
+    for dirpath, dirnames, filenames in os.walk(root / dirname, followlinks=True):
         real = os.path.realpath(dirpath)
         if real in seen:  # a symlink loop
             dirnames[:] = []
@@ -247,19 +260,14 @@ def agent_project(key: str, toplevel: str | os.PathLike[str], *,
                 sha = _sha_of(Path(dirpath) / name, canon=CANON.get((key, rel)))
                 if sha and personal.get(rel) != sha:
                     _put(files, rel, sha)
-    if not files:
-        return {}
-    files = dict(sorted(files.items()))
-    return {key: Setting(key, DOES[key], files,
-                         tuple(f"{rel}: sha256 {sha[:16]}… (read it first)" for rel, sha in files.items()))}
 
 
-def _personal(main: Path, names, dirname: str) -> dict[str, str]:
+def _personal(main: Path, names, dirnames) -> dict[str, str]:
     """The person's own files among an agent CLI's project settings: path -> sha256 of those the main checkout
     ``main`` leaves untracked and git ignores ({} when none, or git cannot tell: then nothing is left out)."""
     from ..git.tracked import ignored_under
 
-    return {rel: _sha_of(main / rel) for rel in ignored_under(main, [*names, dirname]) or ()}
+    return {rel: _sha_of(main / rel) for rel in ignored_under(main, [*names, *dirnames]) or ()}
 
 
 def _put(files: dict[str, str], rel: str, sha: str) -> None:
@@ -333,8 +341,8 @@ def _without_qwen_version(obj: dict) -> dict:
 
 
 #: the files an agent CLI rewrites itself, by (key, path): what of them counts
-CANON = {(OPENCODE, f"{AGENT_PROJECT[OPENCODE][1]}/package.json"): _without_opencode_plugin,
-         (QWEN, f"{AGENT_PROJECT[QWEN][1]}/settings.json"): _without_qwen_version}
+CANON = {(OPENCODE, f"{AGENT_PROJECT[OPENCODE][1][0]}/package.json"): _without_opencode_plugin,
+         (QWEN, f"{AGENT_PROJECT[QWEN][1][0]}/settings.json"): _without_qwen_version}
 
 
 #: the project settings of each agent CLI an adapter gates (:func:`..untrusted_in`), by key

@@ -27,7 +27,9 @@ is pending) and the notes are appended to the tool's result. Copilot CLI's hooks
 from the next one on (nothing more is written), and the runner ends the process at its next tick.
 
 Copilot CLI loads the worktree's own project settings (``.github/hooks/*.json``: hooks that run as ``bash``
-commands; ``.github/copilot/settings.json``: inline hooks; ``.mcp.json`` / ``.github/mcp.json``: MCP servers) once
+commands; ``.github/copilot/settings.json``: inline hooks; ``.mcp.json`` / ``.github/mcp.json``: MCP servers;
+``.github/agents/``: custom agents with MCP servers and hooks of their own, the model may hand work to one;
+``.github/skills/``, ``.agents/skills/``, ``.claude/skills/``: skills whose ``allowed-tools`` need no rule) once
 its folder trust is given: a person who trusted their repository's main checkout, or a folder above it, in Copilot
 (``trustedFolders``), or who set COPILOT_ALLOW_ALL=true, has a task worktree's loaded. So the adapter starts no
 Copilot while they are there and not trusted by this user (`git nerve trust`, issue 35:
