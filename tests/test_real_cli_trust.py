@@ -184,3 +184,35 @@ def test_a_committed_copilot_hook_runs_only_once_trusted(tmp_path):
     assert marker.exists(), res
     assert len(repo.new_commits()) == 1, res
     assert trust.untrusted_in(repo.work / ".git", repo.worktree, trust.COPILOT) is None, repo.status()
+
+
+@pytest.mark.parametrize("name,user_env", [("gemini", {"GEMINI_CLI_TRUST_WORKSPACE": "true"}), ("qwen", {})],
+                         ids=["gemini", "qwen"])
+def test_a_committed_dotenv_reaches_the_clis_commands_only_once_trusted(tmp_path, name, user_env):
+    """Gemini CLI and Qwen Code put the worktree's `.env` into their own environment, which every command they run
+    inherits: a `GIT_TRACE` there makes each git they start write its trace to a file (a `GIT_CONFIG_*` could run
+    anything git config names). Committed on main, it stops the run until trusted; once trusted, the CLI really
+    loads it (the trace file is written)."""
+    driver = DRIVERS[name]
+    binary = driver.install()
+    key = trust.GEMINI if name == "gemini" else trust.QWEN
+    marker = tmp_path / "git-trace"
+    repo = AgentRepo.create(tmp_path, name, toml_extra="\n[budget]\ntask_tokens = 1\n")
+    commit_file(repo.work, ".env", f"GIT_TRACE={marker}\n", "a project .env")
+    git(repo.work, "push", "-q", "origin", "main")
+    git(repo.worktree, "merge", "-q", "--ff-only", "main")
+    repo = dataclasses.replace(repo, base=git(repo.worktree, "rev-parse", "HEAD"))
+
+    with ScriptedModel(params=chat_params(repo)) as model:
+        res = repo.run_develop({**env_for(driver, binary, model), **user_env})
+        assert model.entries() == []  # the CLI never ran
+    assert res.code == 1 and f"{name}: not started: {key} in " in res.result["reason"], res
+    assert ".env" in res.result["reason"] and not marker.exists(), res
+
+    with ScriptedModel(params=chat_params(repo)) as model:
+        env = {**env_for(driver, binary, model), **user_env}
+        shown = _check(["git", "nerve", "trust"], repo.work, env)
+        assert key in shown and ".env" in shown, shown
+        res = repo.run_develop(env)
+    assert "not started" not in res.out + res.err, res
+    assert marker.exists(), res  # the CLI loaded the worktree's .env: the gate guards a real door

@@ -213,7 +213,7 @@ SETTINGS_FILES = [".claude/settings.json", ".claude/hooks/x.sh", ".mcp.json", ".
                   ".qwen/settings.json", ".codex/config.toml", ".opencode/plugins/x.js", "opencode.json", "opencode.jsonc",
                   ".github/hooks/x.json", ".github/copilot/settings.json", ".github/copilot/settings.local.json",
                   ".github/mcp.json", ".github/agents/x.agent.md", ".github/skills/s/SKILL.md",
-                  ".agents/skills/s/SKILL.md", ".claude/skills/s/SKILL.md"]
+                  ".agents/skills/s/SKILL.md", ".claude/skills/s/SKILL.md", ".env"]
 
 
 def test_every_adapter_refuses_the_agents_edits_of_every_clis_project_settings(tmp_path):
@@ -233,11 +233,11 @@ def test_every_adapter_refuses_the_agents_edits_of_every_clis_project_settings(t
             assert pattern.search(json.dumps({arg: f"{wt}/{rel}"})), rel
             assert pattern.search(json.dumps({arg: rel})), rel
     for rel in ("src/claude.py", "docs/.mcp.json.md", "opencode.json.bak", "x.gemini/y", "qwen/settings.json",
-                ".github/workflows/ci.yml", ".github/hooksy/x.json", ".github/copilot-instructions.md"):
+                ".github/workflows/ci.yml", ".github/hooksy/x.json", ".github/copilot-instructions.md", ".env.example"):
         assert not pattern.search(json.dumps({"file_path": f"{wt}/{rel}"})), rel
     for rel in (".claude/**", ".mcp.json", ".gemini/**", ".qwen/**", ".opencode/**", ".codex/**", "opencode.json",
                 "opencode.jsonc", ".github/hooks/**", ".github/copilot/settings.json", ".github/mcp.json",
-                ".github/agents/**", ".github/skills/**", ".agents/skills/**"):
+                ".github/agents/**", ".github/skills/**", ".agents/skills/**", ".env"):
         assert f"edit(/{rel})" in qwen_adapter.DENIED and f"write_file(/{rel})" in qwen_adapter.DENIED, rel
 
 
@@ -278,4 +278,41 @@ def test_the_persons_own_ignored_settings_in_the_main_checkout_do_not_untrust_th
     write(wt, ".claude/hooks/start.sh", "touch /tmp/x\n")
     with pytest.raises(AdapterSpawnFailed):
         claude_adapter.create_claude()("prompt", ctx)
+    assert not ran.exists()
+
+
+@pytest.mark.parametrize("name,create", [("gemini", gemini_adapter.create_gemini), ("qwen", qwen_adapter.create_qwen)])
+def test_the_worktrees_dotenv_is_gemini_and_qwens_setting_unless_it_is_the_persons_copy(
+        repo, gw, gn, tmp_path, monkeypatch, name, create):
+    """Gemini CLI and Qwen Code load the worktree's top-level `.env` into their environment and every command they
+    run (GIT_CONFIG_* there runs what git config names). The person's own `.env` (untracked, ignored), copied into
+    the task's worktree by `.worktreeinclude`, is theirs: the run starts. Once they change theirs, the older copy
+    stops the run, and the line says to copy theirs again (trusting cannot help). A `.env` the task wrote where the
+    person has none stops it and names `git nerve trust`."""
+    ran = _fake_cli(tmp_path, monkeypatch, name)
+    work = repo.work
+    commit_file(work, ".gitignore", ".env\n", "ignore .env")
+    commit_file(work, ".worktreeinclude", ".env\n", "copy .env into worktrees")
+    write(work, ".env", "OPENAI_API_KEY=sk-mine\n")
+    assert gn("trust --json", work).code == 0  # .worktreeinclude
+    assert gw("spawn t1", work).code == 0
+    wt = wt_of(work, "t1")
+    assert (wt / ".env").read_text() == "OPENAI_API_KEY=sk-mine\n"
+    start = StartFrame(task_id="t1", workflow="wf", content="x", workdir=str(wt))
+    ctx = AgentContext(start, (), str(wt), threading.Event(), "t1", "coder")
+    create()("prompt", ctx)  # the person's copy: it starts
+    assert ran.exists()
+    ran.unlink()
+
+    write(work, ".env", "OPENAI_API_KEY=sk-rotated\n")
+    with pytest.raises(AdapterSpawnFailed) as refused:
+        create()("prompt", ctx)
+    assert ".env differ from your own in the main checkout" in str(refused.value), refused.value
+    assert "copy yours there again" in str(refused.value) and not ran.exists()
+
+    (work / ".env").unlink()
+    write(wt, ".env", "GIT_CONFIG_COUNT=1\nGIT_CONFIG_KEY_0=core.fsmonitor\nGIT_CONFIG_VALUE_0=touch /tmp/x\n")
+    with pytest.raises(AdapterSpawnFailed) as refused:
+        create()("prompt", ctx)
+    assert ".env" in str(refused.value) and "git nerve trust" in str(refused.value), refused.value
     assert not ran.exists()

@@ -52,11 +52,13 @@ OPENCODE_OWN = frozenset({"node_modules", ".gitignore", "package-lock.json", "bu
 CLAUDE = "claude project settings"
 #: Gemini CLI 0.61's project settings (`--skip-trust` makes the worktree a trusted folder): `.gemini/` (settings.json:
 #: hooks, mcpServers, tools.discoveryCommand / callCommand; policies/ that widen what the agent may run; commands,
-#: skills, agents; .env). It loads no project extensions (only the user's: its ExtensionManager)
+#: skills, agents; .env) and the worktree's top-level `.env`, whose variables it puts into its own environment and
+#: every command's it runs (a GIT_CONFIG_* there runs what git config can name). It loads no project extensions
+#: (only the user's: its ExtensionManager)
 GEMINI = "gemini project settings"
 #: Qwen Code 0.24's project settings: `.qwen/` (settings.json: hooks, mcpServers, tool discovery / call commands;
-#: commands, agents, skills, workflows; .env). It loads no project extensions either; its own `worktrees/`,
-#: `tmp/`, `reviews/` are what it writes there
+#: commands, agents, skills, workflows; .env) and the top-level `.env` (as Gemini CLI does). It loads no project
+#: extensions either; its own `worktrees/`, `tmp/`, `reviews/` are what it writes there
 QWEN = "qwen project settings"
 #: Codex CLI 0.169's project settings: `.codex/` (config.toml: MCP servers, which Codex starts outside its sandbox,
 #: hooks, model providers; rules/ (exec policies), agents, skills) and the repository skills of `.agents/skills/`.
@@ -77,8 +79,8 @@ COPILOT = "copilot project settings"
 AGENT_PROJECT = {
     OPENCODE: (OPENCODE_FILES, (OPENCODE_DIR,), OPENCODE_OWN),
     CLAUDE: ((".mcp.json",), (".claude",), frozenset({"worktrees", "agent-memory", "agent-memory-local"})),
-    GEMINI: ((), (".gemini",), frozenset()),
-    QWEN: ((), (".qwen",), frozenset({"worktrees", "tmp", "reviews"})),
+    GEMINI: ((".env",), (".gemini",), frozenset()),
+    QWEN: ((".env",), (".qwen",), frozenset({"worktrees", "tmp", "reviews"})),
     CODEX: ((), (".codex", ".agents/skills"), frozenset()),
     COPILOT: ((".github/copilot/settings.json", ".github/copilot/settings.local.json", ".mcp.json", ".github/mcp.json"),
               (".github/hooks", ".github/agents", ".github/skills", ".agents/skills", ".claude/skills"), frozenset()),
@@ -242,8 +244,8 @@ def untrusted_in(common_dir, worktree, key: str) -> Setting | None:
 AGENT_LOADS = {
     OPENCODE: "its plugins run as code on your machine",
     CLAUDE: "its hooks run as commands on your machine, outside its permission rules",
-    GEMINI: "its hooks, MCP servers and tool commands run on your machine",
-    QWEN: "its hooks, MCP servers and tool commands run on your machine",
+    GEMINI: "its hooks, MCP servers and tool commands run on your machine, its .env sets their environment",
+    QWEN: "its hooks, MCP servers and tool commands run on your machine, its .env sets their environment",
     CODEX: "its MCP servers run as commands outside its sandbox",
     COPILOT: "its hooks and MCP servers run as commands on your machine, outside its permission rules, and its "
              "skills' allowed-tools widen them",
@@ -259,8 +261,21 @@ def refusal(common_dir, worktree, key: str, cli: str) -> str | None:
         return None
     files = list(untrusted.value)
     named = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+    yours = _yours_changed(common_dir, files)
+    how = (f"{', '.join(yours)} differ from your own in the main checkout (changed since the task's worktree got "
+           f"its copy): copy yours there again, or remove it" if yours else HOW)
     return (f"not started: {key} in {worktree} ({named}) are not trusted on this machine (new, or changed since you "
-            f"trusted them), and {cli} would load them ({AGENT_LOADS[key]}): {HOW}")
+            f"trusted them), and {cli} would load them ({AGENT_LOADS[key]}): {how}")
+
+
+def _yours_changed(common_dir, files: list[str]) -> list[str]:
+    """Those of ``files`` that are the person's own in the main checkout (untracked there, ignored): in a worktree
+    they count only when they differ from it (a copy older than the person's file); trusting cannot help."""
+    from ..dotgit import main_checkout
+    from ..git.tracked import ignored_under
+
+    main = main_checkout(common_dir) if common_dir else None
+    return sorted(set(files) & set(ignored_under(main, files) or ())) if main is not None else []
 
 
 def require_workflow(common_dir, name: str, data: bytes) -> None:

@@ -43,9 +43,11 @@ DOES = {
     CLAUDE: "be loaded by Claude Code in each run of the claude adapter (git nerve run): its hooks, MCP servers and "
             "apiKeyHelper run as commands on your machine, its permission rules and env widen what the agent may do",
     GEMINI: "be loaded by Gemini CLI in each run of the gemini adapter (git nerve run): its hooks, MCP servers and tool "
-            "commands run on your machine, its policies widen what the agent may run",
+            "commands run on your machine, its policies widen what the agent may run, .env sets the environment of "
+            "every command it runs",
     QWEN: "be loaded by Qwen Code in each run of the qwen adapter (git nerve run): its hooks, MCP servers and tool "
-          "commands run on your machine, its commands, agents and workflows are the agent's",
+          "commands run on your machine, its commands, agents and workflows are the agent's, .env sets the "
+          "environment of every command it runs",
     CODEX: "be loaded by Codex in each run of the codex adapter (git nerve run) once you trusted the repository in "
            "Codex: its MCP servers run as commands outside Codex's sandbox, its hooks, exec rules and skills apply",
     COPILOT: "be loaded by GitHub Copilot CLI in each run of the copilot adapter (git nerve run) once you trusted the "
