@@ -85,10 +85,10 @@ def test_a_committed_project_hook_runs_only_once_trusted(tmp_path, name, key, re
 #: issue 35's edge; Claude Code refuses writes under `.claude/` itself, whatever the rules say; whether the folder is
 #: there already: Copilot CLI's file tool makes no parent directory, so it is, empty, as a checkout can leave it)
 ESCAPES = [("claude", ".opencode/plugins", False), ("gemini", ".claude/hooks", False), ("qwen", ".claude/hooks", False),
-           ("copilot", ".claude/hooks", True)]
+           ("copilot", ".claude/hooks", True), ("claude", "src/.claude/skills", False)]
 
 
-@pytest.mark.parametrize("name,target,made", ESCAPES, ids=[e[0] for e in ESCAPES])
+@pytest.mark.parametrize("name,target,made", ESCAPES, ids=[f"{e[0]}:{e[1]}" for e in ESCAPES])
 def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, target, made):
     """Each CLI's rules refuse a write under another CLI's project settings in the worktree (the scripted model's
     escape scenario, its write aimed there), which the next role's CLI would load: nothing is written, the refusal
@@ -97,6 +97,7 @@ def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, ta
     binary = driver.install()
     repo = AgentRepo.create(tmp_path, name, toml_extra="\n[budget]\ntask_tokens = 1\n")
     folder = repo.worktree / target
+    new = next(p for p in [*reversed(folder.parents), folder] if not p.exists())  # the first part not there yet
     if made:
         folder.mkdir(parents=True)  # untracked and empty: git status stays clean
     with ScriptedModel(mode="escape", params={**chat_params(repo), "home": str(folder)}) as model:
@@ -104,7 +105,7 @@ def test_the_agent_cannot_write_another_clis_project_settings(tmp_path, name, ta
         results = model.results("coder")
     assert [r["role"] for r in res.result["rounds"]][:1] == ["coder"], res
     assert not (folder / "escaped-write.txt").exists(), res
-    assert made or not (repo.worktree / target.split("/")[0]).exists(), res
+    assert made or not new.exists(), res
     assert driver.refused(results), results
     assert not made or any("`write(" in r for r in results), results  # the write itself reached the CLI, refused
     assert repo.status() == ""

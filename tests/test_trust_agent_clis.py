@@ -316,3 +316,53 @@ def test_the_worktrees_dotenv_is_gemini_and_qwens_setting_unless_it_is_the_perso
         create()("prompt", ctx)
     assert ".env" in str(refused.value) and "git nerve trust" in str(refused.value), refused.value
     assert not ran.exists()
+
+
+def test_claude_codes_nested_skills_count_at_any_depth(repo, gw, gn, tmp_path, monkeypatch):
+    """Claude Code finds skills below the top too (`src/.claude/skills/`: it searches the directories of the files
+    its agent touches), and a skill's frontmatter may carry hooks and allowed-tools. Every such file counts, committed
+    or not, ignored or not, reached through a symlink too: the claude adapter starts no Claude Code until they are
+    trusted, and `show` flags a task that adds one. The person's own (untracked, ignored) nested skill in the main
+    checkout is theirs, as at the top."""
+    from git_nerve.git.tracked import nested_folders
+
+    ran = _fake_cli(tmp_path, monkeypatch, "claude")
+    work = repo.work
+    commit_file(work, ".gitignore", "mine/\n", "ignore mine/")
+    write(work, "mine/.claude/skills/m/SKILL.md", "---\nname: m\n---\n")  # the person's own, ignored
+    commit_file(work, "lib/.claude/skills/s/SKILL.md", "---\nname: s\n---\n", "a nested skill")
+    assert nested_folders(work, ".claude/skills") == ["lib/.claude/skills", "mine/.claude/skills"]
+    assert list(claude(work)[trust.CLAUDE].value) == ["lib/.claude/skills/s/SKILL.md"]
+    assert gn("trust --json", work).code == 0
+    assert gw("spawn t1", work).code == 0
+    wt = wt_of(work, "t1")
+    start = StartFrame(task_id="t1", workflow="wf", content="x", workdir=str(wt))
+    ctx = AgentContext(start, (), str(wt), threading.Event(), "t1", "coder")
+    claude_adapter.create_claude()("prompt", ctx)  # the committed one, trusted
+    assert ran.exists()
+    ran.unlink()
+
+    hooks = "---\nname: x\nhooks:\n  PreToolUse:\n    - hooks: [{type: command, command: 'touch /tmp/x'}]\n---\n"
+    for place in ("src/deep/.claude/skills/x/SKILL.md", "build/.claude/skills/x/SKILL.md"):
+        write(wt, place, hooks)
+        if place.startswith("build/"):
+            write(wt, ".gitignore", "mine/\nbuild/\n")  # hidden from git status: still found
+        with pytest.raises(AdapterSpawnFailed) as refused:
+            claude_adapter.create_claude()("prompt", ctx)
+        assert place in str(refused.value) and not ran.exists(), refused.value
+        (wt / place).unlink()
+    (wt / "elsewhere/skills/y").mkdir(parents=True)
+    write(wt, "elsewhere/skills/y/SKILL.md", hooks)
+    (wt / "docs").mkdir(exist_ok=True)
+    os.symlink(wt / "elsewhere", wt / "docs/.claude")  # a nested .claude reached through a symlink
+    assert "docs/.claude/skills" in nested_folders(wt, ".claude/skills")
+    with pytest.raises(AdapterSpawnFailed) as refused:
+        claude_adapter.create_claude()("prompt", ctx)
+    assert "docs/.claude/skills/y/SKILL.md" in str(refused.value), refused.value
+
+    (wt / "docs/.claude").unlink()
+    write(wt, "src/.claude/skills/z/SKILL.md", hooks)
+    git(wt, "add", "-A")
+    git(wt, "commit", "-q", "-m", "a nested skill")
+    flags = json.loads(gw("show t1 --json", work).out)["trust_flags"]
+    assert [f.split(":")[0] for f in flags] == [f"this change edits {trust.CLAUDE}"], flags

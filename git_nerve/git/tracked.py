@@ -31,14 +31,43 @@ def tracked_under(cwd, directory: str, *, env=None) -> list[str] | None:
     return [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
 
 
-def ignored_under(cwd, paths: list[str]) -> list[str] | None:
-    """The untracked files git ignores in ``cwd``'s checkout at or under ``paths`` (relative to ``cwd``), relative
-    to ``cwd`` (names that are not UTF-8 with surrogate escapes); None when git cannot tell."""
+def ignored_under(cwd, paths: list[str], *, glob: bool = False) -> list[str] | None:
+    """The untracked files git ignores in ``cwd``'s checkout at or under ``paths`` (relative to ``cwd``; ``glob``:
+    git's glob patterns, ``**`` any depth), relative to ``cwd`` (names that are not UTF-8 with surrogate escapes);
+    None when git cannot tell."""
+    magic = "glob" if glob else "literal"
     proc = cli.run(["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--",
-                    *[f":(literal){p}" for p in paths]], cwd=cwd, check=False, text=False)
+                    *[f":({magic}){p}" for p in paths]], cwd=cwd, check=False, text=False)
     if proc.returncode != 0:
         return None
     return [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
+
+
+def nested_folders(cwd, folder: str) -> list[str] | None:
+    """Every ``<dir>/<folder>`` below the top of ``cwd``'s checkout (``folder``: a '/'-separated path such as
+    ``.claude/skills``; the top's own is not one) that holds a file, tracked or not (ignored ones too: an agent can
+    write a .gitignore), or that a symlink on its way leads to; relative to ``cwd``, sorted (names that are not
+    UTF-8 with surrogate escapes); None when git cannot tell. One ``git ls-files``."""
+    parts = folder.split("/")
+    specs = [f":(glob)**/{folder}/**"] + [f":(glob)**/{'/'.join(parts[:i])}" for i in range(1, len(parts) + 1)]
+    proc = cli.run(["ls-files", "-z", "--cached", "--others", "--", *specs], cwd=cwd, check=False, text=False)
+    if proc.returncode != 0:
+        return None
+    found: set[str] = set()
+    for raw in proc.stdout.split(b"\0"):
+        path = "/" + raw.decode("utf-8", "surrogateescape")
+        at = path.find(f"/{folder}/")
+        if at > 0:  # a file inside one (at 0: the top's own folder)
+            found.add(path[1:at + len(folder) + 1])
+            continue
+        for i in range(len(parts), 0, -1):  # an entry named like the folder or a part of it: a symlink (a file)
+            tail = "/" + "/".join(parts[:i])
+            if path.endswith(tail) and len(path) > len(tail):
+                rel = path[1:] + "".join(f"/{p}" for p in parts[i:])
+                if os.path.isdir(os.path.join(cwd, rel)):
+                    found.add(rel)
+                break
+    return sorted(found)
 
 
 def ignored_entries(checkout: Path) -> list[str] | None:

@@ -85,6 +85,11 @@ AGENT_PROJECT = {
     COPILOT: ((".github/copilot/settings.json", ".github/copilot/settings.local.json", ".mcp.json", ".github/mcp.json"),
               (".github/hooks", ".github/agents", ".github/skills", ".agents/skills", ".claude/skills"), frozenset()),
 }
+#: the folders an agent CLI also finds below the worktree's top, at any depth: Claude Code searches the directories
+#: of the files its agent touches for nested skills (`src/.claude/skills/`, whose frontmatter may carry hooks and
+#: allowed-tools)
+AGENT_NESTED = {CLAUDE: (".claude/skills",)}
+AGENT_NESTED_DIRS = tuple(dict.fromkeys(f for folders in AGENT_NESTED.values() for f in folders))
 #: what an agent may not edit in its worktree, whatever its CLI: every agent CLI's project settings (another CLI's
 #: next role would load them): the folders (none inside another) and the files at the top
 AGENT_SETTINGS_DIRS = tuple(d for d in dict.fromkeys(f for _, folders, _ in AGENT_PROJECT.values() for f in folders)
@@ -290,7 +295,7 @@ def require_workflow(common_dir, name: str, data: bytes) -> None:
                         f"nothing ran: {HOW}")
 
 
-__all__ = ["ADAPTER", "AGENT_LOADS", "AGENT_PROJECT", "AGENT_SETTINGS_DIRS", "AGENT_SETTINGS_FILES", "CLAUDE", "CLONE",
+__all__ = ["ADAPTER", "AGENT_LOADS", "AGENT_NESTED", "AGENT_NESTED_DIRS", "AGENT_PROJECT", "AGENT_SETTINGS_DIRS", "AGENT_SETTINGS_FILES", "CLAUDE", "CLONE",
            "CODEX", "COPILOT", "GEMINI", "QWEN", "DEFAULT_CHECK", "EMBEDDINGS", "EXTRA", "EXTRACT", "HOW", "INCLUDE", "NOTIFY_COMMAND",
            "NOTIFY_URL", "OPENCODE", "SETUP", "TEST",
            "WORKFLOW_DIR", "WORKTREEINCLUDE",

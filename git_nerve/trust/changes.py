@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import nerve_toml
 from ..errors import NerveError
 from ..git import history, objectdb
-from . import AGENT_PROJECT, WORKFLOW_DIR, WORKTREEINCLUDE
+from . import AGENT_NESTED, AGENT_PROJECT, WORKFLOW_DIR, WORKTREEINCLUDE
 
 
 def line(key: str, does: str) -> str:
@@ -74,7 +74,8 @@ def _agent_clis(name: str) -> list[str]:
     named like what the CLI writes there itself included: a commit put it there; `.mcp.json` is Claude Code's and
     Copilot CLI's; a folder may be a path, `.github/hooks`)."""
     return [key for key, (files, folders, _own) in AGENT_PROJECT.items()
-            if name in files or any(name.startswith(folder + "/") for folder in folders)]
+            if name in files or any(name.startswith(folder + "/") for folder in folders)
+            or any(f"/{folder}/" in f"/{name}" for folder in AGENT_NESTED.get(key, ()))]
 
 
 def of_branch(cwd, integration_refs: list[str], tip_ref: str) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import nerve_toml
 
-from . import (ADAPTER, AGENT_PROJECT, CLAUDE, CLONE, CODEX, COPILOT, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, GEMINI,  # noqa: F401
+from . import (ADAPTER, AGENT_NESTED, AGENT_PROJECT, CLAUDE, CLONE, CODEX, COPILOT, DEFAULT_CHECK, EMBEDDINGS, EXTRA, EXTRACT, GEMINI,  # noqa: F401
                INCLUDE, NOTIFY_COMMAND, NOTIFY_URL, OPENCODE, QWEN, SETUP, TEST, WORKFLOW_DIR, WORKTREEINCLUDE)
 
 #: what each setting does on the person's machine, in words (the flag of a change says "it will <this>")
@@ -226,9 +226,11 @@ def agent_project(key: str, toplevel: str | os.PathLike[str], *,
     root = Path(toplevel)
     present = [n for n in names if (root / n).is_file()]
     folders = [d for d in dirnames_ if (root / d).is_dir()]
-    if not present and not folders:
+    nested = _nested(root, AGENT_NESTED.get(key, ()))
+    if not present and not folders and not nested:
         return {}
-    personal = {} if main is False else _personal(Path(main) if main is not None else root, names, dirnames_)
+    home = Path(main) if main is not None else root
+    personal = {} if main is False else _personal(home, names, dirnames_, AGENT_NESTED.get(key, ()))
     files: dict[str, str] = {}
     for name in present:
         sha = _sha_of(root / name)
@@ -236,6 +238,8 @@ def agent_project(key: str, toplevel: str | os.PathLike[str], *,
             files[name] = sha
     for dirname in folders:
         _walk(key, root, dirname, _counts(root, dirname, own), own, personal, files)
+    for dirname in nested:  # the CLI writes nothing of its own there: every file counts
+        _walk(key, root, dirname, lambda rel, folder=False: True, frozenset(), personal, files)
     if not files:
         return {}
     files = dict(sorted(files.items()))
@@ -264,12 +268,25 @@ def _walk(key: str, root: Path, dirname: str, counts, own, personal: dict[str, s
                     _put(files, rel, sha)
 
 
-def _personal(main: Path, names, dirnames) -> dict[str, str]:
+def _nested(root: Path, folders) -> list[str]:
+    """The nested copies of ``folders`` below ``root``'s top (:data:`.AGENT_NESTED`); all of them, sorted."""
+    from ..git.tracked import nested_folders
+
+    found: set[str] = set()
+    for folder in folders:
+        found |= set(nested_folders(root, folder) or ())  # not a checkout: the CLI finds none either
+    return sorted(found)
+
+
+def _personal(main: Path, names, dirnames, nested=()) -> dict[str, str]:
     """The person's own files among an agent CLI's project settings: path -> sha256 of those the main checkout
     ``main`` leaves untracked and git ignores ({} when none, or git cannot tell: then nothing is left out)."""
     from ..git.tracked import ignored_under
 
-    return {rel: _sha_of(main / rel) for rel in ignored_under(main, [*names, *dirnames]) or ()}
+    own = {rel: _sha_of(main / rel) for rel in ignored_under(main, [*names, *dirnames]) or ()}
+    if nested:
+        own |= {rel: _sha_of(main / rel) for rel in ignored_under(main, [f"**/{f}/**" for f in nested], glob=True) or ()}
+    return own
 
 
 def _put(files: dict[str, str], rel: str, sha: str) -> None:

@@ -41,7 +41,7 @@ import os
 import re
 import shutil
 
-from ...trust import AGENT_SETTINGS_DIRS, AGENT_SETTINGS_FILES, CLAUDE
+from ...trust import AGENT_NESTED_DIRS, AGENT_SETTINGS_DIRS, AGENT_SETTINGS_FILES, CLAUDE
 from . import usage
 from .command import CommandAdapter, Invocation, adapter_factory, extras, options, probe
 
@@ -74,7 +74,8 @@ def settings(workdir: str, test_command: str = "", notes_hook: str | None = None
     allow += mcp_rules()
     # every agent CLI's project settings in the worktree: the next role's CLI (or a teammate's) would load them
     deny = [*DENY, *(f"Edit({root}/{d}/**)" for d in AGENT_SETTINGS_DIRS),
-            *(f"Edit({root}/{f})" for f in AGENT_SETTINGS_FILES)]
+            *(f"Edit({root}/{f})" for f in AGENT_SETTINGS_FILES),
+            *(f"Edit({root}/**/{d}/**)" for d in AGENT_NESTED_DIRS)]  # found at any depth (nested skills)
     data: dict = {
         "permissions": {"allow": allow, "deny": deny, "defaultMode": "dontAsk"},
         "includeCoAuthoredBy": False,
