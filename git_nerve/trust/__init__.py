@@ -136,17 +136,21 @@ class Verdict:
         return [s for k, s in self.settings.items() if not self.is_trusted(k)]
 
 
-def verdict(common_dir: str | os.PathLike[str], toplevel: str | os.PathLike[str], *, workflows: bool = False) -> Verdict:
+def verdict(common_dir: str | os.PathLike[str], toplevel: str | os.PathLike[str], *, workflows: bool = False,
+            agents: bool = False) -> Verdict:
+    """The settings at ``toplevel`` and what this user trusted; ``workflows``/``agents``: with the workflow files
+    and the agent CLIs' project settings (their adapters check those themselves: :func:`untrusted_in`; a command
+    that needs neither, spawn or merge, reads no more than it uses)."""
     from . import record
     from .settings import current
 
-    return Verdict(current(toplevel, workflows=workflows), record.load(common_dir))
+    return Verdict(current(toplevel, workflows=workflows, agents=agents), record.load(common_dir))
 
 
 def trust(common_dir, toplevel, keys: set[str] | None = None) -> tuple[list[Setting], Path | None]:
     """Record the settings at ``toplevel`` (those of ``keys`` only, when given) as trusted: (newly trusted,
     record path or None when nothing needed recording)."""
-    v = verdict(common_dir, toplevel, workflows=True)
+    v = verdict(common_dir, toplevel, workflows=True, agents=True)
     new = [s for k, s in v.settings.items() if (keys is None or k in keys) and not v.is_trusted(k)]
     if not new:
         return [], None
@@ -181,7 +185,7 @@ def trusted_agent_settings(common_dir, toplevel) -> set[str]:
     git-nerve then writes there at the person's own command (`git nerve mcp install --scope project`) keeps them
     trusted (:func:`trust_again`), as `git nerve init` trusts what it writes; those untrusted before stay so."""
     try:
-        v = verdict(common_dir, toplevel)
+        v = verdict(common_dir, toplevel, agents=True)
     except UsageError:
         return set()
     return {key for key in AGENT_PROJECT if v.is_trusted(key)}
@@ -196,7 +200,7 @@ def report(common_dir, toplevel) -> dict:
     """What `git nerve trust --show` prints: every setting, what it does, exactly what it holds, trusted or not."""
     from . import record
 
-    v = verdict(common_dir, toplevel, workflows=True)
+    v = verdict(common_dir, toplevel, workflows=True, agents=True)
     return {"repository": os.path.realpath(os.fspath(common_dir)), "record": str(record.path_for(common_dir)),
             "settings": [{"setting": s.key, "does": s.does, "shown": list(s.shown), "digest": s.digest,
                           "trusted": v.is_trusted(s.key),

@@ -368,12 +368,13 @@ CANON = {(OPENCODE, f"{AGENT_PROJECT[OPENCODE][1][0]}/package.json"): _without_o
 AGENT_CLI = {OPENCODE: opencode, CLAUDE: claude, GEMINI: gemini, QWEN: qwen, CODEX: codex, COPILOT: copilot}
 
 
-def current(toplevel: str | os.PathLike[str], *, workflows: bool = True) -> dict[str, Setting]:
-    """Every such setting as the features at ``toplevel`` would use it now (UsageError: nerve.toml unreadable)."""
+def current(toplevel: str | os.PathLike[str], *, workflows: bool = True, agents: bool = True) -> dict[str, Setting]:
+    """Every such setting as the features at ``toplevel`` would use it now (UsageError: nerve.toml unreadable);
+    ``workflows``, ``agents``: with the workflow files, the agent CLIs' project settings."""
     out = from_toml(nerve_toml.read(toplevel))
     main = nerve_toml.home(toplevel)
     out.update(worktreeinclude(read_text(main / WORKTREEINCLUDE)))
-    for read in AGENT_CLI.values():
+    for read in AGENT_CLI.values() if agents else ():
         out.update(read(toplevel))
     if workflows:
         folder = Path(toplevel) / WORKFLOW_DIR
