@@ -11,7 +11,9 @@ a moment of another machine's transition or published events, so `git worker sta
 from another machine (the notes hook's pending marker, set by the sync's ingest) and the console's page (its
 watcher sees the bus change) follow at once; footprints of other machines' tasks that change the radar's
 inputs ask for a radar recompute here. It stops by itself after ``[shared] listen_idle`` seconds without a live
-task of this clone or an open console. A front end: it reaches the radar (a feature) as well as shared mode.
+task of this clone or an open console, and within seconds of this clone's configuration naming another store
+(another database in ``git config nerve.database``, another schema or backend in nerve.toml, ``listen = false``):
+the next command starts one on the new store. A front end: it reaches the radar (a feature) as well as shared mode.
 """
 
 from __future__ import annotations
@@ -83,10 +85,14 @@ def main(argv: list[str] | None = None) -> int:
             bus = Bus(paths.bus_path)
             try:
                 cfg = state.config
-                life = listen.Idle(bus, paths.common_dir, cfg.listen_idle, cfg.lease / 3)
+                life = listen.Idle(bus, paths.common_dir, cfg.listen_idle, cfg.lease / 3,
+                                   store=lambda: _store(paths.common_dir))
                 print(f"listener {time.time():.3f}: started as {cfg.machine} (pid {os.getpid()})", flush=True)
                 listen.serve(state, bus, _After(bus, paths.common_dir, args.cwd), life=life)
-                print(f"listener {time.time():.3f}: nothing live here for {cfg.listen_idle:g} s: stopped", flush=True)
+                why = ("this clone's configuration names another store now (nerve.toml [shared], git config "
+                       "nerve.database): the next command starts a listener on it" if life.moved else
+                       f"nothing live here for {cfg.listen_idle:g} s")
+                print(f"listener {time.time():.3f}: {why}: stopped", flush=True)
             finally:
                 bus.close()
         finally:
@@ -95,6 +101,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"listener: {exc.message}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def _store(common_dir) -> tuple:
+    """Which store this clone's configuration names now: (backend, schema, listen, the database's address), or
+    what stops it from being read (then too the listener leaves it to the next command)."""
+    from .errors import NerveError
+    from .shared import open_state
+
+    try:
+        state = open_state(common_dir)
+        cfg = state.config
+        return (cfg.backend, cfg.schema, cfg.listen, state.url() if cfg.backend == "postgres" else None)
+    except NerveError as exc:
+        return ("unreadable", exc.message)
 
 
 class _After:

@@ -278,3 +278,24 @@ def test_another_machines_footprint_arriving_recomputes_the_radar_here(tmp_path,
 
     ss.ok(["nerve", "sync"], one)  # publishes a's footprint: the database rings two's listener
     _wait(lambda: pairs() == [("b", "a", "one", "conflict")], 20, step=0.1)
+
+
+def test_the_listener_follows_a_change_of_database(tmp_path, db, pg_server):
+    """The person points this clone at another database (`git config nerve.database`) while its listener runs (a
+    live task: it would never go idle): the listener stops within seconds, saying why, and the next command starts
+    one on the new database (it used to listen to the old one until it went idle)."""
+    from git_nerve import locks
+    from tests.pg_support import listener_lock
+
+    (one,) = team(tmp_path, db, ["one"])
+    ss.ok(["worker", "spawn", "t"], one)
+    _listening(one)
+    pid = locks.holder(listener_lock(one))
+    import hashlib
+
+    other = pg_server.create_database("o_" + hashlib.sha1(str(tmp_path).encode()).hexdigest()[:20])
+    subprocess.run(["git", "config", "nerve.database", other], cwd=one, check=True)
+    _wait(lambda: not _alive(pid), 20, step=0.1)
+    assert "names another store now" in _log(one).splitlines()[-1], _log(one)
+    ss.run(["worker", "status"], one)  # the next command starts a listener, on the new database
+    _wait(lambda: listening(one) and locks.holder(listener_lock(one)) != pid, 15)

@@ -86,14 +86,23 @@ class Always:
         return self.beat
 
 
+#: how often (seconds) the listener reads again which store this clone's configuration names
+STORE_EVERY = 5.0
+
+
 class Idle:
     """The listener's life: it goes on while this clone has a live task or an open console, and for ``idle``
-    seconds (this machine's monotonic clock) after the last time it saw one."""
+    seconds (this machine's monotonic clock) after the last time it saw one; it ends at once when the clone is
+    removed, or when its configuration names another store than the one it listens to (``store``: what names
+    it now, read every :data:`STORE_EVERY` s; the next command starts a listener on the new one)."""
 
-    def __init__(self, bus, common_dir, idle: float, beat: float):
+    def __init__(self, bus, common_dir, idle: float, beat: float, store: Callable[[], object] | None = None):
         self.bus, self.common_dir, self.idle, self.beat = bus, common_dir, idle, beat
         self.bus_id = file_id(bus.path)
         self.since = time.monotonic()
+        self.store, self.store_at_start = store, store() if store is not None else None
+        self.store_due = self.since + STORE_EVERY
+        self.moved = False
 
     def busy(self) -> bool:
         if locks.is_held(console_lock(self.common_dir)):
@@ -113,13 +122,19 @@ class Idle:
         if self.gone():
             return False
         now = time.monotonic()
+        if self.store is not None and now >= self.store_due:
+            self.store_due = now + STORE_EVERY
+            if self.store() != self.store_at_start:
+                self.moved = True
+                return False
         if self.busy():
             self.since = now
         return now - self.since < self.idle
 
     def wait(self) -> float:
         left = self.idle - (time.monotonic() - self.since)
-        return max(0.01, min(self.beat, left + 0.01))
+        every = STORE_EVERY if self.store is not None else self.beat
+        return max(0.01, min(self.beat, every, left + 0.01))
 
 
 def serve(state, bus, report: Callable[[dict], None], *, life=None) -> None:
