@@ -69,9 +69,10 @@ CODEX = "codex project settings"
 #: settings `.github/copilot/settings.json` / `settings.local.json` (inline hooks, permissions), the workspace MCP
 #: servers (`.mcp.json`, `.github/mcp.json`), its custom agents (`.github/agents/`: each may carry MCP servers,
 #: hooks and skills, and the model may hand work to one) and its project skills (`.github/skills/`,
-#: `.agents/skills/`, `.claude/skills/`: a skill's `allowed-tools` runs tools without a permission rule). In prompt mode it loads them once its own trust of the folder is given:
-#: a trusted folder in its config (`trustedFolders`: the repository's main checkout or any folder above the worktree
-#: counts) or COPILOT_ALLOW_ALL=true; a person who trusted their repository in Copilot has every task worktree's loaded
+#: `.agents/skills/`, `.claude/skills/`: a skill's `allowed-tools` runs tools without a permission rule). In prompt
+#: mode it loads them once its own trust of the folder is given: a trusted folder in its config (`trustedFolders`:
+#: the repository's main checkout or any folder above the worktree counts) or COPILOT_ALLOW_ALL=true; a person who
+#: trusted their repository in Copilot has every task worktree's loaded
 COPILOT = "copilot project settings"
 #: each agent CLI's project settings as a trust key: (its files under the worktree's top, its folders there (every
 #: file under each, symlinks followed; a folder may be a path, `.github/hooks`; two CLIs may load the same one),
