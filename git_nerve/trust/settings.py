@@ -230,7 +230,8 @@ def agent_project(key: str, toplevel: str | os.PathLike[str], *,
     if not present and not folders and not nested:
         return {}
     home = Path(main) if main is not None else root
-    personal = {} if main is False else _personal(home, names, dirnames_, AGENT_NESTED.get(key, ()))
+    # the person's nested files are looked for only where the worktree has nested folders (one git walk fewer)
+    personal = {} if main is False else _personal(home, names, dirnames_, AGENT_NESTED.get(key, ()) if nested else ())
     files: dict[str, str] = {}
     for name in present:
         sha = _sha_of(root / name)
